@@ -708,3 +708,20 @@ def _format(tree: Any) -> str:
 def format_spec(items: list) -> str:
     """Spec text for ``items``; ``parse_spec(format_spec(x)) == x`` for parsed specs."""
     return ", ".join(_format(item) for item in items)
+
+
+_ARRAY_ITEM = re.compile(r"^\s*([a-z]+\d*)\s*\[\s*([\d\s,]*)\]\s*$")
+
+
+def array_item_parts(item: str) -> tuple[str, tuple[int, ...]] | None:
+    """('f32', (8, 128)) for a plain array item like 'f32[8,128]'; None otherwise.
+    Text only (no jax), for controls that edit one dimension or the dtype."""
+    found = _ARRAY_ITEM.match(item)
+    if not found or found.group(1) not in DTYPES:
+        return None
+    dims = [d.strip() for d in found.group(2).split(",") if d.strip()]
+    return found.group(1), tuple(int(d) for d in dims)
+
+
+def array_item(dtype: str, shape: tuple[int, ...]) -> str:
+    return str(ArraySpec(dtype, shape))

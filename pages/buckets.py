@@ -1,0 +1,4 @@
+import streamlit as st
+
+st.title("buckets")
+st.info("Coming next.")

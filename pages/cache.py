@@ -1,0 +1,195 @@
+"""Cache lab: vary the arguments and watch the real jit cache hit, miss and explain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from viz import charts
+from viz.cache import reason_fix, reason_text
+from viz.spec import DTYPES, array_item, array_item_parts
+
+st.title("Cache lab")
+st.caption(
+    "Why does my function recompile? Every call below goes to the **real** jitted "
+    "function kept alive in the worker; hits and misses are read from its jit cache."
+)
+
+prog = ui.program()
+with st.expander(
+    f"Function: `{prog['function']}` from "
+    f"{'sample ' + prog['sample'] if prog.get('sample') else 'your code'} "
+    "(change it on the Explore page or pick a sample)"
+):
+    titles = ui.samples_by_title()
+    pick = st.selectbox("Use a sample", ["(keep current)", *titles], key="cache_sample")
+    if pick != "(keep current)" and st.button("Load sample"):
+        st.session_state.program = ui.program_from_sample(titles[pick])
+        st.rerun()
+    st.code(prog["code"], language="python", line_numbers=True, height=240)
+
+session = {"code": prog["code"], "function": prog["function"], "static": prog["static"]}
+key = f"{hash((prog['code'], prog['function'], tuple(prog['static'])))}"
+
+
+def argument_controls() -> tuple[str, dict[str, str]]:
+    """One row per parameter, with the control that fits it; returns (spec, placements)."""
+    multi = ui.device().partition(":")[2] not in ("", "1")
+    items, placements = [], {}
+    for name, item in ui.spec_rows(prog["code"], prog["function"], prog["args"]):
+        cols = st.columns([1.2, 1, 2.2, 1.4, 1.6], vertical_alignment="bottom")
+        cols[0].markdown(f"`{name}`" + (" · static" if name in prog["static"] else ""))
+        parts = array_item_parts(item)
+        if parts and name not in prog["static"]:
+            dtype, shape = parts
+            dtype = cols[1].selectbox(
+                "dtype", list(DTYPES), index=list(DTYPES).index(dtype), key=f"c_dt_{key}_{name}"
+            )
+            shape_text = cols[2].text_input(
+                "shape", ",".join(map(str, shape)), key=f"c_sh_{key}_{name}"
+            )
+            kind = "array"
+            if not shape:
+                kind = cols[3].radio(
+                    "as",
+                    ["array", "Python scalar"],
+                    key=f"c_k_{key}_{name}",
+                    horizontal=True,
+                    help="a Python scalar is weakly typed: jit keys it apart",
+                )
+            dims = tuple(int(d) for d in shape_text.replace(" ", "").split(",") if d)
+            if kind == "Python scalar":
+                items.append("1.0" if dtype.startswith(("f", "bf")) else "1")
+            else:
+                items.append(array_item(dtype, dims))
+        else:
+            items.append(cols[2].text_input("value", item, key=f"c_v_{key}_{name}"))
+        if multi and name not in prog["static"]:
+            placements[name] = cols[4].selectbox(
+                "placement",
+                ["default", "replicated", "sharded"] + [f"device:{i}" for i in range(8)],
+                key=f"c_pl_{key}_{name}",
+                help="sharded: split the leading axis over all devices",
+            )
+    return ui.join_spec(items), placements
+
+
+def remember(result: dict[str, Any]) -> None:
+    st.session_state[f"cache_{key}"] = result
+
+
+with st.container(border=True):
+    st.markdown("**Next call**")
+    spec, placements = argument_controls()
+    st.caption(f"args spec: `{spec}`")
+    c = st.columns([1, 1, 1.4, 1.6])
+    guard = c[2].toggle(
+        "Fail on recompile",
+        key="cache_guard",
+        help="turn any miss after the first compile into an error, like a guard in your own code",
+    )
+    if c[0].button("Call", type="primary", width="stretch"):
+        remember(
+            ui.request(
+                "cache_call", **session, args=spec, placements=placements, fail_on_recompile=guard
+            )
+        )
+    if c[1].button("Clear cache", width="stretch"):
+        remember(ui.request("cache_state", **session, clear=True))
+
+with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
+    rows = [(n, array_item_parts(i)) for n, i in ui.spec_rows(prog["code"], prog["function"], spec)]
+    arrays = {n: p for n, p in rows if p and p[1]}
+    if arrays:
+        s = st.columns(3)
+        param = s[0].selectbox("parameter", list(arrays), key="sweep_param")
+        axis = s[1].number_input("axis", 0, max(len(arrays[param][1]) - 1, 0), 0, key="sweep_axis")
+        values = s[2].text_input("sizes", "1, 2, 4, 8, 16, 32, 64", key="sweep_sizes")
+        if st.button("Run sweep"):
+            calls = []
+            for size in [int(v) for v in values.replace(",", " ").split()]:
+                items = []
+                for n, item in ui.spec_rows(prog["code"], prog["function"], spec):
+                    if n == param:
+                        dtype, shape = arrays[param]
+                        shape = (*shape[:axis], size, *shape[axis + 1:])
+                        item = array_item(dtype, shape)
+                    items.append(item)
+                calls.append(ui.join_spec(items))
+            bar = st.progress(0.0, "sweeping…")
+            remember(
+                ui.pool()
+                .get(ui.device())
+                .request(
+                    "cache_calls",
+                    **session,
+                    calls=calls,
+                    placements=placements,
+                    fail_on_recompile=guard,
+                    on_progress=lambda p: bar.progress(
+                        p["done"] / p["total"], f"call {p['done']} of {p['total']}"
+                    ),
+                )
+            )
+    else:
+        st.caption("No array argument to sweep.")
+
+result = st.session_state.get(f"cache_{key}")
+if result is None:
+    st.info("Make a call to fill the cache table.")
+    st.stop()
+if not result.get("ok") and result.get("error"):
+    ui.error_card(result["error"], prog["code"])
+events = result.get("events", [])
+last = events[-1] if events else None
+if last and last.get("error"):
+    ui.error_card(last["error"], prog["code"])
+if last and last.get("guard"):
+    st.error(f"🛡️ {last['guard']}")
+    st.code(
+        "before = f._cache_size()\ny = f(x)\nassert f._cache_size() == before, "
+        "'f recompiled: check shapes, dtypes and static args'",
+        language="python",
+    )
+
+table = result.get("table", [])
+st.subheader(
+    f"Cache table · {len(table)} compiled entries · jit cache size {result.get('cache_size')}"
+)
+if table:
+    frame = pd.DataFrame(
+        [
+            {
+                "#": i + 1,
+                "signature": e["describe"],
+                "hits": e["hits"],
+                "compile": ui.seconds(e["compile_s"]),
+                "created at call": e["created"],
+                "last hit at call": e["last_hit"] or "–",
+            }
+            for i, e in enumerate(table)
+        ]
+    )
+    used = last.get("entry") if last else None
+    styled = frame.style.apply(
+        lambda row: ["background-color: #fff3cd" if row.name == used else "" for _ in row], axis=1
+    )
+    st.dataframe(styled, hide_index=True, width="stretch")
+
+st.subheader("Why it recompiled")
+misses = [e for e in events if "hit" in e and not e["hit"]]
+for e in reversed(misses[-8:]):
+    with st.container(border=True):
+        st.markdown(
+            f"**Call {e['call']}** · miss · compile {ui.seconds(e['compile_s'])} · "
+            f"`{e['signature']}`"
+        )
+        for r in e["reasons"]:
+            fix = reason_fix(r)
+            st.markdown(f"- {reason_text(r)}" + (f"  \n  *fix:* {fix}" if fix else ""))
+
+if events:
+    st.plotly_chart(charts.cache_timeline(events), width="stretch")

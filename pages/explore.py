@@ -1,0 +1,371 @@
+"""Explorer: paste or pick a function and see every stage of jax.jit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from viz import charts
+from viz.export import html_report
+from viz.source import list_functions
+
+st.title("jitscope")
+st.caption(
+    "Paste a function, describe its inputs, and see what `jax.jit` makes of it: "
+    "trace → jaxpr, lower → StableHLO, compile → optimized HLO, run → timings."
+)
+
+
+def load_sample() -> None:
+    name = ui.samples_by_title()[st.session_state.sample_pick]
+    st.session_state.program = ui.program_from_sample(name)
+    reset_inputs()
+
+
+def reset_inputs() -> None:
+    for key in list(st.session_state):
+        if key.startswith(("in_", "code_w", "fn_w")):
+            del st.session_state[key]
+
+
+def apply_query_params() -> bool:
+    """A shared link carries the program; returns True when it asks for an analysis."""
+    q = st.query_params
+    if st.session_state.get("query_applied") or not ("sample" in q or "code" in q):
+        return False
+    st.session_state.query_applied = True
+    if "sample" in q and q["sample"] in {s for s in ui.samples_by_title().values()}:
+        st.session_state.program = ui.program_from_sample(q["sample"])
+    prog = ui.program()
+    for field in ("code", "function", "args"):
+        if field in q:
+            prog[field] = q[field]
+    if "static" in q:
+        prog["static"] = [s for s in q["static"].split(",") if s]
+    if "device" in q:
+        st.session_state.device = q["device"]
+    reset_inputs()
+    return True
+
+
+def inputs() -> tuple[bool, int]:
+    """The code editor and the argument table; returns (analyze clicked, runs)."""
+    prog = ui.program()
+    titles = ui.samples_by_title()
+    current = next((t for t, n in titles.items() if n == prog.get("sample")), None)
+    left, right = st.columns([3, 2], gap="large")
+    with left:
+        st.selectbox(
+            "Sample",
+            list(titles),
+            index=list(titles).index(current) if current else None,
+            key="sample_pick",
+            on_change=load_sample,
+            placeholder="your own code",
+        )
+        st.session_state.setdefault("code_w", prog["code"])
+        code = st.text_area(
+            "Code",
+            key="code_w",
+            height=380,
+            help="A Python module: imports, helpers, the function to jit",
+        )
+        if code != prog["code"]:
+            prog.update(code=code, sample=None)
+        st.code(code, language="python", line_numbers=True, height=200)
+    with right:
+        functions = [f.name for f in list_functions(code)]
+        if prog["function"] not in functions and functions:
+            prog["function"] = functions[-1]
+        st.session_state.setdefault("fn_w", prog["function"])
+        if st.session_state.fn_w not in functions:
+            st.session_state.fn_w = prog["function"]
+        prog["function"] = st.selectbox(
+            "Function", functions, key="fn_w", help="the function to jit"
+        )
+        st.markdown("**Arguments** · spec per parameter, e.g. `f32[8,128]`, `3`, `key`, `params`")
+        prog["args"], prog["static"] = argument_table(code, prog)
+        runs = st.number_input(
+            "Timed runs",
+            0,
+            200,
+            20,
+            key="runs_w",
+            help="0 = compile only: inputs are never allocated",
+        )
+        clicked = st.button("Analyze", type="primary", width="stretch")
+        st.caption(
+            f"args spec: `{prog['args'] or '(none)'}` · static: "
+            f"{', '.join(prog['static']) or 'none'}"
+        )
+    return clicked, int(runs)
+
+
+def argument_table(code: str, prog: dict[str, Any]) -> tuple[str, list[str]]:
+    rows = ui.spec_rows(code, prog["function"], prog["args"])
+    head = st.columns([2, 4, 1])
+    head[0].caption("parameter")
+    head[1].caption("spec")
+    head[2].caption("static")
+    items, static = [], []
+    for name, item in rows:
+        cols = st.columns([2, 4, 1], vertical_alignment="center")
+        cols[0].markdown(f"`{name}`")
+        spec_key, static_key = (
+            f"in_spec_{prog['function']}_{name}",
+            f"in_static_{prog['function']}_{name}",
+        )
+        st.session_state.setdefault(spec_key, item)
+        st.session_state.setdefault(static_key, name in prog["static"])
+        items.append(cols[1].text_input(name, key=spec_key, label_visibility="collapsed"))
+        if cols[2].checkbox("static", key=static_key, label_visibility="collapsed"):
+            static.append(name)
+    return ui.join_spec(items), static
+
+
+def analyze(runs: int) -> None:
+    prog = ui.program()
+    with st.spinner("Tracing, lowering, compiling and timing in the worker…"):
+        report = ui.request(
+            "analyze",
+            code=prog["code"],
+            function=prog["function"],
+            args=prog["args"],
+            static=prog["static"],
+            device=ui.device(),
+            runs=runs,
+        )
+    report["_code"] = prog["code"]
+    report["_stamp"] = ui.stamp()
+    history = st.session_state.setdefault("results", [])
+    history.append(report)
+    st.session_state.shown = len(history) - 1
+    st.query_params.from_dict(share_params(prog))
+
+
+def share_params(prog: dict[str, Any]) -> dict[str, str]:
+    params = {
+        "function": prog["function"],
+        "args": prog["args"],
+        "static": ",".join(prog["static"]),
+        "device": ui.device(),
+    }
+    if prog.get("sample"):
+        params["sample"] = prog["sample"]
+    else:
+        params["code"] = prog["code"]
+    return params
+
+
+def overview(r: dict[str, Any]) -> None:
+    j, s, c = r.get("jaxpr") or {}, r.get("stablehlo") or {}, r.get("compiled") or {}
+    t, cost, mem = r["timings"], r.get("cost") or {}, r.get("memory") or {}
+    defs = r.get("count_definitions", {})
+    m = st.columns(4)
+    m[0].metric("jaxpr equations", j.get("eqn_count"), help=defs.get("jaxpr.eqn_count"))
+    m[1].metric("StableHLO ops", s.get("op_count"), help=defs.get("stablehlo.op_count"))
+    m[2].metric("compiled kernels", c.get("kernel_count"), help=defs.get("compiled.kernel_count"))
+    m[3].metric("fusions", c.get("fusion_count"), help=defs.get("compiled.fusion_count"))
+    m = st.columns(4)
+    compile_total = sum(t.get(k) or 0 for k in ("trace_s", "lower_s", "compile_s"))
+    m[0].metric(
+        "trace + lower + compile",
+        ui.seconds(compile_total),
+        help="one-time cost of the first call with these shapes",
+    )
+    m[1].metric(
+        "run (median)",
+        ui.seconds(t.get("run_median_s")),
+        help="steady-state time per call of the compiled program",
+    )
+    m[2].metric("FLOPs", _si(cost.get("flops")), help="XLA's cost analysis of the program")
+    total_mem = sum(mem.get(k) or 0 for k in ("argument_bytes", "output_bytes", "temp_bytes"))
+    m[3].metric("memory", _bytes(total_mem), help="arguments + outputs + XLA temporaries")
+    left, right = st.columns(2)
+    left.plotly_chart(charts.count_chain(r), width="stretch")
+    right.plotly_chart(charts.stage_waterfall(r), width="stretch")
+
+
+def ir_tab(r: dict[str, Any], ir: str, index: int) -> None:
+    section = r.get(ir) or {}
+    if ir in r.get("graph_models", {}):
+        ui.graph_panel(
+            ir,
+            r["graph_models"][ir],
+            key=f"g_{ir}_{index}",
+            title=f"{r['function']} · {ui.IR_TITLES[ir]}",
+        )
+    with st.expander(
+        f"{ui.IR_TITLES[ir]} text ({len(section.get('text', '').splitlines())} lines)",
+        expanded=ir == "jaxpr",
+    ):
+        st.code(
+            section.get("text", ""),
+            language="python" if ir == "jaxpr" else "rust",
+            line_numbers=True,
+            height=420,
+        )
+
+
+def fusion_tab(r: dict[str, Any]) -> None:
+    st.plotly_chart(charts.op_counts(r), width="stretch")
+    kernels = r.get("kernels") or []
+    st.markdown(
+        f"**{len(kernels)} fused kernels** · the ops inside each and the source lines "
+        "they came from"
+    )
+    if kernels:
+        rows = [
+            {
+                "kernel": k.get("name"),
+                "kind": k.get("kind"),
+                "ops inside": ", ".join(f"{op} ×{n}" for op, n in (k.get("ops") or {}).items()),
+                "source lines": ", ".join(str(x) for x in k.get("lines") or []),
+            }
+            for k in kernels
+        ]
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def timing_tab(r: dict[str, Any]) -> None:
+    t = r["timings"]
+    m = st.columns(4)
+    m[0].metric("first call", ui.seconds(t.get("first_call_s")))
+    m[1].metric("jit (median)", ui.seconds(t.get("run_median_s")))
+    m[2].metric("eager (median)", ui.seconds(t.get("eager_median_s")))
+    calls = charts.break_even_calls(r)
+    m[3].metric(
+        "compile pays off after",
+        "never" if calls == float("inf") else (f"{calls:,.0f} calls" if calls else "–"),
+        help="trace+lower+compile time ÷ (eager − jit) time per call",
+    )
+    left, right = st.columns(2)
+    left.plotly_chart(charts.stage_waterfall(r), width="stretch")
+    right.plotly_chart(charts.run_distribution(r), width="stretch")
+
+
+def cost_tab(r: dict[str, Any]) -> None:
+    cost, mem = r.get("cost") or {}, r.get("memory") or {}
+    flops, moved = cost.get("flops"), cost.get("bytes_accessed")
+    m = st.columns(4)
+    m[0].metric("FLOPs", _si(flops))
+    m[1].metric("bytes accessed", _bytes(moved))
+    m[2].metric(
+        "arithmetic intensity",
+        f"{flops / moved:.2f} FLOP/B" if flops and moved else "–",
+        help="FLOPs per byte moved: low means memory-bound",
+    )
+    m[3].metric("transcendentals", _si(cost.get("transcendentals")))
+    m = st.columns(4)
+    for col, (label, key) in zip(
+        m,
+        (
+            ("arguments", "argument_bytes"),
+            ("outputs", "output_bytes"),
+            ("temporaries", "temp_bytes"),
+            ("generated code", "generated_code_bytes"),
+        ),
+        strict=True,
+    ):
+        col.metric(label, _bytes(mem.get(key)))
+
+
+def export_tab(r: dict[str, Any], index: int) -> None:
+    name = r.get("function") or "report"
+    c = st.columns(3)
+    c[0].download_button(
+        "JSON report", ui.report_json(r), f"{name}.json", "application/json", key=f"json_{index}"
+    )
+    c[1].download_button(
+        "HTML report (offline)",
+        lambda: html_report(r),
+        f"{name}.html",
+        "text/html",
+        key=f"html_{index}",
+        on_click="ignore",
+    )
+    c[2].markdown("Share: copy this page's URL — it carries the code, function, args and device.")
+
+
+def _si(value: float | None) -> str:
+    if value is None:
+        return "–"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.2f} {unit}"
+    return f"{value:.0f}"
+
+
+def _bytes(value: float | None) -> str:
+    if value is None:
+        return "–"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
+def results() -> None:
+    history = st.session_state.get("results") or []
+    if not history:
+        st.info("Pick a sample or paste your code, then press **Analyze**.")
+        return
+    if len(history) > 1:
+        labels = [
+            f"#{i + 1} · {h['function']}({h['args']}) · {h['_stamp']}"
+            + ("" if h["ok"] else " · error")
+            for i, h in enumerate(history)
+        ]
+        st.session_state.shown = st.selectbox(
+            "Result",
+            range(len(history)),
+            index=st.session_state.get("shown", len(history) - 1),
+            format_func=lambda i: labels[i],
+        )
+    index = st.session_state.get("shown", len(history) - 1)
+    r = history[index]
+    if r.get("error"):
+        ui.error_card(r["error"], r.get("_code"))
+    for warning in r.get("warnings") or []:
+        st.warning(warning)
+    if r.get("stdout"):
+        with st.expander("Printed by your code"):
+            st.text(r["stdout"])
+    if not r.get("jaxpr"):
+        return
+    tabs = st.tabs(
+        [
+            "Overview",
+            "jaxpr",
+            "StableHLO",
+            "Compiled HLO",
+            "Fusion",
+            "Timing",
+            "Cost & memory",
+            "Export",
+        ]
+    )
+    with tabs[0]:
+        overview(r)
+    for tab, ir in zip(tabs[1:4], ("jaxpr", "stablehlo", "compiled"), strict=True):
+        with tab:
+            ir_tab(r, ir, index)
+    with tabs[4]:
+        fusion_tab(r)
+    with tabs[5]:
+        timing_tab(r)
+    with tabs[6]:
+        cost_tab(r)
+    with tabs[7]:
+        export_tab(r, index)
+
+
+auto = apply_query_params()
+clicked, runs = inputs()
+if clicked or auto:
+    analyze(runs)
+st.divider()
+results()

@@ -1,0 +1,4 @@
+import streamlit as st
+
+st.title("placement")
+st.info("Coming next.")

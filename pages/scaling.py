@@ -1,0 +1,4 @@
+import streamlit as st
+
+st.title("scaling")
+st.info("Coming next.")

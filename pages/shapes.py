@@ -1,0 +1,4 @@
+import streamlit as st
+
+st.title("shapes")
+st.info("Coming next.")

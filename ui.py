@@ -1,0 +1,186 @@
+"""Streamlit pieces shared by the pages: the worker pool, the current program,
+the sidebar, error cards and graph panels. Layout only: numbers and graphs come
+from `viz` as plain data; nothing here imports jax.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import streamlit as st
+
+from viz import graph as views
+from viz.charts import fmt_seconds
+from viz.ir.model import Graph
+from viz.samples import default_sample, get_sample, list_samples
+from viz.source import list_functions
+from viz.spec import split_spec
+from viz.worker import WorkerPool, available_devices
+
+IR_TITLES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "compiled": "Compiled HLO"}
+
+
+@st.cache_resource
+def pool() -> WorkerPool:
+    """One worker per device for the whole server, shared by every session."""
+    return WorkerPool()
+
+
+def device() -> str:
+    return st.session_state.get("device", "cpu")
+
+
+def request(op: str, **kwargs: Any) -> dict[str, Any]:
+    """Send a request to the current device's worker; errors come back as data."""
+    return pool().get(device()).request(op, **kwargs)
+
+
+# -- the current program (shared by every page) --------------------------------
+def program() -> dict[str, Any]:
+    """code, function, args, static, sample: kept outside widget keys so that page
+    switches (which drop widget state) lose nothing."""
+    if "program" not in st.session_state:
+        st.session_state.program = program_from_sample(default_sample().name)
+    return st.session_state.program
+
+
+def program_from_sample(name: str) -> dict[str, Any]:
+    sample = get_sample(name)
+    return {
+        "sample": sample.name,
+        "code": sample.code,
+        "function": sample.function,
+        "args": sample.args,
+        "static": list(sample.static),
+        "extra": dict(sample.extra),
+    }
+
+
+def set_program(**changes: Any) -> None:
+    program().update(changes)
+
+
+def spec_rows(code: str, function: str, args: str) -> list[tuple[str, str]]:
+    """(parameter, spec item) for each parameter of `function` in `code`."""
+    info = next((f for f in list_functions(code) if f.name == function), None)
+    items = split_spec(args)
+    params = list(info.params) if info else [f"arg{i}" for i in range(len(items))]
+    params += [f"arg{i}" for i in range(len(params), len(items))]
+    return [(p, items[i] if i < len(items) else "") for i, p in enumerate(params)]
+
+
+def join_spec(items: list[str]) -> str:
+    """Rows back into one spec; trailing empty rows are parameters left at their default."""
+    while items and not items[-1].strip():
+        items = items[:-1]
+    return ", ".join(item.strip() for item in items)
+
+
+# -- sidebar -------------------------------------------------------------------
+def sidebar() -> None:
+    with st.sidebar:
+        devices = available_devices()
+        st.selectbox(
+            "Device",
+            devices,
+            key="device",
+            help="cpu:8 simulates 8 devices (XLA_FLAGS in the worker) for sharding",
+        )
+        status = pool().get(device()).status()
+        memory = f"{status.rss_bytes / 2**20:.0f} MiB" if status.rss_bytes else "not started"
+        state = "🟢 alive" if status.alive else "⚪ idle"
+        st.caption(
+            f"Worker {state} · {memory} of {status.memory_limit_bytes / 2**30:.0f} GiB · "
+            f"{status.requests} requests · {status.restarts} restarts"
+        )
+        if st.button("Restart worker", help="kill the worker process; its jit caches go too"):
+            pool().get(device()).restart()
+            st.rerun()
+
+
+def samples_by_title() -> dict[str, str]:
+    return {s.title: s.name for s in list_samples()}
+
+
+# -- results -------------------------------------------------------------------
+def error_card(error: dict[str, Any], code: str | None = None) -> None:
+    where = f" · line {error['line']}" if error.get("line") else ""
+    st.error(f"**{error['kind'].replace('_', ' ')}**{where}  \n{error['message']}", icon="🛑")
+    if error.get("hint"):
+        st.info(f"**Fix:** {error['hint']}", icon="💡")
+    if code and error.get("line"):
+        st.code(excerpt(code, error["line"]), language="python")
+    if error.get("detail"):
+        with st.expander("Full message"):
+            st.text(error["detail"])
+
+
+def excerpt(code: str, line: int, context: int = 3) -> str:
+    """The lines around `line`, the offending one marked with an arrow."""
+    lines = code.splitlines()
+    start, stop = max(line - 1 - context, 0), min(line + context, len(lines))
+    width = len(str(stop))
+    return "\n".join(
+        f"{'→' if i + 1 == line else ' '} {i + 1:>{width}} | {lines[i]}" for i in range(start, stop)
+    )
+
+
+def seconds(value: float | None) -> str:
+    return "–" if value is None else fmt_seconds(value)
+
+
+def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> None:
+    """A graph with find, expand/collapse, neighbourhood and DOT/SVG export."""
+    graph = Graph.from_dict(model)
+    view = views.default_view(graph)
+    groups = sorted(graph.groups, key=lambda p: (len(p), p))
+    labels = {"/".join(p): p for p in groups}
+    c1, c2, c3 = st.columns([2, 2, 1])
+    query = c1.text_input(
+        "Find", key=f"{key}_find", placeholder="op (dot), shape (f32[8,128]) or line (:12)"
+    )
+    opened = c2.multiselect(
+        "Expand groups", list(labels), key=f"{key}_open", placeholder=f"{len(groups)} groups"
+    )
+    depth = c3.number_input(
+        "Expand depth", 0, 12, value=None, key=f"{key}_depth", placeholder="auto"
+    )
+    if depth is not None:
+        view = views.expand_to_depth(graph, int(depth))
+    for name in opened:
+        view = views.expand(view, labels[name])
+    if query:
+        found = views.find(graph, query)
+        st.caption(f"{len(found)} matches for “{query}”")
+        if found:
+            view = views.neighbourhood(graph, found[0], radius=2)
+            view.highlight = frozenset(found)
+    dot = views.to_dot(view, title)
+    visible, _ = views.visible(view)
+    st.caption(
+        f"Showing {len(visible)} of {len(graph.nodes)} nodes · expand a group above, "
+        "or search to focus on a neighbourhood"
+    )
+    st.graphviz_chart(dot, width="stretch")
+    d1, d2, _ = st.columns([1, 1, 4])
+    d1.download_button("DOT", dot, f"{ir}.dot", "text/vnd.graphviz", key=f"{key}_dot")
+    # rendered only when clicked: dot can take seconds on a large view
+    d2.download_button(
+        "SVG",
+        lambda: views.to_svg(dot),
+        f"{ir}.svg",
+        "image/svg+xml",
+        key=f"{key}_svg",
+        on_click="ignore",
+    )
+
+
+def report_json(report: dict[str, Any]) -> str:
+    public = {k: v for k, v in report.items() if k not in ("graph_models", "stdout")}
+    return json.dumps(public, indent=2, default=str)
+
+
+def stamp() -> str:
+    return time.strftime("%H:%M:%S")

@@ -1,0 +1,18 @@
+"""jitscope's engine: see what jax.jit does to one function.
+
+`from viz import analyze` gives the Python API. Importing `viz` itself does not
+import jax, so the Streamlit pages can use the jax-free modules (graph views,
+samples, reports, the worker client) without it.
+"""
+
+from typing import Any
+
+__all__ = ["analyze"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "analyze":
+        from viz.pipeline import analyze
+
+        return analyze
+    raise AttributeError(name)

@@ -1,0 +1,5 @@
+import sys
+
+from viz.cli import main
+
+sys.exit(main())

@@ -1,0 +1,206 @@
+"""Why did jit recompile? Signatures of calls and the fields that differ.
+
+A `Signature` describes one call the way the jit cache keys it: per parameter,
+the static value, or the pytree structure and, per array leaf, shape, dtype,
+weak type, sharding and committed device. `explain_miss` compares a new
+signature with every cached one and lists, for the closest, *every* field that
+differs. Plain data only: the worker builds signatures (`viz.cache_session`),
+the app renders them with `reason_text` and `reason_fix`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+REASON_KINDS = (
+    "new_function",
+    "shape",
+    "dtype",
+    "weak_type",
+    "static_value",
+    "pytree",
+    "sharding",
+    "device",
+)
+
+
+@dataclass(frozen=True)
+class LeafSig:
+    path: str  # 'x', "params['w']"
+    shape: tuple[int, ...]
+    dtype: str  # jaxpr spelling: 'f32'
+    weak_type: bool
+    python_scalar: bool = False
+    sharding: str = "default"
+    device: str = "default"
+
+    def type_text(self) -> str:
+        text = f"{self.dtype}[{','.join(map(str, self.shape))}]"
+        if self.python_scalar:
+            return f"Python {_PY_NAMES.get(self.dtype, 'scalar')} (weak {text})"
+        return f"weak {text}" if self.weak_type else text
+
+
+_PY_NAMES = {
+    "f32": "float",
+    "f64": "float",
+    "i32": "int",
+    "i64": "int",
+    "bool": "bool",
+    "c64": "complex",
+    "c128": "complex",
+}
+
+
+@dataclass(frozen=True)
+class ArgSig:
+    name: str
+    static: bool
+    value: str | None = None  # repr of a static value
+    tree: str | None = None  # pytree structure of a dynamic argument
+    leaves: tuple[LeafSig, ...] = ()
+
+
+@dataclass(frozen=True)
+class Signature:
+    args: tuple[ArgSig, ...]
+
+    def describe(self) -> str:
+        parts = []
+        for arg in self.args:
+            if arg.static:
+                parts.append(f"{arg.name}={arg.value} (static)")
+            elif len(arg.leaves) == 1 and arg.leaves[0].path == arg.name:
+                parts.append(f"{arg.name}: {_leaf_text(arg.leaves[0])}")
+            else:
+                inner = ", ".join(f"{leaf.path}: {_leaf_text(leaf)}" for leaf in arg.leaves)
+                parts.append(f"{arg.name}: {{{inner}}}")
+        return " · ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Signature:
+        return cls(
+            tuple(
+                ArgSig(
+                    **{
+                        **a,
+                        "leaves": tuple(
+                            LeafSig(**{**leaf, "shape": tuple(leaf["shape"])})
+                            for leaf in a["leaves"]
+                        ),
+                    }
+                )
+                for a in data["args"]
+            )
+        )
+
+
+def _leaf_text(leaf: LeafSig) -> str:
+    text = leaf.type_text()
+    if leaf.sharding != "default":
+        text += f" {leaf.sharding}"
+    if leaf.device != "default":
+        text += f" on {leaf.device}"
+    return text
+
+
+@dataclass(frozen=True)
+class Reason:
+    arg: str  # the parameter as the function's signature names it (or a leaf path in it)
+    kind: str  # one of REASON_KINDS
+    before: str
+    after: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _leaf_reasons(name: str, old: LeafSig, new: LeafSig) -> list[Reason]:
+    where = new.path or name
+    reasons = []
+    if old.shape != new.shape:
+        reasons.append(Reason(where, "shape", old.type_text(), new.type_text()))
+    if old.dtype != new.dtype:
+        reasons.append(Reason(where, "dtype", old.dtype, new.dtype))
+    if old.weak_type != new.weak_type or old.python_scalar != new.python_scalar:
+        reasons.append(Reason(where, "weak_type", old.type_text(), new.type_text()))
+    if old.sharding != new.sharding:
+        reasons.append(Reason(where, "sharding", old.sharding, new.sharding))
+    if old.device != new.device:
+        reasons.append(Reason(where, "device", old.device, new.device))
+    return reasons
+
+
+def diff(old: Signature, new: Signature) -> list[Reason]:
+    """Every field in which `new` differs from `old`."""
+    reasons: list[Reason] = []
+    for before, after in zip(old.args, new.args, strict=False):
+        if after.static or before.static:
+            if before.value != after.value:
+                reasons.append(
+                    Reason(after.name, "static_value", str(before.value), str(after.value))
+                )
+        elif before.tree != after.tree:
+            reasons.append(Reason(after.name, "pytree", str(before.tree), str(after.tree)))
+        else:
+            for old_leaf, new_leaf in zip(before.leaves, after.leaves, strict=True):
+                reasons.extend(_leaf_reasons(after.name, old_leaf, new_leaf))
+    if len(old.args) != len(new.args):
+        reasons.append(
+            Reason(
+                "(arguments)", "pytree", f"{len(old.args)} arguments", f"{len(new.args)} arguments"
+            )
+        )
+    return reasons
+
+
+@dataclass
+class MissExplanation:
+    closest: int | None  # index of the closest cached entry, None when the cache was empty
+    reasons: list[Reason] = field(default_factory=list)
+
+
+def explain_miss(new: Signature, cached: list[Signature]) -> MissExplanation:
+    """Compare with every cached signature; report all differences from the closest."""
+    if not cached:
+        return MissExplanation(
+            None, [Reason("(function)", "new_function", "empty cache", new.describe())]
+        )
+    diffs = [diff(old, new) for old in cached]
+    best = min(range(len(cached)), key=lambda i: (len(diffs[i]), -i))
+    return MissExplanation(best, diffs[best])
+
+
+def reason_text(reason: dict[str, str] | Reason) -> str:
+    r = reason if isinstance(reason, dict) else reason.to_dict()
+    arg, before, after = r["arg"], r["before"], r["after"]
+    return {
+        "new_function": "first call: nothing was cached yet",
+        "shape": f"`{arg}`: shape {before} → {after}",
+        "dtype": f"`{arg}`: dtype {before} → {after}",
+        "weak_type": f"`{arg}`: {before} → {after}",
+        "static_value": f"`{arg}` (static): {before} → {after}",
+        "pytree": f"`{arg}`: structure {before} → {after}",
+        "sharding": f"`{arg}`: sharding {before} → {after}",
+        "device": f"`{arg}`: device {before} → {after}",
+    }.get(r["kind"], f"`{arg}`: {before} → {after}")
+
+
+def reason_fix(reason: dict[str, str] | Reason) -> str:
+    r = reason if isinstance(reason, dict) else reason.to_dict()
+    return {
+        "new_function": "",
+        "shape": "pad inputs to a few bucket sizes so shapes repeat (see Precompile buckets)",
+        "dtype": "cast once where data enters, e.g. x.astype(jnp.float32)",
+        "weak_type": "pass the same kind every time: always a Python scalar, or always "
+        "jnp.float32(value)",
+        "static_value": "every new static value compiles again; make it a dynamic argument "
+        "if it changes often",
+        "pytree": "keep the pytree structure fixed (same dict keys, same list lengths)",
+        "sharding": "place inputs with the same sharding every call (jax.device_put)",
+        "device": "put inputs on the same device every call",
+    }.get(r["kind"], "")

@@ -1,0 +1,184 @@
+"""Plotly figures built from report dicts (no jax, no streamlit).
+
+Every figure takes the plain data the worker returned and nothing else, so the
+app, the HTML export and the tests draw the same charts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import plotly.graph_objects as go
+
+STAGE_COLOURS = {
+    "trace": "#4C78A8",
+    "lower": "#72B7B2",
+    "compile": "#F58518",
+    "first call": "#E45756",
+    "steady state": "#54A24B",
+}
+HIT, MISS = "#54A24B", "#E45756"
+
+
+def _layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0, "font": {"size": 15}},
+        height=height,
+        margin={"l": 10, "r": 10, "t": 44, "b": 10},
+        template="plotly_white",
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig
+
+
+def ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
+
+
+def stage_waterfall(report: dict[str, Any]) -> go.Figure:
+    """trace → lower → compile → first call → steady-state call, end to end."""
+    t = report.get("timings") or {}
+    stages = [
+        ("trace", t.get("trace_s")),
+        ("lower", t.get("lower_s")),
+        ("compile", t.get("compile_s")),
+        ("first call", t.get("first_call_s")),
+        ("steady state", t.get("run_median_s")),
+    ]
+    fig = go.Figure()
+    start = 0.0
+    for name, seconds in stages:
+        if seconds is None:
+            continue
+        fig.add_bar(
+            y=[name],
+            x=[seconds * 1e3],
+            base=[start * 1e3],
+            orientation="h",
+            marker_color=STAGE_COLOURS[name],
+            name=name,
+            text=[_fmt_s(seconds)],
+            textposition="outside",
+            cliponaxis=False,
+        )
+        start += seconds
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title="milliseconds since jit(f) was called")
+    return _layout(fig, "Where the time goes", 300).update_layout(showlegend=False)
+
+
+def run_distribution(report: dict[str, Any]) -> go.Figure:
+    """Per-call time of every timed sample, jit and eager side by side."""
+    fig = go.Figure()
+    run = report.get("run") or {}
+    for label, key, colour in (("jit", "jit", "#4C78A8"), ("eager (no jit)", "eager", "#BAB0AC")):
+        stats = run.get(key)
+        if stats:
+            fig.add_box(
+                y=[s * 1e3 for s in stats["per_call_s"]],
+                name=label,
+                boxpoints="all",
+                jitter=0.4,
+                marker_color=colour,
+            )
+    fig.update_yaxes(title="ms per call", type="log")
+    return _layout(fig, "Run time per call: jit vs eager")
+
+
+def op_counts(report: dict[str, Any], top: int = 15) -> go.Figure:
+    """Op histogram before fusion (StableHLO) and after (compiled HLO)."""
+    before = (report.get("stablehlo") or {}).get("ops") or {}
+    after = (report.get("compiled") or {}).get("ops") or {}
+    fig = go.Figure()
+    for label, hist, colour in (
+        ("StableHLO (before)", before, "#4C78A8"),
+        ("compiled (after)", after, "#F58518"),
+    ):
+        items = sorted(hist.items(), key=lambda kv: -kv[1])[:top]
+        fig.add_bar(
+            x=[v for _, v in items],
+            y=[k.removeprefix("stablehlo.") for k, _ in items],
+            orientation="h",
+            name=f"{label}: {sum(hist.values())} ops",
+            marker_color=colour,
+        )
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(barmode="group")
+    height = 140 + 22 * min(top, max(len(before), len(after), 1))
+    return _layout(fig, "Ops before and after fusion", height)
+
+
+def count_chain(report: dict[str, Any]) -> go.Figure:
+    """jaxpr eqns → StableHLO ops → compiled ops → kernels, as a funnel."""
+    stages = [
+        ("jaxpr equations", (report.get("jaxpr") or {}).get("eqn_count")),
+        ("StableHLO ops", (report.get("stablehlo") or {}).get("op_count")),
+        ("compiled ops", (report.get("compiled") or {}).get("op_count")),
+        ("kernels", (report.get("compiled") or {}).get("kernel_count")),
+    ]
+    stages = [(k, v) for k, v in stages if v is not None]
+    fig = go.Figure(
+        go.Funnel(
+            y=[k for k, _ in stages],
+            x=[v for _, v in stages],
+            textinfo="value",
+            marker={"color": "#4C78A8"},
+        )
+    )
+    return _layout(fig, "How the op count falls", 260)
+
+
+def break_even_calls(report: dict[str, Any]) -> float | None:
+    """Calls after which compiling paid off: compile cost / time saved per call."""
+    t = report.get("timings") or {}
+    jit, eager = t.get("run_median_s"), t.get("eager_median_s")
+    compile_cost = sum(t.get(k) or 0.0 for k in ("trace_s", "lower_s", "compile_s"))
+    if jit is None or eager is None:
+        return None
+    saved = eager - jit
+    return math.inf if saved <= 0 else compile_cost / saved
+
+
+def cache_timeline(events: list[dict[str, Any]]) -> go.Figure:
+    """Calls over time coloured hit/miss, compile time per miss, cumulative costs."""
+    events = [e for e in events if "hit" in e]
+    fig = go.Figure()
+    calls = [e["call"] for e in events]
+    fig.add_bar(
+        x=calls,
+        y=[ms(e["compile_s"]) for e in events],
+        name="compile time (miss)",
+        marker_color=[HIT if e["hit"] else MISS for e in events],
+        hovertext=[e["signature"] for e in events],
+    )
+    cum_compile, cum_run, total_c, total_r = [], [], 0.0, 0.0
+    for e in events:
+        total_c += e["compile_s"]
+        total_r += e["run_s"]
+        cum_compile.append(total_c * 1e3)
+        cum_run.append(total_r * 1e3)
+    fig.add_scatter(
+        x=calls,
+        y=cum_compile,
+        name="cumulative compile",
+        mode="lines+markers",
+        line={"color": MISS},
+    )
+    fig.add_scatter(
+        x=calls, y=cum_run, name="cumulative run", mode="lines+markers", line={"color": "#4C78A8"}
+    )
+    fig.update_xaxes(title="call #", dtick=1 if len(calls) <= 20 else None)
+    fig.update_yaxes(title="ms")
+    return _layout(fig, "Calls: green = cache hit, red = miss (recompiled)", 340)
+
+
+def _fmt_s(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.0f} µs"
+
+
+fmt_seconds = _fmt_s

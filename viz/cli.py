@@ -1,0 +1,157 @@
+"""Command line: `python -m viz analyze|cache PATH::FUNC ...`.
+
+User code runs in the worker (time and memory limits, crash isolation, and
+`cpu:8` really gets 8 devices). Exit status 0 when the analysis ran, even if
+the user's function failed (that is a result, in `error`); 2 for CLI misuse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from viz.cache import reason_text
+from viz.worker import DEFAULT_TIMEOUT_S, Worker
+
+
+def _target(text: str) -> tuple[str, str | None]:
+    path, _, func = text.partition("::")
+    file = Path(path)
+    if not file.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {path}")
+    return file.read_text(), func or None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m viz", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("target", type=_target, help="PATH::FUNC (FUNC defaults to the last one)")
+    common.add_argument(
+        "--static",
+        nargs="*",
+        default=[],
+        metavar="NAME",
+        help="static parameters, by name or position",
+    )
+    common.add_argument("--device", default="cpu", help="cpu, cpu:8 (simulated) or gpu")
+    common.add_argument("--json", type=Path, metavar="OUT", help="write the JSON report here")
+    common.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help="seconds before the worker is stopped",
+    )
+    analyze = sub.add_parser("analyze", parents=[common], help="trace, lower, compile, run")
+    analyze.add_argument(
+        "--args", default="", metavar="SPEC", help="args spec, e.g. 'f32[8,128], 3'"
+    )
+    analyze.add_argument("--runs", type=int, default=20, help="timed runs (0: compile only)")
+    analyze.add_argument("--html", type=Path, metavar="OUT", help="write a standalone HTML report")
+    cache = sub.add_parser("cache", parents=[common], help="call repeatedly, explain cache misses")
+    cache.add_argument(
+        "--call",
+        action="append",
+        required=True,
+        metavar="SPEC",
+        help="args spec of one call (repeat for a sequence)",
+    )
+    return parser
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1e3:.2f} ms" if value >= 1e-3 else f"{value * 1e6:.1f} µs"
+
+
+def summarize_report(report: dict[str, Any]) -> str:
+    lines = [
+        f"{report.get('function')}({report.get('args')}) on {report.get('device')} "
+        f"· jax {report.get('jax_version')}"
+    ]
+    t = report.get("timings") or {}
+    if report.get("jaxpr"):
+        counts = (
+            report["jaxpr"].get("eqn_count"),
+            (report.get("stablehlo") or {}).get("op_count"),
+            (report.get("compiled") or {}).get("kernel_count"),
+        )
+        lines.append(
+            f"jaxpr eqns {counts[0]} → StableHLO ops {counts[1]} → compiled kernels {counts[2]}"
+        )
+    lines.append(
+        f"trace {_seconds(t.get('trace_s'))} · lower {_seconds(t.get('lower_s'))} · "
+        f"compile {_seconds(t.get('compile_s'))} · run median "
+        f"{_seconds(t.get('run_median_s'))} (eager {_seconds(t.get('eager_median_s'))})"
+    )
+    error = report.get("error")
+    if error:
+        where = f" (line {error['line']})" if error.get("line") else ""
+        lines.append(f"error [{error['kind']}]{where}: {error['message']}")
+        if error.get("hint"):
+            lines.append(f"fix: {error['hint']}")
+    return "\n".join(lines)
+
+
+def summarize_cache(events: list[dict[str, Any]]) -> str:
+    lines = []
+    for e in events:
+        if "hit" not in e:
+            lines.append(f"#{e.get('call', '?')} error: {e.get('error', {}).get('message')}")
+            continue
+        status = "hit " if e["hit"] else "MISS"
+        lines.append(
+            f"#{e['call']} {status} {e['signature']}  cache={e['cache_size']}"
+            + ("" if e["hit"] else f"  compile {_seconds(e['compile_s'])}")
+        )
+        lines.extend(f"      {reason_text(r)}" for r in e["reasons"])
+    return "\n".join(lines)
+
+
+def _write_json(path: Path | None, data: Any) -> None:
+    if path:
+        path.write_text(json.dumps(data, indent=2, default=str))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    code, function = args.target
+    worker = Worker(args.device, timeout_s=args.timeout)
+    try:
+        if args.command == "analyze":
+            report = worker.request(
+                "analyze",
+                code=code,
+                function=function,
+                args=args.args,
+                static=args.static,
+                device=args.device,
+                runs=args.runs,
+            )
+            report.pop("graph_models", None)
+            report.pop("stdout", None)
+            print(summarize_report(report))
+            _write_json(args.json, report)
+            if args.html:
+                from viz.export import html_report
+
+                args.html.write_text(html_report(report))
+        else:
+            result = worker.request(
+                "cache_calls", code=code, function=function, static=args.static, calls=args.call
+            )
+            events = result.get("events", [])
+            if not result.get("ok", True):
+                print(f"error: {result['error']['message']}", file=sys.stderr)
+            print(summarize_cache(events))
+            _write_json(
+                args.json,
+                {"ok": result.get("ok", True), "error": result.get("error"), "events": events},
+            )
+    finally:
+        worker.close()
+    return 0

@@ -1,0 +1,193 @@
+"""Errors are results: every failure becomes an `ErrorInfo` a user can act on.
+
+`classify` turns an exception raised while loading, tracing, lowering, compiling
+or running the user's function into a kind, a short message, the concrete fix
+and the line of the user's code it came from. The worker adds the kinds only it
+can see (`timeout`, `memory`, `worker_crash`).
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+from dataclasses import asdict, dataclass
+from typing import Any
+
+KINDS = (
+    "syntax_error",
+    "import_error",
+    "function_not_found",
+    "device_unavailable",
+    "spec_error",
+    "static_arg",
+    "control_flow",
+    "value_dependent_shape",
+    "shape_mismatch",
+    "compile_error",
+    "runtime_error",
+    "user_exception",
+    "timeout",
+    "memory",
+    "worker_crash",
+)
+
+
+@dataclass
+class ErrorInfo:
+    kind: str
+    message: str
+    hint: str = ""
+    line: int | None = None
+    column: int | None = None
+    stage: str = ""  # load | spec | trace | lower | compile | run
+    detail: str = ""  # the original exception, for the curious
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class UserCodeError(Exception):
+    """An error that is already classified (raised at the edge where input arrives)."""
+
+    def __init__(self, info: ErrorInfo):
+        super().__init__(info.message)
+        self.info = info
+
+
+def user_line(exc: BaseException, user_file: str | None) -> int | None:
+    """The deepest line of the user's own file in the exception's traceback."""
+    if not user_file:
+        return None
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == user_file:
+            line = lineno
+    return line
+
+
+def _argument(message: str) -> str | None:
+    """The parameter JAX says a concrete value depended on, if it says."""
+    found = re.search(r"depends on the value of the argument[s]? '?(\w+)", message)
+    return found.group(1) if found else None
+
+
+def _first_line(message: str) -> str:
+    return next((ln.strip() for ln in message.splitlines() if ln.strip()), message)
+
+
+def _tracer_error(exc: BaseException, message: str) -> tuple[str, str, str]:
+    import jax
+
+    arg = _argument(message)
+    static_fix = f"mark `{arg}` static (static_argnames=['{arg}'])" if arg else "mark it static"
+    if isinstance(exc, jax.errors.NonConcreteBooleanIndexError):
+        return (
+            "value_dependent_shape",
+            "Boolean-mask indexing makes the output shape depend on the data.",
+            "use jnp.where(mask, x, 0) to keep the shape, or pass size= to jnp.nonzero",
+        )
+    if "size argument" in message or "nonzero" in message or "jnp.unique" in message:
+        return (
+            "value_dependent_shape",
+            "The output size depends on the data, which jit cannot know at trace time.",
+            "pass size= (and fill_value=) so the output has a fixed length",
+        )
+    if isinstance(exc, jax.errors.TracerBoolConversionError):
+        return (
+            "control_flow",
+            "Python `if`/`while` on a traced value: jit cannot know which branch to take.",
+            f"use jax.lax.cond or jnp.where for data-dependent branches, or {static_fix}",
+        )
+    if isinstance(exc, jax.errors.TracerIntegerConversionError) or "arange" in message:
+        return (
+            "value_dependent_shape",
+            "A traced value is used where Python needs a concrete integer (a shape, "
+            "a range, a loop count).",
+            f"{static_fix} if it changes rarely, or use lax.fori_loop / a fixed size with a mask",
+        )
+    return (
+        "control_flow",
+        "A traced value was used where a concrete Python value is needed.",
+        f"{static_fix}, or express the logic with jax.lax (cond, while_loop, fori_loop)",
+    )
+
+
+def classify(exc: BaseException, stage: str, user_file: str | None = None) -> ErrorInfo:
+    """Explain an exception raised in `stage` of the pipeline."""
+    import jax
+
+    if isinstance(exc, UserCodeError):
+        return exc.info
+    message = str(exc)
+    line = user_line(exc, user_file)
+    detail = f"{type(exc).__name__}: {message}"
+    if isinstance(
+        exc, jax.errors.ConcretizationTypeError | jax.errors.NonConcreteBooleanIndexError
+    ):
+        kind, what, hint = _tracer_error(exc, message)
+        return ErrorInfo(kind, f"{what} ({_first_line(message)})", hint, line, None, stage, detail)
+    if isinstance(exc, IndexError) and "static" in message:
+        return ErrorInfo(
+            "value_dependent_shape",
+            f"Slicing with a traced bound gives a data-dependent shape ({_first_line(message)})",
+            "use lax.dynamic_slice with a fixed slice size, or pad to a fixed length and mask",
+            line,
+            None,
+            stage,
+            detail,
+        )
+    if (
+        stage in ("trace", "lower")
+        and isinstance(exc, TypeError | ValueError)
+        and ("shape" in message or "dtype" in message or "dimension" in message)
+    ):
+        return ErrorInfo(
+            "shape_mismatch",
+            _first_line(message),
+            "check the shapes and dtypes in the args spec against what the function expects",
+            line,
+            None,
+            stage,
+            detail,
+        )
+    if stage in ("trace", "lower") and "hashable" in message:
+        return ErrorInfo(
+            "static_arg",
+            _first_line(message),
+            "static arguments must be hashable (tuples, not lists or arrays); "
+            "pass arrays as dynamic arguments",
+            line,
+            None,
+            stage,
+            detail,
+        )
+    if stage == "compile":
+        return ErrorInfo(
+            "compile_error",
+            f"XLA could not compile the program: {_first_line(message)}",
+            "simplify the failing op or try another device; the full message is below",
+            line,
+            None,
+            stage,
+            detail,
+        )
+    if stage == "run" and type(exc).__name__ in ("XlaRuntimeError", "JaxRuntimeError"):
+        return ErrorInfo(
+            "runtime_error",
+            f"The compiled program failed while running: {_first_line(message)}",
+            "check for out-of-memory or invalid inputs; the full message is below",
+            line,
+            None,
+            stage,
+            detail,
+        )
+    where = f" at line {line}" if line else ""
+    return ErrorInfo(
+        "user_exception",
+        f"{type(exc).__name__}{where}: {_first_line(message)}",
+        "this exception was raised by your code; fix it there",
+        line,
+        None,
+        stage,
+        detail,
+    )

@@ -1,0 +1,211 @@
+"""Request handlers that run inside the worker process (they import jax).
+
+Each handler takes plain keyword arguments and returns a plain dict. A handler
+never lets an exception escape: `handle` turns a bug into an error result so the
+worker keeps serving.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from viz.errors import UserCodeError
+from viz.report import Report
+from viz.source import find_function, load_module
+
+Progress = Callable[[Any], None]
+
+
+def ping(progress: Progress) -> dict[str, Any]:
+    devices = jax.devices()
+    return {
+        "ok": True,
+        "jax_version": jax.__version__,
+        "platform": devices[0].platform,
+        "devices": [str(d) for d in devices],
+        "device_count": len(devices),
+    }
+
+
+def load_function(code: str, function: str | None) -> tuple[Any, Any]:
+    module = load_module(code)
+    return module, find_function(module, code, function)
+
+
+def analyze(
+    progress: Progress,
+    code: str,
+    function: str | None = None,
+    args: str = "",
+    static: list[str] | None = None,
+    device: str = "cpu",
+    runs: int = 20,
+    memory_limit_bytes: int | None = None,
+) -> dict[str, Any]:
+    from viz.pipeline import DEFAULT_MEMORY_LIMIT
+    from viz.pipeline import analyze as run_pipeline
+
+    static = list(static or [])
+    try:
+        module, fn = load_function(code, function)
+    except UserCodeError as exc:
+        report = Report(
+            device=device,
+            jax_version=jax.__version__,
+            function=function or "",
+            args=args,
+            static=static,
+        ).fail(exc.info.to_dict())
+        return report.to_dict(include_models=True)
+    report = run_pipeline(
+        fn,
+        args,
+        static,
+        device,
+        runs,
+        namespace=vars(module),
+        user_file=module.__file__,
+        memory_limit_bytes=memory_limit_bytes or DEFAULT_MEMORY_LIMIT,
+    )
+    return report.to_dict(include_models=True)
+
+
+HANDLERS: dict[str, Callable[..., dict[str, Any]]] = {
+    "ping": ping,
+    "analyze": analyze,
+}
+
+
+def register(name: str) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
+    def add(handler: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        HANDLERS[name] = handler
+        return handler
+
+    return add
+
+
+def handle(op: str, kwargs: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    handler = HANDLERS.get(op)
+    if handler is None:
+        return {
+            "ok": False,
+            "error": {
+                "kind": "bad_request",
+                "message": f"unknown op {op!r}",
+                "hint": "",
+                "line": None,
+            },
+        }
+    try:
+        return handler(progress, **kwargs)
+    except UserCodeError as exc:
+        return {"ok": False, "error": exc.info.to_dict()}
+    except Exception as exc:  # a bug in jitscope: report it, keep serving
+        return {
+            "ok": False,
+            "error": {
+                "kind": "internal_error",
+                "message": f"{type(exc).__name__}: {exc}",
+                "hint": "this is a jitscope bug; please report it",
+                "line": None,
+                "detail": traceback.format_exc(),
+            },
+        }
+
+
+# -- cache sessions: the real jitted function stays alive between requests ----
+_sessions: dict[tuple[str, str | None, tuple[str, ...]], Any] = {}
+
+
+def _session(code: str, function: str | None, static: list[str] | None) -> Any:
+    from viz.cache_session import CacheSession
+
+    key = (code, function, tuple(static or ()))
+    if key not in _sessions:
+        module, fn = load_function(code, function)
+        _sessions.clear()  # one live session per worker keeps memory bounded
+        _sessions[key] = CacheSession(fn, list(static or ()), vars(module))
+    return _sessions[key]
+
+
+def _call(
+    session: Any, args: str, placements: dict[str, str] | None, fail_on_recompile: bool
+) -> dict[str, Any]:
+    from viz.errors import ErrorInfo, classify
+    from viz.spec import SpecError
+
+    try:
+        return session.call(args, placements, fail_on_recompile)
+    except SpecError as exc:
+        info = ErrorInfo("spec_error", str(exc), "check the args spec", stage="spec")
+    except Exception as exc:
+        info = classify(exc, "trace", session.fn.__code__.co_filename)
+    return {"call": len(session.events) + 1, "args": args, "error": info.to_dict()}
+
+
+@register("cache_call")
+def cache_call(
+    progress: Progress,
+    code: str,
+    function: str | None,
+    args: str,
+    static: list[str] | None = None,
+    placements: dict[str, str] | None = None,
+    fail_on_recompile: bool = False,
+) -> dict[str, Any]:
+    session = _session(code, function, static)
+    event = _call(session, args, placements, fail_on_recompile)
+    return {
+        "ok": "error" not in event,
+        "event": event,
+        "table": session.table(),
+        "events": session.events,
+        "cache_size": session.jitted._cache_size(),
+    }
+
+
+@register("cache_calls")
+def cache_calls(
+    progress: Progress,
+    code: str,
+    function: str | None,
+    calls: list[str],
+    static: list[str] | None = None,
+    placements: dict[str, str] | None = None,
+    fail_on_recompile: bool = False,
+) -> dict[str, Any]:
+    """A sweep: many calls in one request (progress after each)."""
+    session = _session(code, function, static)
+    events = []
+    for i, args in enumerate(calls):
+        events.append(_call(session, args, placements, fail_on_recompile))
+        progress({"done": i + 1, "total": len(calls)})
+    return {
+        "ok": all("error" not in e for e in events),
+        "events": events,
+        "table": session.table(),
+        "cache_size": session.jitted._cache_size(),
+    }
+
+
+@register("cache_state")
+def cache_state(
+    progress: Progress,
+    code: str,
+    function: str | None,
+    static: list[str] | None = None,
+    clear: bool = False,
+) -> dict[str, Any]:
+    session = _session(code, function, static)
+    if clear:
+        session.clear()
+    return {
+        "ok": True,
+        "events": session.events,
+        "table": session.table(),
+        "cache_size": session.jitted._cache_size(),
+    }

@@ -1,0 +1,468 @@
+"""Read optimized HLO (`jax.stages.Compiled`) into the graph model.
+
+The compiled executable's HLO modules (`compiled.runtime_executable()
+.hlo_modules()`) are walked computation by computation, instruction by
+instruction, starting at the ENTRY computation. Each instruction's one-line
+text (`instruction.to_string()`, read once) gives its result type, called
+computations, fusion kind and metadata; the module text's `FileNames` /
+`FunctionNames` / `FileLocations` / `StackFrames` tables (parsed once per
+module) resolve `stack_frame_id`s to source lines.
+
+Structure:
+- a `fusion` is a group (kind 'fusion', op 'fusion', opaque) holding one node
+  per instruction of its fused computation; the fused computation's parameters
+  are not nodes: the fusion's operands connect straight to the fused ops that
+  read them, and the fused root feeds the fusion's users;
+- `while` (groups 'condition' and 'body'), `conditional` ('branch i') and `call`
+  are groups of kind 'loop' / 'branch' / 'call' (op = the opcode), bound to
+  their operands and results the same way;
+- every other instruction is a node (op = HLO opcode, 'get-tuple-element',
+  'custom-call', ...); ENTRY parameters are 'input' nodes, the ENTRY root feeds
+  one 'output' node. Computations applied by reduce/sort/scatter/... (`to_apply`
+  scalar reducers) are not walked.
+
+Scope is the group path (fusion / while / ...); the op's `op_name` metadata and
+its name-scope path are kept in `node.attrs['op_name']` / `['name_scope']`.
+
+What the counts count:
+- `model.op_histogram(graph)`: instructions that run as separate ops: each
+  fusion once (its fused ops are opaque), each while/conditional/call once,
+  every other non-parameter instruction of the walked computations.
+- `fusion_count(graph)`: fusion instructions outside other fusions.
+- `kernel_count(graph)`: executed kernels: fusions plus unfused ops that do work
+  (not in `PLUMBING_OPS`; while/conditional/call themselves are not kernels,
+  the kernels in their bodies are counted once each, not per iteration).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, opaque_paths
+
+PLUMBING_OPS = frozenset(
+    {
+        "parameter",
+        "constant",
+        "tuple",
+        "get-tuple-element",
+        "bitcast",
+        "after-all",
+        "add-dependency",
+        "opt-barrier",
+        "domain",
+        "partition-id",
+        "replica-id",
+    }
+)
+COLLECTIVE_OPS = frozenset(
+    {
+        "all-reduce",
+        "all-gather",
+        "all-to-all",
+        "reduce-scatter",
+        "collective-permute",
+        "all-reduce-start",
+        "all-gather-start",
+        "collective-permute-start",
+        "ragged-all-to-all",
+    }
+)
+REDUCTION_OPS = frozenset({"reduce", "reduce-window", "scatter", "select-and-scatter", "sort"})
+COLOUR_CLASSES = ("loop", "input", "output", "custom", "collective", "dot")
+
+_PRED = re.compile(r"\bpred\[")
+_SIGNED = re.compile(r"\bs(\d+)\[")
+_INDEX = re.compile(r"(\d+)\)")
+_TARGET = re.compile(r'\bcustom_call_target="([^"]*)"')
+_LAYOUT = re.compile(r"\{[^{}]*\}|/\*[^*]*\*/")
+_OPCODE = re.compile(r"\s*([\w\-]+)\(")
+_CALLED = re.compile(
+    r"\b(calls|to_apply|condition|body|true_computation|false_computation)=%([\w.\-]+)"
+)
+_BRANCHES = re.compile(r"\bbranch_computations=\{([^}]*)\}")
+_KIND = re.compile(r"\bkind=(k\w+)")
+_OP_NAME = re.compile(r'\bop_name="((?:[^"\\]|\\.)*)"')
+_FRAME_ID = re.compile(r"\bstack_frame_id=(\d+)")
+_SRC_FILE = re.compile(r'\bsource_file="((?:[^"\\]|\\.)*)"')
+_SRC_LINE = re.compile(r"\bsource_line=(\d+)")
+_ENTRY = re.compile(r"^ENTRY %?([^\s(]+)", re.M)
+_TABLE_ROW = re.compile(r'^(\d+) (?:"((?:[^"\\]|\\.)*)"|\{([^}]*)\})$')
+
+Producers = tuple[tuple[str, ...], str]
+
+
+@dataclass
+class _Inst:
+    """What one instruction's text line says."""
+
+    name: str
+    opcode: str
+    type: str
+    operands: list[str]
+    called: dict[str, list[str]]
+    kind: str
+    op_name: str
+    source: SourceLoc | None
+    is_root: bool
+    index: int  # parameter number, for 'parameter'
+    target: str  # custom_call_target, for 'custom-call'
+
+
+@dataclass
+class _Reader:
+    comps: dict[str, Any]
+    frames: dict[int, SourceLoc]
+    graph: Graph = field(default_factory=lambda: Graph("compiled"))
+    ids: set[str] = field(default_factory=set)
+
+    def new_id(self, name: str) -> str:
+        id_, n = name, 1
+        while id_ in self.ids:
+            n += 1
+            id_ = f"{name}#{n}"
+        self.ids.add(id_)
+        return id_
+
+
+def read_hlo(compiled: Any) -> Graph:
+    """The graph of a compiled executable's optimized HLO (every module's ENTRY)."""
+    graph = Graph("compiled")
+    for module in compiled.runtime_executable().hlo_modules():
+        _read_module(module, graph)
+    return graph
+
+
+def _read_module(module: Any, graph: Graph) -> None:
+    text = module.to_string()
+    comps = {c.name: c for c in module.computations()}
+    match = _ENTRY.search(text)
+    entry = comps.get(match.group(1)) if match else None
+    if entry is None:
+        entry = next((c for n, c in comps.items() if n.startswith("main")), None)
+    if entry is None:
+        return
+    reader = _Reader(comps, parse_stack_frames(text), graph)
+    reader.ids.update(n.id for n in graph.nodes)
+    root, _ = _read_comp(reader, entry, (), None)
+    out = Node(reader.new_id("out"), "output", "out", root[1], kind="output")
+    graph.nodes.append(out)
+    for src in root[0]:
+        graph.edges.append(Edge(src, out.id, root[1]))
+
+
+def parse_stack_frames(text: str) -> dict[int, SourceLoc]:
+    """stack_frame_id → SourceLoc, from the tables at the top of a module's text."""
+    tables: dict[str, dict[int, str]] = {}
+    section = ""
+    for line in text.splitlines():
+        if line.startswith(("%", "ENTRY")):
+            break
+        row = _TABLE_ROW.match(line)
+        if row:
+            tables.setdefault(section, {})[int(row.group(1))] = row.group(2) or row.group(3)
+        elif line.strip():
+            section = line.strip()
+    return _resolve_frames(tables)
+
+
+def _resolve_frames(tables: dict[str, dict[int, str]]) -> dict[int, SourceLoc]:
+    files, funcs = tables.get("FileNames", {}), tables.get("FunctionNames", {})
+    locations = {}
+    for i, raw in tables.get("FileLocations", {}).items():
+        fields = _fields(raw)
+        locations[i] = SourceLoc(
+            files.get(int(fields.get("file_name_id", 0)), ""),
+            int(fields.get("line", 0)),
+            funcs.get(int(fields.get("function_name_id", 0)), ""),
+        )
+    frames = {}
+    for i, raw in tables.get("StackFrames", {}).items():
+        loc = locations.get(int(_fields(raw).get("file_location_id", 0)))
+        if loc is not None:
+            frames[i] = loc
+    return frames
+
+
+def _fields(raw: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in raw.split() if "=" in part)
+
+
+def _parse(inst: Any, frames: dict[int, SourceLoc]) -> _Inst:
+    """Parse one instruction's text line: `[ROOT] %name = TYPE opcode(...), attrs`."""
+    line = inst.to_string()
+    is_root = line.startswith("ROOT ")
+    start = line.index(" = ") + 3
+    end = _type_end(line, start)
+    match = _OPCODE.match(line, end)
+    opcode = match.group(1) if match else str(inst.opcode)
+    rest = line[match.end() if match else end :]
+    op_name = _OP_NAME.search(rest)
+    return _Inst(
+        inst.name,
+        opcode,
+        render_type(line[start:end]),
+        [o.name for o in inst.operands()],
+        _called(rest),
+        (_KIND.search(rest) or [None, ""])[1],
+        op_name.group(1) if op_name else "",
+        _source(rest, frames),
+        is_root,
+        int(_INDEX.match(rest)[1]) if opcode == "parameter" and _INDEX.match(rest) else 0,
+        (_TARGET.search(rest) or [None, ""])[1] if opcode == "custom-call" else "",
+    )
+
+
+def _type_end(line: str, start: int) -> int:
+    """End of the result type starting at `start` (a tuple type nests parentheses)."""
+    if line[start] != "(":
+        return line.index(" ", start)
+    depth = 0
+    for i in range(start, len(line)):
+        if line[i] == "(":
+            depth += 1
+        elif line[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(line)
+
+
+def _called(rest: str) -> dict[str, list[str]]:
+    called: dict[str, list[str]] = {}
+    for key, name in _CALLED.findall(rest):
+        called.setdefault(key, []).append(name)
+    branches = _BRANCHES.search(rest)
+    if branches:
+        called["branches"] = [b.strip().lstrip("%") for b in branches.group(1).split(",")]
+    elif "true_computation" in called:
+        called["branches"] = called.pop("true_computation") + called.pop("false_computation", [])
+    return called
+
+
+def _source(rest: str, frames: dict[int, SourceLoc]) -> SourceLoc | None:
+    frame = _FRAME_ID.search(rest)
+    if frame and int(frame.group(1)) in frames:
+        return frames[int(frame.group(1))]
+    file, line = _SRC_FILE.search(rest), _SRC_LINE.search(rest)
+    if file and line:
+        return SourceLoc(file.group(1), int(line.group(1)))
+    return None
+
+
+def render_type(text: str) -> str:
+    """An HLO shape in jaxpr spelling: `f32[8,128]{1,0}` → `f32[8,128]`, pred → bool."""
+    text = _PRED.sub("bool[", _LAYOUT.sub("", text))
+    return _SIGNED.sub(r"i\1[", text)
+
+
+def name_scope(op_name: str) -> str:
+    """`jit(f)/layer0/attention/dot_general` → `layer0/attention`."""
+    parts = [p for p in op_name.split("/") if p]
+    if parts and parts[0].startswith(("jit(", "pjit(")):
+        parts = parts[1:]
+    return "/".join(parts[:-1])
+
+
+def _read_comp(
+    reader: _Reader, comp: Any, path: Path, params: list[Producers] | None
+) -> tuple[Producers, list[_Inst]]:
+    """Add a computation's instructions under `path`; returns its root's producers.
+
+    `params`: the producers bound to its parameters (None for ENTRY, whose
+    parameters become input nodes).
+    """
+    insts = _topological([_parse(i, reader.frames) for i in comp.instructions()])
+    env: dict[str, Producers] = {}
+    root: Producers = ((), "")
+    for inst in insts:
+        operands = [env.get(o, ((), "")) for o in inst.operands]
+        if inst.opcode == "parameter" and params is not None:
+            index = inst.index
+            env[inst.name] = params[index] if index < len(params) else ((), inst.type)
+        else:
+            env[inst.name] = _read_inst(reader, inst, operands, path)
+        if inst.is_root:
+            root = env[inst.name]
+    return root, insts
+
+
+def _topological(insts: list[_Inst]) -> list[_Inst]:
+    """Instructions ordered so that operands come before their users."""
+    by_name = {i.name: i for i in insts}
+    done: set[str] = set()
+    order: list[_Inst] = []
+    for inst in insts:
+        stack = [(inst, False)]
+        while stack:
+            item, expanded = stack.pop()
+            if item.name in done:
+                continue
+            if expanded:
+                done.add(item.name)
+                order.append(item)
+                continue
+            stack.append((item, True))
+            stack.extend(
+                (by_name[o], False) for o in item.operands if o in by_name and o not in done
+            )
+    return order
+
+
+def _read_inst(reader: _Reader, inst: _Inst, operands: list[Producers], path: Path) -> Producers:
+    if inst.opcode == "fusion" and "calls" in inst.called:
+        return _read_fusion(reader, inst, operands, path)
+    if inst.opcode in ("while", "conditional", "call") and inst.called:
+        return _read_control(reader, inst, operands, path)
+    return _add_node(reader, inst, operands, path)
+
+
+def _add_node(reader: _Reader, inst: _Inst, operands: list[Producers], path: Path) -> Producers:
+    kind = "input" if inst.opcode == "parameter" else "op"
+    node = Node(reader.new_id(inst.name), inst.opcode, "", inst.type, path, inst.source, kind)
+    if kind == "input":
+        node.label = inst.op_name or inst.name
+    elif inst.target:
+        node.label = inst.target
+    if inst.op_name and kind == "op":
+        node.attrs = {"op_name": inst.op_name, "name_scope": name_scope(inst.op_name)}
+    reader.graph.nodes.append(node)
+    _connect(reader.graph, operands, node.id)
+    return (node.id,), inst.type
+
+
+def _read_fusion(reader: _Reader, inst: _Inst, operands: list[Producers], path: Path) -> Producers:
+    group = (*path, reader.new_id(inst.name))
+    label = f"{inst.name} ({inst.kind})" if inst.kind else inst.name
+    reader.graph.add_group(group, "fusion", "fusion", label=label, opaque=True)
+    comp = reader.comps[inst.called["calls"][0]]
+    root, fused = _read_comp(reader, comp, group, operands)
+    reader.graph.groups[group].attrs = {
+        "kind": inst.kind,
+        "colour": fusion_colour(inst.kind, [f.opcode for f in fused]),
+        "op_name": inst.op_name,
+        "name_scope": name_scope(inst.op_name),
+    }
+    return root[0], inst.type
+
+
+def _read_control(reader: _Reader, inst: _Inst, operands: list[Producers], path: Path) -> Producers:
+    """while / conditional / call: a group with one sub-group per called computation."""
+    kind = {"while": "loop", "conditional": "branch", "call": "call"}[inst.opcode]
+    group = (*path, reader.new_id(inst.name))
+    reader.graph.add_group(group, kind, inst.opcode, label=f"{inst.opcode} {inst.name}")
+    if inst.op_name:
+        reader.graph.groups[group].attrs = {"op_name": inst.op_name}
+    results: list[Producers] = []
+    for label, name, params in _sub_computations(inst, operands):
+        sub = group
+        if inst.opcode != "call":
+            sub = reader.graph.add_group((*group, label), "region", label=label)
+        root, _ = _read_comp(reader, reader.comps[name], sub, params)
+        if label != "condition":
+            results.append(root)
+    ids = tuple(dict.fromkeys(x for r in results for x in r[0]))
+    return ids, inst.type
+
+
+def _sub_computations(
+    inst: _Inst, operands: list[Producers]
+) -> list[tuple[str, str, list[Producers]]]:
+    called = inst.called
+    if inst.opcode == "while":
+        return [
+            (label, called[key][0], operands[:1])
+            for label, key in (("condition", "condition"), ("body", "body"))
+            if key in called
+        ]
+    if inst.opcode == "conditional":
+        return [
+            (f"branch {i}", name, operands[i + 1 : i + 2])
+            for i, name in enumerate(called.get("branches", []))
+        ]
+    return [("call", name, operands) for name in called.get("to_apply", [])]
+
+
+def fusion_colour(kind: str, fused_ops: list[str]) -> str:
+    """The colour class of a fusion, from its kind and the ops fused into it."""
+    ops = set(fused_ops)
+    if ops & COLLECTIVE_OPS:
+        return "collective"
+    if ops & {"dot", "convolution"}:
+        return "dot"
+    if kind == "kCustom" or "custom-call" in ops:
+        return "custom"
+    if kind == "kInput" or ops & REDUCTION_OPS:
+        return "input"
+    if kind == "kOutput":
+        return "output"
+    return "loop"
+
+
+def _connect(graph: Graph, operands: list[Producers], dst: str) -> None:
+    seen: set[str] = set()
+    for ids, type_ in operands:
+        for src in ids:
+            if src not in seen:
+                seen.add(src)
+                graph.edges.append(Edge(src, dst, type_))
+
+
+def _enclosing(scope: Path, paths: set[Path]) -> Path | None:
+    """The outermost of `paths` that `scope` is inside (or equal to), if any."""
+    for depth in range(1, len(scope) + 1):
+        if scope[:depth] in paths:
+            return scope[:depth]
+    return None
+
+
+def _top_level_fusions(graph: Graph) -> list[Path]:
+    opaque = set(opaque_paths(graph))
+    return [
+        p
+        for p, g in graph.groups.items()
+        if g.kind == "fusion" and _enclosing(p[:-1], opaque) is None
+    ]
+
+
+def fusion_count(graph: Graph) -> int:
+    """Fusions that run as kernels (fusions nested in fusions are not counted)."""
+    return len(_top_level_fusions(graph))
+
+
+def kernel_count(graph: Graph) -> int:
+    """Executed kernels: fusions plus unfused ops that are not plumbing."""
+    opaque = set(opaque_paths(graph))
+    unfused = sum(
+        1
+        for n in graph.nodes
+        if n.kind == "op" and n.op not in PLUMBING_OPS and _enclosing(n.scope, opaque) is None
+    )
+    return fusion_count(graph) + unfused
+
+
+def kernels(graph: Graph) -> list[dict[str, Any]]:
+    """For each fusion: name, kind, colour, fused-op histogram, source lines."""
+    fusions = _top_level_fusions(graph)
+    members: dict[Path, list[Node]] = {p: [] for p in fusions}
+    wanted = set(fusions)
+    for node in graph.nodes:
+        path = _enclosing(node.scope, wanted)
+        if path is not None and node.kind == "op":
+            members[path].append(node)
+    return [_kernel(graph.groups[p], members[p]) for p in fusions]
+
+
+def _kernel(group: Any, inside: list[Node]) -> dict[str, Any]:
+    sources = {n.source for n in inside if n.source}
+    return {
+        "name": group.path[-1],
+        "kind": group.attrs.get("kind", ""),
+        "colour": group.attrs.get("colour", "loop"),
+        "ops": dict(Counter(n.op for n in inside).most_common()),
+        "lines": sorted({s.line for s in sources}),
+        "sources": sorted(str(s) for s in sources),
+    }

@@ -1,0 +1,263 @@
+"""Read a jaxpr (`jax.make_jaxpr(f)(...)`, `traced.jaxpr`) into the graph model.
+
+Counts on the result (`model.op_histogram`) count equations the way the program
+is written, at every nesting level: each plain equation is one 'op' node, and
+each container equation (`jit`/`pjit`, `closed_call`, `scan`, `while`, `cond`,
+`custom_jvp_call`, `custom_vjp_call`, `remat`, `shard_map`, ... — any equation
+whose params hold a jaxpr) is one group whose `op` is the primitive name, with
+its sub-jaxprs' equations inside. So `sum(op_histogram(g).values())` equals the
+number of equations found by recursing through every sub-jaxpr, and a jaxpr
+that jax shares between two call sites is counted at each site.
+
+Inputs (`in0`, ... or the given argument names), outputs and closed-over
+constants are nodes of kind 'input' / 'output' / 'constant' and are not ops.
+Literals are not nodes. Edges run from the node that produces a value to each
+node that reads it; a container's sub-jaxpr inputs are bound to the container's
+operands and its outputs to the producers inside, so edges join leaf nodes
+across group boundaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jax._src import source_info_util
+from jax.extend import core
+
+from viz.ir.model import Edge, Graph, Node, Path, SourceLoc
+
+# Container primitives and the kind of group they become; any other primitive
+# whose params hold a jaxpr becomes a 'call' group.
+LOOP_PRIMITIVES = frozenset({"scan", "while"})
+BRANCH_PRIMITIVES = frozenset({"cond"})
+
+# A value's producers (node ids; several for a value merged from cond branches)
+# and its type string.
+Producers = tuple[tuple[str, ...], str]
+Env = dict[Any, Producers]
+
+
+@dataclass
+class _Reader:
+    graph: Graph = field(default_factory=lambda: Graph("jaxpr"))
+    count: int = 0
+
+    def new_id(self, prefix: str = "e") -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+
+def read_jaxpr(closed_jaxpr: Any, arg_names: Sequence[str] | None = None) -> Graph:
+    """The graph of a `ClosedJaxpr` (or an open `Jaxpr`), sub-jaxprs as groups."""
+    jaxpr, _ = _unclose(closed_jaxpr)
+    reader = _Reader()
+    env: Env = {}
+    for i, var in enumerate(jaxpr.invars):
+        label = arg_names[i] if arg_names and i < len(arg_names) else f"in{i}"
+        env[var] = _leaf(reader, f"in{i}", "input", label, var, ())
+    for i, var in enumerate(jaxpr.constvars):
+        env[var] = _leaf(reader, f"const{i}", "constant", f"const{i}", var, ())
+    outs = _read_eqns(reader, jaxpr, env, (), None)
+    for i, (ids, type_) in enumerate(outs):
+        node = Node(f"out{i}", "output", f"out{i}", type_, kind="output")
+        reader.graph.nodes.append(node)
+        _connect(reader.graph, ids, node.id, type_)
+    return reader.graph
+
+
+def _unclose(jaxpr: Any) -> tuple[Any, Sequence[Any]]:
+    if isinstance(jaxpr, core.ClosedJaxpr):
+        return jaxpr.jaxpr, jaxpr.consts
+    return jaxpr, ()
+
+
+def _leaf(reader: _Reader, id_: str, kind: str, label: str, var: Any, scope: Path) -> Producers:
+    type_ = _aval_str(var)
+    reader.graph.nodes.append(Node(id_, kind, label, type_, scope, kind=kind))
+    return (id_,), type_
+
+
+def _aval_str(var: Any) -> str:
+    aval = var.aval
+    try:
+        return aval.str_short(short_dtypes=True)
+    except (AttributeError, TypeError):
+        return str(aval)
+
+
+def _read_eqns(
+    reader: _Reader, jaxpr: Any, env: Env, path: Path, parent_src: SourceLoc | None
+) -> list[Producers]:
+    """Add `jaxpr`'s equations under `path`; returns the producers of its outvars."""
+    for eqn in jaxpr.eqns:
+        source = _source(eqn) or parent_src
+        scope = path + _name_scopes(eqn)
+        subs = _sub_jaxprs(eqn.params)
+        if subs:
+            outs = _read_container(reader, eqn, subs, env, scope, source)
+        else:
+            outs = _read_op(reader, eqn, env, scope, source)
+        for var, producers in zip(eqn.outvars, outs, strict=False):
+            if not isinstance(var, core.DropVar):
+                env[var] = producers
+    return [_lookup(env, v) for v in jaxpr.outvars]
+
+
+def _read_op(
+    reader: _Reader, eqn: Any, env: Env, scope: Path, source: SourceLoc | None
+) -> list[Producers]:
+    type_ = ", ".join(_aval_str(v) for v in eqn.outvars)
+    node = Node(reader.new_id(), eqn.primitive.name, "", type_, scope, source)
+    reader.graph.nodes.append(node)
+    _connect_operands(reader.graph, eqn.invars, env, node.id)
+    return [((node.id,), _aval_str(v)) for v in eqn.outvars]
+
+
+def _read_container(
+    reader: _Reader,
+    eqn: Any,
+    subs: list[tuple[str, Any]],
+    env: Env,
+    scope: Path,
+    source: SourceLoc | None,
+) -> list[Producers]:
+    """A container equation: a group holding its sub-jaxprs; returns its outputs."""
+    name = eqn.primitive.name
+    label = _container_label(eqn)
+    group = _unique_path(reader.graph, scope, label)
+    reader.graph.add_group(group, _container_kind(name), name, label=label)
+    bindings = _bind_inputs(eqn, subs, env)
+    results: list[list[Producers]] = []
+    for (label, sub), inputs in zip(subs, bindings, strict=True):
+        sub_path = group
+        if len(subs) > 1:
+            sub_path = reader.graph.add_group((*group, label), "region", label=label)
+            if name in BRANCH_PRIMITIVES:
+                reader.graph.groups[sub_path].kind = "branch"
+        results.append(_read_sub(reader, sub, inputs, sub_path, source))
+    return _bind_outputs(eqn, subs, results)
+
+
+def _read_sub(
+    reader: _Reader, sub: Any, inputs: list[Producers], path: Path, source: SourceLoc | None
+) -> list[Producers]:
+    jaxpr, _ = _unclose(sub)
+    env: Env = {}
+    for i, var in enumerate(jaxpr.constvars):
+        env[var] = _leaf(reader, reader.new_id("c"), "constant", f"const{i}", var, path)
+    for var, producers in zip(jaxpr.invars, inputs, strict=False):
+        env[var] = producers
+    return _read_eqns(reader, jaxpr, env, path, source)
+
+
+def _bind_inputs(eqn: Any, subs: list[tuple[str, Any]], env: Env) -> list[list[Producers]]:
+    """For each sub-jaxpr, the producers of its invars, from the eqn's operands."""
+    operands = [_lookup(env, v) for v in eqn.invars]
+    if eqn.primitive.name == "while":
+        cn, bn = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+        carry = operands[cn + bn :]
+        by_label = {"cond": operands[:cn] + carry, "body": operands[cn : cn + bn] + carry}
+        return [by_label.get(label, operands) for label, _ in subs]
+    bound = []
+    for _, sub in subs:
+        n = len(_unclose(sub)[0].invars)
+        bound.append(operands[len(operands) - n :] if n <= len(operands) else operands)
+    return bound
+
+
+def _bind_outputs(
+    eqn: Any, subs: list[tuple[str, Any]], results: list[list[Producers]]
+) -> list[Producers]:
+    """The eqn's outvars' producers: those of the sub-jaxprs' outvars, merged."""
+    if eqn.primitive.name == "while":
+        labels = [label for label, _ in subs]
+        results = [results[labels.index("body")]] if "body" in labels else results
+    outs = []
+    for i, var in enumerate(eqn.outvars):
+        ids: list[str] = []
+        for result in results:
+            if len(result) == len(eqn.outvars):
+                ids.extend(x for x in result[i][0] if x not in ids)
+        outs.append((tuple(ids), _aval_str(var)))
+    return outs
+
+
+def _sub_jaxprs(params: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(label, jaxpr) for every Jaxpr/ClosedJaxpr held in an eqn's params."""
+    found = []
+    for key, value in params.items():
+        if _is_jaxpr(value):
+            found.append((_param_label(key), value))
+        elif isinstance(value, tuple | list) and value and all(_is_jaxpr(v) for v in value):
+            stem = "branch" if key == "branches" else _param_label(key)
+            found.extend((f"{stem} {i}", v) for i, v in enumerate(value))
+    return found
+
+
+def _is_jaxpr(value: Any) -> bool:
+    return isinstance(value, core.ClosedJaxpr | core.Jaxpr)
+
+
+def _param_label(key: str) -> str:
+    return key.removesuffix("_jaxpr") if key.endswith("_jaxpr") else key
+
+
+def _container_kind(name: str) -> str:
+    if name in LOOP_PRIMITIVES:
+        return "loop"
+    if name in BRANCH_PRIMITIVES:
+        return "branch"
+    return "call"
+
+
+def _container_label(eqn: Any) -> str:
+    name, params = eqn.primitive.name, eqn.params
+    if name == "scan" and "length" in params:
+        return f"scan ×{params['length']}"
+    fn = params.get("name")
+    if isinstance(fn, str) and fn:
+        return f"{name}: {fn}"
+    return name
+
+
+def _unique_path(graph: Graph, scope: Path, label: str) -> Path:
+    path, n = (*scope, label), 1
+    while path in graph.groups:
+        n += 1
+        path = (*scope, f"{label} ({n})")
+    return path
+
+
+def _name_scopes(eqn: Any) -> Path:
+    stack = str(eqn.source_info.name_stack)
+    return tuple(part for part in stack.split("/") if part) if stack else ()
+
+
+def _source(eqn: Any) -> SourceLoc | None:
+    frame = source_info_util.user_frame(eqn.source_info.traceback)
+    if frame is None:
+        return None
+    return SourceLoc(frame.file_name, frame.start_line, frame.function_name)
+
+
+def _lookup(env: Env, var: Any) -> Producers:
+    if isinstance(var, core.Literal):
+        return (), _aval_str(var)
+    return env.get(var, ((), ""))
+
+
+def _connect_operands(graph: Graph, invars: Iterable[Any], env: Env, dst: str) -> None:
+    seen: set[str] = set()
+    for var in invars:
+        ids, type_ = _lookup(env, var)
+        for src in ids:
+            if src not in seen:
+                seen.add(src)
+                graph.edges.append(Edge(src, dst, type_))
+
+
+def _connect(graph: Graph, ids: Iterable[str], dst: str, type_: str) -> None:
+    for src in dict.fromkeys(ids):
+        graph.edges.append(Edge(src, dst, type_))

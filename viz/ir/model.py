@@ -1,0 +1,151 @@
+"""The one graph model every IR reader produces.
+
+Like Model Explorer's adapters, each reader (`viz.ir.jaxpr`, `viz.ir.stablehlo`,
+`viz.ir.hlo`) turns its IR into this format and nothing downstream knows which
+IR it came from. Hierarchy is data: a node's `scope` is its group path
+(outermost first), and `Graph.groups` describes each path (its label, what
+kind of group it is, and, for container ops such as `scan` or `fusion`, the op
+it stands for). Collapse, search, counts and export work on this model only.
+
+This module imports neither jax nor streamlit: graphs travel from the worker as
+plain dicts (`to_dict`) and are rebuilt in the app (`from_dict`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+Path = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    """Where in the user's code an op came from."""
+
+    file: str
+    line: int
+    function: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}"
+        return f"{where} ({self.function})" if self.function else where
+
+
+@dataclass
+class Node:
+    """One operation (or a graph input/output) of an IR."""
+
+    id: str
+    op: str  # primitive or op name as the IR spells it: 'dot_general', 'stablehlo.add', 'fusion'
+    label: str = ""  # short display text; defaults to op
+    type: str = ""  # result type(s), jaxpr spelling: 'f32[8,128]'
+    scope: Path = ()  # group path, outermost first
+    source: SourceLoc | None = None
+    kind: str = "op"  # 'op' | 'input' | 'output' | 'constant'
+    attrs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Edge:
+    """A value flowing from the node that produces it to one that uses it."""
+
+    src: str
+    dst: str
+    type: str = ""
+
+
+@dataclass
+class Group:
+    """What one scope path stands for.
+
+    kind: 'scope' (a name scope), 'call' (pjit / closed_call / func.call), 'loop'
+    (scan / while), 'branch' (cond), 'region', or 'fusion'.
+    op: the container op this group represents, counted once in op histograms
+    (e.g. 'scan', 'pjit', 'fusion'); None for plain name scopes.
+    opaque: the group's members are not separate ops at run time (a fusion's
+    fused ops run inside one kernel), so they are left out of op histograms.
+    """
+
+    path: Path
+    label: str
+    kind: str = "scope"
+    op: str | None = None
+    opaque: bool = False
+    attrs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Graph:
+    ir: str  # 'jaxpr' | 'stablehlo' | 'compiled'
+    nodes: list[Node] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
+    groups: dict[Path, Group] = field(default_factory=dict)
+
+    def add_group(self, path: Path, kind: str = "scope", op: str | None = None, **kw: Any) -> Path:
+        """Register `path` (and any missing ancestors as plain scopes); returns it."""
+        for depth in range(1, len(path)):
+            prefix = path[:depth]
+            if prefix not in self.groups:
+                self.groups[prefix] = Group(prefix, prefix[-1])
+        if path and path not in self.groups:
+            self.groups[path] = Group(path, kw.pop("label", path[-1]), kind, op, **kw)
+        return path
+
+    def node_map(self) -> dict[str, Node]:
+        return {n.id: n for n in self.nodes}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ir": self.ir,
+            "nodes": [asdict(n) for n in self.nodes],
+            "edges": [asdict(e) for e in self.edges],
+            "groups": [asdict(g) for g in self.groups.values()],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Graph:
+        nodes = []
+        for raw in data["nodes"]:
+            src = raw.get("source")
+            nodes.append(
+                Node(
+                    **{
+                        **raw,
+                        "scope": tuple(raw["scope"]),
+                        "source": SourceLoc(**src) if src else None,
+                    }
+                )
+            )
+        groups = {}
+        for raw in data["groups"]:
+            path = tuple(raw["path"])
+            groups[path] = Group(**{**raw, "path": path})
+        return cls(data["ir"], nodes, [Edge(**e) for e in data["edges"]], groups)
+
+
+def opaque_paths(graph: Graph) -> list[Path]:
+    return [p for p, g in graph.groups.items() if g.opaque]
+
+
+def _inside(scope: Path, containers: list[Path]) -> bool:
+    return any(scope[: len(c)] == c for c in containers)
+
+
+def op_histogram(graph: Graph) -> dict[str, int]:
+    """How many times each op occurs, counted the way the program runs.
+
+    Every 'op' node counts once, and so does every container group (a `scan`,
+    a `pjit`, a `fusion`), except members of opaque groups: the ops fused into
+    a kernel are not separate ops at run time.
+    """
+    opaque = opaque_paths(graph)
+    counts: Counter[str] = Counter()
+    for node in graph.nodes:
+        if node.kind == "op" and not _inside(node.scope, opaque):
+            counts[node.op] += 1
+    for path, group in graph.groups.items():
+        if group.op and not _inside(path[:-1], opaque):
+            counts[group.op] += 1
+    return dict(counts.most_common())

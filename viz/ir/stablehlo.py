@@ -1,0 +1,356 @@
+"""Read a StableHLO module (`lowered.compiler_ir("stablehlo")`) into the graph model.
+
+The module is walked with the MLIR Python bindings, op by op.
+
+What the counts count (`model.op_histogram`): every operation inside every
+function of the module, each function counted once however often it is called
+(so the counts match the module text), constants included; `func.func` itself
+and region terminators (`func.return`, `stablehlo.return`) are not ops. An op
+that owns regions (`stablehlo.while`, `case`, `if`, `reduce`, `sort`, ...) is
+one group (kind 'region', op = its name) holding its regions' ops, and is
+counted once. Ops of other dialects that jax emits (`sdy.*`, `chlo.*`) count
+like any other; module-level ops (`sdy.mesh`) are skipped.
+
+Calls (`func.call` to the private functions jax emits for inner jits,
+`closed_call`, ...): a function called from exactly one place is drawn at that
+place, as a group (kind 'call', op 'func.call') that stands for the call op, with
+its arguments bound to the call's operands and the call's results bound to the
+function's returned values, so edges run straight through. A function called
+from several places is read once, as a top-level group `@name`; each call is
+then a plain 'func.call' node with an edge into the function's ops that read
+its arguments ("call @name" links there) and edges from the call node to the
+users of its results.
+
+`main`'s block arguments are 'input' nodes (labelled from `loc("x")`), the
+operands of its `return` feed 'output' nodes. Scopes come from op locations:
+`"jit(f)/layer0/attention/dot_general"` puts an op under `layer0/attention`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from jaxlib.mlir import ir
+
+from viz.ir.model import Edge, Graph, Node, Path, SourceLoc
+
+TERMINATORS = frozenset({"func.return", "stablehlo.return"})
+_LINK = "\x00call:"  # producer id standing for "the callers of this shared function"
+
+_DTYPES = {
+    "i1": "bool",
+    "si8": "i8",
+    "si16": "i16",
+    "si32": "i32",
+    "si64": "i64",
+    "ui8": "u8",
+    "ui16": "u16",
+    "ui32": "u32",
+    "ui64": "u64",
+    "complex<f32>": "c64",
+    "complex<f64>": "c128",
+}
+_TENSOR = re.compile(r"tensor<(?:([^<>]*?)x)?([^x<>]+(?:<[^<>]*>)?)>")
+
+# A value's producers: node ids (several when merged from regions) and its type.
+Producers = tuple[tuple[str, ...], str]
+
+
+@dataclass
+class _Reader:
+    graph: Graph = field(default_factory=lambda: Graph("stablehlo"))
+    funcs: dict[str, Any] = field(default_factory=dict)
+    calls: Counter[str] = field(default_factory=Counter)
+    env: dict[Any, Producers] = field(default_factory=dict)
+    call_nodes: dict[str, list[str]] = field(default_factory=dict)
+    count: int = 0
+
+    def new_id(self) -> str:
+        self.count += 1
+        return f"op{self.count}"
+
+
+def read_stablehlo(module: Any) -> Graph:
+    """The graph of an MLIR module holding StableHLO (`jaxlib.mlir.ir.Module`)."""
+    reader = _Reader()
+    for op in module.body.operations:
+        if op.operation.name == "func.func":
+            reader.funcs[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    for func in reader.funcs.values():
+        _count_calls(func.operation, reader.calls)
+    main = reader.funcs.get("main") or next(iter(reader.funcs.values()), None)
+    if main is None:
+        return reader.graph
+    _read_main(reader, main)
+    for name, func in reader.funcs.items():
+        if func is not main and reader.calls[name] != 1:
+            _read_shared(reader, name, func)
+    _link_calls(reader)
+    return reader.graph
+
+
+def _count_calls(op: Any, calls: Counter[str]) -> None:
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                if inner.operation.name == "func.call":
+                    calls[_callee(inner)] += 1
+                if len(inner.operation.regions):
+                    _count_calls(inner.operation, calls)
+
+
+def _callee(op: Any) -> str:
+    return ir.FlatSymbolRefAttr(op.operation.attributes["callee"]).value
+
+
+def _read_main(reader: _Reader, main: Any) -> None:
+    block = main.regions[0].blocks[0]
+    for i, arg in enumerate(block.arguments):
+        name, _ = parse_location(arg.location)
+        label = name or f"in{i}"
+        node = Node(f"in{i}", "input", label, render_type(arg.type), kind="input")
+        reader.graph.nodes.append(node)
+        reader.env[arg] = ((node.id,), node.type)
+    outs = _read_block(reader, block, (), (), None)
+    for i, (ids, type_) in enumerate(outs):
+        node = Node(f"out{i}", "output", f"out{i}", type_, kind="output")
+        reader.graph.nodes.append(node)
+        _connect(reader.graph, ids, node.id, type_)
+
+
+def _read_shared(reader: _Reader, name: str, func: Any) -> None:
+    """A function read once as a top-level group; its args are link placeholders."""
+    path = reader.graph.add_group((f"@{name}",), "call", label=f"@{name}")
+    block = func.regions[0].blocks[0]
+    for arg in block.arguments:
+        reader.env[arg] = ((f"{_LINK}{name}",), render_type(arg.type))
+    _read_block(reader, block, path, (), None)
+
+
+def _link_calls(reader: _Reader) -> None:
+    """Edges from a link placeholder become edges from each call node of that function."""
+    edges = []
+    for edge in reader.graph.edges:
+        if not edge.src.startswith(_LINK):
+            edges.append(edge)
+            continue
+        for call_id in reader.call_nodes.get(edge.src[len(_LINK) :], []):
+            edges.append(Edge(call_id, edge.dst, edge.type))
+    reader.graph.edges = _dedupe(edges)
+
+
+def _dedupe(edges: list[Edge]) -> list[Edge]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for edge in edges:
+        if (edge.src, edge.dst) not in seen:
+            seen.add((edge.src, edge.dst))
+            out.append(edge)
+    return out
+
+
+def _read_block(
+    reader: _Reader, block: Any, path: Path, prefixes: tuple[Path, ...], src: SourceLoc | None
+) -> list[Producers]:
+    """Add a block's ops under `path`; returns the producers of its terminator's operands.
+
+    `prefixes`: name-scope paths the enclosing op already stands for (longest
+    first); an op's location name is made relative to the first that matches.
+    """
+    outs: list[Producers] = []
+    for op in block.operations:
+        operation = op.operation
+        name = operation.name
+        if name in TERMINATORS:
+            outs = [_lookup(reader, v) for v in operation.operands]
+            continue
+        loc_name, source = parse_location(operation.location)
+        parts = _name_parts(loc_name)
+        scope = path + _relative(parts, prefixes)[:-1]
+        source = source or src
+        if len(operation.regions):
+            results = _read_region_op(reader, operation, scope, parts, source)
+        elif name == "func.call" and reader.calls[_callee(op)] == 1:
+            results = _read_inline_call(reader, op, scope, parts, source)
+        else:
+            results = [_read_op(reader, operation, scope, source)] * len(operation.results)
+        for value, producers in zip(operation.results, results, strict=False):
+            reader.env[value] = producers
+    return outs
+
+
+def _read_op(reader: _Reader, operation: Any, scope: Path, source: SourceLoc | None) -> Producers:
+    name = operation.name
+    type_ = ", ".join(render_type(r.type) for r in operation.results)
+    node = Node(reader.new_id(), name, _short(name), type_, scope, source)
+    if name == "func.call":
+        callee = _callee(operation)
+        node.label = f"call @{callee}"
+        reader.call_nodes.setdefault(callee, []).append(node.id)
+    reader.graph.nodes.append(node)
+    _connect_operands(reader, operation.operands, node.id)
+    return (node.id,), type_
+
+
+def _read_region_op(
+    reader: _Reader, operation: Any, scope: Path, parts: Path, source: SourceLoc | None
+) -> list[Producers]:
+    """An op with regions: a group holding each region's ops."""
+    name = operation.name
+    group = _unique_path(reader.graph, scope, _short(name))
+    reader.graph.add_group(group, "region", name, label=_short(name))
+    operands = [_lookup(reader, v) for v in operation.operands]
+    regions = list(operation.regions)
+    returns = []
+    for i, region in enumerate(regions):
+        sub = group
+        if len(regions) > 1:
+            label = _region_label(name, i)
+            sub = reader.graph.add_group((*group, label), "region", label=label)
+        prefixes = (*((*parts, alias) for alias in _region_aliases(name, i)), parts)
+        for block in region.blocks:
+            _bind_args(reader, block.arguments, operands)
+            returns.append(_read_block(reader, block, sub, prefixes, source))
+    return _merge_results(operation, returns)
+
+
+def _read_inline_call(
+    reader: _Reader, op: Any, scope: Path, parts: Path, source: SourceLoc | None
+) -> list[Producers]:
+    """A function called once: read its body here, as the call's group."""
+    callee = _callee(op)
+    group = _unique_path(reader.graph, scope, f"call @{callee}")
+    reader.graph.add_group(group, "call", "func.call", label=f"call @{callee}")
+    block = reader.funcs[callee].regions[0].blocks[0]
+    operands = [_lookup(reader, v) for v in op.operation.operands]
+    _bind_args(reader, block.arguments, operands)
+    returns = _read_block(reader, block, group, (parts,), source)
+    return _merge_results(op.operation, [returns])
+
+
+def _bind_args(reader: _Reader, args: Any, operands: list[Producers]) -> None:
+    """Block arguments take the operands' producers (positionally when counts match)."""
+    if len(args) == len(operands):
+        for arg, producers in zip(args, operands, strict=True):
+            reader.env[arg] = producers
+        return
+    ids = tuple(dict.fromkeys(x for ids, _ in operands for x in ids))
+    for arg in args:
+        reader.env[arg] = (ids, render_type(arg.type))
+
+
+def _merge_results(operation: Any, returns: list[list[Producers]]) -> list[Producers]:
+    """The op's results take the producers of every region's matching return."""
+    n = len(operation.results)
+    matching = [r for r in returns if len(r) == n] or returns
+    outs = []
+    for i, value in enumerate(operation.results):
+        ids: dict[str, None] = {}
+        for ret in matching:
+            chosen = [ret[i]] if len(ret) == n else ret
+            for producers, _ in chosen:
+                ids.update(dict.fromkeys(producers))
+        outs.append((tuple(ids), render_type(value.type)))
+    return outs
+
+
+def _region_aliases(name: str, i: int) -> tuple[str, ...]:
+    """The name-stack component jax gives region `i` of a region op, if any."""
+    if name == "stablehlo.while":
+        return ("cond", "body")[i : i + 1]
+    if name in ("stablehlo.case", "stablehlo.if"):
+        return (f"branch_{i}_fun",)
+    return ()
+
+
+def _region_label(name: str, i: int) -> str:
+    if name == "stablehlo.while":
+        return ("cond", "body")[i] if i < 2 else f"region {i}"
+    if name in ("stablehlo.case", "stablehlo.if"):
+        return f"branch {i}"
+    return f"region {i}"
+
+
+def _short(name: str) -> str:
+    return name.split(".", 1)[1] if "." in name else name
+
+
+def _unique_path(graph: Graph, scope: Path, label: str) -> Path:
+    path, n = (*scope, label), 1
+    while path in graph.groups:
+        n += 1
+        path = (*scope, f"{label} ({n})")
+    return path
+
+
+def _name_parts(name: str) -> Path:
+    """`jit(f)/layer0/attn/add` → ('layer0', 'attn', 'add'): drop the jit(...) root."""
+    parts = tuple(p for p in name.split("/") if p)
+    if parts and parts[0].startswith(("jit(", "pjit(")):
+        return parts[1:]
+    return parts
+
+
+def _relative(parts: Path, prefixes: tuple[Path, ...]) -> Path:
+    for prefix in prefixes:
+        if parts[: len(prefix)] == prefix:
+            return parts[len(prefix) :]
+    return parts
+
+
+def parse_location(loc: Any) -> tuple[str, SourceLoc | None]:
+    """(name, source) of an MLIR location: the outermost name and the first file:line.
+
+    `loc("jit(f)/layer0/add"(callsite("f"("model.py":12:4 to :9) at ...)))` gives
+    ('jit(f)/layer0/add', SourceLoc('model.py', 12, 'f')).
+    """
+    name, function = "", ""
+    todo = [loc]
+    while todo:
+        loc = todo.pop()
+        if isinstance(loc, ir.NameLoc):
+            if name:
+                function = loc.name_str
+            else:
+                name = loc.name_str
+            todo.append(loc.child_loc)
+        elif isinstance(loc, ir.CallSiteLoc):
+            todo.append(loc.callee)
+        elif isinstance(loc, ir.FileLineColLoc):
+            return name, SourceLoc(loc.filename, loc.start_line, function)
+        elif isinstance(loc, ir.FusedLoc):
+            todo.extend(reversed(loc.locations))
+    return name, None
+
+
+def render_type(type_: Any) -> str:
+    """An MLIR type in jaxpr spelling: tensor<8x128xf32> → f32[8,128], tensor<i1> → bool[]."""
+    text = str(type_)
+    match = _TENSOR.fullmatch(text)
+    if not match:
+        return _DTYPES.get(text, text)
+    dims, dtype = match.group(1) or "", match.group(2)
+    shape = ",".join(d if d != "?" else "?" for d in dims.split("x")) if dims else ""
+    return f"{_DTYPES.get(dtype, dtype)}[{shape}]"
+
+
+def _lookup(reader: _Reader, value: Any) -> Producers:
+    return reader.env.get(value, ((), ""))
+
+
+def _connect_operands(reader: _Reader, operands: Any, dst: str) -> None:
+    seen: set[str] = set()
+    for value in operands:
+        ids, type_ = _lookup(reader, value)
+        for src in ids:
+            if src not in seen:
+                seen.add(src)
+                reader.graph.edges.append(Edge(src, dst, type_))
+
+
+def _connect(graph: Graph, ids: Any, dst: str, type_: str) -> None:
+    for src in dict.fromkeys(ids):
+        graph.edges.append(Edge(src, dst, type_))

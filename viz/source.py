@@ -1,0 +1,132 @@
+"""Load user code as a module of its own and find its functions.
+
+The code is written to a file named after its content hash, so tracebacks, JAX
+source locations and linecache all point at real lines of the user's code.
+`list_functions` reads the code with `ast` only: the app server uses it without
+ever running user code.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from viz.errors import ErrorInfo, UserCodeError
+
+
+def home() -> Path:
+    """Where jitscope keeps its files (user sources, the persistent cache)."""
+    return Path(os.environ.get("JITSCOPE_HOME", Path.home() / ".cache" / "jitscope"))
+
+
+@dataclass(frozen=True)
+class FunctionInfo:
+    name: str
+    params: tuple[str, ...]
+    line: int
+
+
+def check_syntax(code: str) -> ast.Module:
+    try:
+        return ast.parse(code)
+    except SyntaxError as exc:
+        raise UserCodeError(
+            ErrorInfo(
+                "syntax_error",
+                f"SyntaxError at line {exc.lineno}, column {exc.offset}: {exc.msg}",
+                "fix the syntax at that position",
+                exc.lineno,
+                exc.offset,
+                "load",
+            )
+        ) from None
+
+
+def list_functions(code: str) -> list[FunctionInfo]:
+    """Top-level functions in definition order (no code is run). [] on a syntax error."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            a = node.args
+            params = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+            found.append(FunctionInfo(node.name, tuple(params), node.lineno))
+    return found
+
+
+def source_path(code: str) -> Path:
+    digest = hashlib.sha256(code.encode()).hexdigest()[:16]
+    path = home() / "src" / f"user_{digest}.py"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(code)
+        tmp.replace(path)
+    return path
+
+
+def load_module(code: str) -> ModuleType:
+    """Run `code` as a fresh module (a new module object on every call)."""
+    check_syntax(code)
+    path = source_path(code)
+    name = f"jitscope_user_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look modules up by name
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        from viz.errors import user_line
+
+        line = user_line(exc, str(path))
+        raise UserCodeError(
+            ErrorInfo(
+                "import_error",
+                f"Running your module failed at line {line}: {type(exc).__name__}: {exc}",
+                "fix the module-level code (imports, parameter setup)",
+                line,
+                None,
+                "load",
+                f"{type(exc).__name__}: {exc}",
+            )
+        ) from None
+    return module
+
+
+def find_function(module: ModuleType, code: str, name: str | None) -> Any:
+    """The function called `name`, or the last function the code defines."""
+    defined = [f.name for f in list_functions(code)]
+    if not name:
+        if not defined:
+            raise UserCodeError(
+                ErrorInfo(
+                    "function_not_found",
+                    "The code defines no function.",
+                    "define a function with `def`",
+                    stage="load",
+                )
+            )
+        name = defined[-1]
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        choices = ", ".join(defined) or "none"
+        raise UserCodeError(
+            ErrorInfo(
+                "function_not_found",
+                f"No function named `{name}` in the code.",
+                f"pick one of: {choices}",
+                stage="load",
+            )
+        )
+    return fn

@@ -1,0 +1,70 @@
+"""Wall-clock timing of calls, the way `timeit` does it but within a time budget.
+
+Each sample runs `number` back-to-back calls (each blocked until its result is
+ready) and records the mean per call, so a 10 µs function is not drowned in
+timer noise. `number` is picked so one sample lasts about `sample_s`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class RunStats:
+    first_call_s: float
+    median_s: float
+    min_s: float
+    p90_s: float
+    samples: int  # how many timed samples
+    number: int  # calls per sample
+    per_call_s: list[float] = field(default_factory=list)  # one value per sample
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    pos = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
+    return ordered[pos]
+
+
+def time_calls(
+    call: Callable[[], Any],
+    block: Callable[[Any], Any],
+    max_samples: int = 20,
+    budget_s: float = 2.0,
+    sample_s: float = 0.01,
+) -> RunStats:
+    """Time `block(call())`: one cold call, one warm-up, then up to `max_samples` samples."""
+    start = time.perf_counter()
+    block(call())
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    block(call())
+    warm = time.perf_counter() - start
+    number = max(1, int(sample_s / max(warm, 1e-7)))
+    deadline = time.perf_counter() + max(budget_s - first - warm, 0.0)
+    per_call: list[float] = []
+    while len(per_call) < max(1, max_samples):
+        start = time.perf_counter()
+        for _ in range(number):
+            block(call())
+        per_call.append((time.perf_counter() - start) / number)
+        if time.perf_counter() > deadline:
+            break
+    return RunStats(
+        first_call_s=first,
+        median_s=statistics.median(per_call),
+        min_s=min(per_call),
+        p90_s=_percentile(per_call, 0.9),
+        samples=len(per_call),
+        number=number,
+        per_call_s=per_call,
+    )
