@@ -4,21 +4,22 @@ import streamlit as st
 
 import ui
 
-st.set_page_config(page_title="jitscope", page_icon="🔬", layout="wide")
+st.set_page_config(page_title="jitscope", page_icon=":material/biotech:", layout="wide")
 
 navigation = st.navigation(
     {
         "Compile": [
-            st.Page("pages/explore.py", title="Explore", icon="🔬", default=True),
-            st.Page("pages/cache.py", title="Cache lab", icon="🗃️"),
+            st.Page("pages/explore.py", title="Explore", icon=":material/biotech:", default=True),
+            st.Page("pages/cache.py", title="Cache lab", icon=":material/cached:"),
         ],
         "Lessons": [
-            st.Page("pages/placement.py", title="Where to jit", icon="📍"),
-            st.Page("pages/scaling.py", title="Compile vs program size", icon="📈"),
-            st.Page("pages/shapes.py", title="Shape sweep", icon="📐"),
-            st.Page("pages/buckets.py", title="Batch buckets", icon="🪣"),
+            st.Page("pages/placement.py", title="Where to jit", icon=":material/place:"),
+            st.Page("pages/scaling.py", title="Compile vs program size", icon=":material/trending_up:"),
+            st.Page("pages/shapes.py", title="Shape sweep", icon=":material/straighten:"),
+            st.Page("pages/buckets.py", title="Batch buckets", icon=":material/inventory_2:"),
         ],
     }
 )
-ui.sidebar()
+ui.device_picker()
 navigation.run()
+ui.worker_status()

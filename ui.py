@@ -79,18 +79,22 @@ def join_spec(items: list[str]) -> str:
 
 
 # -- sidebar -------------------------------------------------------------------
-def sidebar() -> None:
+def device_picker() -> None:
     with st.sidebar:
-        devices = available_devices()
         st.selectbox(
             "Device",
-            devices,
+            available_devices(),
             key="device",
             help="cpu:8 simulates 8 devices (XLA_FLAGS in the worker) for sharding",
         )
+
+
+def worker_status() -> None:
+    """Drawn after the page ran, so it shows the worker as the page left it."""
+    with st.sidebar:
         status = pool().get(device()).status()
         memory = f"{status.rss_bytes / 2**20:.0f} MiB" if status.rss_bytes else "not started"
-        state = "🟢 alive" if status.alive else "⚪ idle"
+        state = "alive" if status.alive else "idle"
         st.caption(
             f"Worker {state} · {memory} of {status.memory_limit_bytes / 2**30:.0f} GiB · "
             f"{status.requests} requests · {status.restarts} restarts"
@@ -107,9 +111,9 @@ def samples_by_title() -> dict[str, str]:
 # -- results -------------------------------------------------------------------
 def error_card(error: dict[str, Any], code: str | None = None) -> None:
     where = f" · line {error['line']}" if error.get("line") else ""
-    st.error(f"**{error['kind'].replace('_', ' ')}**{where}  \n{error['message']}", icon="🛑")
+    st.error(f"**{error['kind'].replace('_', ' ')}**{where}  \n{error['message']}", icon=":material/error:")
     if error.get("hint"):
-        st.info(f"**Fix:** {error['hint']}", icon="💡")
+        st.info(f"**Fix:** {error['hint']}", icon=":material/lightbulb:")
     if code and error.get("line"):
         st.code(excerpt(code, error["line"]), language="python")
     if error.get("detail"):
@@ -184,3 +188,47 @@ def report_json(report: dict[str, Any]) -> str:
 
 def stamp() -> str:
     return time.strftime("%H:%M:%S")
+
+
+# -- lessons: heavy jobs with a progress bar and a cancel button -----------------
+def lesson_worker() -> Any:
+    return pool().get(device(), role="lessons")
+
+
+def run_lesson(op: str, label: str, **kwargs: Any) -> dict[str, Any]:
+    """Run a lesson measurement in the lessons worker, showing progress; Cancel (rendered
+    by `lesson_controls`) kills that worker."""
+    bar = st.progress(0.0, f"{label}…")
+
+    def show(p: dict[str, Any]) -> None:
+        bar.progress(
+            p["done"] / max(p["total"], 1), f"{p.get('label', '')} ({p['done']}/{p['total']})"
+        )
+
+    result = lesson_worker().request(op, on_progress=show, **kwargs)
+    bar.empty()
+    return result
+
+
+def lesson_controls(run_label: str) -> bool:
+    """A Run button and a Cancel button; returns True when Run was pressed."""
+    c1, c2, _ = st.columns([1, 1, 4])
+    run = c1.button(run_label, type="primary", width="stretch")
+    if c2.button(
+        "Cancel", width="stretch", help="stop the measurement (restarts the lessons worker)"
+    ):
+        lesson_worker().cancel()
+        st.toast("Cancelled")
+    return run
+
+
+def show_lesson_error(result: dict[str, Any]) -> bool:
+    """Render an error result; True when there was one."""
+    if result.get("ok", True):
+        return False
+    error_card(result["error"], program()["code"])
+    return True
+
+
+def functions_of(code: str) -> list[str]:
+    return [f.name for f in list_functions(code)]

@@ -1,4 +1,114 @@
+"""Batch-size bucketing planner: fewer compilations for a little padding."""
+
+import pandas as pd
 import streamlit as st
 
-st.title("buckets")
-st.info("Coming next.")
+import ui
+from viz import buckets, charts
+from viz.spec import array_item_parts
+
+st.title("Batch-size buckets")
+st.caption(
+    "A server sees many batch sizes; each new one compiles again. Precompile a few "
+    "bucket sizes with `lower().compile()` and pad each request up to its bucket. Which "
+    "buckets? Paste the batch sizes you observe, or draw them from a distribution."
+)
+
+prog = ui.program()
+rows = ui.spec_rows(prog["code"], prog["function"], prog["args"])
+batch_default = prog.get("extra", {}).get("BATCH_ARG")
+arrays = [n for n, item in rows if (p := array_item_parts(item)) and p[1]]
+if not arrays:
+    st.warning("The current function has no batched array argument.")
+    if st.button("Load the batched model sample"):
+        st.session_state.program = ui.program_from_sample("batched_model")
+        st.rerun()
+    st.stop()
+
+left, right = st.columns([3, 2], gap="large")
+with left:
+    source = st.radio(
+        "Request batch sizes", ["draw from a distribution", "type or paste"], horizontal=True
+    )
+    if source == "type or paste":
+        text = st.text_area("sizes", "1 3 3 5 8 8 8 12 17 17 24 31 32 33 45 64 64 100", height=90)
+        try:
+            sizes = buckets.parse_sizes(text)
+        except ValueError as exc:
+            st.error(str(exc))
+            st.stop()
+    else:
+        d = st.columns(3)
+        dist = d[0].selectbox("distribution", ["lognormal", "uniform", "zipf"])
+        count = d[1].number_input("requests", 10, 100_000, 1000)
+        largest = d[2].number_input("largest batch", 2, 4096, 128)
+        sizes = buckets.draw_sizes(dist, int(count), int(largest), seed=0)
+with right:
+    batch_arg = st.selectbox(
+        "batch argument (axis 0)",
+        arrays,
+        index=arrays.index(batch_default) if batch_default in arrays else 0,
+    )
+    k = st.number_input(
+        "k (best k buckets)", 1, 64, value=None, placeholder="as many as powers of two"
+    )
+    user_text = st.text_input("your buckets", "8, 32, 128")
+
+if not sizes:
+    st.info("Enter at least one batch size.")
+    st.stop()
+user = buckets.parse_sizes(user_text) if user_text.strip() else None
+plans = buckets.compare_plans(sizes, user, int(k) if k else None)
+st.plotly_chart(charts.bucket_chart([p.to_dict() for p in plans]), width="stretch")
+
+measured = st.session_state.get("bucket_costs", {})
+costs = {r["bucket"]: r for r in measured.get("rows", [])} if measured.get("ok") else {}
+
+
+def plan_row(plan: buckets.BucketPlan) -> dict:
+    row = {
+        "plan": plan.name,
+        "buckets": ", ".join(map(str, plan.buckets)),
+        "compilations": plan.compiles,
+        "padding waste": f"{plan.waste_pct:.1f} %",
+    }
+    if costs and all(b in costs for b in plan.buckets):
+        row["measured compile"] = ui.seconds(sum(costs[b]["compile_s"] for b in plan.buckets))
+        row["expected latency"] = ui.seconds(
+            buckets.expected_latency(plan, lambda b: costs[b]["run_s"])
+        )
+    return row
+
+
+st.dataframe(pd.DataFrame([plan_row(p) for p in plans]), hide_index=True, width="stretch")
+
+all_buckets = sorted({b for p in plans for b in p.buckets})
+st.caption(
+    f"{len(sizes)} requests, {len(set(sizes))} distinct sizes. Measuring compiles "
+    f"`{prog['function']}` ahead of time at each of the {len(all_buckets)} bucket sizes "
+    "and times one call at each."
+)
+if ui.lesson_controls("Measure compile and run time per bucket"):
+    st.session_state.bucket_costs = ui.run_lesson(
+        "bucket_costs",
+        "compiling buckets",
+        code=prog["code"],
+        function=prog["function"],
+        args=prog["args"],
+        batch_arg=batch_arg,
+        buckets=all_buckets[:64],
+    )
+    st.rerun()
+if measured and not measured.get("ok", True):
+    ui.show_lesson_error(measured)
+
+st.subheader("Precompile your buckets")
+chosen = st.selectbox("plan", [p.name for p in plans], index=len(plans) - 1)
+plan = next(p for p in plans if p.name == chosen)
+names = [n for n, _ in rows]
+st.code(
+    buckets.precompile_snippet(
+        prog["function"], batch_arg, names, [i for _, i in rows], plan.buckets
+    ),
+    language="python",
+)

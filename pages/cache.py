@@ -115,7 +115,7 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
                 for n, item in ui.spec_rows(prog["code"], prog["function"], spec):
                     if n == param:
                         dtype, shape = arrays[param]
-                        shape = (*shape[:axis], size, *shape[axis + 1:])
+                        shape = (*shape[:axis], size, *shape[axis + 1 :])
                         item = array_item(dtype, shape)
                     items.append(item)
                 calls.append(ui.join_spec(items))

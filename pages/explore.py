@@ -75,7 +75,8 @@ def inputs() -> tuple[bool, int]:
         )
         if code != prog["code"]:
             prog.update(code=code, sample=None)
-        st.code(code, language="python", line_numbers=True, height=200)
+        with st.expander("Highlighted, with line numbers"):
+            st.code(code, language="python", line_numbers=True)
     with right:
         functions = [f.name for f in list_functions(code)]
         if prog["function"] not in functions and functions:
@@ -185,8 +186,8 @@ def overview(r: dict[str, Any]) -> None:
     total_mem = sum(mem.get(k) or 0 for k in ("argument_bytes", "output_bytes", "temp_bytes"))
     m[3].metric("memory", _bytes(total_mem), help="arguments + outputs + XLA temporaries")
     left, right = st.columns(2)
-    left.plotly_chart(charts.count_chain(r), width="stretch")
-    right.plotly_chart(charts.stage_waterfall(r), width="stretch")
+    left.plotly_chart(charts.count_chain(r), width="stretch", key="ov_chain")
+    right.plotly_chart(charts.stage_waterfall(r), width="stretch", key="ov_stages")
 
 
 def ir_tab(r: dict[str, Any], ir: str, index: int) -> None:
@@ -211,7 +212,7 @@ def ir_tab(r: dict[str, Any], ir: str, index: int) -> None:
 
 
 def fusion_tab(r: dict[str, Any]) -> None:
-    st.plotly_chart(charts.op_counts(r), width="stretch")
+    st.plotly_chart(charts.op_counts(r), width="stretch", key="fu_ops")
     kernels = r.get("kernels") or []
     st.markdown(
         f"**{len(kernels)} fused kernels** · the ops inside each and the source lines "
@@ -243,8 +244,8 @@ def timing_tab(r: dict[str, Any]) -> None:
         help="trace+lower+compile time ÷ (eager − jit) time per call",
     )
     left, right = st.columns(2)
-    left.plotly_chart(charts.stage_waterfall(r), width="stretch")
-    right.plotly_chart(charts.run_distribution(r), width="stretch")
+    left.plotly_chart(charts.stage_waterfall(r), width="stretch", key="ti_stages")
+    right.plotly_chart(charts.run_distribution(r), width="stretch", key="ti_runs")
 
 
 def cost_tab(r: dict[str, Any]) -> None:

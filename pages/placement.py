@@ -1,4 +1,73 @@
+"""Where to put jit: the outer function, the inner one, both, or neither."""
+
+import pandas as pd
 import streamlit as st
 
-st.title("placement")
-st.info("Coming next.")
+import ui
+from viz import charts
+
+st.title("Where to put jit")
+st.caption(
+    "An outer `g` calls an inner `f`. Jit `g` and XLA sees the whole program: it fuses "
+    "across the calls and dispatches once. Jit only `f` and every call (and the glue "
+    "between them) goes back through Python. Measured on your code, now."
+)
+
+prog = ui.program()
+functions = ui.functions_of(prog["code"])
+if len(functions) < 2:
+    st.warning("This lesson needs two functions, an outer one that calls an inner one.")
+    if st.button("Load the outer/inner sample"):
+        st.session_state.program = ui.program_from_sample("outer_inner")
+        st.rerun()
+    st.stop()
+inner_default = prog.get("extra", {}).get("INNER")
+c = st.columns(3)
+outer = c[0].selectbox(
+    "outer function (g)",
+    functions,
+    index=functions.index(prog["function"])
+    if prog["function"] in functions
+    else len(functions) - 1,
+)
+inner_choices = [f for f in functions if f != outer]
+inner = c[1].selectbox(
+    "inner function (f)",
+    inner_choices,
+    index=inner_choices.index(inner_default) if inner_default in inner_choices else 0,
+)
+args = c[2].text_input("args of the outer function", prog["args"])
+
+if ui.lesson_controls("Measure the four strategies"):
+    st.session_state.placement = ui.run_lesson(
+        "placement", "jit placement", code=prog["code"], outer=outer, inner=inner, args=args
+    )
+
+result = st.session_state.get("placement")
+if result and not ui.show_lesson_error(result):
+    rows = result["rows"]
+    st.success(result["recommendation"], icon=":material/place:")
+    st.plotly_chart(charts.placement_chart(rows), width="stretch")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "strategy": r["strategy"],
+                    "compile": ui.seconds(r["compile_s"]),
+                    "first call": ui.seconds(r["first_call_s"]),
+                    "per call": ui.seconds(r["run_s"]),
+                    "XLA compilations": r["executables"],
+                    "kernels per call": r["kernels_per_call"],
+                }
+                for r in rows
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+    st.caption(
+        "XLA compilations: compiles observed during the first call (JAX's own "
+        "monitoring events); eager mode compiles one small executable per primitive. "
+        "Kernels per call: the compiled program's kernels, or one per eagerly "
+        "dispatched primitive."
+    )

@@ -1,4 +1,81 @@
+"""Compile cost vs program size: an unrolled Python loop vs lax.scan vs lax.fori_loop."""
+
+import pandas as pd
 import streamlit as st
 
-st.title("scaling")
-st.info("Coming next.")
+import ui
+from viz import charts
+from viz.lesson_math import unroll_break_even
+
+st.title("Compile time vs program size")
+st.caption(
+    "A Python `for` loop is unrolled at trace time: N iterations become N copies of the "
+    "body, and tracing, lowering and compiling grow with N. `lax.scan` and "
+    "`lax.fori_loop` stage the body once. The body below is your function, repeated."
+)
+
+prog = ui.program()
+functions = ui.functions_of(prog["code"])
+step_default = prog.get("extra", {}).get("LOOP_STEP")
+if not functions:
+    st.stop()
+c = st.columns([1, 1, 2])
+step = c[0].selectbox(
+    "loop body step(x) → x",
+    functions,
+    index=functions.index(step_default) if step_default in functions else 0,
+)
+args = c[1].text_input("args of step", "f32[64,64]" if step_default else prog["args"])
+sizes = c[2].multiselect(
+    "N", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512], default=[1, 2, 4, 8, 16, 32, 64, 128, 256]
+)
+if not step_default:
+    st.caption("Tip: the *Unrolled loop vs scan* sample has a ready `step`.")
+
+if ui.lesson_controls("Sweep N"):
+    st.session_state.scaling = ui.run_lesson(
+        "scaling", "compiling", code=prog["code"], step=step, args=args, sizes=sorted(sizes)
+    )
+
+result = st.session_state.get("scaling")
+if result and not ui.show_lesson_error(result):
+    rows, exps = result["rows"], result["exponents"]
+    m = st.columns(3)
+    for col, variant in zip(m, ("unrolled", "scan", "fori_loop"), strict=True):
+        e = exps.get(variant)
+        col.metric(
+            f"{variant}: one-time cost ∝ N^k",
+            "–" if e is None else f"k = {e:.2f}",
+            help="least-squares slope of log(trace+lower+compile) vs log(N), N ≥ 4",
+        )
+    left, right = st.columns(2)
+    left.plotly_chart(
+        charts.scaling_chart(rows, "total_s", "trace + lower + compile", "ms"), width="stretch"
+    )
+    right.plotly_chart(
+        charts.scaling_chart(rows, "run_s", "run time per call", "ms"), width="stretch"
+    )
+    st.plotly_chart(
+        charts.scaling_chart(rows, "eqns", "jaxpr equations", "equations"), width="stretch"
+    )
+    verdicts = unroll_break_even(rows)
+    st.subheader("Does unrolling pay off?")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "N": v["n"],
+                    "extra one-time cost of unrolling": ui.seconds(v["extra_compile_s"]),
+                    "saved per call": ui.seconds(v["saved_per_call_s"])
+                    if v["saved_per_call_s"] > 0
+                    else "none (scan is as fast)",
+                    "pays off after": f"{v['pays_off_after_calls']:,.0f} calls"
+                    if v["pays_off_after_calls"] is not None
+                    else "never",
+                }
+                for v in verdicts
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )

@@ -1,4 +1,73 @@
+"""Shape sweep: compile and run time as one dimension grows."""
+
+import pandas as pd
 import streamlit as st
 
-st.title("shapes")
-st.info("Coming next.")
+import ui
+from viz import charts
+from viz.spec import array_item_parts
+
+st.title("Shape sweep")
+st.caption(
+    "Every new shape is a new compilation. How much does each cost, how long does one "
+    "call take, and after how many calls did compiling pay off? Rule of thumb: jit "
+    "pays when the work per call dwarfs the one-time overhead."
+)
+
+prog = ui.program()
+rows = ui.spec_rows(prog["code"], prog["function"], prog["args"])
+arrays = {name: array_item_parts(item) for name, item in rows}
+arrays = {n: p for n, p in arrays.items() if p and p[1] and n not in prog["static"]}
+st.markdown(f"Function **`{prog['function']}`** with args `{prog['args']}` (from Explore)")
+if not arrays:
+    st.warning("The current function has no array argument with a dimension to sweep.")
+    st.stop()
+c = st.columns(3)
+param = c[0].selectbox("argument", list(arrays))
+axis = c[1].number_input("axis", 0, len(arrays[param][1]) - 1, 0)
+sizes_text = c[2].text_input("sizes", "1, 4, 16, 64, 256, 1024")
+sizes = [int(s) for s in sizes_text.replace(",", " ").split() if s.isdigit()]
+
+if ui.lesson_controls("Sweep shapes"):
+    st.session_state.shapes = ui.run_lesson(
+        "shape_sweep",
+        "compiling each shape",
+        code=prog["code"],
+        function=prog["function"],
+        args=prog["args"],
+        static=prog["static"],
+        param=param,
+        axis=int(axis),
+        sizes=sizes,
+    )
+
+result = st.session_state.get("shapes")
+if result and not ui.show_lesson_error(result):
+    data = result["rows"]
+    st.plotly_chart(charts.shape_sweep_chart(data), width="stretch")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "size": r["size"],
+                    "spec": r["spec"],
+                    "trace+lower+compile": ui.seconds(r["total_s"]),
+                    "run (jit)": ui.seconds(r["run_s"]),
+                    "run (eager)": ui.seconds(r["eager_s"]),
+                    "break-even calls": f"{r['break_even_calls']:,.0f}"
+                    if r["break_even_calls"]
+                    else "never (eager is as fast)",
+                    "run ≥ 100× compile overhead?": "yes" if r["rule_of_thumb"] else "no",
+                }
+                for r in data
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+    holds = sum(r["rule_of_thumb"] for r in data)
+    st.info(
+        f"On {ui.device()}, one call ran at least 100× longer than the compile overhead at "
+        f"{holds} of {len(data)} sizes: below that, per-shape compile time dominates unless "
+        "the same shape is called many times (see the break-even column)."
+    )

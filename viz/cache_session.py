@@ -18,14 +18,20 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from viz.cache import ArgSig, LeafSig, Signature, explain_miss
 from viz.pipeline import compile_events, compile_seconds, param_names, static_argnums
-from viz.spec import concrete_args, parse_spec
+from viz.spec import DTYPES, concrete_args, parse_spec
 
 PLACEMENTS = ("default", "replicated", "sharded")  # plus 'device:N'
 
 
+_SHORT_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+
+
 def dtype_name(dtype: Any) -> str:
-    """numpy dtype → jaxpr spelling (float32 → f32)."""
-    return jax.core.ShapedArray((), dtype).str_short().split("[")[0]
+    """numpy dtype → jaxpr spelling (float32 → f32, key<fry> stays as is)."""
+    try:
+        return _SHORT_NAMES.get(np.dtype(dtype), str(dtype))
+    except TypeError:  # extended dtypes such as PRNG keys
+        return str(dtype)
 
 
 def _sharding_text(x: Any) -> tuple[str, str]:

@@ -64,7 +64,7 @@ def stage_waterfall(report: dict[str, Any]) -> go.Figure:
         )
         start += seconds
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title="milliseconds since jit(f) was called")
+    fig.update_xaxes(title="milliseconds since jit(f) was called", range=[0, start * 1e3 * 1.18])
     return _layout(fig, "Where the time goes", 300).update_layout(showlegend=False)
 
 
@@ -182,3 +182,123 @@ def _fmt_s(seconds: float) -> str:
 
 
 fmt_seconds = _fmt_s
+
+
+# -- lessons -------------------------------------------------------------------
+VARIANT_COLOURS = {"unrolled": "#E45756", "scan": "#4C78A8", "fori_loop": "#72B7B2"}
+
+
+def placement_chart(rows: list[dict[str, Any]]) -> go.Figure:
+    """Compile, first-call and per-call time of each jit placement, side by side."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("one-time: compile and first call", "every call: steady-state time"),
+    )
+    names = [r["strategy"] for r in rows]
+    fig.add_bar(
+        x=names,
+        y=[r["compile_s"] * 1e3 for r in rows],
+        name="compile",
+        marker_color=STAGE_COLOURS["compile"],
+        row=1,
+        col=1,
+    )
+    fig.add_bar(
+        x=names,
+        y=[r["first_call_s"] * 1e3 for r in rows],
+        name="first call",
+        marker_color=STAGE_COLOURS["first call"],
+        row=1,
+        col=1,
+    )
+    fig.add_bar(
+        x=names,
+        y=[r["run_s"] * 1e3 for r in rows],
+        name="per call",
+        marker_color=STAGE_COLOURS["steady state"],
+        row=1,
+        col=2,
+        text=[f"{r['kernels_per_call']} kernels" for r in rows],
+        textposition="outside",
+    )
+    fig.update_yaxes(title="ms", row=1, col=1)
+    fig.update_yaxes(title="ms", row=1, col=2)
+    return _layout(fig, "Where to put jit", 380)
+
+
+def scaling_chart(rows: list[dict[str, Any]], metric: str, title: str, unit: str) -> go.Figure:
+    """`metric` against N on log-log axes, one line per loop variant."""
+    fig = go.Figure()
+    for variant, colour in VARIANT_COLOURS.items():
+        pts = [r for r in rows if r["variant"] == variant]
+        scale = 1e3 if unit == "ms" else 1
+        fig.add_scatter(
+            x=[r["n"] for r in pts],
+            y=[r[metric] * scale for r in pts],
+            name=variant,
+            mode="lines+markers",
+            line={"color": colour},
+        )
+    fig.update_xaxes(type="log", title="N (loop body repeated N times)")
+    fig.update_yaxes(type="log", title=unit)
+    return _layout(fig, title, 340)
+
+
+def shape_sweep_chart(rows: list[dict[str, Any]]) -> go.Figure:
+    """One-time compile cost and per-call run time (jit and eager) per shape."""
+    fig = go.Figure()
+    sizes = [r["size"] for r in rows]
+    fig.add_scatter(
+        x=sizes,
+        y=[r["total_s"] * 1e3 for r in rows],
+        name="trace+lower+compile",
+        mode="lines+markers",
+        line={"color": STAGE_COLOURS["compile"]},
+    )
+    fig.add_scatter(
+        x=sizes,
+        y=[r["run_s"] * 1e3 for r in rows],
+        name="run (jit)",
+        mode="lines+markers",
+        line={"color": STAGE_COLOURS["steady state"]},
+    )
+    fig.add_scatter(
+        x=sizes,
+        y=[r["eager_s"] * 1e3 for r in rows],
+        name="run (eager)",
+        mode="lines+markers",
+        line={"color": "#BAB0AC", "dash": "dot"},
+    )
+    fig.update_xaxes(type="log", title="size")
+    fig.update_yaxes(type="log", title="ms")
+    return _layout(fig, "Compile once, run many: cost per shape", 360)
+
+
+def bucket_chart(plans: list[dict[str, Any]]) -> go.Figure:
+    """Compilations and padding waste of each bucketing plan."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("compilations", "padding waste (% of compute)")
+    )
+    names = [p["name"] for p in plans]
+    fig.add_bar(
+        x=names,
+        y=[p["compiles"] for p in plans],
+        marker_color="#4C78A8",
+        name="compiles",
+        row=1,
+        col=1,
+    )
+    fig.add_bar(
+        x=names,
+        y=[p["waste_pct"] for p in plans],
+        marker_color="#F58518",
+        name="waste %",
+        row=1,
+        col=2,
+    )
+    return _layout(fig, "Bucketing plans", 340).update_layout(showlegend=False)

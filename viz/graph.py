@@ -103,7 +103,10 @@ def _index(graph: Graph) -> _Index:
 def _build_index(graph: Graph) -> _Index:
     opaque = {p for p, g in graph.groups.items() if g.opaque}
     index = _Index(graph.node_map(), {}, {(): []}, {(): []}, Counter(), {}, set())
-    for path in graph.groups:
+    paths = dict.fromkeys(graph.groups)
+    for node in graph.nodes:  # scopes a producer forgot to describe are groups too
+        paths.update(dict.fromkeys(node.scope[:d] for d in range(1, len(node.scope) + 1)))
+    for path in paths:
         index.children.setdefault(path[:-1], []).append(path)
         index.children.setdefault(path, [])
         index.members.setdefault(path, [])
@@ -173,13 +176,18 @@ def default_view(graph: Graph, max_nodes: int = MAX_NODES) -> View:
     while queue:
         path = queue.pop(0)
         grow = _size(index, path) - 1
-        if visible + grow > max_nodes:
+        if visible + grow > max_nodes or _is_folded_leaves(graph, path):
             continue
         visible += grow
         expanded.add(path)
         queue.extend(index.children[path])
         queue.sort(key=lambda p: (len(p), -_size(index, p)))
     return View(graph, frozenset(expanded))
+
+
+def _is_folded_leaves(graph: Graph, path: Path) -> bool:
+    group = graph.groups.get(path)
+    return group is not None and group.attrs.get(SYNTHETIC) == "leaves"
 
 
 def _size(index: _Index, path: Path) -> int:
@@ -350,14 +358,14 @@ def _fold_top_level(graph: Graph, max_nodes: int) -> Graph:
         ids = [n.id for n in top if n.kind == kind]
         if len(ids) > INPUT_GROUP_MIN:
             path = (_fresh(graph, f"[{name}]"),)
-            new_groups.append(_synthetic(path, f"{name} ({len(ids)})"))
+            new_groups.append(_synthetic(path, f"{name} ({len(ids)})", "leaves"))
             moves.update(dict.fromkeys(ids, path))
     items = _top_items(graph, moves)
     if len(items) + len(new_groups) > max_nodes:
         chunks = _chunks(graph, items, max_nodes)
         for k, (label, members) in enumerate(chunks):
             path = (_fresh(graph, f"[chunk {k + 1}]"),)
-            new_groups.append(_synthetic(path, label))
+            new_groups.append(_synthetic(path, label, "chunk"))
             moves.update(dict.fromkeys(members, path))
     if not moves:
         return graph
@@ -370,8 +378,8 @@ def _fresh(graph: Graph, name: str) -> str:
     return name
 
 
-def _synthetic(path: Path, label: str) -> Group:
-    return Group(path, label, "scope", attrs={SYNTHETIC: "1"})
+def _synthetic(path: Path, label: str, what: str) -> Group:
+    return Group(path, label, "scope", attrs={SYNTHETIC: what})
 
 
 def _top_items(graph: Graph, moved: dict[str, Path]) -> list[str]:

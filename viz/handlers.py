@@ -7,6 +7,7 @@ worker keeps serving.
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -72,6 +73,11 @@ def analyze(
         memory_limit_bytes=memory_limit_bytes or DEFAULT_MEMORY_LIMIT,
     )
     return report.to_dict(include_models=True)
+
+
+def _memory_limit(default: int) -> int:
+    """The ceiling the parent enforces on this worker (set in its environment)."""
+    return int(os.environ.get("JITSCOPE_MEMORY_LIMIT_BYTES", default))
 
 
 HANDLERS: dict[str, Callable[..., dict[str, Any]]] = {
@@ -209,3 +215,45 @@ def cache_state(
         "table": session.table(),
         "cache_size": session.jitted._cache_size(),
     }
+
+
+# -- lessons: heavy measurements with progress (served by a separate worker) ----
+@register("placement")
+def placement(progress: Progress, code: str, outer: str, inner: str, args: str) -> dict[str, Any]:
+    from viz import lessons
+
+    return lessons.placement(code, outer, inner, args, progress)
+
+
+@register("scaling")
+def scaling(
+    progress: Progress, code: str, step: str, args: str, sizes: list[int]
+) -> dict[str, Any]:
+    from viz import lessons
+
+    return lessons.scaling(code, step, args, sizes, progress)
+
+
+@register("shape_sweep")
+def shape_sweep(
+    progress: Progress,
+    code: str,
+    function: str,
+    args: str,
+    static: list[str],
+    param: str,
+    axis: int,
+    sizes: list[int],
+) -> dict[str, Any]:
+    from viz import lessons
+
+    return lessons.shape_sweep(code, function, args, static, param, axis, sizes, progress)
+
+
+@register("bucket_costs")
+def bucket_costs(
+    progress: Progress, code: str, function: str, args: str, batch_arg: str, buckets: list[int]
+) -> dict[str, Any]:
+    from viz import lessons
+
+    return lessons.bucket_costs(code, function, args, batch_arg, buckets, progress)

@@ -11,16 +11,16 @@ Each function measures the user's own code now and returns plain data:
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import numpy as np
 from jax import lax
+from jax.extend.core import jaxpr_as_fun
 
 from viz.ir.hlo import kernel_count, read_hlo
+from viz.lesson_math import fit_exponent
 from viz.pipeline import (
     backend_compiles,
     compile_events,
@@ -41,14 +41,6 @@ def _block(x: Any) -> Any:
 
 def _quick_time(call: Callable[[], Any], budget_s: float = 0.5) -> float:
     return time_calls(call, _block, max_samples=7, budget_s=budget_s).median_s
-
-
-def fit_exponent(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    """Slope of log(y) against log(x): y ∝ x^slope (None with fewer than 2 points)."""
-    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x > 0 and y > 0]
-    if len(pts) < 2:
-        return None
-    return float(np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)[0])
 
 
 # -- 1. where to put jit -------------------------------------------------------
@@ -113,7 +105,7 @@ def _kernels_per_call(outer_fn: Callable, values: list[Any], jit_outer: bool) ->
             continue
         if id(inner) not in per_jaxpr:
             avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.invars]
-            fn = jax.core.jaxpr_as_fun(inner)
+            fn = jaxpr_as_fun(inner)
             per_jaxpr[id(inner)] = kernel_count(read_hlo(jax.jit(fn).lower(*avals).compile()))
         total += per_jaxpr[id(inner)]
     return total
@@ -160,7 +152,10 @@ def scaling(
     total = len(sizes) * 3
     for n in sizes:
         for variant, fn in loop_variants(step_fn, n).items():
-            rows.append({"n": n, "variant": variant, **_stage_times(fn, abstract, values)})
+            times = _stage_times(fn, abstract)
+            compiled = times.pop("compiled")
+            run = _quick_time(lambda c=compiled: c(*values), 0.3)
+            rows.append({"n": n, "variant": variant, **times, "run_s": run})
             progress({"done": len(rows), "total": total, "label": f"{variant} N={n}"})
     exponents = {
         v: fit_exponent(
@@ -172,8 +167,9 @@ def scaling(
     return {"ok": True, "rows": rows, "exponents": exponents}
 
 
-def _stage_times(fn: Callable, abstract: list[Any], values: list[Any]) -> dict[str, Any]:
-    jitted = jax.jit(fn)
+def _stage_times(fn: Callable, abstract: list[Any], static: tuple[int, ...] = ()) -> dict[str, Any]:
+    """Trace, lower and compile `fn` once, each stage timed; 'compiled' holds the result."""
+    jitted = jax.jit(fn, static_argnums=static)
     t0 = time.perf_counter()
     traced = jitted.trace(*abstract)
     t1 = time.perf_counter()
@@ -185,9 +181,10 @@ def _stage_times(fn: Callable, abstract: list[Any], values: list[Any]) -> dict[s
         "trace_s": t1 - t0,
         "lower_s": t2 - t1,
         "compile_s": t3 - t2,
+        "total_s": t3 - t0,
         "eqns": len(traced.jaxpr.eqns),
         "stablehlo_lines": lowered.as_text().count("\n"),
-        "run_s": _quick_time(lambda: compiled(*values), 0.3),
+        "compiled": compiled,
     }
 
 
@@ -212,11 +209,11 @@ def shape_sweep(
         items = parse_spec(spec, vars(module))
         values = concrete_args(items)
         dynamic = [v for i, v in enumerate(values) if i not in nums]
-        times = _stage_times_static(fn, nums, abstract_args(items))
+        times = _stage_times(fn, abstract_args(items), nums)
         compiled = times.pop("compiled")
         run = _quick_time(lambda c=compiled, d=dynamic: c(*d), 0.4)
         eager = _quick_time(lambda v=values: fn(*v), 0.4)
-        overhead = times["trace_s"] + times["lower_s"] + times["compile_s"]
+        overhead = times["total_s"]
         saved = eager - run
         rows.append(
             {
@@ -233,16 +230,6 @@ def shape_sweep(
     return {"ok": True, "rows": rows}
 
 
-def _stage_times_static(fn: Callable, nums: tuple[int, ...], abstract: list[Any]) -> dict[str, Any]:
-    jitted = jax.jit(fn, static_argnums=nums)
-    t0 = time.perf_counter()
-    lowered = jitted.trace(*abstract).lower()
-    t1 = time.perf_counter()
-    compiled = lowered.compile()
-    t2 = time.perf_counter()
-    return {"trace_s": 0.0, "lower_s": t1 - t0, "compile_s": t2 - t1, "compiled": compiled}
-
-
 def resize(args: str, names: list[str], param: str, axis: int, size: int) -> str:
     """The spec with one dimension of one array argument replaced."""
     from viz.spec import split_spec
@@ -253,7 +240,7 @@ def resize(args: str, names: list[str], param: str, axis: int, size: int) -> str
     if parts is None:
         raise ValueError(f"`{param}` is not an array argument ({items[index]})")
     dtype, shape = parts
-    items[index] = array_item(dtype, (*shape[:axis], size, *shape[axis + 1:]))
+    items[index] = array_item(dtype, (*shape[:axis], size, *shape[axis + 1 :]))
     return ", ".join(items)
 
 

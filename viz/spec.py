@@ -585,8 +585,11 @@ def parse_spec(text: str, namespace: dict[str, Any] | None = None) -> list[Any]:
     """Parse ``text`` into one pytree per positional argument. Raises SpecError only."""
     if not isinstance(text, str):
         raise SpecError(f"spec must be a string, not {type(text).__name__}")
-    defaults = {"jax": importlib.import_module("jax"), "np": np,
-                "jnp": importlib.import_module("jax.numpy")}
+    defaults = {
+        "jax": importlib.import_module("jax"),
+        "np": np,
+        "jnp": importlib.import_module("jax.numpy"),
+    }
     ns = {**defaults, **(namespace or {})}
     try:
         items = _split(text)

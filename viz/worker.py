@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, BinaryIO
 
 DEFAULT_TIMEOUT_S = 60.0
+LESSON_TIMEOUT_S = 300.0
 POLL_S = 0.05
 _HEADER = struct.Struct("!Q")
 
@@ -320,11 +321,15 @@ class WorkerPool:
         self._workers: dict[str, Worker] = {}
         self._lock = threading.Lock()
 
-    def get(self, device: str) -> Worker:
+    def get(self, device: str, role: str = "main") -> Worker:
+        """The worker for `device`; lessons get a worker of their own (role 'lessons') so
+        that clearing caches for cold measurements never touches the cache lab."""
         with self._lock:
-            if device not in self._workers:
-                self._workers[device] = Worker(device, self.timeout_s)
-            return self._workers[device]
+            key = f"{device}#{role}"
+            if key not in self._workers:
+                timeout = self.timeout_s if role == "main" else LESSON_TIMEOUT_S
+                self._workers[key] = Worker(device, timeout)
+            return self._workers[key]
 
     def close(self) -> None:
         for worker in self._workers.values():

@@ -41,7 +41,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, opaque_paths
+from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, opaque_paths, register_scopes
 
 PLUMBING_OPS = frozenset(
     {
@@ -133,7 +133,7 @@ def read_hlo(compiled: Any) -> Graph:
     graph = Graph("compiled")
     for module in compiled.runtime_executable().hlo_modules():
         _read_module(module, graph)
-    return graph
+    return register_scopes(graph)
 
 
 def _read_module(module: Any, graph: Graph) -> None:

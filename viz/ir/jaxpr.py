@@ -26,7 +26,7 @@ from typing import Any
 from jax._src import source_info_util
 from jax.extend import core
 
-from viz.ir.model import Edge, Graph, Node, Path, SourceLoc
+from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, register_scopes
 
 # Container primitives and the kind of group they become; any other primitive
 # whose params hold a jaxpr becomes a 'call' group.
@@ -64,7 +64,7 @@ def read_jaxpr(closed_jaxpr: Any, arg_names: Sequence[str] | None = None) -> Gra
         node = Node(f"out{i}", "output", f"out{i}", type_, kind="output")
         reader.graph.nodes.append(node)
         _connect(reader.graph, ids, node.id, type_)
-    return reader.graph
+    return register_scopes(reader.graph)
 
 
 def _unclose(jaxpr: Any) -> tuple[Any, Sequence[Any]]:

@@ -149,3 +149,11 @@ def op_histogram(graph: Graph) -> dict[str, int]:
         if group.op and not _inside(path[:-1], opaque):
             counts[group.op] += 1
     return dict(counts.most_common())
+
+
+def register_scopes(graph: Graph) -> Graph:
+    """Describe every node scope path not yet in `graph.groups` as a plain 'scope' group."""
+    for node in graph.nodes:
+        if node.scope and node.scope not in graph.groups:
+            graph.add_group(node.scope)
+    return graph

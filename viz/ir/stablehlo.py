@@ -35,7 +35,7 @@ from typing import Any
 
 from jaxlib.mlir import ir
 
-from viz.ir.model import Edge, Graph, Node, Path, SourceLoc
+from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, register_scopes
 
 TERMINATORS = frozenset({"func.return", "stablehlo.return"})
 _LINK = "\x00call:"  # producer id standing for "the callers of this shared function"
@@ -89,7 +89,7 @@ def read_stablehlo(module: Any) -> Graph:
         if func is not main and reader.calls[name] != 1:
             _read_shared(reader, name, func)
     _link_calls(reader)
-    return reader.graph
+    return register_scopes(reader.graph)
 
 
 def _count_calls(op: Any, calls: Counter[str]) -> None:

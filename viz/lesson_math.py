@@ -1,0 +1,34 @@
+"""Small, jax-free arithmetic behind the lesson pages' verdicts."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def fit_exponent(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Slope of log(y) against log(x): y ∝ x^slope (None with fewer than 2 points)."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x > 0 and y > 0]
+    if len(pts) < 2:
+        return None
+    return float(np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)[0])
+
+
+def unroll_break_even(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per N: extra one-time cost of unrolling over scan, time saved per call, and the
+    number of calls after which unrolling pays off (None: it never does)."""
+    by = {(r["variant"], r["n"]): r for r in rows}
+    verdicts = []
+    for n in sorted({r["n"] for r in rows}):
+        unrolled, scan = by.get(("unrolled", n)), by.get(("scan", n))
+        if not unrolled or not scan:
+            continue
+        extra = unrolled["total_s"] - scan["total_s"]
+        saved = scan["run_s"] - unrolled["run_s"]
+        calls = None if saved <= 0 else max(extra, 0.0) / saved
+        verdicts.append({"n": n, "extra_compile_s": extra, "saved_per_call_s": saved,
+                         "pays_off_after_calls": calls})
+    return verdicts
