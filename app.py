@@ -9,14 +9,14 @@ st.set_page_config(page_title="jitscope", page_icon=":material/biotech:", layout
 navigation = st.navigation(
     {
         "Compile": [
-            st.Page("pages/explore.py", title="Explore", icon=":material/biotech:", default=True),
-            st.Page("pages/cache.py", title="Cache lab", icon=":material/cached:"),
+            st.Page("views/explore.py", title="Explore", icon=":material/biotech:", default=True),
+            st.Page("views/cache.py", title="Cache lab", icon=":material/cached:"),
         ],
         "Lessons": [
-            st.Page("pages/placement.py", title="Where to jit", icon=":material/place:"),
-            st.Page("pages/scaling.py", title="Compile vs program size", icon=":material/trending_up:"),
-            st.Page("pages/shapes.py", title="Shape sweep", icon=":material/straighten:"),
-            st.Page("pages/buckets.py", title="Batch buckets", icon=":material/inventory_2:"),
+            st.Page("views/placement.py", title="Where to jit", icon=":material/place:"),
+            st.Page("views/scaling.py", title="Compile vs program size", icon=":material/trending_up:"),
+            st.Page("views/shapes.py", title="Shape sweep", icon=":material/straighten:"),
+            st.Page("views/buckets.py", title="Batch buckets", icon=":material/inventory_2:"),
         ],
     }
 )
