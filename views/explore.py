@@ -364,7 +364,8 @@ def results() -> None:
         export_tab(r, index)
 
 
-auto = apply_query_params()
+# A shared link runs its analysis on open; so does a first visit, on the default sample.
+auto = apply_query_params() or "results" not in st.session_state
 clicked, runs = inputs()
 if clicked or auto:
     analyze(runs)
