@@ -5,6 +5,7 @@ import streamlit as st
 import ui
 
 st.set_page_config(page_title="jitscope", page_icon=":material/biotech:", layout="wide")
+ui.pool()  # starts the worker now, while the page imports its libraries
 
 navigation = st.navigation(
     {
@@ -14,7 +15,9 @@ navigation = st.navigation(
         ],
         "Lessons": [
             st.Page("views/placement.py", title="Where to jit", icon=":material/place:"),
-            st.Page("views/scaling.py", title="Compile vs program size", icon=":material/trending_up:"),
+            st.Page(
+                "views/scaling.py", title="Compile vs program size", icon=":material/trending_up:"
+            ),
             st.Page("views/shapes.py", title="Shape sweep", icon=":material/straighten:"),
             st.Page("views/buckets.py", title="Batch buckets", icon=":material/inventory_2:"),
         ],

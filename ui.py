@@ -25,7 +25,9 @@ IR_TITLES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "compiled": "Compiled H
 @st.cache_resource
 def pool() -> WorkerPool:
     """One worker per device for the whole server, shared by every session."""
-    return WorkerPool()
+    workers = WorkerPool()
+    workers.warm("cpu")  # the first Analyze should not wait for JAX to import
+    return workers
 
 
 def device() -> str:
@@ -80,10 +82,13 @@ def join_spec(items: list[str]) -> str:
 
 # -- sidebar -------------------------------------------------------------------
 def device_picker() -> None:
+    devices = available_devices()
+    if "device" not in st.session_state and st.query_params.get("device") in devices:
+        st.session_state.device = st.query_params["device"]  # a shared link's device
     with st.sidebar:
         st.selectbox(
             "Device",
-            available_devices(),
+            devices,
             key="device",
             help="cpu:8 simulates 8 devices (XLA_FLAGS in the worker) for sharding",
         )
@@ -111,7 +116,10 @@ def samples_by_title() -> dict[str, str]:
 # -- results -------------------------------------------------------------------
 def error_card(error: dict[str, Any], code: str | None = None) -> None:
     where = f" · line {error['line']}" if error.get("line") else ""
-    st.error(f"**{error['kind'].replace('_', ' ')}**{where}  \n{error['message']}", icon=":material/error:")
+    st.error(
+        f"**{error['kind'].replace('_', ' ')}**{where}  \n{error['message']}",
+        icon=":material/error:",
+    )
     if error.get("hint"):
         st.info(f"**Fix:** {error['hint']}", icon=":material/lightbulb:")
     if code and error.get("line"):
@@ -167,7 +175,8 @@ def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> No
         f"Showing {len(visible)} of {len(graph.nodes)} nodes · expand a group above, "
         "or search to focus on a neighbourhood"
     )
-    st.graphviz_chart(dot, width="stretch")
+    # small graphs at their natural size; big ones fill the width (fullscreen zooms further)
+    st.graphviz_chart(dot, width="stretch" if len(visible) > 24 else "content")
     d1, d2, _ = st.columns([1, 1, 4])
     d1.download_button("DOT", dot, f"{ir}.dot", "text/vnd.graphviz", key=f"{key}_dot")
     # rendered only when clicked: dot can take seconds on a large view

@@ -34,9 +34,11 @@ def reset_inputs() -> None:
 def apply_query_params() -> bool:
     """A shared link carries the program; returns True when it asks for an analysis."""
     q = st.query_params
-    if st.session_state.get("query_applied") or not ("sample" in q or "code" in q):
+    if st.session_state.get("query_applied"):
         return False
-    st.session_state.query_applied = True
+    st.session_state.query_applied = True  # only a session's first run reads the link
+    if not ("sample" in q or "code" in q):
+        return False
     if "sample" in q and q["sample"] in {s for s in ui.samples_by_title().values()}:
         st.session_state.program = ui.program_from_sample(q["sample"])
     prog = ui.program()
@@ -45,8 +47,6 @@ def apply_query_params() -> bool:
             prog[field] = q[field]
     if "static" in q:
         prog["static"] = [s for s in q["static"].split(",") if s]
-    if "device" in q:
-        st.session_state.device = q["device"]
     reset_inputs()
     return True
 
@@ -337,31 +337,22 @@ def results() -> None:
             st.text(r["stdout"])
     if not r.get("jaxpr"):
         return
-    tabs = st.tabs(
-        [
-            "Overview",
-            "jaxpr",
-            "StableHLO",
-            "Compiled HLO",
-            "Fusion",
-            "Timing",
-            "Cost & memory",
-            "Export",
-        ]
-    )
-    with tabs[0]:
-        overview(r)
-    for tab, ir in zip(tabs[1:4], ("jaxpr", "stablehlo", "compiled"), strict=True):
-        with tab:
-            ir_tab(r, ir, index)
-    with tabs[4]:
-        fusion_tab(r)
-    with tabs[5]:
-        timing_tab(r)
-    with tabs[6]:
-        cost_tab(r)
-    with tabs[7]:
-        export_tab(r, index)
+    # Stateful tabs: only the open one runs, so a big graph is drawn only when asked for.
+    render = {
+        "Overview": lambda: overview(r),
+        "jaxpr": lambda: ir_tab(r, "jaxpr", index),
+        "StableHLO": lambda: ir_tab(r, "stablehlo", index),
+        "Compiled HLO": lambda: ir_tab(r, "compiled", index),
+        "Fusion": lambda: fusion_tab(r),
+        "Timing": lambda: timing_tab(r),
+        "Cost & memory": lambda: cost_tab(r),
+        "Export": lambda: export_tab(r, index),
+    }
+    tabs = st.tabs(list(render), key="result_tab", on_change="rerun")
+    for draw, tab in zip(render.values(), tabs, strict=True):
+        if tab.open:
+            with tab:
+                draw()
 
 
 # A shared link runs its analysis on open; so does a first visit, on the default sample.

@@ -331,6 +331,11 @@ class WorkerPool:
                 self._workers[key] = Worker(device, timeout)
             return self._workers[key]
 
+    def warm(self, device: str) -> None:
+        """Start `device`'s worker in the background (JAX imports take a while)."""
+        worker = self.get(device)
+        threading.Thread(target=worker.request, args=("ping",), daemon=True).start()
+
     def close(self) -> None:
         for worker in self._workers.values():
             worker.close()
