@@ -82,7 +82,8 @@ def plan_row(plan: buckets.BucketPlan) -> dict:
 
 st.dataframe(pd.DataFrame([plan_row(p) for p in plans]), hide_index=True, width="stretch")
 
-all_buckets = sorted({b for p in plans for b in p.buckets})
+# every plan's buckets; the exact-shapes plan only when it is small enough to compile
+all_buckets = sorted({b for p in plans for b in p.buckets if p.compiles <= 128})
 st.caption(
     f"{len(sizes)} requests, {len(set(sizes))} distinct sizes. Measuring compiles "
     f"`{prog['function']}` ahead of time at each of the {len(all_buckets)} bucket sizes "

@@ -168,7 +168,7 @@ if table:
                 "hits": e["hits"],
                 "compile": ui.seconds(e["compile_s"]),
                 "created at call": e["created"],
-                "last hit at call": e["last_hit"] or "–",
+                "last hit at call": e["last_hit"],
             }
             for i, e in enumerate(table)
         ]

@@ -1,0 +1,186 @@
+"""The Streamlit pages, driven headless with AppTest (the real worker runs the code)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from viz.samples import list_samples
+
+TIMEOUT = 180
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def open_app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def button(at: AppTest, label: str):
+    return next(b for b in at.button if b.label == label)
+
+
+def texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    parts += [e.value for e in at.error] + [i.value for i in at.info]
+    return "\n".join(str(p) for p in parts)
+
+
+def test_explore_opens_on_the_default_sample_already_analyzed() -> None:
+    at = open_app()
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["jaxpr equations"] == "2"
+    assert labels["compiled kernels"] not in ("", "None")
+    assert at.selectbox(key="sample_pick").value == "Dot product plus one"
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [
+        pytest.param(
+            s,
+            id=s.name,
+            marks=[pytest.mark.slow] if s.name in ("transformer_24", "transformer_block") else [],
+        )
+        for s in list_samples()
+    ],
+)
+def test_every_sample_analyzes_or_shows_its_error_card(sample) -> None:
+    at = open_app()
+    at.selectbox(key="sample_pick").select(sample.title).run()
+    button(at, "Analyze").click().run()
+    assert not at.exception, at.exception
+    if sample.expect_error:
+        card = at.error[0].value
+        assert sample.expect_error.replace("_", " ") in card
+        assert any("Fix:" in i.value for i in at.info)
+    else:
+        assert not at.error, at.error[0].value
+        assert {m.label for m in at.metric} >= {"jaxpr equations", "StableHLO ops"}
+
+
+@pytest.mark.parametrize(
+    "tab", ["jaxpr", "StableHLO", "Compiled HLO", "Fusion", "Timing", "Cost & memory", "Export"]
+)
+def test_each_result_tab_renders(tab: str) -> None:
+    at = open_app()
+    at.session_state["result_tab"] = tab
+    at.run()
+    assert not at.exception, at.exception
+    if tab in ("jaxpr", "StableHLO", "Compiled HLO"):
+        assert at.get("graphviz_chart"), "no graph drawn"
+        assert any(c.value.startswith("Showing") for c in at.caption)
+
+
+def test_a_syntax_error_keeps_the_code_and_earlier_results() -> None:
+    at = open_app()
+    broken = "def f(x:\n    return x\n"
+    at.text_area(key="code_w").set_value(broken).run()
+    button(at, "Analyze").click().run()
+    assert "syntax error" in at.error[0].value
+    assert at.text_area(key="code_w").value == broken
+    results = at.session_state["results"]
+    assert len(results) == 2 and results[0]["ok"]
+
+
+def test_static_toggle_and_spec_rows_drive_the_analysis() -> None:
+    at = open_app()
+    at.selectbox(key="sample_pick").select(_title("arange_static")).run()
+    at.checkbox(key="in_static_f_n").uncheck().run()
+    button(at, "Analyze").click().run()
+    assert "value dependent shape" in at.error[0].value
+    assert "static" in "\n".join(i.value for i in at.info)
+
+
+def _title(name: str) -> str:
+    return next(s.title for s in list_samples() if s.name == name)
+
+
+def test_cache_lab_counts_hits_and_explains_a_shape_miss() -> None:
+    at = open_app()
+    at.switch_page("views/cache.py").run()
+    button(at, "Clear cache").click().run()  # the worker's session outlives an AppTest
+    button(at, "Call").click().run()
+    button(at, "Call").click().run()
+    at.text_input(
+        key=next(
+            k for k in at.session_state if str(k).startswith("c_sh_") and str(k).endswith("_x")
+        )
+    ).set_value("128,512").run()
+    button(at, "Call").click().run()
+    assert not at.exception, at.exception
+    page = texts(at)
+    assert "2 compiled entries" in "\n".join(h.value for h in at.subheader)
+    assert "shape f32[256,512] → f32[128,512]" in page
+    frame = at.dataframe[0].value
+    assert list(frame["hits"]) == [1, 0]
+
+
+def test_cache_lab_sweep_fills_the_table() -> None:
+    at = open_app()
+    at.switch_page("views/cache.py").run()
+    button(at, "Clear cache").click().run()
+    at.text_input(key="sweep_sizes").set_value("1, 2, 4, 2").run()
+    button(at, "Run sweep").click().run()
+    assert not at.exception, at.exception
+    assert len(at.dataframe[0].value) == 3  # 1, 2, 4 compiled; the second 2 is a hit
+    assert at.get("plotly_chart")
+
+
+def _lesson(page: str, sample: str) -> AppTest:
+    from ui import program_from_sample
+
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["program"] = program_from_sample(sample)
+    at.session_state["results"] = []  # skip the explorer's first-visit analysis
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.mark.slow
+def test_placement_page_measures_four_strategies() -> None:
+    at = _lesson("views/placement.py", "outer_inner")
+    button(at, "Measure the four strategies").click().run()
+    assert not at.exception, at.exception
+    frame = at.dataframe[0].value
+    assert list(frame["strategy"]) == ["jit(outer)", "jit(inner) only", "both", "none"]
+    kernels = dict(zip(frame["strategy"], frame["kernels per call"], strict=True))
+    assert kernels["jit(outer)"] < kernels["jit(inner) only"]
+
+
+@pytest.mark.slow
+def test_scaling_page_fits_exponents() -> None:
+    at = _lesson("views/scaling.py", "unrolled_loop")
+    at.multiselect[0].set_value([1, 4, 16, 64]).run()
+    button(at, "Sweep N").click().run()
+    assert not at.exception, at.exception
+    assert [m.label for m in at.metric][0].startswith("unrolled")
+    assert len(at.get("plotly_chart")) == 3
+
+
+def test_shape_sweep_page_reports_break_even() -> None:
+    at = _lesson("views/shapes.py", "batched_model")
+    at.text_input[0].set_value("1, 16, 256").run()
+    button(at, "Sweep shapes").click().run()
+    assert not at.exception, at.exception
+    frame = at.dataframe[0].value
+    assert list(frame["size"]) == [1, 16, 256]
+
+
+def test_buckets_page_plans_measures_and_writes_the_snippet() -> None:
+    at = _lesson("views/buckets.py", "batched_model")
+    at.radio[0].set_value("type or paste").run()
+    frame = at.dataframe[0].value
+    assert list(frame["plan"])[:2] == ["exact shapes", "powers of two"]
+    button(at, "Measure compile and run time per bucket").click().run()
+    assert not at.exception, at.exception
+    measured = at.dataframe[0].value
+    assert measured["measured compile"].notna().all()
+    assert measured["expected latency"].notna().all()
+    assert "lower(" in at.code[-1].value and "def serve" in at.code[-1].value
