@@ -160,7 +160,7 @@ def test_scaling_page_fits_exponents() -> None:
     at.multiselect[0].set_value([1, 4, 16, 64]).run()
     button(at, "Sweep N").click().run()
     assert not at.exception, at.exception
-    assert [m.label for m in at.metric][0].startswith("unrolled")
+    assert at.metric[0].label.startswith("unrolled")
     assert len(at.get("plotly_chart")) == 3
 
 

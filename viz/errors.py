@@ -72,7 +72,26 @@ def _argument(message: str) -> str | None:
 
 
 def _first_line(message: str) -> str:
-    return next((ln.strip() for ln in message.splitlines() if ln.strip()), message)
+    """The message's headline. A first line that ends in a colon announces what follows
+    (JAX's "The error was:", a callback's "Traceback (most recent call last):"), so the
+    last line, the exception itself, completes it."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    if not lines:
+        return message
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:
+        first = first.removesuffix("Traceback (most recent call last):").rstrip()
+        return f"{first} {lines[-1]}"
+    return first
+
+
+def _line_in_text(message: str, user_file: str | None) -> int | None:
+    """The last line of the user's file named in a traceback printed into `message`
+    (exceptions raised in callbacks reach us as text inside XLA's error)."""
+    if not user_file:
+        return None
+    found = re.findall(rf'File "{re.escape(user_file)}", line (\d+)', message)
+    return int(found[-1]) if found else None
 
 
 def _tracer_error(exc: BaseException, message: str) -> tuple[str, str, str]:
@@ -176,7 +195,7 @@ def classify(exc: BaseException, stage: str, user_file: str | None = None) -> Er
             "runtime_error",
             f"The compiled program failed while running: {_first_line(message)}",
             "check for out-of-memory or invalid inputs; the full message is below",
-            line,
+            line or _line_in_text(message, user_file),
             None,
             stage,
             detail,

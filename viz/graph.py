@@ -472,7 +472,12 @@ def to_dot(view: View, title: str = "") -> str:
         f'  edge [fontname="{FONT}", fontsize=8, color="#8a8a8a", arrowsize=0.6];',
     ]
     lines.extend(_clusters(view, items))
-    lines.extend(f"  {_q(a)} -> {_q(b)};" for a, b in edges)
+    folded = {_group_id(p) for p in view.graph.groups if _is_folded_leaves(view.graph, p)}
+    for a, b in edges:
+        # Fan-out from a folded inputs box does not constrain ranks: dot stacks
+        # clusters side by side when one node feeds them all.
+        style = ' [constraint=false, color="#c8c8c8"]' if a in folded else ""
+        lines.append(f"  {_q(a)} -> {_q(b)}{style};")
     lines.append("}")
     return "\n".join(lines)
 
