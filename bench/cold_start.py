@@ -33,7 +33,8 @@ def one_cold_start(browser) -> float:
     start = time.perf_counter()
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+         "--server.port", str(port), "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         page = browser.new_page(viewport={"width": 1440, "height": 900})

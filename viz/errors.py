@@ -73,13 +73,13 @@ def _argument(message: str) -> str | None:
 
 def _first_line(message: str) -> str:
     """The message's headline. A first line that ends in a colon announces what follows
-    (JAX's "The error was:", a callback's "Traceback (most recent call last):"), so the
-    last line, the exception itself, completes it."""
+    (JAX's "The error was:", a callback's "Traceback (most recent call last):"); when the
+    last line is an exception ("ValueError: ..."), it completes the headline."""
     lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
     if not lines:
         return message
     first = lines[0]
-    if first.endswith(":") and len(lines) > 1:
+    if first.endswith(":") and len(lines) > 1 and re.match(r"[\w.]+: ", lines[-1]):
         first = first.removesuffix("Traceback (most recent call last):").rstrip()
         return f"{first} {lines[-1]}"
     return first

@@ -70,7 +70,7 @@ def analyze(
         runs,
         namespace=vars(module),
         user_file=module.__file__,
-        memory_limit_bytes=memory_limit_bytes or DEFAULT_MEMORY_LIMIT,
+        memory_limit_bytes=memory_limit_bytes or _memory_limit(DEFAULT_MEMORY_LIMIT),
     )
     return report.to_dict(include_models=True)
 

@@ -1,0 +1,147 @@
+"""Shared fixtures for the engine tests: workers, samples and the report contract.
+
+User source files written by the engine go to a temporary JITSCOPE_HOME, so the
+tests never touch the user's ~/.cache/jitscope.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from viz.samples import Sample, list_samples  # noqa: E402
+from viz.worker import Worker  # noqa: E402
+
+SLOW_SAMPLES = {"transformer_24"}
+
+# DESIGN.md's report contract: every key, and every key of every section.
+REPORT_KEYS = {
+    "ok",
+    "error",
+    "device",
+    "jax_version",
+    "timings",
+    "jaxpr",
+    "stablehlo",
+    "compiled",
+    "cost",
+    "memory",
+    "graphs",
+}
+ERROR_KEYS = {"kind", "message", "hint", "line"}
+SECTION_KEYS = {
+    "timings": {
+        "trace_s",
+        "lower_s",
+        "compile_s",
+        "first_call_s",
+        "run_median_s",
+        "run_min_s",
+        "runs",
+        "eager_median_s",
+    },
+    "jaxpr": {"text", "eqn_count", "primitives"},
+    "stablehlo": {"text", "op_count", "ops"},
+    "compiled": {"text", "op_count", "ops", "fusion_count", "kernel_count"},
+    "cost": {"flops", "bytes_accessed", "transcendentals"},
+    "memory": {"argument_bytes", "output_bytes", "temp_bytes", "generated_code_bytes"},
+}
+GRAPH_IRS = ("jaxpr", "stablehlo", "compiled")
+GRAPH_KEYS = {"total_nodes", "visible_nodes", "dot"}
+
+
+def check_report_contract(report: dict[str, Any]) -> None:
+    """Assert that a successful report has every DESIGN.md key and is plain JSON."""
+    missing = REPORT_KEYS - set(report)
+    assert not missing, f"report lacks {sorted(missing)}"
+    assert report["ok"] is True, report.get("error")
+    assert report["error"] is None
+    for section, keys in SECTION_KEYS.items():
+        assert isinstance(report[section], dict), section
+        assert keys <= set(report[section]), (
+            f"{section} lacks {sorted(keys - set(report[section]))}"
+        )
+    assert set(GRAPH_IRS) <= set(report["graphs"])
+    for ir in GRAPH_IRS:
+        graph = report["graphs"][ir]
+        assert set(graph) >= GRAPH_KEYS, ir
+        assert graph["dot"].lstrip().startswith("digraph"), ir
+    json.dumps(report, allow_nan=False)  # plain JSON: no default=, no NaN
+
+
+def check_error_contract(report: dict[str, Any], kind: str) -> dict[str, Any]:
+    """Assert that `report` failed with `kind`, with a message and a hint; return the error."""
+    assert set(report) >= REPORT_KEYS, f"report lacks {sorted(REPORT_KEYS - set(report))}"
+    assert report["ok"] is False
+    error = report["error"]
+    assert set(error) >= ERROR_KEYS
+    assert error["kind"] == kind, error
+    assert error["message"].strip()
+    assert error["hint"].strip()
+    json.dumps(report)
+    return error
+
+
+@pytest.fixture(scope="session", autouse=True)
+def jitscope_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """User sources go to a temporary home (inherited by every worker started later)."""
+    home = tmp_path_factory.mktemp("jitscope-home")
+    old = os.environ.get("JITSCOPE_HOME")
+    os.environ["JITSCOPE_HOME"] = str(home)
+    yield home
+    if old is None:
+        os.environ.pop("JITSCOPE_HOME", None)
+    else:
+        os.environ["JITSCOPE_HOME"] = old
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[Worker]:
+    """One single-device worker per test module, closed at teardown."""
+    w = Worker("cpu", timeout_s=120)
+    yield w
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def worker8() -> Iterator[Worker]:
+    """One worker with 8 simulated CPU devices per test module."""
+    w = Worker("cpu:8", timeout_s=120)
+    yield w
+    w.close()
+
+
+def sample_params(*, only: Callable[[Sample], bool] = lambda s: True) -> list[Any]:
+    """Every sample as a pytest param (id = file stem), slow ones marked slow."""
+    return [
+        pytest.param(s, id=s.name, marks=[pytest.mark.slow] if s.name in SLOW_SAMPLES else [])
+        for s in list_samples()
+        if only(s)
+    ]
+
+
+def function_lines(code: str, name: str) -> range:
+    """The lines of the top-level function `name` in `code` (def line to last line)."""
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            assert node.end_lineno is not None
+            return range(node.lineno, node.end_lineno + 1)
+    raise LookupError(name)
+
+
+def line_of(code: str, marker: str) -> int:
+    """The 1-based number of the only line of `code` that contains `marker`."""
+    found = [i for i, text in enumerate(code.splitlines(), 1) if marker in text]
+    assert len(found) == 1, (marker, found)
+    return found[0]

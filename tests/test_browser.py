@@ -1,0 +1,172 @@
+"""Every page in a real browser: Debian's headless Chromium driven by playwright.
+
+Screenshots (1440×900) land in screenshots/ for a person to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "screenshots"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                       reason="needs Debian's chromium at /usr/bin/chromium (apt-get install "
+                       "chromium)"),
+]
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    port = _free_port()
+    env = {**os.environ, "JITSCOPE_HOME": str(ROOT / ".jitscope")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.port", str(port), "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    page.base_url = server
+    yield page
+    context.close()
+
+
+def shot(page, name: str, anchor=None) -> None:
+    SHOTS.mkdir(exist_ok=True)
+    if anchor is not None:
+        anchor.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def open_tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name, exact=True).click()
+
+
+def graph(page):
+    return page.locator("[data-testid=stGraphVizChart] svg").first
+
+
+def test_explore_analyzes_the_default_sample_and_switches_tabs(page) -> None:
+    page.goto(page.base_url)
+    page.get_by_text("jaxpr equations").first.wait_for()
+    page.locator(".js-plotly-plot").first.wait_for()
+    shot(page, "explore_overview")
+    open_tab(page, "Compiled HLO")
+    graph(page).wait_for()
+    assert page.locator("[data-testid=stGraphVizChart] svg g.node").count() >= 3
+    shot(page, "explore_compiled_graph", graph(page))
+    open_tab(page, "Fusion")
+    page.get_by_text("fused kernels").first.wait_for()
+    shot(page, "explore_fusion", page.get_by_text("fused kernels").first)
+    open_tab(page, "Timing")
+    page.get_by_text("compile pays off after").wait_for()
+    page.locator(".js-plotly-plot").nth(1).wait_for()
+    shot(page, "explore_timing", page.locator(".js-plotly-plot").nth(1))
+
+
+def test_an_error_sample_shows_its_card_and_fix(page) -> None:
+    page.goto(f"{page.base_url}/?sample=relu_python_if")
+    page.get_by_text("control flow").first.wait_for()
+    page.get_by_text("Fix:").first.wait_for()
+    assert "lax.cond" in page.locator("[data-testid=stAlert]").all_inner_texts().__str__()
+    shot(page, "explore_error_card", page.get_by_text("Fix:").first)
+
+
+@pytest.mark.slow
+def test_the_24_layer_transformer_graph_renders_and_a_group_expands(page) -> None:
+    page.goto(f"{page.base_url}/?sample=transformer_24")
+    page.get_by_text("jaxpr equations").first.wait_for(timeout=120_000)
+    open_tab(page, "Compiled HLO")
+    start = time.time()
+    graph(page).wait_for(timeout=10_000)
+    assert time.time() - start < 10
+    shot(page, "transformer24_compiled", graph(page))
+    open_tab(page, "jaxpr")
+    graph(page).wait_for()
+    before = page.locator("[data-testid=stGraphVizChart] svg g.node").count()
+    page.locator("[data-testid=stMultiSelect]").first.click()  # "Expand groups"
+    page.get_by_role("option").first.click()
+    page.keyboard.press("Escape")
+    page.wait_for_timeout(1500)
+    graph(page).wait_for()
+    after = page.locator("[data-testid=stGraphVizChart] svg g.node").count()
+    assert after > before
+    shot(page, "transformer24_jaxpr_expanded", graph(page))
+
+
+def test_cache_lab_sweep_fills_the_table_and_timeline(page) -> None:
+    page.goto(f"{page.base_url}/cache")
+    page.get_by_role("button", name="Clear cache").click()
+    page.get_by_text("Sweep: many calls").click()
+    page.get_by_role("button", name="Run sweep").click()
+    page.get_by_text("Cache table").first.wait_for()
+    page.locator(".js-plotly-plot").first.wait_for()
+    assert page.get_by_text("7 compiled entries").count() == 1
+    shot(page, "cache_lab", page.get_by_text("Cache table").first)
+
+
+@pytest.mark.parametrize(("path", "button", "marker"), [
+    ("placement?sample=outer_inner", "Measure the four strategies", "Fastest per call"),
+    ("scaling?sample=unrolled_loop", "Sweep N", "Does unrolling pay off?"),
+    ("shapes?sample=batched_model", "Sweep shapes", "at least 100×"),
+    ("buckets?sample=batched_model", "Measure compile and run time per bucket",
+     "Measured"),
+])
+def test_lesson_pages_measure_and_draw(page, path: str, button: str, marker: str) -> None:
+    name = path.split("?")[0]
+    page.goto(f"{page.base_url}/?{path.split('?')[1]}")  # load the lesson's sample first
+    page.get_by_text("jaxpr equations").first.wait_for()
+    page.get_by_role("link", name={"placement": "Where to jit", "scaling":
+                                   "Compile vs program size", "shapes": "Shape sweep",
+                                   "buckets": "Batch buckets"}[name]).click()
+    page.get_by_role("button", name=button).click()
+    page.get_by_text(marker).first.wait_for(timeout=180_000)
+    page.locator(".js-plotly-plot").first.wait_for()
+    shot(page, f"lesson_{name}", page.locator(".js-plotly-plot").first)

@@ -1,0 +1,417 @@
+"""Why did jit recompile? viz.cache (pure diffing) and live sessions on a real jit cache.
+
+The live scenarios each change exactly one thing between two calls and expect
+exactly one miss whose one reason names that field kind and that parameter.
+Sessions that need no sharding run in-process (`CacheSession`); sharding runs in
+a `cpu:8` worker, and the CLI's `cache` command in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from conftest import REPO
+
+from viz.cache import (
+    REASON_KINDS,
+    ArgSig,
+    LeafSig,
+    Reason,
+    Signature,
+    diff,
+    explain_miss,
+    reason_fix,
+    reason_text,
+)
+
+# --------------------------------------------------------------------------- pure: signatures
+
+
+def leaf(path: str = "x", shape=(4,), dtype: str = "f32", **kwargs: Any) -> LeafSig:
+    return LeafSig(path, tuple(shape), dtype, kwargs.pop("weak_type", False), **kwargs)
+
+
+def dynamic(name: str, *leaves: LeafSig, tree: str = "*") -> ArgSig:
+    return ArgSig(name, False, tree=tree, leaves=leaves or (leaf(name),))
+
+
+def static(name: str, value: Any) -> ArgSig:
+    return ArgSig(name, True, value=repr(value))
+
+
+def sig(*args: ArgSig) -> Signature:
+    return Signature(tuple(args))
+
+
+BASE = sig(dynamic("x"), static("n", 2))
+
+
+def kinds(reasons: list[Reason]) -> list[tuple[str, str]]:
+    return [(r.arg, r.kind) for r in reasons]
+
+
+def test_reason_kinds_are_the_design_contract():
+    assert REASON_KINDS == (
+        "new_function",
+        "shape",
+        "dtype",
+        "weak_type",
+        "static_value",
+        "pytree",
+        "sharding",
+        "device",
+    )
+
+
+def test_identical_signatures_do_not_differ():
+    assert diff(BASE, sig(dynamic("x"), static("n", 2))) == []
+
+
+@pytest.mark.parametrize(
+    ("changed", "kind", "before", "after"),
+    [
+        (leaf(shape=(8,)), "shape", "f32[4]", "f32[8]"),
+        (leaf(dtype="bf16"), "dtype", "f32", "bf16"),
+        (leaf(weak_type=True), "weak_type", "f32[4]", "weak f32[4]"),
+        (leaf(sharding="P('x',) over mesh(x=8)"), "sharding", "default", "P('x',) over mesh(x=8)"),
+        (leaf(device="cpu:3"), "device", "default", "cpu:3"),
+    ],
+    ids=["shape", "dtype", "weak_type", "sharding", "device"],
+)
+def test_one_changed_leaf_field_is_one_reason(changed, kind, before, after):
+    reasons = diff(BASE, sig(dynamic("x", changed), static("n", 2)))
+    assert [r.to_dict() for r in reasons] == [
+        {"arg": "x", "kind": kind, "before": before, "after": after}
+    ]
+
+
+def test_python_scalar_versus_array_is_a_weak_type_reason():
+    old = sig(dynamic("y", leaf("y", (), weak_type=False)))
+    new = sig(dynamic("y", leaf("y", (), weak_type=True, python_scalar=True)))
+    assert [r.to_dict() for r in diff(old, new)] == [
+        {"arg": "y", "kind": "weak_type", "before": "f32[]", "after": "Python float (weak f32[])"}
+    ]
+
+
+def test_changed_static_value_is_a_static_value_reason():
+    reasons = diff(BASE, sig(dynamic("x"), static("n", 3)))
+    assert [r.to_dict() for r in reasons] == [
+        {"arg": "n", "kind": "static_value", "before": "2", "after": "3"}
+    ]
+
+
+def test_changed_pytree_structure_is_one_pytree_reason():
+    old = sig(dynamic("p", leaf("p['a']"), tree="{'a': *}"))
+    new = sig(dynamic("p", leaf("p['a']"), leaf("p['b']"), tree="{'a': *, 'b': *}"))
+    assert [r.to_dict() for r in diff(old, new)] == [
+        {"arg": "p", "kind": "pytree", "before": "{'a': *}", "after": "{'a': *, 'b': *}"}
+    ]
+
+
+def test_a_leaf_inside_a_pytree_is_named_by_its_path():
+    old = sig(dynamic("p", leaf("p['w']", (3, 3)), tree="{'w': *}"))
+    new = sig(dynamic("p", leaf("p['w']", (4, 4)), tree="{'w': *}"))
+    assert kinds(diff(old, new)) == [("p['w']", "shape")]
+
+
+def test_changed_argument_count_is_a_pytree_reason():
+    reasons = diff(BASE, sig(dynamic("x"), static("n", 2), dynamic("z")))
+    assert kinds(reasons) == [("(arguments)", "pytree")]
+
+
+def test_every_changed_field_is_listed():
+    new = sig(dynamic("x", leaf(shape=(8,), dtype="bf16")), static("n", 5))
+    assert kinds(diff(BASE, new)) == [("x", "shape"), ("x", "dtype"), ("n", "static_value")]
+
+
+def test_a_miss_on_an_empty_cache_is_a_new_function():
+    miss = explain_miss(BASE, [])
+    assert miss.closest is None
+    assert [r.kind for r in miss.reasons] == ["new_function"]
+    assert miss.reasons[0].after == BASE.describe()
+
+
+def test_a_miss_is_explained_against_the_closest_cached_signature():
+    far = sig(dynamic("x", leaf(shape=(2,), dtype="i32")), static("n", 9))
+    near = sig(dynamic("x", leaf(shape=(8,))), static("n", 2))
+    new = sig(dynamic("x", leaf(shape=(16,))), static("n", 2))
+    miss = explain_miss(new, [far, near])
+    assert miss.closest == 1
+    assert kinds(miss.reasons) == [("x", "shape")]
+
+
+def test_among_equally_close_signatures_the_latest_wins():
+    first = sig(dynamic("x", leaf(shape=(2,))), static("n", 2))
+    second = sig(dynamic("x", leaf(shape=(3,))), static("n", 2))
+    assert explain_miss(sig(dynamic("x"), static("n", 2)), [first, second]).closest == 1
+
+
+def test_describe_is_one_readable_line():
+    signature = sig(
+        dynamic("x"),
+        dynamic("y", leaf("y", (), weak_type=True, python_scalar=True)),
+        static("n", 2),
+        dynamic("p", leaf("p['a']", ()), tree="{'a': *}"),
+    )
+    assert signature.describe() == (
+        "x: f32[4] · y: Python float (weak f32[]) · n=2 (static) · p: {p['a']: f32[]}"
+    )
+
+
+def test_signature_round_trips_through_json():
+    signature = sig(dynamic("x", leaf(sharding="P('x',)")), static("n", (1, 2)))
+    data = json.loads(json.dumps(signature.to_dict()))
+    assert Signature.from_dict(data) == signature
+
+
+@pytest.mark.parametrize("kind", REASON_KINDS)
+def test_every_reason_kind_has_a_text_and_a_fix(kind):
+    reason = Reason("x", kind, "f32[4]", "f32[8]")
+    text = reason_text(reason)
+    assert text and text == reason_text(reason.to_dict())
+    if kind == "new_function":
+        assert reason_fix(reason) == ""
+    else:
+        assert "`x`" in text and "f32[4]" in text and "f32[8]" in text
+        assert reason_fix(reason.to_dict())
+
+
+# --------------------------------------------------------------------------- live: in-process
+
+
+def make_fn():
+    """A fresh function each time: jit's cache is keyed on the function object."""
+
+    def f(x, y, n, p):
+        return x * y * n + p["a"]
+
+    return f
+
+
+BEFORE = "f32[4], f32[], 2, {'a': f32[]}"
+ONE_CHANGE = [  # (kind, the second call, the parameter it changes)
+    ("shape", "f32[8], f32[], 2, {'a': f32[]}", "x"),
+    ("dtype", "bf16[4], f32[], 2, {'a': f32[]}", "x"),
+    ("weak_type", "f32[4], 2.0, 2, {'a': f32[]}", "y"),
+    ("static_value", "f32[4], f32[], 3, {'a': f32[]}", "n"),
+    ("pytree", "f32[4], f32[], 2, {'a': f32[], 'b': f32[]}", "p"),
+]
+
+
+@pytest.fixture
+def session():
+    from viz.cache_session import CacheSession
+
+    return CacheSession(make_fn(), ["n"], {})
+
+
+def call_all(session, calls: list[str], **kwargs: Any) -> list[dict[str, Any]]:
+    """Call in order; after every call the table has one row per jit cache entry."""
+    events = []
+    for args in calls:
+        events.append(session.call(args, **kwargs))
+        assert len(session.table()) == session.jitted._cache_size() == events[-1]["cache_size"]
+    return events
+
+
+@pytest.mark.parametrize(("kind", "after", "arg"), ONE_CHANGE, ids=[c[0] for c in ONE_CHANGE])
+def test_changing_one_thing_is_one_miss_naming_it(session, kind, after, arg):
+    events = call_all(session, [BEFORE, BEFORE, after, after])
+    assert [e["hit"] for e in events] == [False, True, False, True]
+    assert [(r["arg"], r["kind"]) for r in events[2]["reasons"]] == [(arg, kind)]
+    assert events[3]["reasons"] == []
+
+
+def test_first_call_is_a_miss_because_nothing_was_cached(session):
+    (event,) = call_all(session, [BEFORE])
+    assert event["hit"] is False
+    assert [r["kind"] for r in event["reasons"]] == ["new_function"]
+    assert event["compile_s"] > 0
+    assert event["cache_size"] == 1
+
+
+def test_repeating_a_call_is_a_hit_on_the_same_entry(session):
+    events = call_all(session, [BEFORE, BEFORE, BEFORE])
+    assert [e["hit"] for e in events] == [False, True, True]
+    assert {e["entry"] for e in events} == {0}
+    assert events[1]["compile_s"] == 0.0
+    assert session.table()[0]["hits"] == 2
+
+
+def test_changing_two_fields_lists_both(session):
+    events = call_all(session, [BEFORE, "bf16[8], f32[], 2, {'a': f32[]}"])
+    assert [(r["arg"], r["kind"]) for r in events[1]["reasons"]] == [
+        ("x", "shape"),
+        ("x", "dtype"),
+    ]
+
+
+def test_changing_two_parameters_lists_both(session):
+    events = call_all(session, [BEFORE, "f32[8], f32[], 5, {'a': f32[]}"])
+    assert [(r["arg"], r["kind"]) for r in events[1]["reasons"]] == [
+        ("x", "shape"),
+        ("n", "static_value"),
+    ]
+
+
+def test_going_back_to_an_earlier_signature_is_a_hit(session):
+    events = call_all(session, [BEFORE, "f32[8], f32[], 2, {'a': f32[]}", BEFORE])
+    assert [e["hit"] for e in events] == [False, False, True]
+    assert events[2]["entry"] == 0
+
+
+def test_a_miss_names_the_closest_cached_entry(session):
+    calls = [BEFORE, "f32[8], f32[], 2, {'a': f32[]}", "f32[8], f32[], 3, {'a': f32[]}"]
+    events = call_all(session, calls)
+    assert events[2]["closest"] == 1
+    assert [(r["arg"], r["kind"]) for r in events[2]["reasons"]] == [("n", "static_value")]
+
+
+def test_clear_empties_the_cache_and_the_table(session):
+    call_all(session, [BEFORE, "f32[8], f32[], 2, {'a': f32[]}"])
+    session.clear()
+    assert session.jitted._cache_size() == 0
+    assert session.table() == [] and session.events == []
+    (event,) = call_all(session, [BEFORE])
+    assert event["hit"] is False and event["call"] == 1
+    assert [r["kind"] for r in event["reasons"]] == ["new_function"]
+
+
+def test_recompile_guard_marks_the_second_miss(session):
+    calls = [BEFORE, BEFORE, "f32[8], f32[], 2, {'a': f32[]}", "f32[16], f32[], 2, {'a': f32[]}"]
+    events = call_all(session, calls, fail_on_recompile=True)
+    assert ["guard" in e for e in events] == [False, False, True, True]
+    assert "recompiled" in events[2]["guard"]
+
+
+def test_events_carry_the_cache_json_keys(session):
+    for event in call_all(session, [BEFORE, "f32[8], f32[], 2, {'a': f32[]}"]):
+        assert {"call", "signature", "hit", "compile_s", "cache_size", "reasons"} <= set(event)
+        for reason in event["reasons"]:
+            assert set(reason) == {"arg", "kind", "before", "after"}
+        json.dumps(event)
+
+
+# --------------------------------------------------------------------------- live: the worker
+
+SHARD_CODE = "import jax.numpy as jnp\n\n\ndef f(x, y):\n    return jnp.sin(x) * y\n"
+
+
+def worker_calls(worker, code: str, calls: list[str], **kwargs: Any) -> dict[str, Any]:
+    result = worker.request("cache_calls", code=code, function="f", calls=calls, **kwargs)
+    assert result["ok"], result["events"]
+    assert len(result["table"]) == result["cache_size"]
+    return result
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(None, "sharded"), ("replicated", "sharded"), ("sharded", "replicated")],
+    ids=["default_to_sharded", "replicated_to_sharded", "sharded_to_replicated"],
+)
+def test_changing_only_the_sharding_is_one_sharding_miss(worker8, first, second):
+    code = f"{SHARD_CODE}# {first} then {second}\n"  # a session of its own
+    worker8.request("cache_state", code=code, function="f", clear=True)
+    placements = {"x": first} if first else None
+    one = worker_calls(worker8, code, ["f32[16], f32[]"], placements=placements)
+    two = worker_calls(worker8, code, ["f32[16], f32[]"] * 2, placements={"x": second})
+    assert [e["hit"] for e in one["events"] + two["events"]] == [False, False, True]
+    miss = two["events"][0]
+    assert [(r["arg"], r["kind"]) for r in miss["reasons"]] == [("x", "sharding")]
+    assert "mesh(x=8)" in miss["reasons"][0]["after"]
+    assert two["cache_size"] == 2
+
+
+def test_committing_to_another_device_is_a_device_miss(worker8):
+    code = f"{SHARD_CODE}# device\n"
+    worker8.request("cache_state", code=code, function="f", clear=True)
+    worker_calls(worker8, code, ["f32[16], f32[]"])
+    result = worker_calls(worker8, code, ["f32[16], f32[]"], placements={"x": "device:3"})
+    (miss,) = result["events"]
+    assert [(r["arg"], r["kind"], r["after"]) for r in miss["reasons"]] == [
+        ("x", "device", "cpu:3")
+    ]
+
+
+def test_worker_session_survives_between_requests_and_clears_on_request(worker):
+    code = f"{SHARD_CODE}# state\n"
+    worker.request("cache_state", code=code, function="f", clear=True)
+    worker_calls(worker, code, ["f32[4], f32[]", "f32[8], f32[]"])
+    state = worker.request("cache_state", code=code, function="f")
+    assert [e["hit"] for e in state["events"]] == [False, False]
+    assert state["cache_size"] == len(state["table"]) == 2
+    cleared = worker.request("cache_state", code=code, function="f", clear=True)
+    assert (cleared["events"], cleared["table"], cleared["cache_size"]) == ([], [], 0)
+
+
+def test_worker_cache_call_returns_the_event_and_the_table(worker):
+    code = f"{SHARD_CODE}# single\n"
+    worker.request("cache_state", code=code, function="f", clear=True)
+    result = worker.request("cache_call", code=code, function="f", args="f32[4], 2.0")
+    assert result["ok"]
+    assert result["event"]["hit"] is False
+    assert result["events"] == [result["event"]]
+    assert result["cache_size"] == len(result["table"]) == 1
+
+
+def test_worker_recompile_guard_marks_the_second_miss(worker):
+    code = f"{SHARD_CODE}# guard\n"
+    worker.request("cache_state", code=code, function="f", clear=True)
+    calls = ["f32[4], f32[]", "f32[4], f32[]", "f32[8], f32[]"]
+    result = worker_calls(worker, code, calls, fail_on_recompile=True)
+    assert ["guard" in e for e in result["events"]] == [False, False, True]
+
+
+def test_a_bad_call_spec_is_an_error_event_and_the_session_goes_on(worker):
+    code = f"{SHARD_CODE}# bad spec\n"
+    worker.request("cache_state", code=code, function="f", clear=True)
+    result = worker.request(
+        "cache_calls", code=code, function="f", calls=["f32[4], f32[]", "f32[4", "f32[4], f32[]"]
+    )
+    assert result["ok"] is False
+    good, bad, again = result["events"]
+    assert bad["error"]["kind"] == "spec_error" and "'f32[4'" in bad["error"]["message"]
+    assert (good["hit"], again["hit"]) == (False, True)
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def test_cli_cache_prints_the_hit_miss_sequence_and_writes_the_cache_json(tmp_path):
+    from viz.cache_session import CacheSession
+    from viz.samples import get_sample
+    from viz.source import find_function, load_module
+
+    sample = get_sample("arange_static")
+    module = load_module(sample.code)
+    calls = ["f32[16], 16", "f32[16], 16", "f32[8], 8", "f32[8], 8"]
+    in_process = CacheSession(find_function(module, sample.code, "f"), ["n"], vars(module))
+    expected = [in_process.call(c)["hit"] for c in calls]
+    assert expected == [False, True, False, True]
+
+    out = tmp_path / "cache.json"
+    argv = [sys.executable, "-m", "viz", "cache", "samples/arange_static.py::f", "--static", "n"]
+    for call in calls:
+        argv += ["--call", call]
+    proc = subprocess.run(
+        [*argv, "--json", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    printed = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("#")]
+    assert printed == ["hit" if hit else "MISS" for hit in expected]
+
+    events = json.loads(out.read_text())["events"]
+    assert [e["hit"] for e in events] == expected
+    assert [e["call"] for e in events] == [1, 2, 3, 4]
+    assert [e["cache_size"] for e in events] == [1, 1, 2, 2]
+    for event in events:
+        assert {"call", "signature", "hit", "compile_s", "cache_size", "reasons"} <= set(event)
+        assert all(set(r) == {"arg", "kind", "before", "after"} for r in event["reasons"])
+    assert [(r["arg"], r["kind"]) for r in events[2]["reasons"]] == [
+        ("x", "shape"),
+        ("n", "static_value"),
+    ]

@@ -1,0 +1,184 @@
+"""The command line, `python -m viz analyze|cache`, run as a user would run it.
+
+Exit status 0 whenever the analysis ran (a failing function is a result in
+`error`), 2 for misuse of the CLI itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, check_error_contract, check_report_contract, sample_params
+
+from viz.samples import Sample, get_sample
+
+
+def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "viz", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def analyze_sample(sample: Sample, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    static = ["--static", *sample.static] if sample.static else []
+    target = f"samples/{sample.name}.py::{sample.function}"
+    return cli(
+        "analyze", target, "--args", sample.args, *static, "--runs", "2", "--json", str(out), *extra
+    )
+
+
+# --------------------------------------------------------------------------- every sample
+
+
+@pytest.mark.parametrize("sample", sample_params())
+def test_analyze_writes_every_design_key_for_every_sample(sample: Sample, tmp_path):
+    out = tmp_path / "report.json"
+    proc = analyze_sample(sample, out)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    if sample.expect_error:
+        error = check_error_contract(report, sample.expect_error)
+        assert f"error [{sample.expect_error}]" in proc.stdout
+        assert error["line"] is not None
+    else:
+        check_report_contract(report)
+        assert report["timings"]["run_median_s"] > 0
+    assert report["function"] == sample.function
+    assert proc.stdout.startswith(f"{sample.function}(")
+
+
+def test_printed_summary_matches_the_json_counts(tmp_path):
+    out = tmp_path / "report.json"
+    proc = analyze_sample(get_sample("elementwise_chain"), out)
+    report = json.loads(out.read_text())
+    counts = (
+        report["jaxpr"]["eqn_count"],
+        report["stablehlo"]["op_count"],
+        report["compiled"]["kernel_count"],
+    )
+    assert "jaxpr eqns {} → StableHLO ops {} → compiled kernels {}".format(*counts) in proc.stdout
+
+
+# --------------------------------------------------------------------------- options
+
+
+def test_html_report_is_standalone_with_the_function_and_its_graphs(tmp_path):
+    page = tmp_path / "report.html"
+    proc = analyze_sample(get_sample("dot_plus_one"), tmp_path / "r.json", "--html", str(page))
+    assert proc.returncode == 0, proc.stderr
+    html = page.read_text()
+    assert html.startswith("<!doctype html>")
+    assert "jitscope · f" in html
+    assert "<svg" in html or "digraph" in html
+    assert 'src="http' not in html and "src='http" not in html  # nothing fetched online
+
+
+def test_html_report_of_a_failing_function_shows_the_error(tmp_path):
+    page = tmp_path / "report.html"
+    sample = get_sample("relu_python_if")
+    proc = analyze_sample(sample, tmp_path / "r.json", "--html", str(page))
+    assert proc.returncode == 0, proc.stderr
+    assert "control_flow" in page.read_text()
+
+
+def test_device_cpu8_analyzes_on_eight_simulated_devices(tmp_path):
+    out = tmp_path / "report.json"
+    proc = analyze_sample(get_sample("dot_plus_one"), out, "--device", "cpu:8")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    check_report_contract(report)
+    assert report["device"] == "cpu:8"
+
+
+def test_function_defaults_to_the_last_one_in_the_file(tmp_path):
+    source = tmp_path / "code.py"
+    source.write_text("def first(x):\n    return x\n\n\ndef second(x):\n    return x * 3.0\n")
+    out = tmp_path / "report.json"
+    proc = cli("analyze", str(source), "--args", "f32[4]", "--runs", "0", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["function"] == "second"
+    assert report["timings"]["run_median_s"] is None
+
+
+def test_static_names_are_passed_through(tmp_path):
+    out = tmp_path / "report.json"
+    proc = cli(
+        "analyze",
+        "samples/arange_static.py::f",
+        "--args",
+        "f32[16], 16",
+        "--static",
+        "n",
+        "--runs",
+        "0",
+        "--json",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["ok"] and report["static"] == ["n"]
+
+
+# --------------------------------------------------------------------------- exit status
+
+
+def test_a_failing_function_still_exits_zero(tmp_path):
+    source = tmp_path / "code.py"
+    source.write_text("def f(x):\n    raise ValueError('no')\n")
+    out = tmp_path / "report.json"
+    proc = cli("analyze", f"{source}::f", "--args", "f32[2]", "--runs", "0", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["error"]["kind"] == "user_exception"
+    assert "error [user_exception] (line 2)" in proc.stdout
+
+
+def test_an_unknown_function_still_exits_zero(tmp_path):
+    proc = cli("analyze", "samples/dot_plus_one.py::nope", "--args", "f32[2]", "--runs", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert "function_not_found" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "complaint"),
+    [
+        (["analyze", "samples/no_such_file.py::f", "--args", "f32[2]"], "no such file"),
+        (["analyze", "samples/dot_plus_one.py::f", "--bogus"], "unrecognized arguments"),
+        (["analyze", "samples/dot_plus_one.py::f", "--runs", "many"], "invalid int value"),
+        (["analyze"], "required"),
+        (["cache", "samples/dot_plus_one.py::f"], "--call"),
+        (["explain", "samples/dot_plus_one.py::f"], "invalid choice"),
+        ([], "required"),
+    ],
+    ids=[
+        "missing_file",
+        "bad_flag",
+        "bad_runs",
+        "no_target",
+        "cache_without_call",
+        "bad_cmd",
+        "no_cmd",
+    ],
+)
+def test_misuse_exits_two_with_a_usage_message(argv, complaint):
+    proc = cli(*argv, timeout=60)
+    assert proc.returncode == 2
+    assert complaint in proc.stderr
+    assert "usage:" in proc.stderr
+
+
+def test_help_exits_zero():
+    proc = cli("analyze", "--help", timeout=60)
+    assert proc.returncode == 0
+    assert "--args" in proc.stdout and "--json" in proc.stdout

@@ -1,0 +1,265 @@
+"""Errors are results: every error kind, end to end, with a message, a fix and a line.
+
+The user's code goes through the worker's `analyze` op as source text (the way the
+app and the CLI send it), so `line` is a line of that text. A few kinds that need
+no user module are checked through the in-process `viz.analyze`.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import check_error_contract, line_of
+
+from viz import analyze
+from viz.errors import KINDS, ErrorInfo, UserCodeError, classify
+
+
+@pytest.fixture(scope="module")
+def fails(worker):
+    """analyze `code` in the worker; return the error after checking the error contract."""
+
+    def run(code: str, args: str, kind: str, function: str | None = "f", **kwargs):
+        report = worker.request(
+            "analyze", code=code, function=function, args=args, runs=kwargs.pop("runs", 0), **kwargs
+        )
+        return check_error_contract(report, kind)
+
+    return run
+
+
+# --------------------------------------------------------------------------- loading the code
+
+
+def test_syntax_error_gives_line_and_column(fails):
+    code = "import jax.numpy as jnp\n\ndef f(x):\n    return x +\n"
+    error = fails(code, "f32[2]", "syntax_error")
+    assert (error["line"], error["column"]) == (4, 15)
+    assert "line 4" in error["message"]
+    assert error["stage"] == "load"
+
+
+def test_function_not_found_lists_the_functions_in_the_hint(fails):
+    code = "def f(x):\n    return x\n\n\ndef g(y):\n    return y\n"
+    error = fails(code, "f32[2]", "function_not_found", function="h")
+    assert "`h`" in error["message"]
+    assert "f, g" in error["hint"]
+
+
+def test_code_without_functions_is_function_not_found(fails):
+    error = fails("X = 1\n", "f32[2]", "function_not_found", function=None)
+    assert "def" in error["hint"]
+
+
+def test_exception_at_module_level_is_an_import_error_at_its_line(fails):
+    code = (
+        "import jax\n\nSIZE = 3\nraise RuntimeError('setup failed')\n\n\ndef f(x):\n    return x\n"
+    )
+    error = fails(code, "f32[2]", "import_error")
+    assert error["line"] == line_of(code, "raise RuntimeError")
+    assert "setup failed" in error["message"]
+
+
+def test_missing_import_is_an_import_error(fails):
+    code = "import jitscope_no_such_module\n\n\ndef f(x):\n    return x\n"
+    error = fails(code, "f32[2]", "import_error")
+    assert error["line"] == 1
+    assert "jitscope_no_such_module" in error["message"]
+
+
+# --------------------------------------------------------------------------- the args spec
+
+
+def test_spec_error_quotes_the_bad_item(fails):
+    code = "def f(x, y):\n    return x + y\n"
+    error = fails(code, "f32[2], f33[4]", "spec_error")
+    assert "'f33[4]'" in error["message"]
+    assert "item 2" in error["message"]
+    assert error["stage"] == "spec"
+
+
+def test_spec_error_for_an_unknown_name_quotes_the_name(fails):
+    code = "def f(x):\n    return x\n"
+    error = fails(code, "weights", "spec_error")
+    assert "'weights'" in error["message"]
+
+
+def test_static_name_that_is_not_a_parameter_is_a_spec_error(fails):
+    code = "def f(x, n):\n    return x * n\n"
+    error = fails(code, "f32[2], 3", "spec_error", static=["m"])
+    assert "`m`" in error["message"]
+    assert "x, n" in error["hint"]
+
+
+def test_unhashable_static_value_is_a_static_arg_error(fails):
+    code = "def f(x, sizes):\n    return x * len(sizes)\n"
+    error = fails(code, "f32[2], [1, 2]", "static_arg", static=["sizes"])
+    assert "hashable" in error["message"]
+    assert "[1, 2]" in error["message"]
+    assert not error["message"].endswith(":")
+    assert "tuple" in error["hint"]
+
+
+# --------------------------------------------------------------------------- tracing
+
+
+def test_python_if_on_a_tracer_is_control_flow(fails):
+    code = (
+        "import jax.numpy as jnp\n\n\ndef f(x):\n    if x > 0:\n        return x\n    return -x\n"
+    )
+    error = fails(code, "f32[]", "control_flow")
+    assert error["line"] == line_of(code, "if x > 0")
+    assert "lax.cond" in error["hint"] and "jnp.where" in error["hint"]
+    assert error["stage"] == "trace"
+
+
+def test_arange_of_a_traced_length_says_mark_it_static(fails):
+    code = "import jax.numpy as jnp\n\n\ndef f(x, n):\n    return x + jnp.arange(n)\n"
+    error = fails(code, "f32[4], 4", "value_dependent_shape")
+    assert error["line"] == line_of(code, "jnp.arange(n)")
+    assert "mark `n` static" in error["hint"]
+
+
+def test_nonzero_without_size_says_pass_size(fails):
+    code = "import jax.numpy as jnp\n\n\ndef f(x):\n    (idx,) = jnp.nonzero(x)\n    return idx\n"
+    error = fails(code, "f32[8]", "value_dependent_shape")
+    assert error["line"] == line_of(code, "jnp.nonzero")
+    assert "size=" in error["hint"]
+
+
+def test_slicing_by_a_traced_bound_suggests_dynamic_slice_or_a_mask(fails):
+    code = "def f(x, n):\n    head = x[:n]\n    return head\n"
+    error = fails(code, "f32[8], 3", "value_dependent_shape")
+    assert error["line"] == line_of(code, "x[:n]")
+    assert "dynamic_slice" in error["hint"]
+    assert "pad" in error["hint"] and "mask" in error["hint"]
+
+
+def test_boolean_mask_indexing_is_a_value_dependent_shape(fails):
+    code = "def f(x):\n    return x[x > 0]\n"
+    error = fails(code, "f32[8]", "value_dependent_shape")
+    assert error["line"] == 2
+    assert "jnp.where" in error["hint"]
+
+
+def test_dot_of_incompatible_shapes_is_a_shape_mismatch(fails):
+    code = "import jax.numpy as jnp\n\n\ndef f(x, y):\n    return jnp.dot(x, y)\n"
+    error = fails(code, "f32[3,4], f32[5,6]", "shape_mismatch")
+    assert error["line"] == line_of(code, "jnp.dot")
+    assert "(4,)" in error["message"] and "(5,)" in error["message"]
+    assert "shapes" in error["hint"]
+
+
+def test_exception_raised_by_the_function_is_a_user_exception_at_the_raise(fails):
+    code = (
+        "def f(x):\n"
+        "    y = x * 2\n"
+        "    if y.ndim != 2:\n"
+        "        raise ValueError('expected a matrix')\n"
+        "    return y\n"
+    )
+    error = fails(code, "f32[3]", "user_exception")
+    assert error["line"] == line_of(code, "raise ValueError")
+    assert "ValueError" in error["message"] and "expected a matrix" in error["message"]
+
+
+def test_error_in_a_helper_points_at_the_deepest_user_line(fails):
+    code = "def helper(v):\n    return v.no_such_method()\n\n\ndef f(x):\n    return helper(x)\n"
+    error = fails(code, "f32[3]", "user_exception")
+    assert error["line"] == line_of(code, "no_such_method")
+
+
+# --------------------------------------------------------------------------- compiling and running
+
+
+def test_unknown_custom_call_fails_to_compile(fails):
+    code = (
+        "import jax\n\n\n"
+        "def f(x):\n"
+        "    call = jax.ffi.ffi_call('jitscope_missing', jax.ShapeDtypeStruct(x.shape, x.dtype))\n"
+        "    return call(x)\n"
+    )
+    error = fails(code, "f32[4]", "compile_error")
+    assert error["stage"] == "compile"
+    assert "jitscope_missing" in error["message"]
+
+
+def test_exception_inside_a_callback_is_a_runtime_error_naming_it(fails):
+    code = (
+        "import jax\n\n\n"
+        "def explode(v):\n"
+        "    raise ValueError('callback exploded')\n\n\n"
+        "def f(x):\n"
+        "    return jax.pure_callback(explode, jax.ShapeDtypeStruct(x.shape, x.dtype), x)\n"
+    )
+    error = fails(code, "f32[4]", "runtime_error", runs=2)
+    assert error["stage"] == "run"
+    assert "callback exploded" in error["message"]
+    assert "Traceback" not in error["message"]
+    assert error["line"] == line_of(code, "raise ValueError")
+
+
+def test_memory_precheck_refuses_to_run_but_keeps_the_compile_results(worker):
+    code = "def f(x):\n    return x * 2.0\n"
+    report = worker.request("analyze", code=code, function="f", args="f32[100000,100000]", runs=1)
+    error = check_error_contract(report, "memory")
+    assert "runs=0" in error["hint"]
+    assert report["jaxpr"]["eqn_count"] == 1
+    assert report["compiled"]["kernel_count"] >= 1
+    assert report["memory"]["argument_bytes"] == 100_000 * 100_000 * 4
+    assert report["timings"]["compile_s"] > 0
+    assert report["timings"]["run_median_s"] is None
+
+
+def test_memory_precheck_uses_the_given_limit():
+    report = analyze(lambda x: x + 1.0, "f32[1024,1024]", runs=1, memory_limit_bytes=1 << 20)
+    check_error_contract(report.to_dict(), "memory")
+    assert report.compiled is not None
+    assert report.timings["run_median_s"] is None
+
+
+# --------------------------------------------------------------------------- devices
+
+
+def test_more_devices_than_the_process_has_is_device_unavailable():
+    report = analyze(lambda x: x, "f32[8]", device="cpu:8", runs=0)
+    error = check_error_contract(report.to_dict(), "device_unavailable")
+    assert "cpu:8" in error["message"]
+    assert "worker" in error["hint"]
+
+
+def test_unknown_platform_is_device_unavailable():
+    report = analyze(lambda x: x, "f32[8]", device="tpu", runs=0)
+    check_error_contract(report.to_dict(), "device_unavailable")
+
+
+# --------------------------------------------------------------------------- classify itself
+
+
+def test_every_error_kind_is_listed():
+    assert {"syntax_error", "spec_error", "timeout", "memory", "worker_crash"} <= set(KINDS)
+    assert len(KINDS) == len(set(KINDS))
+
+
+def test_classify_passes_an_already_classified_error_through():
+    info = ErrorInfo("spec_error", "bad", "fix it", stage="spec")
+    assert classify(UserCodeError(info), "trace") is info
+
+
+def test_classify_of_a_plain_exception_is_a_user_exception_with_its_type():
+    info = classify(KeyError("missing"), "trace")
+    assert info.kind == "user_exception"
+    assert info.message.startswith("KeyError")
+    assert info.detail.startswith("KeyError")
+
+
+def test_error_info_is_plain_data():
+    data = ErrorInfo("memory", "too big", "shrink it", stage="run").to_dict()
+    assert data == {
+        "kind": "memory",
+        "message": "too big",
+        "hint": "shrink it",
+        "line": None,
+        "column": None,
+        "stage": "run",
+        "detail": "",
+    }

@@ -1,0 +1,202 @@
+"""The lesson measurements (viz.lessons), through the worker ops the lesson pages use.
+
+They run in a worker of their own, as in the app: `placement` clears JAX's caches
+for cold measurements, which must not touch anything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from viz.lessons import loop_variants, resize
+from viz.samples import get_sample
+from viz.worker import LESSON_TIMEOUT_S, Worker
+
+
+@pytest.fixture(scope="module")
+def lessons() -> Iterator[Worker]:
+    w = Worker("cpu", timeout_s=LESSON_TIMEOUT_S)
+    yield w
+    w.close()
+
+
+def measure(worker: Worker, op: str, **kwargs: Any) -> tuple[dict[str, Any], list[Any]]:
+    progress: list[Any] = []
+    result = worker.request(op, on_progress=progress.append, **kwargs)
+    assert result["ok"], result.get("error")
+    return result, progress
+
+
+# --------------------------------------------------------------------------- placement
+
+
+@pytest.fixture(scope="module")
+def placement(lessons) -> tuple[dict[str, Any], list[Any]]:
+    sample = get_sample("outer_inner")
+    return measure(lessons, "placement", code=sample.code, outer="g", inner="f", args=sample.args)
+
+
+def test_placement_measures_four_strategies(placement):
+    result, _ = placement
+    strategies = [row["strategy"] for row in result["rows"]]
+    assert strategies == ["jit(outer)", "jit(inner) only", "both", "none"]
+    for row in result["rows"]:
+        assert row["compile_s"] >= 0 and row["first_call_s"] > 0 and row["run_s"] > 0
+        assert row["kernels_per_call"] > 0
+
+
+def test_jit_on_the_outer_function_launches_fewer_kernels_than_jit_on_the_inner(placement):
+    rows = {row["strategy"]: row for row in placement[0]["rows"]}
+    assert rows["jit(outer)"]["kernels_per_call"] < rows["jit(inner) only"]["kernels_per_call"]
+    assert rows["jit(inner) only"]["kernels_per_call"] < rows["none"]["kernels_per_call"]
+
+
+def test_jit_on_the_outer_function_compiles_one_executable(placement):
+    rows = {row["strategy"]: row for row in placement[0]["rows"]}
+    assert rows["jit(outer)"]["executables"] == 1
+    assert rows["jit(inner) only"]["executables"] > 1  # f, plus the eager glue ops
+
+
+def test_placement_recommendation_names_both_functions(placement):
+    result, _ = placement
+    assert (result["outer"], result["inner"]) == ("g", "f")
+    assert "`g`" in result["recommendation"] and "`f`" in result["recommendation"]
+
+
+def test_placement_reports_progress_after_each_strategy(placement):
+    _, progress = placement
+    assert [(p["done"], p["total"]) for p in progress] == [(i, 4) for i in range(1, 5)]
+    assert progress[0]["label"] == "jit(outer)"
+
+
+# --------------------------------------------------------------------------- scaling
+
+SIZES = [1, 4, 16, 64]
+
+
+@pytest.fixture(scope="module")
+def scaling(lessons) -> tuple[dict[str, Any], list[Any]]:
+    sample = get_sample("unrolled_loop")
+    return measure(
+        lessons, "scaling", code=sample.code, step="step", args="f32[64,64]", sizes=SIZES
+    )
+
+
+def rows_of(result: dict[str, Any], variant: str) -> list[dict[str, Any]]:
+    return sorted((r for r in result["rows"] if r["variant"] == variant), key=lambda r: r["n"])
+
+
+def test_scaling_has_one_row_per_size_and_variant(scaling):
+    result, progress = scaling
+    assert len(result["rows"]) == len(SIZES) * 3
+    for variant in ("unrolled", "scan", "fori_loop"):
+        assert [r["n"] for r in rows_of(result, variant)] == SIZES
+    assert progress[-1]["done"] == progress[-1]["total"] == len(SIZES) * 3
+
+
+def test_unrolled_program_grows_with_n(scaling):
+    eqns = [r["eqns"] for r in rows_of(scaling[0], "unrolled")]
+    per_step = eqns[0]
+    assert eqns == [per_step * n for n in SIZES]
+    lines = [r["stablehlo_lines"] for r in rows_of(scaling[0], "unrolled")]
+    assert lines == sorted(lines) and lines[-1] > 4 * lines[0]
+
+
+def test_scan_program_stays_the_same_size(scaling):
+    for variant in ("scan", "fori_loop"):
+        rows = rows_of(scaling[0], variant)
+        assert {r["eqns"] for r in rows} == {1}, variant
+        assert len({r["stablehlo_lines"] for r in rows}) == 1, variant
+
+
+def test_scaling_fits_a_compile_time_exponent_per_variant(scaling):
+    exponents = scaling[0]["exponents"]
+    assert set(exponents) == {"unrolled", "scan", "fori_loop"}
+    assert all(isinstance(e, float) for e in exponents.values())
+
+
+def test_unrolled_compile_time_grows_faster_than_scan(lessons, scaling):
+    # Compile times are wall-clock measurements on a shared machine: allow two re-measures.
+    result = scaling[0]
+    sample = get_sample("unrolled_loop")
+    for _ in range(2):
+        if result["exponents"]["unrolled"] > result["exponents"]["scan"]:
+            break
+        result, _ = measure(
+            lessons, "scaling", code=sample.code, step="step", args="f32[64,64]", sizes=SIZES
+        )
+    assert result["exponents"]["unrolled"] > result["exponents"]["scan"]
+
+
+def test_loop_variants_compute_the_same_thing():
+    import jax.numpy as jnp
+
+    variants = loop_variants(lambda x: x * 0.5 + 1.0, 5)
+    results = {name: float(fn(jnp.float32(3.0))) for name, fn in variants.items()}
+    assert results["unrolled"] == results["scan"] == results["fori_loop"]
+
+
+# --------------------------------------------------------------------------- sweeps, buckets
+
+
+def test_shape_sweep_has_one_row_per_size_with_a_break_even(lessons):
+    sample = get_sample("batched_model")
+    sizes = [8, 32, 128]
+    result, progress = measure(
+        lessons,
+        "shape_sweep",
+        code=sample.code,
+        function="predict",
+        args=sample.args,
+        static=[],
+        param="x",
+        axis=0,
+        sizes=sizes,
+    )
+    rows = result["rows"]
+    assert [r["size"] for r in rows] == sizes
+    assert [r["spec"] for r in rows] == [f"params, f32[{n},128]" for n in sizes]
+    for row in rows:
+        assert row["run_s"] > 0 and row["eager_s"] > 0 and row["total_s"] > 0
+        assert "break_even_calls" in row
+        assert row["break_even_calls"] is None or row["break_even_calls"] > 0
+        assert isinstance(row["rule_of_thumb"], bool)
+    assert len(progress) == len(sizes)
+
+
+def test_bucket_costs_has_one_row_per_bucket_in_order(lessons):
+    sample = get_sample("batched_model")
+    result, progress = measure(
+        lessons,
+        "bucket_costs",
+        code=sample.code,
+        function="predict",
+        args=sample.args,
+        batch_arg="x",
+        buckets=[64, 8, 32, 8],
+    )
+    assert [r["bucket"] for r in result["rows"]] == [8, 32, 64]  # sorted, duplicates once
+    for row in result["rows"]:
+        assert row["compile_s"] > 0 and row["run_s"] > 0
+    assert [p["done"] for p in progress] == [1, 2, 3]
+
+
+def test_resize_changes_one_dimension_of_one_argument():
+    assert resize("params, f32[32,128]", ["params", "x"], "x", 0, 7) == "params, f32[7,128]"
+    assert resize("f32[2,3], i32[]", ["a", "b"], "a", 1, 9) == "f32[2,9], i32[]"
+
+
+def test_resize_refuses_a_non_array_argument():
+    with pytest.raises(ValueError, match="not an array argument"):
+        resize("params, f32[32,128]", ["params", "x"], "params", 0, 7)
+
+
+def test_a_lesson_on_broken_code_is_an_error_result(lessons):
+    result = lessons.request(
+        "bucket_costs", code="def f(x:\n", function="f", args="f32[2]", batch_arg="x", buckets=[2]
+    )
+    assert result["ok"] is False
+    assert result["error"]["kind"] == "syntax_error"

@@ -1,0 +1,457 @@
+"""viz.analyze, the in-process Python API: trace → lower → compile → run, as a Report.
+
+Each test states one behaviour of the pipeline on a small function defined here
+or on a sample from samples/. Functions are analyzed with runs=0 (compile only)
+unless the test is about running.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import pytest
+from conftest import (
+    SECTION_KEYS,
+    check_error_contract,
+    check_report_contract,
+    function_lines,
+    sample_params,
+)
+from jax import lax
+
+from viz import analyze
+from viz.report import Report
+from viz.samples import Sample, get_sample
+from viz.source import find_function, load_module
+
+# --------------------------------------------------------------------------- functions
+
+
+def elementwise(x):
+    return jnp.sin(x) * 2.0 + 1.0
+
+
+def matmul(x, y):
+    return jnp.dot(x, y)
+
+
+def dense(params, x):
+    return x @ params["w"] + params["b"]
+
+
+def total(xs):
+    return xs[0] + xs[1] + xs[2]
+
+
+def scale_pair(pair):
+    n, x = pair
+    return x * n
+
+
+def doubled(x, n):
+    for _ in range(n):  # n is static: the loop unrolls while tracing
+        x = x * 2.0
+    return x
+
+
+def noisy(key, x):
+    return x + jax.random.normal(key, x.shape)
+
+
+def branch(x, p):
+    return lax.cond(p > 0, jnp.sin, jnp.cos, x)
+
+
+def cumulative(xs):
+    def body(carry, x):
+        return carry + x, carry * 2.0
+
+    return lax.scan(body, jnp.zeros(xs.shape[1:]), xs)
+
+
+def grow_until(x):
+    return lax.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 1.1), (0, x))[1]
+
+
+def fori(x):
+    return lax.fori_loop(0, 10, lambda i, v: v * 1.5 + i, x)
+
+
+def outer_of_nested(x):
+    inner = jax.jit(lambda v: jnp.sin(v) + 1.0)
+    return inner(x) * 2.0
+
+
+@jax.custom_jvp
+def softplus(x):
+    return jnp.log1p(jnp.exp(x))
+
+
+@softplus.defjvp
+def _softplus_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return softplus(x), t * jax.nn.sigmoid(x)
+
+
+def uses_custom_jvp(x):
+    return softplus(x).sum()
+
+
+def bf16_layer(x, w):
+    return jnp.tanh(x @ w)
+
+
+def summaries(x):
+    return {"sum": x.sum(), "parts": [x * 2.0, x + 1.0], "range": (x.min(), x.max())}
+
+
+def times(x, y):
+    return x * y
+
+
+def jit_only(x):
+    if not isinstance(x, jax.core.Tracer):
+        raise RuntimeError("this function only runs under jit")
+    return x + 1.0
+
+
+# (id, function, args spec, static): every one analyzes cleanly.
+CASES = [
+    ("elementwise", elementwise, "f32[16,16]", ()),
+    ("dot", matmul, "f32[32,64], f32[64,8]", ()),
+    ("dict_pytree", dense, "{'w': f32[3,3], 'b': f32[3]}, f32[2,3]", ()),
+    ("list_pytree", total, "[f32[4], f32[4], f32[4]]", ()),
+    ("tuple_pytree", scale_pair, "(i32[], f32[4])", ()),
+    ("static_by_name", doubled, "f32[4], 3", ("n",)),
+    ("static_by_index", doubled, "f32[4], 3", (1,)),
+    ("prng_key", noisy, "key, f32[4]", ()),
+    ("lax_cond", branch, "f32[8], f32[]", ()),
+    ("lax_scan", cumulative, "f32[5,3]", ()),
+    ("while_loop", grow_until, "f32[3]", ()),
+    ("fori_loop", fori, "f32[4]", ()),
+    ("nested_jit", outer_of_nested, "f32[8]", ()),
+    ("custom_jvp", uses_custom_jvp, "f32[8]", ()),
+    ("bf16", bf16_layer, "bf16[8,16], bf16[16,4]", ()),
+    ("pytree_output", summaries, "f32[5]", ()),
+    ("python_literals", times, "f32[4], 2.0", ()),
+]
+
+
+def run(fn, spec: str, static=(), runs: int = 0, **kwargs: Any) -> Report:
+    return analyze(fn, spec, static=list(static), runs=runs, **kwargs)
+
+
+def run_sample(sample: Sample, runs: int = 0) -> Report:
+    module = load_module(sample.code)
+    fn = find_function(module, sample.code, sample.function)
+    return analyze(
+        fn,
+        sample.args,
+        static=list(sample.static),
+        runs=runs,
+        namespace=vars(module),
+        user_file=module.__file__,
+    )
+
+
+def assert_counts_consistent(report: dict[str, Any]) -> None:
+    jaxpr, shlo, compiled = report["jaxpr"], report["stablehlo"], report["compiled"]
+    assert sum(jaxpr["primitives"].values()) == jaxpr["eqn_count"] > 0
+    assert sum(shlo["ops"].values()) == shlo["op_count"] > 0
+    assert sum(compiled["ops"].values()) == compiled["op_count"] > 0
+    assert 0 <= compiled["fusion_count"] <= compiled["kernel_count"] <= compiled["op_count"]
+    assert compiled["fusion_count"] == compiled["ops"].get("fusion", 0)
+    for ir in ("jaxpr", "stablehlo", "compiled"):
+        graph = report["graphs"][ir]
+        assert 0 < graph["visible_nodes"] <= graph["total_nodes"], ir
+
+
+# --------------------------------------------------------------------------- the contract
+
+
+CASE_PARAMS = [pytest.param(fn, spec, static, id=name) for name, fn, spec, static in CASES]
+
+
+@pytest.mark.parametrize(("fn", "spec", "static"), CASE_PARAMS)
+def test_report_has_every_design_key_and_is_plain_json(fn, spec, static):
+    check_report_contract(run(fn, spec, static).to_dict())
+
+
+@pytest.mark.parametrize(("fn", "spec", "static"), CASE_PARAMS)
+def test_op_counts_add_up(fn, spec, static):
+    assert_counts_consistent(run(fn, spec, static).to_dict())
+
+
+def test_report_round_trips_through_json():
+    report = run(elementwise, "f32[4]", runs=2)
+    data = json.loads(json.dumps(report.to_dict()))
+    assert Report.from_dict(data).to_dict() == data
+
+
+def test_report_records_function_args_static_and_device():
+    report = run(doubled, "f32[4], 3", ("n",))
+    assert (report.function, report.args, report.static, report.device) == (
+        "doubled",
+        "f32[4], 3",
+        ["n"],
+        "cpu",
+    )
+    assert report.jax_version == jax.__version__
+    assert report.source_file == __file__
+
+
+def test_graph_models_stay_out_of_the_default_dict():
+    report = run(elementwise, "f32[4]")
+    assert "graph_models" not in report.to_dict()
+    assert set(report.to_dict(include_models=True)["graph_models"]) == {
+        "jaxpr",
+        "stablehlo",
+        "compiled",
+    }
+
+
+def test_each_stage_is_timed():
+    timings = run(elementwise, "f32[4]").timings
+    assert timings["trace_s"] > 0
+    assert timings["lower_s"] > 0
+    assert timings["compile_s"] > 0
+
+
+# --------------------------------------------------------------------------- what each IR shows
+
+
+def test_elementwise_ops_are_one_equation_each_and_fuse_into_one_kernel():
+    report = run(elementwise, "f32[16,16]")
+    assert report.jaxpr["primitives"] == {"sin": 1, "mul": 1, "add": 1}
+    assert report.compiled["kernel_count"] == 1
+    assert report.compiled["fusion_count"] == 1
+
+
+def test_dot_reports_flops_and_buffer_sizes():
+    m, k, n = 256, 512, 128
+    report = run(matmul, f"f32[{m},{k}], f32[{k},{n}]")
+    assert report.jaxpr["primitives"] == {"dot_general": 1}
+    assert report.cost["flops"] == pytest.approx(2 * m * k * n, rel=0.01)
+    assert report.memory["argument_bytes"] == (m * k + k * n) * 4
+    assert report.memory["output_bytes"] == m * n * 4
+
+
+def test_dict_argument_is_flattened_into_one_input_per_leaf():
+    report = run(dense, "{'w': f32[3,3], 'b': f32[3]}, f32[2,3]")
+    invars = report.jaxpr["text"].splitlines()[0]
+    assert invars.count(":f32[") == 3  # b, w, x
+    assert report.memory["argument_bytes"] == (3 + 9 + 6) * 4
+
+
+def test_list_argument_is_flattened_into_one_input_per_leaf():
+    report = run(total, "[f32[4], f32[4], f32[4]]")
+    assert report.jaxpr["text"].splitlines()[0].count(":f32[4]") == 3
+    assert report.jaxpr["primitives"] == {"add": 2}
+
+
+def test_tuple_argument_keeps_each_leaf_dtype():
+    report = run(scale_pair, "(i32[], f32[4])")
+    header = report.jaxpr["text"].splitlines()[0]
+    assert "i32[]" in header and "f32[4]" in header
+    assert report.jaxpr["primitives"]["mul"] == 1
+
+
+def test_static_argument_by_name_is_a_trace_time_constant():
+    report = run(doubled, "f32[4], 3", static=["n"])
+    assert report.jaxpr["primitives"] == {"mul": 3}  # the loop unrolled three times
+    assert "i32" not in report.jaxpr["text"].splitlines()[0]  # n is not an input
+
+
+def test_static_argument_by_index_equals_static_by_name():
+    by_name = run(doubled, "f32[4], 3", static=["n"])
+    assert run(doubled, "f32[4], 3", static=[1]).jaxpr == by_name.jaxpr
+    assert run(doubled, "f32[4], 3", static=["1"]).jaxpr == by_name.jaxpr
+
+
+def test_static_value_changes_the_program():
+    short = run(doubled, "f32[4], 2", static=["n"])
+    long = run(doubled, "f32[4], 6", static=["n"])
+    assert (short.jaxpr["eqn_count"], long.jaxpr["eqn_count"]) == (2, 6)
+
+
+def test_prng_key_argument_is_a_typed_key():
+    report = run(noisy, "key, f32[4]", runs=2)
+    assert report.ok, report.error
+    assert "key<" in report.jaxpr["text"].splitlines()[0]
+    assert report.jaxpr["primitives"].get("random_bits") == 1
+
+
+def test_lax_cond_compiles_both_branches_into_one_conditional():
+    report = run(branch, "f32[8], f32[]")
+    prims = report.jaxpr["primitives"]
+    assert prims["cond"] == 1 and prims["sin"] == 1 and prims["cos"] == 1
+    assert report.stablehlo["ops"].get("stablehlo.case") == 1
+    assert report.compiled["ops"].get("conditional") == 1
+
+
+def test_lax_scan_is_one_loop_whatever_its_length():
+    report = run(cumulative, "f32[5,3]")
+    assert report.jaxpr["primitives"]["scan"] == 1
+    assert report.stablehlo["ops"].get("stablehlo.while") == 1
+    longer = run(cumulative, "f32[500,3]")
+    assert longer.jaxpr["eqn_count"] == report.jaxpr["eqn_count"]
+
+
+def test_while_loop_is_a_while_equation():
+    report = run(grow_until, "f32[3]")
+    assert report.jaxpr["primitives"]["while"] == 1
+    assert report.compiled["ops"].get("while") == 1
+
+
+def test_fori_loop_with_fixed_bounds_becomes_a_loop_not_ten_copies():
+    report = run(fori, "f32[4]")
+    assert report.jaxpr["primitives"]["mul"] == 1
+    assert report.stablehlo["ops"].get("stablehlo.while") == 1
+
+
+def test_nested_jit_is_one_equation_with_its_body_counted():
+    report = run(outer_of_nested, "f32[8]")
+    assert report.jaxpr["primitives"] == {"jit": 1, "sin": 1, "add": 1, "mul": 1}
+    assert report.jaxpr["eqn_count"] == 4
+
+
+def test_custom_jvp_function_keeps_its_custom_rule_equation():
+    report = run(uses_custom_jvp, "f32[8]")
+    assert report.jaxpr["primitives"]["custom_jvp_call"] == 1
+    assert report.jaxpr["primitives"]["log1p"] == 1
+
+
+def test_bf16_function_stays_bf16_through_every_ir():
+    report = run(bf16_layer, "bf16[8,16], bf16[16,4]", runs=2)
+    assert report.ok, report.error
+    assert "bf16[8,4]" in report.jaxpr["text"]
+    assert "bf16" in report.stablehlo["text"]
+    assert "bf16" in report.compiled["text"]
+    assert report.memory["argument_bytes"] == (8 * 16 + 16 * 4) * 2
+
+
+def test_function_returning_a_pytree_has_one_output_per_leaf():
+    report = run(summaries, "f32[5]", runs=2)
+    assert report.ok, report.error
+    outputs = report.jaxpr["text"].strip().splitlines()[-1]
+    assert outputs.count(",") == 4  # five leaves: sum, two parts, min, max
+    assert report.memory["output_bytes"] >= 3 * 4 + 2 * 5 * 4
+
+
+def test_python_float_is_weakly_typed_and_keeps_bf16():
+    weak = run(times, "bf16[4], 2.0")
+    strong = run(times, "bf16[4], f32[]")
+    assert "d:bf16[4] = mul" in weak.jaxpr["text"]  # a Python float does not promote
+    assert "d:f32[4] = mul" in strong.jaxpr["text"]  # an f32[] array does
+
+
+def test_python_int_is_a_weak_dynamic_argument():
+    report = run(times, "i32[3], 3")
+    header = report.jaxpr["text"].splitlines()[0]
+    assert "b:i32[]" in header  # traced, not baked in
+    assert report.jaxpr["primitives"]["mul"] == 1
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def test_runs_zero_compiles_but_never_runs():
+    report = run(elementwise, "f32[16]", runs=0)
+    t = report.timings
+    assert report.ok
+    assert t["compile_s"] > 0
+    assert t["runs"] == 0
+    for key in ("first_call_s", "run_median_s", "run_min_s", "eager_median_s"):
+        assert t[key] is None, key
+    assert report.run is None
+
+
+def test_runs_zero_never_allocates_the_inputs():
+    start = time.perf_counter()
+    report = run(elementwise, "f32[100000,100000]", runs=0)  # 40 GB if it were allocated
+    assert time.perf_counter() - start < 10
+    assert report.ok, report.error
+    assert report.memory["argument_bytes"] == 100_000 * 100_000 * 4
+
+
+def test_runs_time_the_compiled_function_and_the_eager_one():
+    report = run(elementwise, "f32[64,64]", runs=5)
+    t = report.timings
+    assert report.ok
+    assert t["first_call_s"] > 0
+    assert 0 < t["run_min_s"] <= t["run_median_s"]
+    assert 1 <= t["runs"] <= 5
+    assert t["eager_median_s"] > 0
+    assert set(report.run) == {"jit", "eager"}
+    assert len(report.run["jit"]["per_call_s"]) == t["runs"]
+
+
+def test_eager_failure_is_a_warning_not_an_error():
+    report = run(jit_only, "f32[4]", runs=2)
+    assert report.ok, report.error
+    assert report.timings["run_median_s"] > 0
+    assert report.timings["eager_median_s"] is None
+    assert any("eager run failed" in w for w in report.warnings)
+
+
+def test_x64_dtypes_are_analyzed_as_64_bit():
+    report = run(elementwise, "f64[4]")
+    assert report.ok, report.error
+    assert "f64[4]" in report.jaxpr["text"]
+    assert jnp.zeros(1).dtype == jnp.float32  # x64 was switched on for that analysis only
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_trace_failure_keeps_the_trace_timing_and_no_ir():
+    def bad(x):
+        if x > 0:
+            return x
+        return -x
+
+    report = run(bad, "f32[]")
+    check_error_contract(report.to_dict(), "control_flow")
+    assert report.timings["trace_s"] is not None
+    assert report.jaxpr is None and report.compiled is None
+    assert set(SECTION_KEYS["timings"]) <= set(report.timings)
+
+
+def test_analyze_never_raises_for_a_bad_spec():
+    report = run(elementwise, "f32[4")
+    assert check_error_contract(report.to_dict(), "spec_error")["stage"] == "spec"
+
+
+# --------------------------------------------------------------------------- samples
+
+
+def test_elementwise_chain_is_48_stablehlo_ops_but_at_most_two_kernels():
+    report = run_sample(get_sample("elementwise_chain"))
+    assert report.ok, report.error
+    assert report.jaxpr["eqn_count"] == 24
+    assert report.stablehlo["op_count"] >= 48
+    assert report.compiled["kernel_count"] <= 2
+
+
+@pytest.mark.parametrize("sample", sample_params(only=lambda s: not s.expect_error))
+def test_sample_analyzes_cleanly_with_consistent_counts(sample: Sample):
+    report = run_sample(sample).to_dict()
+    check_report_contract(report)
+    assert_counts_consistent(report)
+
+
+@pytest.mark.parametrize("sample", sample_params(only=lambda s: bool(s.expect_error)))
+def test_failing_sample_fails_with_its_expected_kind_on_its_own_line(sample: Sample):
+    error = check_error_contract(run_sample(sample).to_dict(), sample.expect_error)
+    assert error["line"] in function_lines(sample.code, sample.function)
+
+
+def test_sample_runs_and_times_when_runs_are_asked_for():
+    report = run_sample(get_sample("dot_plus_one"), runs=3)
+    assert report.ok, report.error
+    assert report.timings["run_median_s"] > 0
+    assert report.timings["eager_median_s"] > 0

@@ -1,0 +1,320 @@
+"""viz.worker.Worker: user code runs in a child process the caller survives.
+
+Timeouts, crashes and runaway memory each end the request with an error result,
+and the next request starts a fresh child and just works.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from viz.worker import (
+    LESSON_TIMEOUT_S,
+    Worker,
+    WorkerPool,
+    WorkerStatus,
+    available_devices,
+    read_message,
+    worker_env,
+    write_message,
+)
+
+OK_CODE = "def f(x):\n    return x * 2.0\n"
+GIB = 1 << 30
+
+
+def analyze(worker: Worker, code: str, **kwargs):
+    kwargs.setdefault("function", "f")
+    kwargs.setdefault("args", "f32[4]")
+    kwargs.setdefault("runs", 0)
+    return worker.request("analyze", code=code, **kwargs)
+
+
+def assert_next_request_succeeds(worker: Worker) -> None:
+    report = analyze(worker, OK_CODE)
+    assert report["ok"], report["error"]
+    assert report["jaxpr"]["primitives"] == {"mul": 1}
+
+
+@pytest.fixture
+def fresh_worker() -> Iterator[Worker]:
+    """A worker of this test's own, with a 3 s timeout, already started."""
+    w = Worker("cpu", timeout_s=3)
+    assert w.request("ping")["ok"]
+    yield w
+    w.close()
+
+
+@pytest.fixture
+def small_worker() -> Iterator[Worker]:
+    """A worker whose memory ceiling is 1.5 GiB (and a generous timeout)."""
+    w = Worker("cpu", timeout_s=60, memory_limit_bytes=int(1.5 * GIB))
+    yield w
+    w.close()
+
+
+# --------------------------------------------------------------------------- limits
+
+
+def test_infinite_loop_times_out_within_two_seconds_of_the_limit(fresh_worker):
+    code = "def f(x):\n    while True:\n        pass\n"
+    start = time.monotonic()
+    result = analyze(fresh_worker, code)
+    elapsed = time.monotonic() - start
+    assert result["ok"] is False
+    assert result["error"]["kind"] == "timeout"
+    assert "3 s" in result["error"]["message"]
+    assert 3 <= elapsed < 3 + 2
+    assert_next_request_succeeds(fresh_worker)
+
+
+def test_a_request_can_set_its_own_shorter_timeout(fresh_worker):
+    code = "import time\n\n\ndef f(x):\n    time.sleep(30)\n    return x\n"
+    start = time.monotonic()
+    result = analyze(fresh_worker, code, timeout_s=1)
+    assert result["error"]["kind"] == "timeout"
+    assert time.monotonic() - start < 1 + 2
+    assert_next_request_succeeds(fresh_worker)
+
+
+def test_os_exit_in_user_code_is_a_worker_crash(fresh_worker):
+    code = "import os\n\n\ndef f(x):\n    os._exit(1)\n"
+    result = analyze(fresh_worker, code)
+    assert result["ok"] is False
+    assert result["error"]["kind"] == "worker_crash"
+    assert "exit status 1" in result["error"]["message"]
+    assert result["error"]["hint"]
+    assert_next_request_succeeds(fresh_worker)
+
+
+MEMORY_HOGS = {
+    "in_the_function": (
+        "import numpy as np\n\n_kept = []\n\n\n"
+        "def f(x):\n"
+        "    _kept.append(np.ones(3 * 2**30 // 8))  # 3 GiB of float64 ones\n"
+        "    return x\n"
+    ),
+    "at_module_level": (
+        "import numpy as np\n\n"
+        "TABLE = np.ones(3 * 2**30 // 8)  # 3 GiB of float64 ones\n\n\n"
+        "def f(x):\n"
+        "    return x\n"
+    ),
+}
+
+
+@pytest.mark.slow  # touching 1.5 GiB of fresh pages can take seconds on a small VM
+@pytest.mark.parametrize("code", MEMORY_HOGS.values(), ids=MEMORY_HOGS.keys())
+def test_allocating_past_the_memory_ceiling_is_stopped_as_memory(small_worker, code):
+    result = analyze(small_worker, code)
+    assert result["ok"] is False
+    assert result["error"]["kind"] == "memory"
+    assert "1.5 GiB" in result["error"]["message"]
+    assert not small_worker.alive()
+    assert_next_request_succeeds(small_worker)
+
+
+def test_memory_precheck_uses_the_worker_ceiling_and_keeps_the_compile_results(small_worker):
+    # 4 GiB in and 4 GiB out: under the in-process default, over this worker's 1.5 GiB.
+    result = analyze(small_worker, OK_CODE, args="f32[32768,32768]", runs=1)
+    assert result["ok"] is False
+    assert result["error"]["kind"] == "memory"
+    assert result["error"]["stage"] == "run"  # refused before allocating, not killed
+    assert "1.5 GiB" in result["error"]["message"]
+    assert result["compiled"]["kernel_count"] >= 1
+    assert small_worker.alive()
+
+
+def test_cancel_from_another_thread_stops_the_request(fresh_worker):
+    code = "import time\n\n\ndef f(x):\n    time.sleep(30)\n    return x\n"
+    timer = threading.Timer(0.5, fresh_worker.cancel)
+    timer.start()
+    try:
+        result = analyze(fresh_worker, code, timeout_s=20)
+    finally:
+        timer.cancel()
+    assert result["error"]["kind"] == "cancelled"
+    assert_next_request_succeeds(fresh_worker)
+
+
+# --------------------------------------------------------------------------- the protocol
+
+
+def test_user_prints_come_back_as_stdout(worker):
+    code = "print('loading the module')\n\n\ndef f(x):\n    print('tracing f')\n    return x\n"
+    result = analyze(worker, code)
+    assert result["ok"], result["error"]
+    assert "loading the module" in result["stdout"]
+    assert "tracing f" in result["stdout"]
+
+
+def test_raw_writes_to_file_descriptor_1_do_not_corrupt_the_protocol(worker):
+    code = (
+        "import os\n\n\n"
+        "def f(x):\n"
+        "    os.write(1, b'\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x08garbage!')\n"
+        "    return x\n"
+    )
+    result = analyze(worker, code)
+    assert result["ok"], result["error"]
+    assert_next_request_succeeds(worker)
+
+
+def test_results_without_prints_have_no_stdout(worker):
+    assert "stdout" not in analyze(worker, OK_CODE)
+
+
+def test_progress_messages_reach_the_callback(worker):
+    seen = []
+    result = worker.request(
+        "cache_calls",
+        code=OK_CODE,
+        function="f",
+        calls=["f32[2]", "f32[3]", "f32[2]"],
+        on_progress=seen.append,
+    )
+    assert result["ok"]
+    assert seen == [{"done": i, "total": 3} for i in (1, 2, 3)]
+
+
+def test_unknown_op_is_a_bad_request_and_the_worker_keeps_serving(worker):
+    result = worker.request("no_such_op")
+    assert result["ok"] is False
+    assert result["error"]["kind"] == "bad_request"
+    assert worker.request("ping")["ok"]
+
+
+def test_a_handler_bug_is_an_internal_error_and_the_worker_keeps_serving(worker):
+    pid = worker.status().pid
+    result = worker.request("analyze", not_an_argument=1)
+    assert result["error"]["kind"] == "internal_error"
+    assert "not_an_argument" in result["error"]["message"]
+    assert worker.request("ping")["ok"]
+    assert worker.status().pid == pid
+
+
+def test_messages_are_length_prefixed_pickles():
+    import io
+
+    stream = io.BytesIO()
+    write_message(stream, (1, "ping", {"a": [1, 2]}))
+    write_message(stream, "second")
+    stream.seek(0)
+    assert read_message(stream) == (1, "ping", {"a": [1, 2]})
+    assert read_message(stream) == "second"
+    with pytest.raises(EOFError):
+        read_message(stream)
+
+
+# --------------------------------------------------------------------------- devices
+
+
+def test_cpu_worker_has_one_device(worker):
+    result = worker.request("ping")
+    assert result["ok"]
+    assert (result["platform"], result["device_count"]) == ("cpu", 1)
+
+
+def test_cpu8_worker_reports_eight_devices(worker8):
+    result = worker8.request("ping")
+    assert result["device_count"] == 8
+    assert result["devices"] == [f"cpu:{i}" for i in range(8)]
+
+
+def test_cpu8_worker_can_analyze_on_cpu8(worker8):
+    report = analyze(worker8, OK_CODE, device="cpu:8")
+    assert report["ok"], report["error"]
+    assert report["device"] == "cpu:8"
+
+
+def test_worker_env_simulates_n_cpu_devices_before_jax_starts():
+    env = worker_env("cpu:8", 1 << 30)
+    assert env["JAX_PLATFORMS"] == "cpu"
+    assert "--xla_force_host_platform_device_count=8" in env["XLA_FLAGS"]
+    assert env["JITSCOPE_MEMORY_LIMIT_BYTES"] == str(1 << 30)
+    assert "device_count" not in worker_env("cpu", 1 << 30)["XLA_FLAGS"]
+    assert worker_env("gpu", 1 << 30)["JAX_PLATFORMS"] == "cuda"
+
+
+def test_available_devices_always_include_cpu_and_cpu8():
+    assert {"cpu", "cpu:8"} <= set(available_devices())
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def test_status_before_the_first_request_is_not_alive():
+    w = Worker("cpu", memory_limit_bytes=2 * GIB)
+    status = w.status()
+    assert isinstance(status, WorkerStatus)
+    assert (status.alive, status.pid, status.requests, status.generation) == (False, None, 0, 0)
+    assert status.memory_limit_bytes == 2 * GIB
+    assert status.to_dict()["device"] == "cpu"
+
+
+def test_status_of_a_running_worker_counts_requests_and_memory():
+    w = Worker("cpu")
+    try:
+        w.request("ping")
+        w.request("ping")
+        status = w.status()
+        assert status.alive and status.pid is not None
+        assert status.requests == 2
+        assert status.rss_bytes is not None and status.rss_bytes > 0
+        assert status.generation == 1 and status.restarts == 0
+    finally:
+        w.close()
+
+
+def test_restart_replaces_the_child_and_bumps_the_generation():
+    w = Worker("cpu")
+    try:
+        w.request("ping")
+        before = w.status()
+        w.restart()
+        after = w.status()
+        assert after.alive
+        assert after.pid != before.pid
+        assert after.generation == before.generation + 1
+        assert after.restarts == before.restarts + 1
+        assert w.request("ping")["ok"]
+    finally:
+        w.close()
+
+
+def test_a_crash_bumps_the_generation_on_the_next_request(fresh_worker):
+    generation = fresh_worker.status().generation
+    analyze(fresh_worker, "import os\n\n\ndef f(x):\n    os._exit(3)\n")
+    assert not fresh_worker.alive()
+    assert fresh_worker.request("ping")["ok"]
+    assert fresh_worker.status().generation == generation + 1
+
+
+def test_close_stops_the_child_and_a_later_request_starts_one_again():
+    w = Worker("cpu")
+    try:
+        w.request("ping")
+        w.close()
+        assert not w.alive() and w.status().pid is None
+        assert w.request("ping")["ok"]
+        assert w.alive()
+    finally:
+        w.close()
+
+
+def test_pool_gives_one_worker_per_device_and_role():
+    pool = WorkerPool(timeout_s=7)
+    try:
+        main = pool.get("cpu")
+        assert pool.get("cpu") is main
+        assert pool.get("cpu:8") is not main
+        lessons = pool.get("cpu", role="lessons")
+        assert lessons is not main
+        assert (main.timeout_s, lessons.timeout_s) == (7, LESSON_TIMEOUT_S)
+        assert not main.alive()  # nothing starts until the first request
+    finally:
+        pool.close()
