@@ -415,3 +415,13 @@ def test_cli_cache_prints_the_hit_miss_sequence_and_writes_the_cache_json(tmp_pa
         ("x", "shape"),
         ("n", "static_value"),
     ]
+
+
+def test_a_call_that_fails_to_trace_keeps_one_row_per_cache_entry(session):
+    call_all(session, [BEFORE])
+    with pytest.raises(ValueError, match="Incompatible shapes"):
+        session.call("f32[4], f32[3,3], 2, {'a': f32[]}")  # y is not broadcastable
+    assert len(session.table()) == session.jitted._cache_size()
+    session.record_error("f32[4], f32[3,3], 2, {'a': f32[]}", {"kind": "shape_mismatch"})
+    event = session.call(BEFORE)
+    assert event["hit"] and event["call"] == 3  # call numbers stay unique

@@ -169,6 +169,7 @@ if table:
                 "compile": ui.seconds(e["compile_s"]),
                 "created at call": e["created"],
                 "last hit at call": e["last_hit"],
+                "status": "trace failed" if e.get("failed") else "compiled",
             }
             for i, e in enumerate(table)
         ]

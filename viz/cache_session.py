@@ -110,6 +110,7 @@ class Entry:
     created: int  # call number that compiled it
     hits: int = 0
     last_hit: int | None = None
+    failed: bool = False  # tracing failed, yet jit kept a cache entry for the signature
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -149,13 +150,34 @@ class CacheSession:
         dynamic_before = self.jitted._cache_size()
         with compile_events() as events:
             start = time.perf_counter()
-            jax.block_until_ready(self.jitted(*values))
+            try:
+                jax.block_until_ready(self.jitted(*values))
+            except Exception:
+                self._record_failure(signature, dynamic_before)
+                raise
             wall = time.perf_counter() - start
         hit = self.jitted._cache_size() == dynamic_before
         compile_s = 0.0 if hit else compile_seconds(events)
         event = self._record(args, signature, hit, compile_s, wall)
         if fail_on_recompile and not hit and len(self.entries) > 1:
             event["guard"] = "recompiled: the cache grew while the recompile guard was on"
+        return event
+
+    def _record_failure(self, signature: Signature, size_before: int) -> None:
+        """A call that failed can still leave a cache entry; keep one row per entry."""
+        if self.jitted._cache_size() > size_before:
+            self.entries.append(Entry(signature, 0.0, len(self.events) + 1, failed=True))
+
+    def record_error(self, args: str, error: dict[str, Any]) -> dict[str, Any]:
+        """Log a failed call, so call numbers stay unique and the timeline shows it."""
+        event = {
+            "call": len(self.events) + 1,
+            "args": args,
+            "error": error,
+            "cache_size": self.jitted._cache_size(),
+            "time": time.time(),
+        }
+        self.events.append(event)
         return event
 
     def _record(

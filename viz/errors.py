@@ -29,6 +29,9 @@ KINDS = (
     "timeout",
     "memory",
     "worker_crash",
+    "cancelled",  # the user stopped a lesson measurement
+    "bad_request",  # an unknown worker op: a jitscope bug
+    "internal_error",  # a bug in jitscope itself, reported instead of crashing the worker
 )
 
 

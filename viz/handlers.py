@@ -150,7 +150,7 @@ def _call(
         info = ErrorInfo("spec_error", str(exc), "check the args spec", stage="spec")
     except Exception as exc:
         info = classify(exc, "trace", session.fn.__code__.co_filename)
-    return {"call": len(session.events) + 1, "args": args, "error": info.to_dict()}
+    return session.record_error(args, info.to_dict())
 
 
 @register("cache_call")
