@@ -18,8 +18,15 @@ from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def free_port() -> int:
@@ -32,10 +39,25 @@ def one_cold_start(browser) -> float:
     port = free_port()
     start = time.perf_counter()
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         while True:  # the server takes a moment to listen
@@ -65,8 +87,10 @@ def main() -> None:
         times = [one_cold_start(browser) for _ in range(args.runs)]
         browser.close()
     print("cold start (s):", ", ".join(f"{t:.2f}" for t in times))
-    print(f"median {statistics.median(times):.2f} s   target <= 8.0 s   "
-          f"{'OK' if statistics.median(times) <= 8 else 'MISSED'}")
+    print(
+        f"median {statistics.median(times):.2f} s   target <= 8.0 s   "
+        f"{'OK' if statistics.median(times) <= 8 else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

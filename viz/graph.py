@@ -17,6 +17,7 @@ This module imports neither jax nor streamlit.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections import Counter, deque
@@ -27,6 +28,8 @@ from viz.ir.model import Graph, Group, Node, Path, SourceLoc
 
 MAX_NODES = 300
 INPUT_GROUP_MIN = 12  # more top-level inputs (or constants) than this → one box
+HUB_DEGREE = 8  # a drawn node with more neighbours than this does not constrain the layout
+MIN_RUN = 3  # shorter runs of same-source top-level items are not chunked
 FONT = "Helvetica"
 COLOURS = {  # fusion colour classes → fill colours
     "loop": "#cfe3ff",
@@ -144,15 +147,31 @@ def _inside(scope: Path, paths: set[Path]) -> bool:
 
 
 def expand(view: View, path: Path) -> View:
-    """`path` (and every group above it) expanded."""
+    """`path` (and every group above it) expanded.
+
+    A path of the reader's graph also works on a default view that moved it
+    under a synthetic chunk group.
+    """
+    path = _resolve(view.graph, path)
     prefixes = {path[:d] for d in range(1, len(path) + 1)}
     return replace(view, expanded=view.expanded | prefixes)
 
 
 def collapse(view: View, path: Path) -> View:
     """`path` and every group under it collapsed."""
+    path = _resolve(view.graph, path)
     n = len(path)
     return replace(view, expanded=frozenset(p for p in view.expanded if p[:n] != path))
+
+
+def _resolve(graph: Graph, path: Path) -> Path:
+    """`path` as `graph` spells it: possibly under a synthetic top-level group."""
+    if path in graph.groups or not path:
+        return path
+    for top, group in graph.groups.items():
+        if len(top) == 1 and group.attrs.get(SYNTHETIC) and (top[0], *path) in graph.groups:
+            return (top[0], *path)
+    return path
 
 
 def expand_to_depth(graph: Graph, depth: int) -> View:
@@ -163,25 +182,32 @@ def expand_to_depth(graph: Graph, depth: int) -> View:
 def default_view(graph: Graph, max_nodes: int = MAX_NODES) -> View:
     """Groups expanded breadth-first (shallowest, then largest first) within `max_nodes`.
 
-    Many top-level inputs (or constants) are folded into one box, and a top
-    level that alone has more than `max_nodes` members is chunked into runs of
-    consecutive nodes; both are synthetic groups on a copy of the graph (they
-    have no op, so counts do not change).
+    When the graph has more than `max_nodes` nodes, many top-level inputs (or
+    constants) are folded into one box, and a top level that alone has more
+    than `max_nodes` members is chunked into runs of consecutive nodes; both are
+    synthetic groups on a copy of the graph (they have no op, so counts do not
+    change). A graph that fits is shown fully expanded.
     """
     graph = _fold_top_level(graph, max_nodes)
     index = _index(graph)
     visible = len(index.children[()]) + len(index.members[()])
     expanded: set[Path] = set()
-    queue = sorted(index.children[()], key=lambda p: -_size(index, p))
+    order = {path: i for i, path in enumerate(index.children)}
+    queue: list[tuple[int, int, int, Path]] = []
+
+    def push(paths: list[Path]) -> None:
+        for path in paths:
+            heapq.heappush(queue, (len(path), -_size(index, path), order[path], path))
+
+    push(index.children[()])
     while queue:
-        path = queue.pop(0)
+        path = heapq.heappop(queue)[3]
         grow = _size(index, path) - 1
         if visible + grow > max_nodes or _is_folded_leaves(graph, path):
             continue
         visible += grow
         expanded.add(path)
-        queue.extend(index.children[path])
-        queue.sort(key=lambda p: (len(p), -_size(index, p)))
+        push(index.children[path])
     return View(graph, frozenset(expanded))
 
 
@@ -293,7 +319,10 @@ def _edges(graph: Graph, rep: dict[str, str]) -> list[tuple[str, str]]:
 
 
 def neighbourhood(graph: Graph, node_id: str, radius: int = 2) -> View:
-    """The nodes within `radius` edges of `node_id` (either direction), groups on their paths expanded."""
+    """The nodes within `radius` edges (either direction) of `node_id`, highlighted.
+
+    Only those nodes are shown (`focus`), with every group on their paths expanded.
+    """
     adjacent: dict[str, set[str]] = {}
     for edge in graph.edges:
         adjacent.setdefault(edge.src, set()).add(edge.dst)
@@ -323,7 +352,11 @@ _DIMS = re.compile(r"^\[?\d+(?:\s*,\s*\d+)*\]?$")
 
 
 def find(graph: Graph, query: str) -> list[str]:
-    """Ids of nodes matching an op name ('dot'), a shape ('f32[8,128]', '8,128') or a line ('line 12', ':12')."""
+    """Ids of nodes (in graph order) matching the query.
+
+    The query is a source line ('line 12', ':12', 'model.py:12'), a shape
+    ('f32[8,128]', '8,128') or else a substring of the op name or label ('dot').
+    """
     q = query.strip().lower()
     if not q:
         return []
@@ -350,19 +383,24 @@ def _matches(node: Node, q: str) -> bool:
 
 
 def _fold_top_level(graph: Graph, max_nodes: int) -> Graph:
-    """A copy with many top-level inputs/constants boxed and an oversized top level chunked."""
+    """A copy with many top-level inputs/constants boxed and an oversized top level chunked.
+
+    A graph whose every node fits in `max_nodes` is returned as it is.
+    """
+    if len(graph.nodes) <= max_nodes:
+        return graph
     top = [n for n in graph.nodes if not n.scope]
     moves: dict[str, Path] = {}
     new_groups: list[Group] = []
     for kind, name in (("input", "inputs"), ("constant", "constants")):
-        ids = [n.id for n in top if n.kind == kind]
+        ids = [n.id for n in top if _leaf_kind(n) == kind]
         if len(ids) > INPUT_GROUP_MIN:
             path = (_fresh(graph, f"[{name}]"),)
             new_groups.append(_synthetic(path, f"{name} ({len(ids)})", "leaves"))
             moves.update(dict.fromkeys(ids, path))
     items = _top_items(graph, moves)
     if len(items) + len(new_groups) > max_nodes:
-        chunks = _chunks(graph, items, max_nodes)
+        chunks = _chunks(graph, items, max_nodes - len(new_groups))
         for k, (label, members) in enumerate(chunks):
             path = (_fresh(graph, f"[chunk {k + 1}]"),)
             new_groups.append(_synthetic(path, label, "chunk"))
@@ -370,6 +408,11 @@ def _fold_top_level(graph: Graph, max_nodes: int) -> Graph:
     if not moves:
         return graph
     return _regroup(graph, moves, new_groups)
+
+
+def _leaf_kind(node: Node) -> str:
+    """'constant' for constant ops too (`stablehlo.constant`, HLO `constant`)."""
+    return "constant" if node.op.rsplit(".", 1)[-1] == "constant" else node.kind
 
 
 def _fresh(graph: Graph, name: str) -> str:
@@ -395,7 +438,12 @@ def _top_items(graph: Graph, moved: dict[str, Path]) -> list[str]:
 
 
 def _chunks(graph: Graph, items: list[str], max_nodes: int) -> list[tuple[str, list[str]]]:
-    """Runs of consecutive items with the same source key, split to a bounded size."""
+    """Runs of consecutive items with the same source key, at most max_nodes // 2 in all.
+
+    Runs shorter than MIN_RUN stay at top level and long runs are split into
+    pieces of at most max_nodes // 4 items; when that still leaves more than
+    max_nodes // 2 top-level entries, fixed-size chunks of all items are used.
+    """
     info = _item_info(graph)
     runs: list[tuple[str, list[str]]] = []
     for item in items:
@@ -404,17 +452,18 @@ def _chunks(graph: Graph, items: list[str], max_nodes: int) -> list[tuple[str, l
             runs[-1][1].append(item)
         else:
             runs.append((key, [item]))
-    budget = max(2, max_nodes // 3)
-    if len(runs) > budget:
-        size = math.ceil(len(items) / budget)
-        runs = [("", items[i : i + size]) for i in range(0, len(items), size)]
-    cap = max(2, max_nodes // 2)
-    out = []
-    for key, members in runs:
-        for i in range(0, len(members), cap):
-            part = members[i : i + cap]
-            out.append((_chunk_label(key, part, info), part))
-    return out
+    target, cap = max(2, max_nodes // 2), max(MIN_RUN, max_nodes // 4)
+    pieces = [
+        (key, members[i : i + cap])
+        for key, members in runs
+        if len(members) >= MIN_RUN
+        for i in range(0, len(members), cap)
+    ]
+    loose = len(items) - sum(len(m) for _, m in pieces)
+    if len(pieces) + loose > target:
+        size = math.ceil(len(items) / target)
+        pieces = [("", items[i : i + size]) for i in range(0, len(items), size)]
+    return [(_chunk_label(key, members, info), members) for key, members in pieces]
 
 
 def _item_info(graph: Graph) -> dict[str, tuple[str, set[int]]]:
@@ -472,14 +521,24 @@ def to_dot(view: View, title: str = "") -> str:
         f'  edge [fontname="{FONT}", fontsize=8, color="#8a8a8a", arrowsize=0.6];',
     ]
     lines.extend(_clusters(view, items))
-    folded = {_group_id(p) for p in view.graph.groups if _is_folded_leaves(view.graph, p)}
+    hubs = _hubs(edges)
     for a, b in edges:
-        # Fan-out from a folded inputs box does not constrain ranks: dot stacks
-        # clusters side by side when one node feeds them all.
-        style = ' [constraint=false, color="#c8c8c8"]' if a in folded else ""
+        # Edges of a hub (the inputs box, a mask used by every layer) do not
+        # constrain ranks: dot lays clusters side by side when one node feeds
+        # (or is fed by) them all.
+        style = ' [constraint=false, color="#cfcfcf"]' if a in hubs or b in hubs else ""
         lines.append(f"  {_q(a)} -> {_q(b)}{style};")
     lines.append("}")
     return "\n".join(lines)
+
+
+def _hubs(edges: list[tuple[str, str]]) -> set[str]:
+    """Ids with more than HUB_DEGREE distinct neighbours."""
+    degree: Counter[str] = Counter()
+    for a, b in edges:
+        degree[a] += 1
+        degree[b] += 1
+    return {k for k, n in degree.items() if n > HUB_DEGREE}
 
 
 def _clusters(view: View, items: list[VisibleNode]) -> list[str]:

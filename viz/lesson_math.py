@@ -29,6 +29,12 @@ def unroll_break_even(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         extra = unrolled["total_s"] - scan["total_s"]
         saved = scan["run_s"] - unrolled["run_s"]
         calls = None if saved <= 0 else max(extra, 0.0) / saved
-        verdicts.append({"n": n, "extra_compile_s": extra, "saved_per_call_s": saved,
-                         "pays_off_after_calls": calls})
+        verdicts.append(
+            {
+                "n": n,
+                "extra_compile_s": extra,
+                "saved_per_call_s": saved,
+                "pays_off_after_calls": calls,
+            }
+        )
     return verdicts

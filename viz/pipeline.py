@@ -11,6 +11,7 @@ import contextlib
 import inspect
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -146,12 +147,10 @@ def _normalise_memory(raw: Any) -> dict[str, int | None]:
     return {key: getattr(raw, attr, None) for key, attr in fields.items()}
 
 
-def _ir_summary(graph: model.Graph, count_key: str, hist_key: str) -> dict[str, Any]:
-    hist = model.op_histogram(graph)
-    return {count_key: sum(hist.values()), hist_key: hist}
-
-
 def _block(out: Any) -> Any:
+    """Wait for the result (the common single-array case without a pytree walk)."""
+    if isinstance(out, jax.Array):
+        return out.block_until_ready()
     return jax.block_until_ready(out)
 
 
@@ -238,50 +237,53 @@ def _compile_and_run(
     nums = static_argnums(fn, static)
     jitted = jax.jit(fn, static_argnums=nums)
     abstract = abstract_args(items)
+    names = param_names(fn, len(items))
     with compile_events() as events:
         traced = stage("trace", lambda: jitted.trace(*abstract))
         lowered = stage("lower", traced.lower)
-        compiled = stage("compile", lowered.compile)
+        # XLA compiles without holding the GIL: read the first two IRs meanwhile, so
+        # jitscope adds little to the wall time, and a compile error keeps them.
+        with ThreadPoolExecutor(1) as background:
+            pending = background.submit(stage, "compile", lowered.compile)
+            _read_ir(
+                report, "jaxpr", lambda: str(traced.jaxpr), lambda: read_jaxpr(traced.jaxpr, names)
+            )
+            _read_ir(
+                report,
+                "stablehlo",
+                lowered.as_text,
+                lambda: read_stablehlo(lowered.compiler_ir("stablehlo")),
+            )
+            compiled = pending.result()
     report.compile_events = event_totals(events)
-    names = param_names(fn, len(items))
-    _read_irs(report, traced, lowered, compiled, names)
+    _read_ir(report, "compiled", compiled.as_text, lambda: read_hlo(compiled))
     report.cost = _normalise_cost(compiled.cost_analysis())
     report.memory = _normalise_memory(compiled.memory_analysis())
     if runs > 0:
         _check_memory(report, items, memory_limit)
-        _time_runs(report, fn, compiled, items, nums, runs, stage, budget_s)
+        _time_runs(report, fn, jitted, items, runs, stage, budget_s)
 
 
-def _read_irs(report: Report, traced: Any, lowered: Any, compiled: Any, names: list[str]) -> None:
-    readers = {
-        "jaxpr": lambda: read_jaxpr(traced.jaxpr, names),
-        "stablehlo": lambda: read_stablehlo(lowered.compiler_ir("stablehlo")),
-        "compiled": lambda: read_hlo(compiled),
-    }
-    texts = {
-        "jaxpr": lambda: str(traced.jaxpr),
-        "stablehlo": lowered.as_text,
-        "compiled": compiled.as_text,
-    }
-    for ir, read in readers.items():
-        section: dict[str, Any] = {"text": texts[ir]() or ""}
-        try:
-            graph = read()
-        except Exception as exc:  # a reader bug must not hide the other results
-            report.warnings.append(f"could not read the {ir} graph: {type(exc).__name__}: {exc}")
-            setattr(report, ir, section)
-            continue
-        if ir == "jaxpr":
-            section.update(_ir_summary(graph, "eqn_count", "primitives"))
-        else:
-            section.update(_ir_summary(graph, "op_count", "ops"))
-        if ir == "compiled":
-            section["fusion_count"] = fusion_count(graph)
-            section["kernel_count"] = kernel_count(graph)
-            report.kernels = kernels(graph)
-        setattr(report, ir, section)
-        report.graphs[ir] = graph_views.summary(graph)
-        report.graph_models[ir] = graph.to_dict()
+def _read_ir(
+    report: Report, ir: str, text: Callable[[], str], read: Callable[[], model.Graph]
+) -> None:
+    """One IR's text, graph, counts and default view into the report."""
+    section: dict[str, Any] = {"text": text() or ""}
+    setattr(report, ir, section)
+    try:
+        graph = read()
+    except Exception as exc:  # a reader bug must not hide the other results
+        report.warnings.append(f"could not read the {ir} graph: {type(exc).__name__}: {exc}")
+        return
+    hist = model.op_histogram(graph)
+    count_key, hist_key = ("eqn_count", "primitives") if ir == "jaxpr" else ("op_count", "ops")
+    section.update({count_key: sum(hist.values()), hist_key: hist})
+    if ir == "compiled":
+        section["fusion_count"] = fusion_count(graph)
+        section["kernel_count"] = kernel_count(graph)
+        report.kernels = kernels(graph)
+    report.graphs[ir] = graph_views.summary(graph)
+    report.graph_models[ir] = graph
 
 
 def _check_memory(report: Report, items: list[Any], limit: int) -> None:
@@ -305,18 +307,18 @@ def _check_memory(report: Report, items: list[Any], limit: int) -> None:
 def _time_runs(
     report: Report,
     fn: Callable,
-    compiled: Any,
+    jitted: Any,
     items: list[Any],
-    nums: tuple[int, ...],
     runs: int,
     stage: _Stage,
     budget_s: float,
 ) -> None:
+    """Time the jitted function the way users call it. Its first call finds the
+    executable compiled above in JAX's compilation cache, so nothing compiles twice."""
     values = concrete_args(items)
-    dynamic = [v for i, v in enumerate(values) if i not in nums]
     stats = stage(
         "run",
-        lambda: time_calls(lambda: compiled(*dynamic), _block, max_samples=runs, budget_s=budget_s),
+        lambda: time_calls(lambda: jitted(*values), _block, max_samples=runs, budget_s=budget_s),
     )
     report.timings.update(
         first_call_s=stats.first_call_s,

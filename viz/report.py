@@ -6,7 +6,7 @@ imports jax, so the app can read reports that came from the worker.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 # What each count counts; shown in the app and written into every report.
@@ -54,12 +54,16 @@ class Report:
     compile_events: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     count_definitions: dict[str, str] = field(default_factory=lambda: dict(COUNT_DEFINITIONS))
-    graph_models: dict[str, Any] = field(default_factory=dict)  # full graphs, for the app
+    graph_models: dict[str, Any] = field(default_factory=dict)  # full Graphs, for the app
 
     def to_dict(self, include_models: bool = False) -> dict[str, Any]:
-        data = asdict(self)
-        if not include_models:
-            data.pop("graph_models")
+        """Plain data (shallow: the sections are already plain dicts and lists)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        models = data.pop("graph_models")
+        if include_models:
+            data["graph_models"] = {
+                ir: g.to_dict() if hasattr(g, "to_dict") else g for ir, g in models.items()
+            }
         return data
 
     @classmethod

@@ -7,6 +7,7 @@ timer noise. `number` is picked so one sample lasts about `sample_s`.
 
 from __future__ import annotations
 
+import gc
 import math
 import statistics
 import time
@@ -52,13 +53,19 @@ def time_calls(
     number = max(1, int(sample_s / max(warm, 1e-7)))
     deadline = time.perf_counter() + max(budget_s - first - warm, 0.0)
     per_call: list[float] = []
-    while len(per_call) < max(1, max_samples):
-        start = time.perf_counter()
-        for _ in range(number):
-            block(call())
-        per_call.append((time.perf_counter() - start) / number)
-        if time.perf_counter() > deadline:
-            break
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # as timeit does: a collection mid-sample is not the function's time
+    try:
+        while len(per_call) < max(1, max_samples):
+            start = time.perf_counter()
+            for _ in range(number):
+                block(call())
+            per_call.append((time.perf_counter() - start) / number)
+            if time.perf_counter() > deadline:
+                break
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     return RunStats(
         first_call_s=first,
         median_s=statistics.median(per_call),

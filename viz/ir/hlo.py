@@ -76,7 +76,7 @@ COLOUR_CLASSES = ("loop", "input", "output", "custom", "collective", "dot")
 
 _PRED = re.compile(r"\bpred\[")
 _SIGNED = re.compile(r"\bs(\d+)\[")
-_INDEX = re.compile(r"(\d+)\)")
+_INDEX = re.compile(r"^(\d+)\)")
 _TARGET = re.compile(r'\bcustom_call_target="([^"]*)"')
 _LAYOUT = re.compile(r"\{[^{}]*\}|/\*[^*]*\*/")
 _OPCODE = re.compile(r"\s*([\w\-]+)\(")
@@ -92,6 +92,7 @@ _SRC_LINE = re.compile(r"\bsource_line=(\d+)")
 _ENTRY = re.compile(r"^ENTRY %?([^\s(]+)", re.M)
 _TABLE_ROW = re.compile(r'^(\d+) (?:"((?:[^"\\]|\\.)*)"|\{([^}]*)\})$')
 
+_EMPTY_TRANSFORM = re.compile(r"(?:[\w.-]+\()+\)+")  # `jvp()`, `transpose(jvp())`
 Producers = tuple[tuple[str, ...], str]
 
 
@@ -107,7 +108,6 @@ class _Inst:
     kind: str
     op_name: str
     source: SourceLoc | None
-    is_root: bool
     index: int  # parameter number, for 'parameter'
     target: str  # custom_call_target, for 'custom-call'
 
@@ -116,6 +116,7 @@ class _Inst:
 class _Reader:
     comps: dict[str, Any]
     frames: dict[int, SourceLoc]
+    roots: dict[str, str]  # computation name → its ROOT instruction's name
     graph: Graph = field(default_factory=lambda: Graph("compiled"))
     ids: set[str] = field(default_factory=set)
 
@@ -145,7 +146,7 @@ def _read_module(module: Any, graph: Graph) -> None:
         entry = next((c for n, c in comps.items() if n.startswith("main")), None)
     if entry is None:
         return
-    reader = _Reader(comps, parse_stack_frames(text), graph)
+    reader = _Reader(comps, parse_stack_frames(text), computation_roots(text), graph)
     reader.ids.update(n.id for n in graph.nodes)
     root, _ = _read_comp(reader, entry, (), None)
     out = Node(reader.new_id("out"), "output", "out", root[1], kind="output")
@@ -187,6 +188,21 @@ def _resolve_frames(tables: dict[str, dict[int, str]]) -> dict[int, SourceLoc]:
     return frames
 
 
+def computation_roots(text: str) -> dict[str, str]:
+    """computation name → ROOT instruction name, from a module's text.
+
+    (An instruction's own `to_string()` does not say whether it is the root.)
+    """
+    roots: dict[str, str] = {}
+    current = ""
+    for line in text.splitlines():
+        if line.startswith(("%", "ENTRY %")):
+            current = line.removeprefix("ENTRY ").split(" ", 1)[0].lstrip("%")
+        elif current and line.startswith("  ROOT %"):
+            roots.setdefault(current, line[8:].split(" ", 1)[0])
+    return roots
+
+
 def _fields(raw: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in raw.split() if "=" in part)
 
@@ -194,7 +210,6 @@ def _fields(raw: str) -> dict[str, str]:
 def _parse(inst: Any, frames: dict[int, SourceLoc]) -> _Inst:
     """Parse one instruction's text line: `[ROOT] %name = TYPE opcode(...), attrs`."""
     line = inst.to_string()
-    is_root = line.startswith("ROOT ")
     start = line.index(" = ") + 3
     end = _type_end(line, start)
     match = _OPCODE.match(line, end)
@@ -207,13 +222,17 @@ def _parse(inst: Any, frames: dict[int, SourceLoc]) -> _Inst:
         render_type(line[start:end]),
         [o.name for o in inst.operands()],
         _called(rest),
-        (_KIND.search(rest) or [None, ""])[1],
+        _first(_KIND, rest),
         op_name.group(1) if op_name else "",
         _source(rest, frames),
-        is_root,
-        int(_INDEX.match(rest)[1]) if opcode == "parameter" and _INDEX.match(rest) else 0,
-        (_TARGET.search(rest) or [None, ""])[1] if opcode == "custom-call" else "",
+        int(_first(_INDEX, rest) or 0) if opcode == "parameter" else 0,
+        _first(_TARGET, rest) if opcode == "custom-call" else "",
     )
+
+
+def _first(pattern: re.Pattern[str], text: str) -> str:
+    match = pattern.search(text)
+    return match.group(1) if match else ""
 
 
 def _type_end(line: str, start: int) -> int:
@@ -261,7 +280,7 @@ def render_type(text: str) -> str:
 
 def name_scope(op_name: str) -> str:
     """`jit(f)/layer0/attention/dot_general` → `layer0/attention`."""
-    parts = [p for p in op_name.split("/") if p]
+    parts = [p for p in op_name.split("/") if p and not _EMPTY_TRANSFORM.fullmatch(p)]
     if parts and parts[0].startswith(("jit(", "pjit(")):
         parts = parts[1:]
     return "/".join(parts[:-1])
@@ -275,7 +294,9 @@ def _read_comp(
     `params`: the producers bound to its parameters (None for ENTRY, whose
     parameters become input nodes).
     """
-    insts = _topological([_parse(i, reader.frames) for i in comp.instructions()])
+    raw = comp.instructions()
+    insts = _topological([_parse(i, reader.frames) for i in raw])
+    root_name = reader.roots.get(comp.name) or _userless(raw)
     env: dict[str, Producers] = {}
     root: Producers = ((), "")
     for inst in insts:
@@ -285,9 +306,15 @@ def _read_comp(
             env[inst.name] = params[index] if index < len(params) else ((), inst.type)
         else:
             env[inst.name] = _read_inst(reader, inst, operands, path)
-        if inst.is_root:
+        if inst.name == root_name:
             root = env[inst.name]
     return root, insts
+
+
+def _userless(instructions: list[Any]) -> str:
+    """Fallback root: the last instruction nothing in the computation uses."""
+    names = [i.name for i in instructions if not i.users()]
+    return names[-1] if names else ""
 
 
 def _topological(insts: list[_Inst]) -> list[_Inst]:
@@ -353,7 +380,8 @@ def _read_control(reader: _Reader, inst: _Inst, operands: list[Producers], path:
     """while / conditional / call: a group with one sub-group per called computation."""
     kind = {"while": "loop", "conditional": "branch", "call": "call"}[inst.opcode]
     group = (*path, reader.new_id(inst.name))
-    reader.graph.add_group(group, kind, inst.opcode, label=f"{inst.opcode} {inst.name}")
+    label = inst.name if inst.name.startswith(inst.opcode) else f"{inst.opcode} {inst.name}"
+    reader.graph.add_group(group, kind, inst.opcode, label=label)
     if inst.op_name:
         reader.graph.groups[group].attrs = {"op_name": inst.op_name}
     results: list[Producers] = []

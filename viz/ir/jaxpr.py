@@ -19,6 +19,7 @@ across group boundaries.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,8 @@ from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, register_scopes
 # whose params hold a jaxpr becomes a 'call' group.
 LOOP_PRIMITIVES = frozenset({"scan", "while"})
 BRANCH_PRIMITIVES = frozenset({"cond"})
+
+_EMPTY_TRANSFORM = re.compile(r"(?:[\w.-]+\()+\)+")  # `jvp()`, `transpose(jvp())`
 
 # A value's producers (node ids; several for a value merged from cond branches)
 # and its type string.
@@ -133,9 +136,8 @@ def _read_container(
     for (label, sub), inputs in zip(subs, bindings, strict=True):
         sub_path = group
         if len(subs) > 1:
-            sub_path = reader.graph.add_group((*group, label), "region", label=label)
-            if name in BRANCH_PRIMITIVES:
-                reader.graph.groups[sub_path].kind = "branch"
+            kind = "branch" if name in BRANCH_PRIMITIVES else "region"
+            sub_path = reader.graph.add_group((*group, label), kind, label=label)
         results.append(_read_sub(reader, sub, inputs, sub_path, source))
     return _bind_outputs(eqn, subs, results)
 
@@ -217,9 +219,18 @@ def _container_label(eqn: Any) -> str:
     if name == "scan" and "length" in params:
         return f"scan ×{params['length']}"
     fn = params.get("name")
-    if isinstance(fn, str) and fn:
-        return f"{name}: {fn}"
-    return name
+    if not (isinstance(fn, str) and fn) and name not in LOOP_PRIMITIVES | BRANCH_PRIMITIVES:
+        fn = _func_name(_sub_jaxprs(params))
+    return f"{name}: {fn}" if fn else name
+
+
+def _func_name(subs: list[tuple[str, Any]]) -> str:
+    """The traced function's name, from a single sub-jaxpr's debug info."""
+    if len(subs) != 1:
+        return ""
+    info = getattr(_unclose(subs[0][1])[0], "debug_info", None)
+    name = getattr(info, "func_name", "") or ""
+    return "" if name.startswith("<") else name
 
 
 def _unique_path(graph: Graph, scope: Path, label: str) -> Path:
@@ -231,8 +242,10 @@ def _unique_path(graph: Graph, scope: Path, label: str) -> Path:
 
 
 def _name_scopes(eqn: Any) -> Path:
+    """Name-stack scopes, outermost first; transforms wrap them (`jvp(layer0)`),
+    and a transform around no scope (`jvp()`) is dropped."""
     stack = str(eqn.source_info.name_stack)
-    return tuple(part for part in stack.split("/") if part) if stack else ()
+    return tuple(p for p in stack.split("/") if p and not _EMPTY_TRANSFORM.fullmatch(p))
 
 
 def _source(eqn: Any) -> SourceLoc | None:

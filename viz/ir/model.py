@@ -14,7 +14,7 @@ plain dicts (`to_dict`) and are rebuilt in the app (`from_dict`).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 Path = tuple[str, ...]
@@ -97,11 +97,13 @@ class Graph:
         return {n.id: n for n in self.nodes}
 
     def to_dict(self) -> dict[str, Any]:
+        # shallow on purpose: every field is immutable text, so asdict's deep copy of
+        # ~10k nodes would only cost time
         return {
             "ir": self.ir,
-            "nodes": [asdict(n) for n in self.nodes],
-            "edges": [asdict(e) for e in self.edges],
-            "groups": [asdict(g) for g in self.groups.values()],
+            "nodes": [_shallow(n) | {"source": _shallow(n.source)} for n in self.nodes],
+            "edges": [_shallow(e) for e in self.edges],
+            "groups": [_shallow(g) for g in self.groups.values()],
         }
 
     @classmethod
@@ -125,12 +127,19 @@ class Graph:
         return cls(data["ir"], nodes, [Edge(**e) for e in data["edges"]], groups)
 
 
-def opaque_paths(graph: Graph) -> list[Path]:
-    return [p for p, g in graph.groups.items() if g.opaque]
+def _shallow(item: Any) -> Any:
+    if item is None:
+        return None
+    return {f.name: getattr(item, f.name) for f in fields(item)}
 
 
-def _inside(scope: Path, containers: list[Path]) -> bool:
-    return any(scope[: len(c)] == c for c in containers)
+def opaque_paths(graph: Graph) -> set[Path]:
+    return {p for p, g in graph.groups.items() if g.opaque}
+
+
+def _inside(scope: Path, containers: set[Path]) -> bool:
+    """Whether `scope` is one of `containers` or lies below one."""
+    return any(scope[:depth] in containers for depth in range(1, len(scope) + 1))
 
 
 def op_histogram(graph: Graph) -> dict[str, int]:

@@ -7,8 +7,9 @@ function of the module, each function counted once however often it is called
 (so the counts match the module text), constants included; `func.func` itself
 and region terminators (`func.return`, `stablehlo.return`) are not ops. An op
 that owns regions (`stablehlo.while`, `case`, `if`, `reduce`, `sort`, ...) is
-one group (kind 'region', op = its name) holding its regions' ops, and is
-counted once. Ops of other dialects that jax emits (`sdy.*`, `chlo.*`) count
+one group (op = its name; kind 'loop' for while, 'branch' for case/if, else
+'region') holding its regions' ops (one sub-group per region when there are
+several), and is counted once. Ops of other dialects that jax emits (`sdy.*`, `chlo.*`) count
 like any other; module-level ops (`sdy.mesh`) are skipped.
 
 Calls (`func.call` to the private functions jax emits for inner jits,
@@ -38,6 +39,7 @@ from jaxlib.mlir import ir
 from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, register_scopes
 
 TERMINATORS = frozenset({"func.return", "stablehlo.return"})
+REGION_KINDS = {"stablehlo.while": "loop", "stablehlo.case": "branch", "stablehlo.if": "branch"}
 _LINK = "\x00call:"  # producer id standing for "the callers of this shared function"
 
 _DTYPES = {
@@ -56,6 +58,7 @@ _DTYPES = {
 _TENSOR = re.compile(r"tensor<(?:([^<>]*?)x)?([^x<>]+(?:<[^<>]*>)?)>")
 
 # A value's producers: node ids (several when merged from regions) and its type.
+_EMPTY_TRANSFORM = re.compile(r"(?:[\w.-]+\()+\)+")  # `jvp()`, `transpose(jvp())`
 Producers = tuple[tuple[str, ...], str]
 
 
@@ -201,7 +204,8 @@ def _read_region_op(
     """An op with regions: a group holding each region's ops."""
     name = operation.name
     group = _unique_path(reader.graph, scope, _short(name))
-    reader.graph.add_group(group, "region", name, label=_short(name))
+    kind = REGION_KINDS.get(name, "region")
+    reader.graph.add_group(group, kind, name, label=_short(name))
     operands = [_lookup(reader, v) for v in operation.operands]
     regions = list(operation.regions)
     returns = []
@@ -288,7 +292,7 @@ def _unique_path(graph: Graph, scope: Path, label: str) -> Path:
 
 def _name_parts(name: str) -> Path:
     """`jit(f)/layer0/attn/add` → ('layer0', 'attn', 'add'): drop the jit(...) root."""
-    parts = tuple(p for p in name.split("/") if p)
+    parts = tuple(p for p in name.split("/") if p and not _EMPTY_TRANSFORM.fullmatch(p))
     if parts and parts[0].startswith(("jit(", "pjit(")):
         return parts[1:]
     return parts

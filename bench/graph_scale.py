@@ -1,0 +1,139 @@
+"""How fast the IR readers and the default graph view are on a big program.
+
+Builds a 24-layer transformer forward pass (d_model 256, 4 heads, MLP 1024,
+seq 128, batch 2, each layer under `jax.named_scope(f"layer{i}")` with nested
+'attention' / 'mlp' scopes), traces, lowers and compiles it (not timed), then
+for each IR times reading it into the graph model plus building the default
+view's DOT, and prints the node counts.
+
+Target: each IR ≤ 1.0 s and ≤ 300 visible nodes.
+
+    python bench/graph_scale.py
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from viz import graph as G  # noqa: E402
+from viz.ir.hlo import kernel_count, read_hlo  # noqa: E402
+from viz.ir.jaxpr import read_jaxpr  # noqa: E402
+from viz.ir.model import op_histogram  # noqa: E402
+from viz.ir.stablehlo import read_stablehlo  # noqa: E402
+
+TARGET_S = 1.0
+TARGET_VISIBLE = 300
+N_LAYERS, D_MODEL, N_HEADS, D_MLP, SEQ, BATCH = 24, 256, 4, 1024, 128, 2
+SAMPLE = ROOT / "samples" / "transformer_24.py"
+
+
+def load_model() -> tuple[Callable[..., Any], Any]:
+    """(forward, params): samples/transformer_24.py when present, else the one below."""
+    if SAMPLE.exists():
+        spec = importlib.util.spec_from_file_location("transformer_24", SAMPLE)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.forward, module.params
+    return forward, init_params()
+
+
+def init_params(seed: int = 0) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+
+    def dense(n_in: int, n_out: int) -> jax.Array:
+        return jnp.asarray(rng.standard_normal((n_in, n_out), np.float32) / np.sqrt(n_in))
+
+    def norm() -> dict[str, jax.Array]:
+        return {"scale": jnp.ones(D_MODEL), "bias": jnp.zeros(D_MODEL)}
+
+    layer = lambda: {  # noqa: E731
+        "ln1": norm(),
+        "w_qkv": dense(D_MODEL, 3 * D_MODEL),
+        "w_out": dense(D_MODEL, D_MODEL),
+        "ln2": norm(),
+        "w_up": dense(D_MODEL, D_MLP),
+        "w_down": dense(D_MLP, D_MODEL),
+    }
+    return {"layers": [layer() for _ in range(N_LAYERS)], "ln_final": norm()}
+
+
+def layernorm(p: dict[str, jax.Array], x: jax.Array) -> jax.Array:
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p["scale"] + p["bias"]
+
+
+def attention(p: dict[str, jax.Array], x: jax.Array) -> jax.Array:
+    b, s, d = x.shape
+    q, k, v = jnp.split(x @ p["w_qkv"], 3, axis=-1)
+    q, k, v = (t.reshape(b, s, N_HEADS, d // N_HEADS).transpose(0, 2, 1, 3) for t in (q, k, v))
+    scores = jnp.einsum("bhqd,bhkd->bhqk", q, k) / jnp.sqrt(d // N_HEADS)
+    scores = jnp.where(jnp.tril(jnp.ones((s, s), bool)), scores, -jnp.inf)
+    out = jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(scores, -1), v)
+    return out.transpose(0, 2, 1, 3).reshape(b, s, d) @ p["w_out"]
+
+
+def forward(params: dict[str, Any], x: jax.Array) -> jax.Array:
+    for i, layer in enumerate(params["layers"]):
+        with jax.named_scope(f"layer{i}"):
+            with jax.named_scope("attention"):
+                x = x + attention(layer, layernorm(layer["ln1"], x))
+            with jax.named_scope("mlp"):
+                x = x + jax.nn.gelu(layernorm(layer["ln2"], x) @ layer["w_up"]) @ layer["w_down"]
+    return layernorm(params["ln_final"], x)
+
+
+def measure(
+    name: str, read: Callable[[Any], Any], ir: Any, extra: Callable[[Any], str] | None = None
+) -> bool:
+    start = time.perf_counter()
+    graph = read(ir)
+    summary = G.summary(graph)
+    seconds = time.perf_counter() - start
+    ops = sum(op_histogram(graph).values())
+    ok = seconds <= TARGET_S and summary["visible_nodes"] <= TARGET_VISIBLE
+    print(
+        f"{name:<10} {seconds:6.3f} s   total nodes {summary['total_nodes']:5d}   "
+        f"visible {summary['visible_nodes']:3d}   ops {ops:5d}   dot {len(summary['dot']):6d} chars"
+        f"{extra(graph) if extra else ''}   {'ok' if ok else 'OVER TARGET'}"
+    )
+    return ok
+
+
+def main() -> int:
+    fn, params = load_model()
+    x = jax.ShapeDtypeStruct((BATCH, SEQ, D_MODEL), jnp.float32)
+    start = time.perf_counter()
+    traced = jax.jit(fn).trace(params, x)
+    lowered = traced.lower()
+    compiled = lowered.compile()
+    module = lowered.compiler_ir("stablehlo")
+    hlo_lines = len(compiled.as_text().splitlines())
+    print(
+        f"model: {N_LAYERS} layers, d_model {D_MODEL}; trace+lower+compile "
+        f"{time.perf_counter() - start:.1f} s (not timed below); "
+        f"{len(traced.jaxpr.eqns)} top-level eqns, {hlo_lines} lines of optimized HLO"
+    )
+    print(f"target: ≤ {TARGET_S} s per IR (read + default-view DOT), ≤ {TARGET_VISIBLE} visible")
+    results = [
+        measure("jaxpr", read_jaxpr, traced.jaxpr),
+        measure("stablehlo", read_stablehlo, module),
+        measure("compiled", read_hlo, compiled, lambda g: f"   kernels {kernel_count(g)}"),
+    ]
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

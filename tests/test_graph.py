@@ -1,0 +1,268 @@
+"""Graph views: collapse/expand, default view, search, neighbourhood, DOT."""
+
+from __future__ import annotations
+
+import inspect
+import random
+import shutil
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from viz import graph as G
+from viz.ir.hlo import read_hlo
+from viz.ir.jaxpr import read_jaxpr
+from viz.ir.model import Graph, op_histogram
+from viz.ir.stablehlo import read_stablehlo
+
+D, SEQ, LAYERS = 32, 8, 4
+
+
+def layernorm(x):
+    mean = x.mean(-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(((x - mean) ** 2).mean(-1, keepdims=True) + 1e-5)
+
+
+def tiny_transformer(params, x):
+    for i, p in enumerate(params):
+        with jax.named_scope(f"layer{i}"):
+            with jax.named_scope("attention"):
+                h = layernorm(x)
+                scores = jax.nn.softmax(h @ p["wq"] @ (h @ p["wk"]).T / D**0.5)
+                x = x + scores @ (h @ p["wv"])
+            with jax.named_scope("mlp"):
+                x = x + jax.nn.gelu(layernorm(x) @ p["up"]) @ p["down"]
+    return layernorm(x)
+
+
+DOT_LINE = inspect.getsourcelines(tiny_transformer)[1] + 5  # the `scores = ...` line
+
+
+def flat(x):
+    for _ in range(150):  # 300+ top-level ops, no scopes
+        x = jnp.sin(x) * 1.01
+    return x
+
+
+def make_params():
+    keys = jax.random.split(jax.random.key(0), LAYERS * 5)
+    shapes = {"wq": (D, D), "wk": (D, D), "wv": (D, D), "up": (D, 4 * D), "down": (4 * D, D)}
+    return [
+        {
+            name: jax.random.normal(keys[5 * i + j], shape)
+            for j, (name, shape) in enumerate(shapes.items())
+        }
+        for i in range(LAYERS)
+    ]
+
+
+def read_all(fn, *args) -> list[Graph]:
+    traced = jax.jit(fn).trace(*args)
+    lowered = traced.lower()
+    return [
+        read_jaxpr(traced.jaxpr),
+        read_stablehlo(lowered.compiler_ir("stablehlo")),
+        read_hlo(lowered.compile()),
+    ]
+
+
+@pytest.fixture(scope="module")
+def model_graphs() -> list[Graph]:
+    return read_all(tiny_transformer, make_params(), jnp.ones((SEQ, D)))
+
+
+@pytest.fixture(scope="module")
+def flat_graphs() -> list[Graph]:
+    return read_all(flat, jnp.ones((SEQ, D)))
+
+
+# ------------------------------------------------------------ invariants
+
+
+def representative(view: G.View, items: list[G.VisibleNode], node) -> str:
+    """The visible item standing for `node`: itself, or a collapsed group holding it."""
+    holders = [
+        i.id
+        for i in items
+        if i.id == node.id or (i.kind == "group" and node.scope[: len(i.path)] == i.path)
+    ]
+    assert len(holders) == 1, (node.id, holders)
+    return holders[0]
+
+
+def assert_no_edge_lost(view: G.View) -> None:
+    items, edges = G.visible(view)
+    rep = {n.id: representative(view, items, n) for n in view.graph.nodes}
+    drawn = set(edges)
+    for edge in view.graph.edges:
+        a, b = rep[edge.src], rep[edge.dst]
+        if a != b:
+            assert (a, b) in drawn, edge
+    assert all(a != b for a, b in edges)
+    assert len(drawn) == len(edges)
+
+
+def assert_counts_add_up(view: G.View, graph: Graph) -> None:
+    """Visible op counts plus the container ops of drawn clusters = the model's count."""
+    items, _ = G.visible(view)
+    opaque = [p for p, g in view.graph.groups.items() if g.opaque]
+
+    def drawn_cluster(path):
+        return all(path[:d] in view.expanded for d in range(1, len(path) + 1))
+
+    clusters = sum(
+        1
+        for p, g in view.graph.groups.items()
+        if g.op and drawn_cluster(p) and not any(p[: len(o)] == o for o in opaque if o != p)
+    )
+    total = sum(op_histogram(graph).values())
+    assert sum(i.op_count for i in items) + clusters == total
+
+
+def test_default_view_fits_and_keeps_everything(model_graphs):
+    for graph in model_graphs:
+        view = G.default_view(graph)
+        items, _ = G.visible(view)
+        assert 0 < len(items) <= 300, graph.ir
+        assert_no_edge_lost(view)
+        assert_counts_add_up(view, graph)
+
+
+def test_small_budget_folds_and_chunks_without_changing_counts(model_graphs, flat_graphs):
+    for graph in model_graphs + flat_graphs:
+        for budget in (12, 40):
+            view = G.default_view(graph, max_nodes=budget)
+            assert len(G.visible(view)[0]) <= budget, (graph.ir, budget)
+            assert op_histogram(view.graph) == op_histogram(graph)
+            assert {n.id for n in view.graph.nodes} == {n.id for n in graph.nodes}
+            assert_no_edge_lost(view)
+            assert_counts_add_up(view, graph)
+
+
+def test_flat_program_is_chunked(flat_graphs):
+    graph = flat_graphs[0]
+    assert sum(1 for n in graph.nodes if not n.scope) > 300
+    view = G.default_view(graph)
+    chunks = [g for g in view.graph.groups.values() if g.attrs.get(G.SYNTHETIC) == "chunk"]
+    assert chunks and len(G.visible(view)[0]) <= 300
+    # the reader's graph is untouched
+    assert not any(g.attrs.get(G.SYNTHETIC) for g in graph.groups.values())
+
+
+def test_random_expand_collapse_keeps_invariants(model_graphs):
+    rng = random.Random(0)
+    for graph in model_graphs:
+        paths = list(graph.groups)
+        view = G.expand_to_depth(graph, 0)
+        for _ in range(30):
+            path = rng.choice(paths)
+            view = G.expand(view, path) if rng.random() < 0.6 else G.collapse(view, path)
+            assert_no_edge_lost(view)
+            assert_counts_add_up(view, graph)
+
+
+def test_expand_shows_children_and_collapse_hides_them(model_graphs):
+    graph = model_graphs[0]
+    view = G.expand_to_depth(graph, 0)
+    ids = set(G.visible_ids(view))
+    assert "g:layer0" in ids and "g:layer0/attention" not in ids
+    view = G.expand(view, ("layer0", "attention"))
+    ids = set(G.visible_ids(view))
+    assert "g:layer0" not in ids and "g:layer0/mlp" in ids and "g:layer0/attention" not in ids
+    view = G.collapse(view, ("layer0",))
+    assert set(G.visible_ids(view)) == set(G.visible_ids(G.expand_to_depth(graph, 0)))
+
+
+def test_reader_paths_expand_inside_chunks(model_graphs):
+    graph = model_graphs[2]  # compiled: top-level fusions get chunked at a small budget
+    view = G.default_view(graph, max_nodes=12)
+    fusion = next(p for p, g in graph.groups.items() if g.kind == "fusion")
+    assert fusion not in view.graph.groups  # moved under a chunk
+    opened = G.expand(view, fusion)
+    (moved,) = [p for p in view.graph.groups if p[1:] == fusion]
+    assert moved in opened.expanded and moved[:1] in opened.expanded
+    assert moved not in G.collapse(opened, fusion).expanded
+
+
+def test_collapsed_group_summarises_its_ops(model_graphs):
+    items, _ = G.visible(G.expand_to_depth(model_graphs[0], 1))
+    (attention,) = [i for i in items if i.id == "g:layer1/attention"]
+    assert attention.kind == "group" and attention.inner_ops > 10
+    assert len(attention.top_ops) == 3 and dict(attention.top_ops).get("dot_general", 0) >= 1
+
+
+# ------------------------------------------------------------ search and neighbourhood
+
+
+def test_find_by_op_shape_and_line(model_graphs):
+    graph = model_graphs[0]
+    dots = G.find(graph, "dot")
+    assert dots and all("dot" in graph.node_map()[i].op for i in dots)
+    shaped = G.find(graph, f"f32[{SEQ},{D}]")
+    assert shaped and set(shaped) == set(G.find(graph, f"{SEQ},{D}"))
+    on_line = G.find(graph, f"line {DOT_LINE}")
+    assert on_line and set(on_line) == set(G.find(graph, f":{DOT_LINE}"))
+    assert {graph.node_map()[i].op for i in on_line} >= {"dot_general"}
+    assert G.find(graph, "no-such-op") == []
+
+
+def test_neighbourhood_shows_nodes_within_radius(model_graphs):
+    graph = model_graphs[0]
+    centre = G.find(graph, "rsqrt")[0]
+    view = G.neighbourhood(graph, centre, radius=1)
+    adjacent = {e.dst for e in graph.edges if e.src == centre}
+    adjacent |= {e.src for e in graph.edges if e.dst == centre}
+    assert view.focus == frozenset(adjacent | {centre})
+    items, edges = G.visible(view)
+    assert {i.id for i in items} == view.focus  # groups on their paths are expanded
+    assert all(a in view.focus and b in view.focus for a, b in edges)
+    assert [i.id for i in items if i.highlighted] == [centre]
+    wider = G.neighbourhood(graph, centre, radius=3)
+    assert view.focus < wider.focus
+
+
+def test_highlight_marks_the_box_holding_a_match(model_graphs):
+    graph = model_graphs[0]
+    view = G.expand_to_depth(graph, 0)
+    view = G.View(view.graph, view.expanded, frozenset(G.find(graph, "rsqrt")))
+    lit = {i.id for i in G.visible(view)[0] if i.highlighted}
+    assert {f"g:layer{i}" for i in range(LAYERS)} <= lit
+
+
+# ------------------------------------------------------------ DOT
+
+
+def test_dot_has_clusters_boxes_and_colours(model_graphs):
+    compiled = model_graphs[2]
+    view = G.default_view(compiled)
+    dot = G.to_dot(view, title='tiny "model"')
+    assert dot.startswith("digraph") and 'label="tiny \\"model\\""' in dot
+    assert 'fontname="Helvetica"' in dot and "rankdir=TB" in dot
+    assert any(colour in dot for colour in G.COLOURS.values())
+    jaxpr_dot = G.to_dot(G.expand_to_depth(model_graphs[0], 1))
+    assert 'subgraph "cluster_layer0"' in jaxpr_dot and "ops: " in jaxpr_dot
+    assert 'shape="invhouse"' in jaxpr_dot and 'shape="house"' in jaxpr_dot
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` binary not installed")
+def test_dot_renders_to_svg(model_graphs):
+    for graph in model_graphs:
+        view = G.default_view(graph)
+        view = G.View(view.graph, view.expanded, frozenset(G.find(graph, "add")[:3]))
+        svg = G.to_svg(G.to_dot(view, title=graph.ir))
+        assert "<svg" in svg
+
+
+def test_to_svg_without_dot_binary_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(RuntimeError, match="Graphviz"):
+        G.to_svg("digraph { a -> b }")
+
+
+def test_summary_is_report_ready(model_graphs):
+    for graph in model_graphs:
+        summary = G.summary(graph)
+        assert summary["total_nodes"] == len(graph.nodes)
+        assert 0 < summary["visible_nodes"] <= 300
+        assert summary["dot"].startswith("digraph")

@@ -1,0 +1,313 @@
+"""The IR readers: jaxpr, StableHLO and optimized HLO into the one graph model."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import lax
+
+from viz.ir.hlo import fusion_count, kernel_count, kernels, read_hlo
+from viz.ir.jaxpr import read_jaxpr
+from viz.ir.model import Graph, op_histogram
+from viz.ir.stablehlo import read_stablehlo
+
+HERE = __file__
+
+
+def sin_mul_add(x):
+    return jnp.sin(x) * 2 + 1
+
+
+SIN_LINE = inspect.getsourcelines(sin_mul_add)[1] + 1
+
+
+def load_sample(name: str):
+    path = pathlib.Path(__file__).parent.parent / "samples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"sample_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def scan_in_cond(p, xs):
+    def body(carry, x):
+        return jnp.sin(carry) + x, carry * 2
+
+    def yes(xs):
+        carry, _ = lax.scan(body, xs[0], xs)
+        return carry
+
+    def no(xs):
+        return xs[0] - 1
+
+    return lax.cond(p > 0, yes, no, xs)
+
+
+def with_key(key, x):
+    return x + jax.random.normal(key, x.shape)
+
+
+@jax.jit
+def inner(x):
+    return jnp.sin(x) * 2
+
+
+def calls_inner_twice(x):
+    return inner(inner(x) + 1)
+
+
+@jax.custom_jvp
+def soft(x):
+    return jnp.log1p(jnp.exp(x))
+
+
+soft.defjvp(lambda primals, tangents: (soft(primals[0]), tangents[0] * jax.nn.sigmoid(primals[0])))
+
+
+def with_while_and_custom_jvp(x):
+    def cond(c):
+        return c[0] < 5
+
+    def body(c):
+        return c[0] + 1, c[1] * x
+
+    _, y = lax.while_loop(cond, body, (0, x))
+    return soft(y)
+
+
+X8 = jnp.ones((8, 128), jnp.float32)
+XS = jnp.ones((16, 8), jnp.float32)
+
+
+def graphs(fn, *args):
+    """(jaxpr, stablehlo, compiled) graphs of fn at args."""
+    traced = jax.jit(fn).trace(*args)
+    lowered = traced.lower()
+    return (
+        read_jaxpr(traced.jaxpr),
+        read_stablehlo(lowered.compiler_ir("stablehlo")),
+        read_hlo(lowered.compile()),
+    )
+
+
+@pytest.fixture(scope="module")
+def sin_graphs():
+    return graphs(sin_mul_add, X8)
+
+
+@pytest.fixture(scope="module")
+def nested_graphs():
+    return graphs(scan_in_cond, 1.0, XS)
+
+
+def count_eqns(jaxpr) -> int:
+    """Equations at every nesting level, counted independently of the reader."""
+    total = 0
+    for eqn in jaxpr.eqns:
+        total += 1
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, tuple | list) else (value,):
+                if isinstance(sub, jax.extend.core.ClosedJaxpr):
+                    total += count_eqns(sub.jaxpr)
+                elif isinstance(sub, jax.extend.core.Jaxpr):
+                    total += count_eqns(sub)
+    return total
+
+
+def nodes_by_op(graph: Graph, op: str):
+    return [n for n in graph.nodes if n.op == op]
+
+
+# ------------------------------------------------------------ histograms
+
+
+def test_jaxpr_histogram_counts_each_equation(sin_graphs):
+    assert op_histogram(sin_graphs[0]) == {"sin": 1, "mul": 1, "add": 1}
+
+
+def test_stablehlo_histogram_counts_each_op(sin_graphs):
+    hist = op_histogram(sin_graphs[1])
+    assert hist["stablehlo.sine"] == hist["stablehlo.multiply"] == hist["stablehlo.add"] == 1
+    assert "func.return" not in hist and "stablehlo.return" not in hist
+
+
+def test_compiled_sin_mul_add_is_one_fused_kernel(sin_graphs):
+    graph = sin_graphs[2]
+    assert op_histogram(graph) == {"fusion": 1}
+    assert fusion_count(graph) == kernel_count(graph) == 1
+    (kernel,) = kernels(graph)
+    assert {"sine", "multiply", "add"} <= set(kernel["ops"])
+    assert kernel["colour"] == "loop"
+
+
+def test_inputs_and_outputs_are_nodes_not_ops(sin_graphs):
+    for graph in sin_graphs:
+        kinds = [n.kind for n in graph.nodes]
+        assert kinds.count("input") == 1 and kinds.count("output") == 1
+
+
+def test_edges_connect_input_to_output(sin_graphs):
+    for graph in sin_graphs:
+        out = {n.id for n in graph.nodes if n.kind == "output"}
+        succ: dict[str, set[str]] = {}
+        for e in graph.edges:
+            succ.setdefault(e.src, set()).add(e.dst)
+        (start,) = [n.id for n in graph.nodes if n.kind == "input"]
+        seen, todo = {start}, [start]
+        while todo:
+            for nxt in succ.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        assert seen & out, graph.ir
+
+
+def test_types_use_jaxpr_spelling(sin_graphs):
+    for graph in sin_graphs:
+        (inp,) = [n for n in graph.nodes if n.kind == "input"]
+        assert inp.type == "f32[8,128]", graph.ir
+
+
+# ------------------------------------------------------------ nested control flow
+
+
+def test_jaxpr_scan_inside_cond_groups(nested_graphs):
+    graph = nested_graphs[0]
+    kinds = {g.label: (g.kind, g.op) for g in graph.groups.values()}
+    assert kinds["cond"] == ("branch", "cond")
+    assert kinds["branch 0"][0] == kinds["branch 1"][0] == "branch"
+    assert kinds["scan ×16"] == ("loop", "scan")
+    (scan_path,) = [p for p, g in graph.groups.items() if g.op == "scan"]
+    assert scan_path[0] == "cond" and scan_path[1].startswith("branch")
+    (sin,) = nodes_by_op(graph, "sin")
+    assert sin.scope == scan_path
+
+
+def test_jaxpr_loses_no_equation(nested_graphs):
+    traced = jax.jit(scan_in_cond).trace(1.0, XS)
+    assert sum(op_histogram(nested_graphs[0]).values()) == count_eqns(traced.jaxpr.jaxpr)
+
+
+def test_jaxpr_edges_cross_group_boundaries(nested_graphs):
+    graph = nested_graphs[0]
+    nodes = graph.node_map()
+    (xs,) = [n for n in graph.nodes if n.label == "in1"]
+    readers = {nodes[e.dst].op for e in graph.edges if e.src == xs.id}
+    assert {"slice", "add"} <= readers  # xs[0] in both branches, x in the scan body
+
+
+def test_stablehlo_nested_regions(nested_graphs):
+    graph = nested_graphs[1]
+    ops = {p: g.op for p, g in graph.groups.items()}
+    case = [p for p, op in ops.items() if op == "stablehlo.case"]
+    loops = [p for p, op in ops.items() if op == "stablehlo.while"]
+    assert len(case) == 1 and len(loops) == 1
+    assert loops[0][: len(case[0])] == case[0]
+    (sine,) = nodes_by_op(graph, "stablehlo.sine")
+    assert sine.scope[: len(loops[0])] == loops[0]
+
+
+def test_compiled_nested_control_flow(nested_graphs):
+    graph = nested_graphs[2]
+    ops = {p: g.op for p, g in graph.groups.items() if g.kind != "fusion"}
+    (cond,) = [p for p, op in ops.items() if op == "conditional"]
+    (loop,) = [p for p, op in ops.items() if op == "while"]
+    assert loop[: len(cond)] == cond
+    assert {g.label for p, g in graph.groups.items() if p[:-1] == loop} == {"condition", "body"}
+
+
+def test_while_and_custom_jvp_groups():
+    jaxpr_graph, stablehlo_graph, compiled = graphs(with_while_and_custom_jvp, XS)
+    groups = {g.label: g for g in jaxpr_graph.groups.values()}
+    assert groups["while"].kind == "loop"
+    assert {"cond", "body"} <= set(groups)
+    assert groups["custom_jvp_call: soft"].kind == "call"
+    (mul,) = nodes_by_op(jaxpr_graph, "mul")
+    (x,) = [n for n in jaxpr_graph.nodes if n.kind == "input"]
+    assert any(e.src == x.id and e.dst == mul.id for e in jaxpr_graph.edges)  # body const
+    assert sum(op_histogram(stablehlo_graph).values()) > 0
+    assert kernel_count(compiled) >= 1
+
+
+def test_inner_jit_called_twice():
+    jaxpr_graph, stablehlo_graph, _ = graphs(calls_inner_twice, X8)
+    assert op_histogram(jaxpr_graph)["jit"] == 2
+    assert len(nodes_by_op(jaxpr_graph, "sin")) == 2  # read at each call site
+    hist = op_histogram(stablehlo_graph)
+    assert hist["func.call"] == 2 and hist["stablehlo.sine"] == 1  # the function once
+    (sine,) = nodes_by_op(stablehlo_graph, "stablehlo.sine")
+    calls = {n.id for n in nodes_by_op(stablehlo_graph, "func.call")}
+    assert {e.src for e in stablehlo_graph.edges if e.dst == sine.id} == calls
+
+
+# ------------------------------------------------------------ source locations
+
+
+def test_source_points_at_this_file(sin_graphs):
+    ops = {"jaxpr": "sin", "stablehlo": "stablehlo.sine", "compiled": "sine"}
+    for graph in sin_graphs:
+        (sin,) = nodes_by_op(graph, ops[graph.ir])
+        assert sin.source is not None, graph.ir
+        assert sin.source.file == HERE and sin.source.line == SIN_LINE, graph.ir
+        assert sin.source.function == "sin_mul_add"
+
+
+def test_scopes_come_from_named_scopes():
+    def scoped(x):
+        with jax.named_scope("layer0"), jax.named_scope("attention"):
+            return jnp.tanh(x)
+
+    jaxpr_graph, stablehlo_graph, compiled = graphs(scoped, X8)
+    assert nodes_by_op(jaxpr_graph, "tanh")[0].scope == ("layer0", "attention")
+    assert nodes_by_op(stablehlo_graph, "stablehlo.tanh")[0].scope == ("layer0", "attention")
+    (tanh,) = nodes_by_op(compiled, "tanh")
+    assert tanh.attrs["name_scope"] == "layer0/attention"
+    assert tanh.attrs["op_name"].endswith("layer0/attention/tanh")
+
+
+# ------------------------------------------------------------ fusion
+
+
+def test_elementwise_chain_fuses_into_at_most_two_kernels():
+    sample = load_sample("elementwise_chain")  # 24 elementwise ops on f32[512,512]
+    x = jnp.ones((512, 512), jnp.float32)
+    jaxpr_graph, stablehlo_graph, compiled = graphs(sample.chain, x)
+    assert sum(op_histogram(jaxpr_graph).values()) == 24
+    assert sum(op_histogram(stablehlo_graph).values()) >= 48  # + constants, broadcasts
+    assert kernel_count(compiled) <= 2
+    assert sum(sum(k["ops"].values()) for k in kernels(compiled)) >= 24
+    first = inspect.getsourcelines(sample.chain)[1]
+    lines = set().union(*(k["lines"] for k in kernels(compiled)))
+    assert lines and all(first < line <= first + 26 for line in lines)
+
+
+# ------------------------------------------------------------ PRNG keys
+
+
+def test_prng_key_argument():
+    key = jax.random.key(0)
+    jaxpr_graph, stablehlo_graph, compiled = graphs(with_key, key, X8)
+    key_in = next(n for n in jaxpr_graph.nodes if n.kind == "input")
+    assert key_in.type.startswith("key<")
+    assert any(e.src == key_in.id for e in jaxpr_graph.edges)
+    stablehlo_in = next(n for n in stablehlo_graph.nodes if n.kind == "input")
+    assert stablehlo_in.type == "u32[2]" and stablehlo_in.label == "key"
+    assert kernel_count(compiled) >= 1
+    assert any(n.kind == "input" for n in compiled.nodes)
+
+
+# ------------------------------------------------------------ serialisation
+
+
+def test_graph_round_trips_through_json(nested_graphs):
+    for graph in nested_graphs:
+        data = json.loads(json.dumps(graph.to_dict()))
+        again = Graph.from_dict(data)
+        assert again == graph
+        assert op_histogram(again) == op_histogram(graph)
