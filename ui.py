@@ -177,6 +177,7 @@ def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> No
     )
     # small graphs at their natural size; big ones fill the width (fullscreen zooms further)
     st.graphviz_chart(dot, width="stretch" if len(visible) > 24 else "content")
+    node_details(graph, visible, key)
     d1, d2, _ = st.columns([1, 1, 4])
     d1.download_button("DOT", dot, f"{ir}.dot", "text/vnd.graphviz", key=f"{key}_dot")
     # rendered only when clicked: dot can take seconds on a large view
@@ -187,6 +188,41 @@ def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> No
         "image/svg+xml",
         key=f"{key}_svg",
         on_click="ignore",
+    )
+
+
+def node_details(graph: Graph, visible: list[Any], key: str) -> None:
+    """Op, types, attributes and source line of one node of the current view."""
+    items = {
+        f"{v.label.splitlines()[0]} · {v.type or v.kind}"
+        + (f" · line {v.source.line}" if v.source else ""): v
+        for v in visible
+    }
+    choice = st.selectbox(
+        "Node details",
+        list(items),
+        index=None,
+        key=f"{key}_node",
+        placeholder=f"pick one of the {len(items)} shown nodes or groups",
+    )
+    if choice is None:
+        return
+    item = items[choice]
+    node = graph.node_map().get(item.id)
+    rows = {
+        "op": item.op or item.kind,
+        "type": item.type or "–",
+        "group": "/".join(item.path) or "(top level)",
+    }
+    if item.kind == "group":
+        rows["ops inside"] = ", ".join(f"{op} ×{n}" for op, n in item.top_ops) or "–"
+    if node is not None:
+        rows.update({k: str(v) for k, v in node.attrs.items()})
+    source = item.source or (node.source if node else None)
+    if source:
+        rows["source"] = str(source)
+    st.dataframe(
+        [{"field": k, "value": v} for k, v in rows.items()], hide_index=True, width="stretch"
     )
 
 

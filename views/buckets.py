@@ -82,9 +82,11 @@ def plan_row(plan: buckets.BucketPlan) -> dict:
 
 st.dataframe(pd.DataFrame([plan_row(p) for p in plans]), hide_index=True, width="stretch")
 if costs:
-    st.caption(f"Measured {len(costs)} bucket sizes: ahead-of-time compile "
-               f"{ui.seconds(sum(c['compile_s'] for c in costs.values()))} in all; expected "
-               "latency routes each request to its bucket and uses the measured run time there.")
+    st.caption(
+        f"Measured {len(costs)} bucket sizes: ahead-of-time compile "
+        f"{ui.seconds(sum(c['compile_s'] for c in costs.values()))} in all; expected "
+        "latency routes each request to its bucket and uses the measured run time there."
+    )
 
 # every plan's buckets; the exact-shapes plan only when it is small enough to compile
 all_buckets = sorted({b for p in plans for b in p.buckets if p.compiles <= 128})

@@ -85,7 +85,13 @@ with st.container(border=True):
     st.markdown("**Next call**")
     spec, placements = argument_controls()
     st.caption(f"args spec: `{spec}`")
-    c = st.columns([1, 1, 1.4, 1.6])
+    c = st.columns([1, 1, 1.4, 1.8])
+    disk = c[3].toggle(
+        "Persistent cache (disk)",
+        key="cache_disk",
+        help="JAX's on-disk compilation cache in a project-local folder: restart the worker "
+        "(sidebar) and the next misses load from disk instead of compiling",
+    )
     guard = c[2].toggle(
         "Fail on recompile",
         key="cache_guard",
@@ -94,7 +100,12 @@ with st.container(border=True):
     if c[0].button("Call", type="primary", width="stretch"):
         remember(
             ui.request(
-                "cache_call", **session, args=spec, placements=placements, fail_on_recompile=guard
+                "cache_call",
+                **session,
+                args=spec,
+                placements=placements,
+                fail_on_recompile=guard,
+                persistent_cache=disk,
             )
         )
     if c[1].button("Clear cache", width="stretch"):
@@ -129,6 +140,7 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
                     calls=calls,
                     placements=placements,
                     fail_on_recompile=guard,
+                    persistent_cache=disk,
                     on_progress=lambda p: bar.progress(
                         p["done"] / p["total"], f"call {p['done']} of {p['total']}"
                     ),
@@ -169,7 +181,9 @@ if table:
                 "compile": ui.seconds(e["compile_s"]),
                 "created at call": e["created"],
                 "last hit at call": e["last_hit"],
-                "status": "trace failed" if e.get("failed") else "compiled",
+                "status": "trace failed"
+                if e.get("failed")
+                else ("loaded from disk cache" if e.get("from_disk") else "compiled"),
             }
             for i, e in enumerate(table)
         ]
@@ -185,7 +199,9 @@ misses = [e for e in events if "hit" in e and not e["hit"]]
 for e in reversed(misses[-8:]):
     with st.container(border=True):
         st.markdown(
-            f"**Call {e['call']}** · miss · compile {ui.seconds(e['compile_s'])} · "
+            f"**Call {e['call']}** · miss · "
+            f"{'loaded from disk' if e.get('from_disk') else 'compile'} "
+            f"{ui.seconds(e['compile_s'])} · "
             f"`{e['signature']}`"
         )
         for r in e["reasons"]:

@@ -17,7 +17,13 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from viz.cache import ArgSig, LeafSig, Signature, explain_miss
-from viz.pipeline import compile_events, compile_seconds, param_names, static_argnums
+from viz.pipeline import (
+    compile_events,
+    compile_seconds,
+    disk_cache_hit,
+    param_names,
+    static_argnums,
+)
 from viz.spec import DTYPES, concrete_args, parse_spec
 
 PLACEMENTS = ("default", "replicated", "sharded")  # plus 'device:N'
@@ -111,6 +117,7 @@ class Entry:
     hits: int = 0
     last_hit: int | None = None
     failed: bool = False  # tracing failed, yet jit kept a cache entry for the signature
+    from_disk: bool = False  # the persistent compilation cache supplied the executable
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -159,6 +166,8 @@ class CacheSession:
         hit = self.jitted._cache_size() == dynamic_before
         compile_s = 0.0 if hit else compile_seconds(events)
         event = self._record(args, signature, hit, compile_s, wall)
+        if not hit and disk_cache_hit(events):
+            event["from_disk"] = self.entries[-1].from_disk = True
         if fail_on_recompile and not hit and len(self.entries) > 1:
             event["guard"] = "recompiled: the cache grew while the recompile guard was on"
         return event

@@ -127,6 +127,17 @@ def handle(op: str, kwargs: dict[str, Any], progress: Progress) -> dict[str, Any
 _sessions: dict[tuple[str, str | None, tuple[str, ...]], Any] = {}
 
 
+def use_persistent_cache(enabled: bool) -> None:
+    """JAX's on-disk compilation cache in a project-local directory; survives restarts."""
+    from viz.source import home
+
+    if enabled and jax.config.jax_compilation_cache_dir is None:
+        jax.config.update("jax_compilation_cache_dir", str(home() / "compilation_cache"))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    jax.config.update("jax_enable_compilation_cache", enabled)
+
+
 def _session(code: str, function: str | None, static: list[str] | None) -> Any:
     from viz.cache_session import CacheSession
 
@@ -162,7 +173,9 @@ def cache_call(
     static: list[str] | None = None,
     placements: dict[str, str] | None = None,
     fail_on_recompile: bool = False,
+    persistent_cache: bool = False,
 ) -> dict[str, Any]:
+    use_persistent_cache(persistent_cache)
     session = _session(code, function, static)
     event = _call(session, args, placements, fail_on_recompile)
     return {
@@ -183,8 +196,10 @@ def cache_calls(
     static: list[str] | None = None,
     placements: dict[str, str] | None = None,
     fail_on_recompile: bool = False,
+    persistent_cache: bool = False,
 ) -> dict[str, Any]:
     """A sweep: many calls in one request (progress after each)."""
+    use_persistent_cache(persistent_cache)
     session = _session(code, function, static)
     events = []
     for i, args in enumerate(calls):

@@ -35,7 +35,12 @@ def _record_event(name: str, duration: float, **_: Any) -> None:
     _events.append((name, duration))
 
 
+def _record_plain_event(name: str, **_: Any) -> None:
+    _events.append((name, 0.0))  # e.g. /jax/compilation_cache/cache_hits
+
+
 jax.monitoring.register_event_duration_secs_listener(_record_event)
+jax.monitoring.register_event_listener(_record_plain_event)
 
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
@@ -62,6 +67,11 @@ def event_totals(events: list[tuple[str, float]]) -> dict[str, float]:
 def compile_seconds(events: list[tuple[str, float]]) -> float:
     """Time JAX spent tracing, lowering and compiling, by its own events."""
     return sum(d for name, d in events if "/compile/" in name)
+
+
+def disk_cache_hit(events: list[tuple[str, float]]) -> bool:
+    """Whether the persistent compilation cache supplied an executable."""
+    return any(name.endswith("/compilation_cache/cache_hits") for name, _ in events)
 
 
 def backend_compiles(events: list[tuple[str, float]]) -> int:
