@@ -425,3 +425,19 @@ def test_a_call_that_fails_to_trace_keeps_one_row_per_cache_entry(session):
     session.record_error("f32[4], f32[3,3], 2, {'a': f32[]}", {"kind": "shape_mismatch"})
     event = session.call(BEFORE)
     assert event["hit"] and event["call"] == 3  # call numbers stay unique
+
+
+def test_persistent_cache_serves_misses_from_disk_after_a_worker_restart():
+    from viz.worker import Worker
+
+    code = "import jax.numpy as jnp\ndef f(x):\n    return jnp.cos(x) * 7 - 2\n"
+    first = Worker("cpu")
+    made = first.request("cache_call", code=code, function="f", args="f32[13]",
+                         persistent_cache=True)["event"]
+    first.close()
+    second = Worker("cpu")
+    loaded = second.request("cache_call", code=code, function="f", args="f32[13]",
+                            persistent_cache=True)["event"]
+    second.close()
+    assert not made["hit"] and not made.get("from_disk")
+    assert not loaded["hit"] and loaded["from_disk"]  # a new process, yet no compile
