@@ -10,7 +10,7 @@ import streamlit as st
 import ui
 from viz import charts
 from viz.cache import reason_fix, reason_text
-from viz.spec import DTYPES, array_item, array_item_parts
+from viz.spec import DTYPES, array_item, array_item_parts, resize
 
 st.title("Cache lab")
 st.caption(
@@ -97,6 +97,7 @@ with st.container(border=True):
         key="cache_guard",
         help="turn any miss after the first compile into an error, like a guard in your own code",
     )
+    route = st.session_state.get("cache_route", False)  # the toggle lives with the buckets
     if c[0].button("Call", type="primary", width="stretch"):
         remember(
             ui.request(
@@ -106,6 +107,7 @@ with st.container(border=True):
                 placements=placements,
                 fail_on_recompile=guard,
                 persistent_cache=disk,
+                route=route,
             )
         )
     if c[1].button("Clear cache", width="stretch"):
@@ -120,16 +122,9 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
         axis = s[1].number_input("axis", 0, max(len(arrays[param][1]) - 1, 0), 0, key="sweep_axis")
         values = s[2].text_input("sizes", "1, 2, 4, 8, 16, 32, 64", key="sweep_sizes")
         if st.button("Run sweep"):
-            calls = []
-            for size in [int(v) for v in values.replace(",", " ").split()]:
-                items = []
-                for n, item in ui.spec_rows(prog["code"], prog["function"], spec):
-                    if n == param:
-                        dtype, shape = arrays[param]
-                        shape = (*shape[:axis], size, *shape[axis + 1 :])
-                        item = array_item(dtype, shape)
-                    items.append(item)
-                calls.append(ui.join_spec(items))
+            names = [n for n, _ in ui.spec_rows(prog["code"], prog["function"], spec)]
+            sizes = [int(v) for v in values.replace(",", " ").split()]
+            calls = [resize(spec, names, param, int(axis), size) for size in sizes]
             bar = st.progress(0.0, "sweeping…")
             remember(
                 ui.pool()
@@ -141,6 +136,7 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
                     placements=placements,
                     fail_on_recompile=guard,
                     persistent_cache=disk,
+                    route=route,
                     on_progress=lambda p: bar.progress(
                         p["done"] / p["total"], f"call {p['done']} of {p['total']}"
                     ),
@@ -148,6 +144,38 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
             )
     else:
         st.caption("No array argument to sweep.")
+
+with st.expander("Precompile buckets: `lower().compile()` ahead of time, pad to the nearest"):
+    names = [n for n, item in ui.spec_rows(prog["code"], prog["function"], spec)]
+    batched = [
+        n
+        for n, p in zip(
+            names,
+            (array_item_parts(i) for _, i in ui.spec_rows(prog["code"], prog["function"], spec)),
+            strict=True,
+        )
+        if p and p[1]
+    ]
+    if batched:
+        b = st.columns(3)
+        bucket_param = b[0].selectbox("batch argument (axis 0)", batched, key="aot_param")
+        bucket_sizes = b[1].text_input("bucket sizes", "8, 16, 32, 64", key="aot_sizes")
+        if b[2].button("Compile buckets", width="stretch"):
+            remember(
+                ui.request(
+                    "cache_precompile",
+                    **session,
+                    args=spec,
+                    param=bucket_param,
+                    sizes=[int(v) for v in bucket_sizes.replace(",", " ").split()],
+                )
+            )
+        st.toggle(
+            "Route calls to the buckets",
+            key="cache_route",
+            help="Call and Sweep pad the batch up to the smallest bucket that fits and run "
+            "its precompiled executable: the jit cache does not grow",
+        )
 
 result = st.session_state.get(f"cache_{key}")
 if result is None:
@@ -193,6 +221,26 @@ if table:
         lambda row: ["background-color: #fff3cd" if row.name == used else "" for _ in row], axis=1
     )
     st.dataframe(styled, hide_index=True, width="stretch")
+
+buckets = result.get("buckets") or []
+if buckets:
+    st.subheader(f"AOT buckets · {len(buckets)} precompiled executables (not in the jit cache)")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "bucket": b["bucket"],
+                    "compile (AOT)": ui.seconds(b["compile_s"]),
+                    "calls served": b["calls"],
+                    "padded rows": b["padded_rows"],
+                    "padding waste": f"{100 * b['padded_rows'] / max(b['padded_rows'] + b['useful_rows'], 1):.1f} %",  # noqa: E501
+                }
+                for b in buckets
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
 
 st.subheader("Why it recompiled")
 misses = [e for e in events if "hit" in e and not e["hit"]]

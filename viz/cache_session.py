@@ -17,6 +17,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from viz.cache import ArgSig, LeafSig, Signature, explain_miss
+from viz.errors import ErrorInfo, UserCodeError
 from viz.pipeline import (
     compile_events,
     compile_seconds,
@@ -24,7 +25,7 @@ from viz.pipeline import (
     param_names,
     static_argnums,
 )
-from viz.spec import DTYPES, concrete_args, parse_spec
+from viz.spec import DTYPES, abstract_args, concrete_args, parse_spec, resize
 
 PLACEMENTS = ("default", "replicated", "sharded")  # plus 'device:N'
 
@@ -137,11 +138,23 @@ class CacheSession:
         self.jitted = jax.jit(self.fn, static_argnums=self.static_nums)
         self.entries: list[Entry] = []
         self.events: list[dict[str, Any]] = []
+        self.router: BucketRouter | None = None
 
     def clear(self) -> None:
         self.jitted.clear_cache()
         self.entries.clear()
         self.events.clear()
+        self.router = None
+
+    def precompile(self, param: str, sizes: list[int], args: str) -> None:
+        self.router = BucketRouter(self, param, sizes, args)
+
+    def routed_call(self, args: str) -> dict[str, Any]:
+        """A call served by the precompiled buckets (padding the batch)."""
+        assert self.router is not None
+        event = self.router.call(args)
+        self.events.append(event)
+        return event
 
     def call(
         self, args: str, placements: dict[str, str] | None = None, fail_on_recompile: bool = False
@@ -227,3 +240,81 @@ class CacheSession:
 
     def table(self) -> list[dict[str, Any]]:
         return [e.to_dict() for e in self.entries]
+
+
+@dataclass
+class Bucket:
+    """One ahead-of-time compiled executable (`jit(f).lower(...).compile()`)."""
+
+    size: int
+    compile_s: float
+    executable: Any = field(repr=False)
+    calls: int = 0
+    padded_rows: int = 0
+    useful_rows: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bucket": self.size,
+            "compile_s": self.compile_s,
+            "calls": self.calls,
+            "padded_rows": self.padded_rows,
+            "useful_rows": self.useful_rows,
+        }
+
+
+class BucketRouter:
+    """Precompiled batch-size buckets for one parameter of a session's function; a
+    call is padded along axis 0 to the smallest bucket that fits and runs the AOT
+    executable, so the jit cache never grows."""
+
+    def __init__(self, session: CacheSession, param: str, sizes: list[int], args: str):
+        self.session, self.param = session, param
+        names = param_names(session.fn, len(parse_spec(args, session.namespace)))
+        self.index = names.index(param)
+        self.buckets: dict[int, Bucket] = {}
+        for size in sorted(set(sizes)):
+            spec = resize(args, names, param, 0, size)
+            abstract = abstract_args(parse_spec(spec, session.namespace))
+            start = time.perf_counter()
+            executable = session.jitted.lower(*abstract).compile()
+            self.buckets[size] = Bucket(size, time.perf_counter() - start, executable)
+
+    def call(self, args: str) -> dict[str, Any]:
+        values = concrete_args(parse_spec(args, self.session.namespace))
+        x = values[self.index]
+        size = int(np.shape(x)[0])
+        fits = [b for b in self.buckets if b >= size]
+        if not fits:
+            largest = max(self.buckets)
+            raise UserCodeError(
+                ErrorInfo(
+                    "spec_error",
+                    f"`{self.param}` has batch {size}, more than the largest bucket ({largest})",
+                    "precompile a bucket at least that large",
+                    stage="spec",
+                )
+            )
+        bucket = self.buckets[min(fits)]
+        pad = [(0, bucket.size - size)] + [(0, 0)] * (np.ndim(x) - 1)
+        values[self.index] = jax.numpy.pad(x, pad)
+        dynamic = [v for i, v in enumerate(values) if i not in self.session.static_nums]
+        start = time.perf_counter()
+        jax.block_until_ready(bucket.executable(*dynamic))
+        wall = time.perf_counter() - start
+        bucket.calls += 1
+        bucket.padded_rows += bucket.size - size
+        bucket.useful_rows += size
+        return {
+            "call": len(self.session.events) + 1,
+            "args": args,
+            "aot_bucket": bucket.size,
+            "size": size,
+            "padding": bucket.size - size,
+            "run_s": wall,
+            "cache_size": self.session.jitted._cache_size(),
+            "time": time.time(),
+        }
+
+    def table(self) -> list[dict[str, Any]]:
+        return [b.to_dict() for b in self.buckets.values()]

@@ -18,7 +18,7 @@ STAGE_COLOURS = {
     "first call": "#E45756",
     "steady state": "#54A24B",
 }
-HIT, MISS = "#54A24B", "#E45756"
+HIT, MISS, AOT = "#54A24B", "#E45756", "#4C78A8"
 
 
 def _layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
@@ -149,7 +149,7 @@ def cache_timeline(events: list[dict[str, Any]]) -> go.Figure:
         x=calls,
         y=[ms(e["compile_s"]) for e in events],
         name="compile time (miss)",
-        marker_color=[HIT if e["hit"] else MISS for e in events],
+        marker_color=[AOT if e.get("aot") else HIT if e["hit"] else MISS for e in events],
         hovertext=[e["signature"] for e in events],
     )
     cum_compile, cum_run, total_c, total_r = [], [], 0.0, 0.0
@@ -170,7 +170,7 @@ def cache_timeline(events: list[dict[str, Any]]) -> go.Figure:
     )
     fig.update_xaxes(title="call #", dtick=1 if len(calls) <= 20 else None)
     fig.update_yaxes(title="ms")
-    return _layout(fig, "Calls: green = cache hit, red = miss (recompiled)", 340)
+    return _layout(fig, "Calls: green = cache hit, red = miss (recompiled), blue = AOT bucket", 340)
 
 
 def _fmt_s(seconds: float) -> str:

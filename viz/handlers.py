@@ -150,12 +150,18 @@ def _session(code: str, function: str | None, static: list[str] | None) -> Any:
 
 
 def _call(
-    session: Any, args: str, placements: dict[str, str] | None, fail_on_recompile: bool
+    session: Any,
+    args: str,
+    placements: dict[str, str] | None,
+    fail_on_recompile: bool,
+    route: bool = False,
 ) -> dict[str, Any]:
     from viz.errors import ErrorInfo, classify
     from viz.spec import SpecError
 
     try:
+        if route and session.router is not None:
+            return session.routed_call(args)
         return session.call(args, placements, fail_on_recompile)
     except SpecError as exc:
         info = ErrorInfo("spec_error", str(exc), "check the args spec", stage="spec")
@@ -174,16 +180,20 @@ def cache_call(
     placements: dict[str, str] | None = None,
     fail_on_recompile: bool = False,
     persistent_cache: bool = False,
+    route: bool = False,
 ) -> dict[str, Any]:
     use_persistent_cache(persistent_cache)
     session = _session(code, function, static)
-    event = _call(session, args, placements, fail_on_recompile)
+    event = _call(session, args, placements, fail_on_recompile, route)
+    return {"ok": "error" not in event, "event": event, **_state(session)}
+
+
+def _state(session: Any) -> dict[str, Any]:
     return {
-        "ok": "error" not in event,
-        "event": event,
         "table": session.table(),
         "events": session.events,
         "cache_size": session.jitted._cache_size(),
+        "buckets": session.router.table() if session.router else [],
     }
 
 
@@ -197,20 +207,16 @@ def cache_calls(
     placements: dict[str, str] | None = None,
     fail_on_recompile: bool = False,
     persistent_cache: bool = False,
+    route: bool = False,
 ) -> dict[str, Any]:
     """A sweep: many calls in one request (progress after each)."""
     use_persistent_cache(persistent_cache)
     session = _session(code, function, static)
     events = []
     for i, args in enumerate(calls):
-        events.append(_call(session, args, placements, fail_on_recompile))
+        events.append(_call(session, args, placements, fail_on_recompile, route))
         progress({"done": i + 1, "total": len(calls)})
-    return {
-        "ok": all("error" not in e for e in events),
-        "events": events,
-        "table": session.table(),
-        "cache_size": session.jitted._cache_size(),
-    }
+    return {"ok": all("error" not in e for e in events), **_state(session), "new": events}
 
 
 @register("cache_state")
@@ -224,12 +230,23 @@ def cache_state(
     session = _session(code, function, static)
     if clear:
         session.clear()
-    return {
-        "ok": True,
-        "events": session.events,
-        "table": session.table(),
-        "cache_size": session.jitted._cache_size(),
-    }
+    return {"ok": True, **_state(session)}
+
+
+@register("cache_precompile")
+def cache_precompile(
+    progress: Progress,
+    code: str,
+    function: str | None,
+    args: str,
+    param: str,
+    sizes: list[int],
+    static: list[str] | None = None,
+) -> dict[str, Any]:
+    """Compile the session's function ahead of time at each batch-size bucket."""
+    session = _session(code, function, static)
+    session.precompile(param, sizes, args)
+    return {"ok": True, **_state(session)}
 
 
 # -- lessons: heavy measurements with progress (served by a separate worker) ----

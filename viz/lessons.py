@@ -29,7 +29,7 @@ from viz.pipeline import (
     static_argnums,
 )
 from viz.source import find_function, load_module
-from viz.spec import abstract_args, array_item, array_item_parts, concrete_args, parse_spec
+from viz.spec import abstract_args, concrete_args, parse_spec, resize
 from viz.timing import time_calls
 
 Progress = Callable[[dict[str, Any]], None]
@@ -228,20 +228,6 @@ def shape_sweep(
         )
         progress({"done": done, "total": len(sizes), "label": f"{param} axis {axis} = {size}"})
     return {"ok": True, "rows": rows}
-
-
-def resize(args: str, names: list[str], param: str, axis: int, size: int) -> str:
-    """The spec with one dimension of one array argument replaced."""
-    from viz.spec import split_spec
-
-    items = split_spec(args)
-    index = names.index(param)
-    parts = array_item_parts(items[index])
-    if parts is None:
-        raise ValueError(f"`{param}` is not an array argument ({items[index]})")
-    dtype, shape = parts
-    items[index] = array_item(dtype, (*shape[:axis], size, *shape[axis + 1 :]))
-    return ", ".join(items)
 
 
 # -- 4. batch-size buckets ----------------------------------------------------------

@@ -728,3 +728,15 @@ def array_item_parts(item: str) -> tuple[str, tuple[int, ...]] | None:
 
 def array_item(dtype: str, shape: tuple[int, ...]) -> str:
     return str(ArraySpec(dtype, shape))
+
+
+def resize(args: str, names: list[str], param: str, axis: int, size: int) -> str:
+    """The spec with one dimension of one array argument replaced."""
+    items = split_spec(args)
+    index = names.index(param)
+    parts = array_item_parts(items[index])
+    if parts is None:
+        raise ValueError(f"`{param}` is not an array argument ({items[index]})")
+    dtype, shape = parts
+    items[index] = array_item(dtype, (*shape[:axis], size, *shape[axis + 1 :]))
+    return ", ".join(items)
