@@ -441,3 +441,22 @@ def test_persistent_cache_serves_misses_from_disk_after_a_worker_restart():
     second.close()
     assert not made["hit"] and not made.get("from_disk")
     assert not loaded["hit"] and loaded["from_disk"]  # a new process, yet no compile
+
+
+def test_precompiled_buckets_serve_padded_calls_without_growing_the_jit_cache():
+    from viz.cache_session import CacheSession
+    from viz.errors import UserCodeError
+
+    def predict(x):
+        return x * 2.0
+
+    session = CacheSession(predict)
+    session.precompile("x", [8, 32], "f32[8,4]")
+    events = [session.routed_call(f"f32[{n},4]") for n in (3, 8, 20)]
+    assert [e["aot_bucket"] for e in events] == [8, 8, 32]
+    assert [e["padding"] for e in events] == [5, 0, 12]
+    assert session.jitted._cache_size() == 0 and session.table() == []
+    rows = {b["bucket"]: b for b in session.router.table()}
+    assert rows[8]["calls"] == 2 and rows[32]["padded_rows"] == 12
+    with pytest.raises(UserCodeError, match="largest bucket"):
+        session.routed_call("f32[40,4]")
