@@ -319,8 +319,8 @@ def test_changing_only_the_sharding_is_one_sharding_miss(worker8, first, second)
     placements = {"x": first} if first else None
     one = worker_calls(worker8, code, ["f32[16], f32[]"], placements=placements)
     two = worker_calls(worker8, code, ["f32[16], f32[]"] * 2, placements={"x": second})
-    assert [e["hit"] for e in one["events"] + two["events"]] == [False, False, True]
-    miss = two["events"][0]
+    assert [e["hit"] for e in one["new"] + two["new"]] == [False, False, True]
+    miss = two["new"][0]
     assert [(r["arg"], r["kind"]) for r in miss["reasons"]] == [("x", "sharding")]
     assert "mesh(x=8)" in miss["reasons"][0]["after"]
     assert two["cache_size"] == 2
@@ -331,7 +331,7 @@ def test_committing_to_another_device_is_a_device_miss(worker8):
     worker8.request("cache_state", code=code, function="f", clear=True)
     worker_calls(worker8, code, ["f32[16], f32[]"])
     result = worker_calls(worker8, code, ["f32[16], f32[]"], placements={"x": "device:3"})
-    (miss,) = result["events"]
+    (miss,) = result["new"]
     assert [(r["arg"], r["kind"], r["after"]) for r in miss["reasons"]] == [
         ("x", "device", "cpu:3")
     ]

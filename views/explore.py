@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pandas as pd
@@ -211,8 +212,9 @@ def ir_tab(r: dict[str, Any], ir: str, index: int) -> None:
         )
 
 
-def fusion_tab(r: dict[str, Any]) -> None:
+def fusion_tab(r: dict[str, Any], index: int) -> None:
     st.plotly_chart(charts.op_counts(r), width="stretch", key="fu_ops")
+    pass_by_pass(r, index)
     kernels = r.get("kernels") or []
     st.markdown(
         f"**{len(kernels)} fused kernels** · the ops inside each and the source lines "
@@ -229,6 +231,38 @@ def fusion_tab(r: dict[str, Any]) -> None:
             for k in kernels
         ]
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def pass_by_pass(r: dict[str, Any], index: int) -> None:
+    """XLA's own per-pass dumps, on request (a second, dumping compile)."""
+    if "_passes" not in r:
+        if not st.button(
+            "Show the op count after every XLA pass",
+            key=f"passes_{index}",
+            help="compiles once more with XLA's dump options and reads each dumped module",
+        ):
+            return
+        with st.spinner("Compiling with XLA's pass dumps…"):
+            r["_passes"] = ui.request(
+                "passes",
+                code=r["_code"],
+                function=r["function"],
+                args=r["args"],
+                static=r["static"],
+            )
+    result = r["_passes"]
+    if not result.get("ok"):
+        ui.error_card(result["error"], r.get("_code"))
+        return
+    steps = result["steps"]
+    st.plotly_chart(charts.pass_chart(steps), width="stretch", key=f"fu_passes_{index}")
+    changes = [
+        (b, a) for b, a in pairwise(steps) if a["op_count"] != b["op_count"]
+    ]
+    st.caption(
+        " · ".join(f"{a['pass']}: {b['op_count']} → {a['op_count']}" for b, a in changes[:12])
+        or "No pass changed the op count."
+    )
 
 
 def timing_tab(r: dict[str, Any]) -> None:
@@ -343,7 +377,7 @@ def results() -> None:
         "jaxpr": lambda: ir_tab(r, "jaxpr", index),
         "StableHLO": lambda: ir_tab(r, "stablehlo", index),
         "Compiled HLO": lambda: ir_tab(r, "compiled", index),
-        "Fusion": lambda: fusion_tab(r),
+        "Fusion": lambda: fusion_tab(r, index),
         "Timing": lambda: timing_tab(r),
         "Cost & memory": lambda: cost_tab(r),
         "Export": lambda: export_tab(r, index),

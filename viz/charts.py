@@ -198,32 +198,22 @@ def placement_chart(rows: list[dict[str, Any]]) -> go.Figure:
         subplot_titles=("one-time: compile and first call", "every call: steady-state time"),
     )
     names = [r["strategy"] for r in rows]
-    fig.add_bar(
-        x=names,
-        y=[r["compile_s"] * 1e3 for r in rows],
-        name="compile",
-        marker_color=STAGE_COLOURS["compile"],
-        row=1,
-        col=1,
+    bars = (
+        ("compile", "compile_s", "compile", 1),
+        ("first call", "first_call_s", "first call", 1),
+        ("per call", "run_s", "steady state", 2),
     )
-    fig.add_bar(
-        x=names,
-        y=[r["first_call_s"] * 1e3 for r in rows],
-        name="first call",
-        marker_color=STAGE_COLOURS["first call"],
-        row=1,
-        col=1,
-    )
-    fig.add_bar(
-        x=names,
-        y=[r["run_s"] * 1e3 for r in rows],
-        name="per call",
-        marker_color=STAGE_COLOURS["steady state"],
-        row=1,
-        col=2,
-        text=[f"{r['kernels_per_call']} kernels" for r in rows],
-        textposition="outside",
-    )
+    for label, key, colour, col in bars:
+        fig.add_bar(
+            x=names,
+            y=[r[key] * 1e3 for r in rows],
+            name=label,
+            marker_color=STAGE_COLOURS[colour],
+            row=1,
+            col=col,
+            text=[f"{r['kernels_per_call']} kernels" for r in rows] if col == 2 else None,
+            textposition="outside",
+        )
     fig.update_yaxes(title="ms", row=1, col=1)
     fig.update_yaxes(title="ms", row=1, col=2)
     return _layout(fig, "Where to put jit", 380)
@@ -302,3 +292,29 @@ def bucket_chart(plans: list[dict[str, Any]]) -> go.Figure:
         col=2,
     )
     return _layout(fig, "Bucketing plans", 340).update_layout(showlegend=False)
+
+
+def pass_chart(steps: list[dict[str, Any]]) -> go.Figure:
+    """Top-level op count (and fusions) after every XLA pass that changed the module."""
+    fig = go.Figure()
+    x = [s["step"] for s in steps]
+    hover = [f"{s['pipeline']} / {s['pass']}" for s in steps]
+    fig.add_scatter(
+        x=x,
+        y=[s["op_count"] for s in steps],
+        name="ops",
+        mode="lines+markers",
+        line={"shape": "hv", "color": "#4C78A8"},
+        hovertext=hover,
+    )
+    fig.add_scatter(
+        x=x,
+        y=[s["fusion_count"] for s in steps],
+        name="fusions",
+        mode="lines+markers",
+        line={"shape": "hv", "color": "#F58518"},
+        hovertext=hover,
+    )
+    fig.update_xaxes(title="XLA pass (only passes that changed the module)")
+    fig.update_yaxes(title="count")
+    return _layout(fig, "How the op count falls, pass by pass", 340)

@@ -170,24 +170,6 @@ def _call(
     return session.record_error(args, info.to_dict())
 
 
-@register("cache_call")
-def cache_call(
-    progress: Progress,
-    code: str,
-    function: str | None,
-    args: str,
-    static: list[str] | None = None,
-    placements: dict[str, str] | None = None,
-    fail_on_recompile: bool = False,
-    persistent_cache: bool = False,
-    route: bool = False,
-) -> dict[str, Any]:
-    use_persistent_cache(persistent_cache)
-    session = _session(code, function, static)
-    event = _call(session, args, placements, fail_on_recompile, route)
-    return {"ok": "error" not in event, "event": event, **_state(session)}
-
-
 def _state(session: Any) -> dict[str, Any]:
     return {
         "table": session.table(),
@@ -217,6 +199,13 @@ def cache_calls(
         events.append(_call(session, args, placements, fail_on_recompile, route))
         progress({"done": i + 1, "total": len(calls)})
     return {"ok": all("error" not in e for e in events), **_state(session), "new": events}
+
+
+@register("cache_call")
+def cache_call(progress: Progress, args: str, **kwargs: Any) -> dict[str, Any]:
+    """One call; `event` is what it did."""
+    result = cache_calls(progress, calls=[args], **kwargs)
+    return {**result, "event": result["new"][0]}
 
 
 @register("cache_state")
@@ -250,42 +239,35 @@ def cache_precompile(
 
 
 # -- lessons: heavy measurements with progress (served by a separate worker) ----
-@register("placement")
-def placement(progress: Progress, code: str, outer: str, inner: str, args: str) -> dict[str, Any]:
-    from viz import lessons
+def _lesson(name: str) -> Callable[..., dict[str, Any]]:
+    """A handler that forwards its keyword arguments to `viz.lessons.<name>`."""
 
-    return lessons.placement(code, outer, inner, args, progress)
+    def run(progress: Progress, **kwargs: Any) -> dict[str, Any]:
+        from viz import lessons
 
+        return getattr(lessons, name)(progress=progress, **kwargs)
 
-@register("scaling")
-def scaling(
-    progress: Progress, code: str, step: str, args: str, sizes: list[int]
-) -> dict[str, Any]:
-    from viz import lessons
-
-    return lessons.scaling(code, step, args, sizes, progress)
+    return run
 
 
-@register("shape_sweep")
-def shape_sweep(
+for _name in ("placement", "scaling", "shape_sweep", "bucket_costs"):
+    HANDLERS[_name] = _lesson(_name)
+
+
+@register("passes")
+def passes(
     progress: Progress,
     code: str,
-    function: str,
+    function: str | None,
     args: str,
-    static: list[str],
-    param: str,
-    axis: int,
-    sizes: list[int],
+    static: list[str] | None = None,
 ) -> dict[str, Any]:
-    from viz import lessons
+    """Op and fusion counts after every XLA pass that changed the program."""
+    from viz.passes import pass_by_pass
+    from viz.pipeline import static_argnums
+    from viz.spec import abstract_args, parse_spec
 
-    return lessons.shape_sweep(code, function, args, static, param, axis, sizes, progress)
-
-
-@register("bucket_costs")
-def bucket_costs(
-    progress: Progress, code: str, function: str, args: str, batch_arg: str, buckets: list[int]
-) -> dict[str, Any]:
-    from viz import lessons
-
-    return lessons.bucket_costs(code, function, args, batch_arg, buckets, progress)
+    module, fn = load_function(code, function)
+    abstract = abstract_args(parse_spec(args, vars(module)))
+    lowered = jax.jit(fn, static_argnums=static_argnums(fn, static or [])).lower(*abstract)
+    return {"ok": True, "steps": pass_by_pass(lowered)}
