@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import inspect
 import random
 import shutil
+import weakref
+from dataclasses import fields, replace
 
 import jax
 import jax.numpy as jnp
@@ -13,7 +16,7 @@ import pytest
 from viz import graph as G
 from viz.ir.hlo import read_hlo
 from viz.ir.jaxpr import read_jaxpr
-from viz.ir.model import Graph, op_histogram
+from viz.ir.model import Edge, Graph, Group, Node, SourceLoc, op_histogram, register_scopes
 from viz.ir.stablehlo import read_stablehlo
 
 D, SEQ, LAYERS = 32, 8, 4
@@ -266,3 +269,131 @@ def test_summary_is_report_ready(model_graphs):
         assert summary["total_nodes"] == len(graph.nodes)
         assert 0 < summary["visible_nodes"] <= 300
         assert summary["dot"].startswith("digraph")
+
+
+# ------------------------------------------------------------ readable default views
+
+
+def layered(n_layers: int = 24) -> Graph:
+    """A jaxpr-like stack of identical layers (`layerN/attention`, `layerN/mlp` scopes),
+    two weights per layer and a mask that every layer's attention reads."""
+    graph = Graph("jaxpr", [Node("x", "input", kind="input"), Node("mask", "iota")])
+    prev = "x"
+    for i in range(n_layers):
+        for part, size in (("attention", 6), ("mlp", 4)):
+            for j in range(size):
+                node = Node(f"l{i}.{part}.{j}", "add", scope=(f"layer{i}", part))
+                graph.nodes.append(node)
+                graph.edges.append(Edge(prev, node.id))
+                prev = node.id
+        graph.edges.append(Edge("mask", f"l{i}.attention.1"))
+        for k in range(2):
+            graph.nodes.append(Node(f"w{i}.{k}", "input", kind="input"))
+            graph.edges.append(Edge(f"w{i}.{k}", f"l{i}.attention.{k}"))
+    graph.nodes.append(Node("out", "output", kind="output"))
+    graph.edges.append(Edge(prev, "out"))
+    return register_scopes(graph)
+
+
+def compiled_like(n_layers: int = 24) -> Graph:
+    """A compiled-HLO-like graph: every op at top level, named by `name_scope` attrs;
+    the attention ops are fusions (groups) of two fused ops each."""
+    graph = Graph("compiled", [Node("p", "parameter", kind="input")])
+    prev = "p"
+    for i in range(n_layers):
+        for j in range(6):
+            path = graph.add_group((f"fusion.{i}.{j}",), "fusion", "fusion", opaque=True)
+            graph.groups[path].attrs = {"name_scope": f"layer{i}/attention"}
+            for k in range(2):
+                graph.nodes.append(Node(f"f{i}.{j}.{k}", "multiply", scope=path))
+            graph.edges.append(Edge(prev, f"f{i}.{j}.0"))
+            prev = f"f{i}.{j}.1"
+        for j in range(4):
+            node = Node(f"m{i}.{j}", "add", attrs={"name_scope": f"layer{i}/mlp"})
+            graph.nodes.append(node)
+            graph.edges.append(Edge(prev, node.id))
+            prev = node.id
+    graph.nodes.append(Node("out", "output", kind="output"))
+    graph.edges.append(Edge(prev, "out"))
+    return graph
+
+
+def test_default_view_budget_and_cap(model_graphs, flat_graphs):
+    assert G.DEFAULT_NODES < G.MAX_NODES
+    for graph in [*model_graphs, *flat_graphs, layered(), compiled_like()]:
+        assert len(G.visible(G.default_view(graph))[0]) <= G.DEFAULT_NODES, graph.ir
+        assert G.summary(graph)["visible_nodes"] <= G.DEFAULT_NODES
+    huge = G.default_view(flat_graphs[0], max_nodes=10_000)
+    assert len(G.visible(huge)[0]) <= G.MAX_NODES
+
+
+def test_look_alike_groups_expand_together():
+    graph = layered()
+    layers = {(f"layer{i}",) for i in range(24)}
+    mlps = {(f"layer{i}", "mlp") for i in range(24)}
+    view = G.default_view(graph)  # every layer fits, no attention / mlp does
+    assert view.expanded == layers
+    assert_no_edge_lost(view)
+    assert_counts_add_up(view, graph)
+    view = G.default_view(graph, max_nodes=130)  # 24 mlps fit, 24 attentions do not
+    assert view.expanded == layers | mlps
+    view = G.default_view(graph, max_nodes=40)  # not all 24 layers fit: none is opened
+    assert not view.expanded
+
+
+def test_top_level_runs_are_chunked_by_layer_with_parts():
+    graph = compiled_like()
+    view = G.default_view(graph)
+    chunks = {p: g for p, g in view.graph.groups.items() if g.attrs.get(G.SYNTHETIC) == "chunk"}
+    tops = sorted((g.label for p, g in chunks.items() if len(p) == 1), key=lambda s: int(s[5:7]))
+    assert len(tops) == 24 and tops[3].startswith("layer3 (10 items")
+    parts = sorted({g.label.split(" (")[0] for p, g in chunks.items() if len(p) == 2})
+    assert parts == ["attention", "mlp"]
+    assert all(p in view.expanded for p in chunks if len(p) == 1)  # all layers, together
+    assert not any(p in view.expanded for p in chunks if len(p) == 2)
+    assert_no_edge_lost(view)
+    assert_counts_add_up(view, graph)
+    opened = G.expand(view, ("fusion.3.2",))  # a reader path, two synthetic levels down
+    (moved,) = [p for p in view.graph.groups if p[2:] == ("fusion.3.2",)]
+    assert moved in opened.expanded and moved[:2] in opened.expanded
+    assert "f3.2.0" in set(G.visible_ids(opened))
+    assert moved not in G.collapse(opened, ("fusion.3.2",)).expanded
+
+
+def test_fans_do_not_get_their_edges_drawn():
+    graph = layered()
+    view = G.default_view(graph)
+    _, edges = G.visible(view)
+    assert ("g:[inputs]", "g:layer0/attention") in edges  # the view keeps every edge
+    dot = G.to_dot(view)
+    assert '"g:[inputs]" ->' not in dot and '"mask" ->' not in dot
+    boxes = [
+        line for line in dot.splitlines() if line.strip().startswith(('"g:[inputs]"', '"mask"'))
+    ]
+    assert len(boxes) == 2
+    assert all("linked to 24 items (edges not drawn)" in line for line in boxes)
+    assert '"g:layer0/mlp" -> "g:layer1/attention";' in dot  # the main flow is drawn
+    focus = G.neighbourhood(graph, "mask", radius=1)
+    assert '"mask" -> "l0.attention.1"' in G.to_dot(focus)
+    few = layered(n_layers=G.HUB_DEGREE)  # a mask read by few layers keeps its edges
+    assert '"mask" ->' in G.to_dot(G.default_view(few))
+
+
+def test_regrouping_copies_every_field():
+    node = Node("n", "add", "lbl", "f32[2]", ("a",), SourceLoc("f.py", 3, "g"), "op", {"k": "v"})
+    group = Group(("a",), "A", "fusion", "fusion", True, {"colour": "dot"})
+    assert len(fields(Node)) == 8 and len(fields(Group)) == 6  # a new field: pass it on
+    assert G._moved_node(node, ("c", "a")) == replace(node, scope=("c", "a"))
+    assert G._moved_group(group, ("c", "a")) == replace(group, path=("c", "a"))
+
+
+def test_view_cache_does_not_keep_graphs_alive():
+    graph = compiled_like(4)
+    view = G.default_view(graph, max_nodes=12)
+    G.visible(view)
+    refs = [weakref.ref(graph), weakref.ref(view.graph)]
+    assert view.graph is not graph and id(view.graph) in G._CACHE
+    del graph, view
+    gc.collect()
+    assert all(ref() is None for ref in refs)
+    assert not any(hit[0]() is None for hit in G._CACHE.values())

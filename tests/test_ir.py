@@ -6,15 +6,17 @@ import importlib.util
 import inspect
 import json
 import pathlib
+import re
 
 import jax
 import jax.numpy as jnp
 import pytest
 from jax import lax
 
+from viz.ir import hlo
 from viz.ir.hlo import fusion_count, kernel_count, kernels, read_hlo
 from viz.ir.jaxpr import read_jaxpr
-from viz.ir.model import Graph, op_histogram
+from viz.ir.model import Graph, SourceLoc, op_histogram
 from viz.ir.stablehlo import read_stablehlo
 
 HERE = __file__
@@ -311,3 +313,157 @@ def test_graph_round_trips_through_json(nested_graphs):
         again = Graph.from_dict(data)
         assert again == graph
         assert op_histogram(again) == op_histogram(graph)
+
+
+# ------------------------------------------------------------ the HLO reader's shortcuts
+# read_hlo runs after XLA compiles, on every analysis, so its text parsing takes
+# shortcuts (a regex search started at its literal's first occurrence, one scan
+# for the ROOT lines, a cached ENTRY search). They must read exactly what plain
+# whole-line regex scans read.
+
+_FULL = {
+    "op_name": re.compile(r'\bop_name="((?:[^"\\]|\\.)*)"'),
+    "kind": re.compile(r"\bkind=(k\w+)"),
+    "frame": re.compile(r"\bstack_frame_id=(\d+)"),
+    "file": re.compile(r'\bsource_file="((?:[^"\\]|\\.)*)"'),
+    "line": re.compile(r"\bsource_line=(\d+)"),
+    "called": re.compile(
+        r"\b(calls|to_apply|condition|body|true_computation|false_computation)=%([\w.\-]+)"
+    ),
+    "branches": re.compile(r"\bbranch_computations=\{([^}]*)\}"),
+}
+
+
+def _reference_parse(inst, frames) -> dict:
+    """What _parse reads, by whole-line regex scans."""
+    line = inst.to_string()
+    start = line.index(" = ") + 3
+    end = hlo._type_end(line, start)
+    match = hlo._OPCODE.match(line, end)
+    opcode = match.group(1) if match else str(inst.opcode)
+    rest = line[match.end() if match else end :]
+
+    def first(key):
+        found = _FULL[key].search(rest)
+        return found.group(1) if found else None
+
+    called: dict[str, list[str]] = {}
+    for key, name in _FULL["called"].findall(rest):
+        called.setdefault(key, []).append(name)
+    if first("branches") is not None:
+        called["branches"] = [b.strip().lstrip("%") for b in first("branches").split(",")]
+    elif "true_computation" in called:
+        called["branches"] = called.pop("true_computation") + called.pop("false_computation", [])
+    frame = first("frame")
+    if frame is not None and int(frame) in frames:
+        source = frames[int(frame)]
+    elif first("file") is not None and first("line") is not None:
+        source = SourceLoc(first("file"), int(first("line")))
+    else:
+        source = None
+    return {
+        "name": inst.name,
+        "opcode": opcode,
+        "type": hlo.render_type(line[start:end]),
+        "operands": [o.name for o in inst.operands()],
+        "called": called,
+        "kind": first("kind") or "",
+        "op_name": first("op_name") or "",
+        "source": source,
+        "index": int(re.match(r"(\d+)\)", rest).group(1)) if opcode == "parameter" else 0,
+        "target": (re.search(r'\bcustom_call_target="([^"]*)"', rest) or ["", ""])[1]
+        if opcode == "custom-call"
+        else "",
+    }
+
+
+def _reference_roots(text: str) -> dict[str, str]:
+    roots: dict[str, str] = {}
+    current = ""
+    for line in text.splitlines():
+        if line.startswith(("%", "ENTRY %")):
+            current = line.removeprefix("ENTRY ").split(" ", 1)[0].lstrip("%")
+        elif current and line.startswith("  ROOT %"):
+            roots.setdefault(current, line[8:].split(" ", 1)[0])
+    return roots
+
+
+@pytest.mark.parametrize(
+    ("fn", "args"),
+    [
+        (sin_mul_add, (X8,)),
+        (scan_in_cond, (1.0, XS)),
+        (with_while_and_custom_jvp, (XS,)),
+        (calls_inner_twice, (X8,)),
+        (with_key, (jax.random.key(0), X8)),
+    ],
+    ids=["fusion", "scan_in_cond", "while_custom_jvp", "call", "prng"],
+)
+def test_hlo_text_shortcuts_read_what_full_scans_read(fn, args):
+    compiled = jax.jit(fn).trace(*args).lower().compile()
+    for module in compiled.runtime_executable().hlo_modules():
+        text = module.to_string()
+        assert hlo.computation_roots(text) == _reference_roots(text)
+        entry = hlo._ENTRY.search(text)
+        assert hlo._entry_name(text) == (entry.group(1) if entry else None)
+        frames = hlo.parse_stack_frames(text)
+        assert frames  # the tables were found
+        for comp in module.computations():
+            for inst in comp.instructions():
+                parsed = hlo._parse(inst, frames)
+                want = _reference_parse(inst, frames)
+                assert {k: getattr(parsed, k) for k in want} == want, inst.to_string()
+
+
+def test_attribute_search_finds_what_a_full_scan_finds_despite_decoys():
+    frames = {7: SourceLoc("model.py", 3, "f")}
+
+    class Inst:
+        name, opcode = "fusion.1", "fusion"
+
+        def __init__(self, line):
+            self.line = line
+
+        def to_string(self):
+            return self.line
+
+        def operands(self):
+            return []
+
+    line = (
+        "%fusion.1 = (f32[2]{0}, s32[]) fusion(%p), xkind=kBad, kind=kLoop, calls=%fused.2, "
+        'metadata={op_name="jit(f)/a\\"b/kind=kNo/add" stack_frame_id=7}, '
+        'backend_config={"kind":"x", "calls=%decoy":1}'
+    )
+    no_frame = line.replace("stack_frame_id=7", 'source_line=9 source_file="m.py"')
+    for text in (line, no_frame, line.replace("kind=kLoop, ", "")):
+        parsed = hlo._parse(Inst(text), frames)
+        want = _reference_parse(Inst(text), frames)
+        assert {k: getattr(parsed, k) for k in want} == want, text
+    parsed = hlo._parse(Inst(line), frames)
+    assert parsed.type == "(f32[2], i32[])" and parsed.kind == "kLoop"
+    assert parsed.op_name == 'jit(f)/a\\"b/kind=kNo/add' and parsed.source == frames[7]
+    assert hlo._parse(Inst(no_frame), frames).source == SourceLoc("m.py", 9)
+
+
+def test_nodes_of_one_line_share_their_source(sin_graphs):
+    for graph in sin_graphs:
+        sources = [n.source for n in graph.nodes if n.source is not None]
+        assert sources
+        by_value: dict[SourceLoc, SourceLoc] = {}
+        for source in sources:
+            assert by_value.setdefault(source, source) is source, graph.ir
+
+
+def test_hlo_modules_parsed_back_from_text_read_the_same():
+    from jaxlib import _hlo
+
+    compiled = jax.jit(scan_in_cond).trace(1.0, XS).lower().compile()
+    modules = compiled.runtime_executable().hlo_modules()
+    again = hlo.read_hlo_modules([_hlo.hlo_module_from_text(m.to_string()) for m in modules])
+    graph = read_hlo(compiled)
+    # the same graph, though the parsed module lists its instructions in another order
+    assert again.node_map() == graph.node_map() and again.groups == graph.groups
+    assert sorted(map(repr, again.edges)) == sorted(map(repr, graph.edges))
+    assert op_histogram(again) == op_histogram(graph)
+    assert fusion_count(again) == fusion_count(graph) and kernels(again) == kernels(graph)

@@ -4,7 +4,8 @@ A `View` is a graph plus the set of expanded group paths. Groups that are not
 expanded are drawn as one box; every edge of the model is drawn between the
 visible representatives of its two ends (a leaf node, or the outermost
 collapsed group holding it), deduplicated, self-loops dropped, so collapsing
-never loses a connection.
+never loses a connection (`visible` returns them all; the DOT leaves out the
+edges of "fans", below).
 
 Counts in a view follow `model.op_histogram`: a collapsed group's `op_count`
 is the number of histogram ops at or under it (its own container op, if any,
@@ -12,21 +13,36 @@ included), so the `op_count`s of the visible items plus the container ops of
 the expanded groups add up to the model's op count. A box's label shows the
 ops inside it (for a fusion: the fused ops) and the three most common.
 
+How much is drawn:
+- DEFAULT_NODES (80) is the default view's budget, and what `summary` (the
+  report's DOT) uses: a 24-layer transformer shows as 24 layer clusters with
+  their attention / mlp boxes, which Graphviz lays out in a fraction of a second
+  (300 items took it 5-10 s, and the browser's wasm Graphviz gave up).
+- MAX_NODES (300) caps any default view, whatever budget is asked for. Views
+  the user asks for (`expand`, `expand_to_depth`, `neighbourhood`) show what
+  they ask for.
+- In the DOT, an item linked to items in more than HUB_DEGREE expanded
+  top-level groups (the folded inputs box, a scalar constant, a mask function
+  every layer calls) is a fan: its edges are not drawn, its label says how many
+  items it is linked to; other items with more than HUB_DEGREE neighbours are
+  drawn with edges that do not constrain the layout.
+
 This module imports neither jax nor streamlit.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 import re
+import weakref
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from viz.ir.model import Graph, Group, Node, Path, SourceLoc
 
-MAX_NODES = 300
+DEFAULT_NODES = 80  # the default view's budget: readable, and quick for dot to lay out
+MAX_NODES = 300  # the most items a default view shows, whatever budget is asked for
 INPUT_GROUP_MIN = 12  # more top-level inputs (or constants) than this → one box
 HUB_DEGREE = 8  # a drawn node with more neighbours than this does not constrain the layout
 MIN_RUN = 3  # shorter runs of same-source top-level items are not chunked
@@ -77,66 +93,129 @@ class VisibleNode:
 
 @dataclass
 class _Index:
-    """Per-graph lookups, built once per graph object."""
+    """Per-graph lookups, built once per graph object.
+
+    What a collapsed group's box says (`_box`) is worked out when it is first
+    drawn: a default view draws a few dozen boxes of a graph with thousands of nodes.
+    """
 
     nodes: dict[str, Node]
-    order: dict[str, int]
     children: dict[Path, list[Path]]  # parent path (() = top) → child group paths
     members: dict[Path, list[str]]  # group path (() = top) → direct member node ids
-    counts: Counter[Path]  # histogram ops at or under a group path
-    ops: dict[Path, Counter[str]]  # ops strictly inside a group path
     counted: set[str]  # ids of nodes op_histogram counts
+    # for `_box`: the graph's nodes and groups (not the graph: the cache must not
+    # keep it alive), each scope's node positions, and which scopes op_histogram counts
+    node_list: list[Node]
+    groups: dict[Path, Group]
+    positions: dict[Path, list[int]]
+    counts_scope: dict[Path, bool]
+    opaque: set[Path]
+    group_order: dict[Path, int]  # position in graph.groups
+    boxes: dict[Path, _Box] = field(default_factory=dict)
 
 
-_CACHE: dict[int, tuple[Graph, tuple[int, int, int], _Index]] = {}
+@dataclass
+class _Box:
+    """What a collapsed group stands for."""
+
+    op_count: int  # histogram ops at or under it
+    inner_ops: int  # ops strictly inside it
+    top_ops: list[tuple[str, int]]  # the three most common of those
+
+
+# id(graph) → (weak reference to it, its sizes when indexed, index). Weak, so that
+# the cache does not keep big graphs (and the views' regrouped copies) alive: an
+# entry goes when its graph does.
+_CACHE: dict[int, tuple[weakref.ref[Graph], tuple[int, int, int], _Index]] = {}
 
 
 def _index(graph: Graph) -> _Index:
     key = (len(graph.nodes), len(graph.edges), len(graph.groups))
     hit = _CACHE.get(id(graph))
-    if hit and hit[0] is graph and hit[1] == key:
+    if hit and hit[0]() is graph and hit[1] == key:
         return hit[2]
     index = _build_index(graph)
     if len(_CACHE) > 16:
         _CACHE.clear()
-    _CACHE[id(graph)] = (graph, key, index)
+    _CACHE[id(graph)] = (weakref.ref(graph, _forget(id(graph))), key, index)
     return index
+
+
+def _forget(graph_id: int) -> Callable[[weakref.ref[Graph]], None]:
+    def forget(ref: weakref.ref[Graph]) -> None:
+        hit = _CACHE.get(graph_id)
+        if hit is not None and hit[0] is ref:
+            del _CACHE[graph_id]
+
+    return forget
 
 
 def _build_index(graph: Graph) -> _Index:
     opaque = {p for p, g in graph.groups.items() if g.opaque}
-    index = _Index(graph.node_map(), {}, {(): []}, {(): []}, Counter(), {}, set())
     paths = dict.fromkeys(graph.groups)
-    for node in graph.nodes:  # scopes a producer forgot to describe are groups too
-        paths.update(dict.fromkeys(node.scope[:d] for d in range(1, len(node.scope) + 1)))
+    for scope in dict.fromkeys(n.scope for n in graph.nodes):
+        # scopes a producer forgot to describe are groups too
+        paths.update(dict.fromkeys(scope[:d] for d in range(1, len(scope) + 1)))
+    children: dict[Path, list[Path]] = {(): []}
+    members: dict[Path, list[str]] = {(): []}
+    positions: dict[Path, list[int]] = {(): []}
     for path in paths:
-        index.children.setdefault(path[:-1], []).append(path)
-        index.children.setdefault(path, [])
-        index.members.setdefault(path, [])
-        index.ops.setdefault(path, Counter())
+        children.setdefault(path[:-1], []).append(path)
+        children.setdefault(path, [])
+        members.setdefault(path, [])
+        positions.setdefault(path, [])
+    counts_scope: dict[Path, bool] = {}  # per scope: does op_histogram count its ops?
+    counted: set[str] = set()
     for i, node in enumerate(graph.nodes):
-        index.order[node.id] = i
-        index.members.setdefault(node.scope, []).append(node.id)
+        scope = node.scope
+        members[scope].append(node.id)
+        positions[scope].append(i)
         if node.kind != "op":
             continue
-        for depth in range(1, len(node.scope) + 1):
-            index.ops.setdefault(node.scope[:depth], Counter())[node.op] += 1
-        if not _inside(node.scope, opaque):
-            index.counted.add(node.id)
-            _count_up(index.counts, node.scope)
-    for path, group in graph.groups.items():
-        if group.op and not _inside(path[:-1], opaque):
-            index.counts[path] += 1
-            _count_up(index.counts, path[:-1])
-        if group.op:
-            for depth in range(1, len(path)):
-                index.ops[path[:depth]][group.op] += 1
-    return index
+        if scope not in counts_scope:
+            counts_scope[scope] = not _inside(scope, opaque)
+        if counts_scope[scope]:
+            counted.add(node.id)
+    return _Index(
+        graph.node_map(),
+        children,
+        members,
+        counted,
+        graph.nodes,
+        graph.groups,
+        positions,
+        counts_scope,
+        opaque,
+        {p: k for k, p in enumerate(graph.groups)},
+    )
 
 
-def _count_up(counts: Counter[Path], scope: Path) -> None:
-    for depth in range(1, len(scope) + 1):
-        counts[scope[:depth]] += 1
+def _box(index: _Index, path: Path) -> _Box:
+    """Counts and top ops of `path`, as `model.op_histogram` counts them."""
+    found = index.boxes.get(path)
+    if found is not None:
+        return found
+    below = [path]  # path and every path under it
+    for sub in below:
+        below.extend(index.children.get(sub, ()))
+    ops: Counter[str] = Counter()
+    count = 0
+    node_list, positions, counts_scope = index.node_list, index.positions, index.counts_scope
+    for i in sorted(i for sub in below for i in positions.get(sub, ())):  # in graph order
+        node = node_list[i]
+        if node.kind == "op":
+            ops[node.op] += 1
+            count += counts_scope[node.scope]
+    groups, order = index.groups, index.group_order
+    for sub in sorted((p for p in below if p in order), key=order.__getitem__):
+        op = groups[sub].op
+        if op:
+            if sub != path:
+                ops[op] += 1
+            if not _inside(sub[:-1], index.opaque):
+                count += 1
+    found = index.boxes[path] = _Box(count, sum(ops.values()), ops.most_common(3))
+    return found
 
 
 def _inside(scope: Path, paths: set[Path]) -> bool:
@@ -165,12 +244,12 @@ def collapse(view: View, path: Path) -> View:
 
 
 def _resolve(graph: Graph, path: Path) -> Path:
-    """`path` as `graph` spells it: possibly under a synthetic top-level group."""
+    """`path` as `graph` spells it: possibly under synthetic groups (a chunk, its part)."""
     if path in graph.groups or not path:
         return path
-    for top, group in graph.groups.items():
-        if len(top) == 1 and group.attrs.get(SYNTHETIC) and (top[0], *path) in graph.groups:
-            return (top[0], *path)
+    for head, group in graph.groups.items():
+        if group.attrs.get(SYNTHETIC) and (*head, *path) in graph.groups:
+            return (*head, *path)
     return path
 
 
@@ -179,36 +258,57 @@ def expand_to_depth(graph: Graph, depth: int) -> View:
     return View(graph, frozenset(p for p in graph.groups if len(p) <= depth))
 
 
-def default_view(graph: Graph, max_nodes: int = MAX_NODES) -> View:
+def default_view(graph: Graph, max_nodes: int = DEFAULT_NODES) -> View:
     """Groups expanded breadth-first (shallowest, then largest first) within `max_nodes`.
+
+    `max_nodes` is capped at MAX_NODES. Groups that look alike (the same kind,
+    op, label up to its numbers, and size: the 24 `layerN` scopes of a
+    transformer, or their `attention` scopes) are expanded together or not at
+    all, so repeated structure is drawn the same way everywhere.
 
     When the graph has more than `max_nodes` nodes, many top-level inputs (or
     constants) are folded into one box, and a top level that alone has more
-    than `max_nodes` members is chunked into runs of consecutive nodes; both are
-    synthetic groups on a copy of the graph (they have no op, so counts do not
-    change). A graph that fits is shown fully expanded.
+    than `max_nodes` members is chunked into runs of consecutive nodes (see
+    `_chunks`); both are synthetic groups on a copy of the graph (they have no
+    op, so counts do not change). A graph that fits is shown fully expanded.
     """
+    max_nodes = min(max_nodes, MAX_NODES)
     graph = _fold_top_level(graph, max_nodes)
     index = _index(graph)
     visible = len(index.children[()]) + len(index.members[()])
     expanded: set[Path] = set()
     order = {path: i for i, path in enumerate(index.children)}
-    queue: list[tuple[int, int, int, Path]] = []
-
-    def push(paths: list[Path]) -> None:
-        for path in paths:
-            heapq.heappush(queue, (len(path), -_size(index, path), order[path], path))
-
-    push(index.children[()])
-    while queue:
-        path = heapq.heappop(queue)[3]
-        grow = _size(index, path) - 1
-        if visible + grow > max_nodes or _is_folded_leaves(graph, path):
-            continue
-        visible += grow
-        expanded.add(path)
-        push(index.children[path])
+    level = [p for p in index.children[()] if not _is_folded_leaves(graph, p)]
+    while level:
+        opened = []
+        for alike in _alike(graph, index, level, order):
+            grow = sum(_size(index, path) - 1 for path in alike)
+            if visible + grow > max_nodes:
+                continue
+            visible += grow
+            expanded.update(alike)
+            opened.extend(alike)
+        opened.sort(key=order.__getitem__)
+        level = [c for p in opened for c in index.children[p] if not _is_folded_leaves(graph, c)]
     return View(graph, frozenset(expanded))
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+def _alike(
+    graph: Graph, index: _Index, paths: list[Path], order: dict[Path, int]
+) -> list[list[Path]]:
+    """`paths` in classes of look-alike groups, the classes largest (most items shown) first."""
+    classes: dict[tuple[object, ...], list[Path]] = {}
+    for path in paths:
+        group = graph.groups.get(path) or Group(path, path[-1])
+        name = _NUMBER.sub("#", group.label.split(" (", 1)[0])
+        classes.setdefault((group.kind, group.op, name, _size(index, path)), []).append(path)
+    return sorted(
+        classes.values(),
+        key=lambda alike: (-sum(_size(index, p) for p in alike), min(order[p] for p in alike)),
+    )
 
 
 def _is_folded_leaves(graph: Graph, path: Path) -> bool:
@@ -224,13 +324,14 @@ def _size(index: _Index, path: Path) -> int:
 def visible(view: View) -> tuple[list[VisibleNode], list[tuple[str, str]]]:
     """What a view draws: leaf nodes and collapsed groups, and the edges between them."""
     graph, index = view.graph, _index(view.graph)
-    rep = _representatives(view, index)
+    rep, boxes = _representatives(view, index)
     shown: dict[str, VisibleNode] = {}
     highlighted = {rep[n] for n in view.highlight if n in rep}
     for node in graph.nodes:
         key = rep.get(node.id)
         if key is not None and key not in shown:
-            shown[key] = _visible_item(view, index, node, key, key in highlighted)
+            box = boxes[node.scope] if key != node.id else None
+            shown[key] = _visible_item(view, index, node, box, key in highlighted)
     if view.focus is None:
         for path in graph.groups:
             key = _group_id(path)
@@ -240,18 +341,25 @@ def visible(view: View) -> tuple[list[VisibleNode], list[tuple[str, str]]]:
     return list(shown.values()), edges
 
 
-def _representatives(view: View, index: _Index) -> dict[str, str]:
-    """node id → id of what stands for it: the node, or its outermost collapsed group."""
-    rep = {}
+def _representatives(view: View, index: _Index) -> tuple[dict[str, str], dict[Path, Path | None]]:
+    """node id → id of what stands for it: the node, or its outermost collapsed group.
+
+    Also: each scope → its outermost collapsed prefix (None when all are expanded).
+    """
+    rep: dict[str, str] = {}
+    boxes: dict[Path, Path | None] = {}
+    expanded, focus = view.expanded, view.focus
     for node_id, node in index.nodes.items():
-        if view.focus is not None and node_id not in view.focus:
+        if focus is not None and node_id not in focus:
             continue
-        rep[node_id] = node_id
-        for depth in range(1, len(node.scope) + 1):
-            if node.scope[:depth] not in view.expanded:
-                rep[node_id] = _group_id(node.scope[:depth])
-                break
-    return rep
+        scope = node.scope
+        if scope not in boxes:
+            boxes[scope] = next(
+                (scope[:d] for d in range(1, len(scope) + 1) if scope[:d] not in expanded), None
+            )
+        box = boxes[scope]
+        rep[node_id] = node_id if box is None else _group_id(box)
+    return rep, boxes
 
 
 def _is_box(path: Path, expanded: frozenset[Path]) -> bool:
@@ -262,10 +370,11 @@ def _group_id(path: Path) -> str:
     return "g:" + "/".join(path)
 
 
-def _visible_item(view: View, index: _Index, node: Node, key: str, lit: bool) -> VisibleNode:
-    if key != node.id:
-        path = _path_of(key, node.scope)
-        group = view.graph.groups.get(path) or Group(path, path[-1])
+def _visible_item(
+    view: View, index: _Index, node: Node, box: Path | None, lit: bool
+) -> VisibleNode:
+    if box is not None:
+        group = view.graph.groups.get(box) or Group(box, box[-1])
         return _group_item(group, index, lit)
     tooltip = "\n".join(
         t for t in (str(node.source or ""), node.attrs.get("op_name", ""), node.type) if t
@@ -284,24 +393,17 @@ def _visible_item(view: View, index: _Index, node: Node, key: str, lit: bool) ->
     )
 
 
-def _path_of(key: str, scope: Path) -> Path:
-    for depth in range(1, len(scope) + 1):
-        if _group_id(scope[:depth]) == key:
-            return scope[:depth]
-    raise KeyError(key)
-
-
 def _group_item(group: Group, index: _Index, lit: bool) -> VisibleNode:
-    ops = index.ops.get(group.path, Counter())
+    box = _box(index, group.path)
     return VisibleNode(
         _group_id(group.path),
         group.label,
         "group",
         group.path,
         group.op or "",
-        op_count=index.counts[group.path],
-        inner_ops=sum(ops.values()),
-        top_ops=ops.most_common(3),
+        op_count=box.op_count,
+        inner_ops=box.inner_ops,
+        top_ops=list(box.top_ops),
         group_kind=group.kind,
         colour=group.attrs.get("colour", ""),
         highlighted=lit,
@@ -401,10 +503,14 @@ def _fold_top_level(graph: Graph, max_nodes: int) -> Graph:
     items = _top_items(graph, moves)
     if len(items) + len(new_groups) > max_nodes:
         chunks = _chunks(graph, items, max_nodes - len(new_groups))
-        for k, (label, members) in enumerate(chunks):
+        for k, (label, members, parts) in enumerate(chunks):
             path = (_fresh(graph, f"[chunk {k + 1}]"),)
             new_groups.append(_synthetic(path, label, "chunk"))
             moves.update(dict.fromkeys(members, path))
+            for j, (part_label, part) in enumerate(parts):
+                sub = (*path, _fresh(graph, f"[part {j + 1}]"))
+                new_groups.append(_synthetic(sub, part_label, "chunk"))
+                moves.update(dict.fromkeys(part, sub))
     if not moves:
         return graph
     return _regroup(graph, moves, new_groups)
@@ -437,58 +543,104 @@ def _top_items(graph: Graph, moved: dict[str, Path]) -> list[str]:
     return list(items)
 
 
-def _chunks(graph: Graph, items: list[str], max_nodes: int) -> list[tuple[str, list[str]]]:
-    """Runs of consecutive items with the same source key, at most max_nodes // 2 in all.
+_Chunk = tuple[str, list[str], list[tuple[str, list[str]]]]  # label, items, parts
 
-    Runs shorter than MIN_RUN stay at top level and long runs are split into
-    pieces of at most max_nodes // 4 items; when that still leaves more than
-    max_nodes // 2 top-level entries, fixed-size chunks of all items are used.
+
+def _chunks(graph: Graph, items: list[str], max_nodes: int) -> list[_Chunk]:
+    """Runs of consecutive items with the same key, at most max_nodes // 2 entries in all.
+
+    The key is an item's first name scope (`layer3`), else its source function.
+    Runs shorter than MIN_RUN stay at top level. A run is divided into parts by
+    the next name-scope level (`layer3` into `attention` and `mlp`) when that
+    gives it 2 to max_nodes // 4 entries; a run longer than max_nodes // 4 items
+    that does not divide so is split into pieces of max_nodes // 4 items. When
+    that still leaves more than max_nodes // 2 top-level entries, fixed-size
+    chunks of all items are used (labelled with the keys they span).
     """
     info = _item_info(graph)
+    target, cap = max(2, max_nodes // 2), max(MIN_RUN, max_nodes // 4)
+    chunks: list[_Chunk] = []  # (key, items, parts), labelled below
+    for key, members in _runs(items, info, 0):
+        if len(members) < MIN_RUN:
+            continue
+        parts = _parts(members, info, cap)
+        if parts or len(members) <= cap:
+            chunks.append((key, members, parts))
+        else:
+            chunks.extend((key, members[i : i + cap], []) for i in range(0, len(members), cap))
+    loose = len(items) - sum(len(members) for _, members, _ in chunks)
+    if len(chunks) + loose > target:
+        size = math.ceil(len(items) / target)
+        fixed = [items[i : i + size] for i in range(0, len(items), size)]
+        chunks = [(_key_span(members, info), members, []) for members in fixed]
+    return [
+        (
+            _chunk_label(key, members, info),
+            members,
+            [(_chunk_label(k, part, info), part) for k, part in parts],
+        )
+        for key, members, parts in chunks
+    ]
+
+
+def _runs(items: list[str], info: dict[str, _ItemInfo], level: int) -> list[tuple[str, list[str]]]:
+    """Runs of consecutive items with the same key at `level` (0: first name scope)."""
     runs: list[tuple[str, list[str]]] = []
     for item in items:
-        key = info[item][0] if item in info else ""
+        keys = info[item].keys if item in info else ()
+        key = keys[level] if level < len(keys) else ""
         if runs and runs[-1][0] == key:
             runs[-1][1].append(item)
         else:
             runs.append((key, [item]))
-    target, cap = max(2, max_nodes // 2), max(MIN_RUN, max_nodes // 4)
-    pieces = [
-        (key, members[i : i + cap])
-        for key, members in runs
-        if len(members) >= MIN_RUN
-        for i in range(0, len(members), cap)
-    ]
-    loose = len(items) - sum(len(m) for _, m in pieces)
-    if len(pieces) + loose > target:
-        size = math.ceil(len(items) / target)
-        pieces = [("", items[i : i + size]) for i in range(0, len(items), size)]
-    return [(_chunk_label(key, members, info), members) for key, members in pieces]
+    return runs
 
 
-def _item_info(graph: Graph) -> dict[str, tuple[str, set[int]]]:
-    """Each top-level item's chunking key (first name scope, else source function) and lines."""
-    info: dict[str, tuple[str, set[int]]] = {}
+def _parts(members: list[str], info: dict[str, _ItemInfo], cap: int) -> list[tuple[str, list[str]]]:
+    """A chunk's parts by the next name-scope level, or [] when that does not divide it."""
+    parts = [(k, part) for k, part in _runs(members, info, 1) if len(part) >= MIN_RUN]
+    entries = len(parts) + len(members) - sum(len(part) for _, part in parts)
+    return parts if parts and 2 <= entries <= cap else []
+
+
+def _key_span(members: list[str], info: dict[str, _ItemInfo]) -> str:
+    """`layer3`, or `layer3–layer4` for items whose keys run from one to the other."""
+    keys = [info[m].keys[0] for m in members if m in info and info[m].keys[0]]
+    if not keys:
+        return ""
+    return keys[0] if keys[0] == keys[-1] else f"{keys[0]}–{keys[-1]}"
+
+
+@dataclass
+class _ItemInfo:
+    keys: tuple[str, ...]  # chunking keys: name-scope components, else (source function,)
+    lines: set[int]
+
+
+def _item_info(graph: Graph) -> dict[str, _ItemInfo]:
+    """Each top-level item's chunking keys and source lines."""
+    info: dict[str, _ItemInfo] = {}
     for node in graph.nodes:
         item = "g:" + node.scope[0] if node.scope else node.id
-        if item not in info:
-            info[item] = (_key(node, graph.groups.get(node.scope[:1])), set())
+        found = info.get(item)
+        if found is None:
+            found = info[item] = _ItemInfo(_keys(node, graph.groups.get(node.scope[:1])), set())
         if node.source is not None:
-            info[item][1].add(node.source.line)
+            found.lines.add(node.source.line)
     return info
 
 
-def _key(node: Node, group: Group | None) -> str:
+def _keys(node: Node, group: Group | None) -> tuple[str, ...]:
     scope = (group.attrs.get("name_scope") if group else None) or node.attrs.get("name_scope", "")
     if scope:
-        return scope.split("/")[0]
+        return tuple(scope.split("/"))
     if node.source is not None:
-        return node.source.function or node.source.file
-    return node.kind if node.kind != "op" else ""
+        return (node.source.function or node.source.file,)
+    return (node.kind if node.kind != "op" else "",)
 
 
-def _chunk_label(key: str, members: list[str], info: dict[str, tuple[str, set[int]]]) -> str:
-    lines = sorted(set().union(*(info[m][1] for m in members if m in info)))
+def _chunk_label(key: str, members: list[str], info: dict[str, _ItemInfo]) -> str:
+    lines = sorted(set().union(*(info[m].lines for m in members if m in info)))
     where = f", lines {lines[0]}–{lines[-1]}" if lines else ""
     return f"{key or 'ops'} ({len(members)} items{where})"
 
@@ -499,12 +651,22 @@ def _regroup(graph: Graph, moves: dict[str, Path], new_groups: list[Group]) -> G
     nodes = []
     for node in graph.nodes:
         head = moves.get(node.id) if not node.scope else group_moves.get(node.scope[0])
-        nodes.append(replace(node, scope=head + node.scope) if head else node)
+        nodes.append(_moved_node(node, head + node.scope) if head else node)
     groups = {g.path: g for g in new_groups}
     for path, group in graph.groups.items():
         head = group_moves.get(path[0], ())
-        groups[head + path] = replace(group, path=head + path) if head else group
+        groups[head + path] = _moved_group(group, head + path) if head else group
     return Graph(graph.ir, nodes, graph.edges, groups)
+
+
+# `dataclasses.replace(node, scope=...)` without its per-call field introspection,
+# which dominated regrouping big graphs; every field is passed on.
+def _moved_node(n: Node, scope: Path) -> Node:
+    return Node(n.id, n.op, n.label, n.type, scope, n.source, n.kind, n.attrs)
+
+
+def _moved_group(g: Group, path: Path) -> Group:
+    return Group(path, g.label, g.kind, g.op, g.opaque, g.attrs)
 
 
 # ---------------------------------------------------------------- DOT
@@ -513,6 +675,10 @@ def _regroup(graph: Graph, moves: dict[str, Path], new_groups: list[Group]) -> G
 def to_dot(view: View, title: str = "") -> str:
     """Graphviz DOT for a view: clusters for expanded groups, boxes for collapsed ones."""
     items, edges = visible(view)
+    return _dot(view, items, edges, title)
+
+
+def _dot(view: View, items: list[VisibleNode], edges: list[tuple[str, str]], title: str) -> str:
     lines = [
         "digraph G {",
         f'  graph [rankdir=TB, fontname="{FONT}", fontsize=12, labelloc=t, '
@@ -520,6 +686,16 @@ def to_dot(view: View, title: str = "") -> str:
         f'  node [fontname="{FONT}", fontsize=10, height=0.3];',
         f'  edge [fontname="{FONT}", fontsize=8, color="#8a8a8a", arrowsize=0.6];',
     ]
+    # An item linked to items in more than HUB_DEGREE top-level clusters (the
+    # inputs box, a scalar constant, a shared mask function used by every layer)
+    # does not get its edges drawn: routing hundreds of long edges into all the
+    # layers made dot take seconds, and the browser give up, while showing
+    # little. Its label says how many items it is linked to; expanding a box, or
+    # focusing on the neighbourhood of a node, shows them.
+    fans = _fans(view, items, edges)
+    if fans:
+        items = [_quiet(item, fans[item.id]) if item.id in fans else item for item in items]
+        edges = [(a, b) for a, b in edges if a not in fans and b not in fans]
     lines.extend(_clusters(view, items))
     hubs = _hubs(edges)
     for a, b in edges:
@@ -534,11 +710,43 @@ def to_dot(view: View, title: str = "") -> str:
 
 def _hubs(edges: list[tuple[str, str]]) -> set[str]:
     """Ids with more than HUB_DEGREE distinct neighbours."""
+    return {k for k, n in _degree(edges).items() if n > HUB_DEGREE}
+
+
+def _degree(edges: list[tuple[str, str]]) -> Counter[str]:
+    """Distinct neighbours of each id (the edges are deduplicated)."""
     degree: Counter[str] = Counter()
     for a, b in edges:
         degree[a] += 1
         degree[b] += 1
-    return {k for k, n in degree.items() if n > HUB_DEGREE}
+    return degree
+
+
+def _fans(view: View, items: list[VisibleNode], edges: list[tuple[str, str]]) -> dict[str, int]:
+    """Items linked to items in more than HUB_DEGREE expanded top-level groups → their
+    number of neighbours.
+
+    None in a neighbourhood (focus) view: there the edges are the point.
+    """
+    if view.focus is not None:
+        return {}
+    cluster = {item.id: item.path[0] for item in items if item.path[:1] in view.expanded}
+    spread: dict[str, set[str]] = {}
+    for a, b in edges:
+        if b in cluster:
+            spread.setdefault(a, set()).add(cluster[b])
+        if a in cluster:
+            spread.setdefault(b, set()).add(cluster[a])
+    fans = {k for k, tops in spread.items() if len(tops) > HUB_DEGREE}
+    if not fans:
+        return {}
+    degree = _degree(edges)
+    return {k: degree[k] for k in fans}
+
+
+def _quiet(item: VisibleNode, neighbours: int) -> VisibleNode:
+    note = f"linked to {neighbours} items (edges not drawn)"
+    return replace(item, label=f"{item.label}\n{note}", tooltip=f"{note}\n{item.tooltip}")
 
 
 def _clusters(view: View, items: list[VisibleNode]) -> list[str]:
@@ -642,11 +850,11 @@ def to_svg(dot: str) -> str:
 def summary(graph: Graph) -> dict[str, object]:
     """What the report stores per IR: node counts and the default view's DOT."""
     view = default_view(graph)
-    items, _ = visible(view)
+    items, edges = visible(view)
     return {
         "total_nodes": len(graph.nodes),
         "visible_nodes": len(items),
-        "dot": to_dot(view),
+        "dot": _dot(view, items, edges, ""),
     }
 
 

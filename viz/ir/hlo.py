@@ -36,12 +36,23 @@ What the counts count:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, opaque_paths, register_scopes
+from viz.ir.model import (
+    Edge,
+    Graph,
+    Node,
+    Path,
+    SourceLoc,
+    opaque_paths,
+    register_scopes,
+    source_loc,
+)
 
 PLUMBING_OPS = frozenset(
     {
@@ -83,12 +94,14 @@ _OPCODE = re.compile(r"\s*([\w\-]+)\(")
 _CALLED = re.compile(
     r"\b(calls|to_apply|condition|body|true_computation|false_computation)=%([\w.\-]+)"
 )
+_CALLED_KEY = len("false_computation")  # the longest key of _CALLED
 _BRANCHES = re.compile(r"\bbranch_computations=\{([^}]*)\}")
 _KIND = re.compile(r"\bkind=(k\w+)")
-_OP_NAME = re.compile(r'\bop_name="((?:[^"\\]|\\.)*)"')
+_OP_NAME = re.compile(r'\bop_name="([^"\\]*(?:\\.[^"\\]*)*)"')
 _FRAME_ID = re.compile(r"\bstack_frame_id=(\d+)")
 _SRC_FILE = re.compile(r'\bsource_file="((?:[^"\\]|\\.)*)"')
 _SRC_LINE = re.compile(r"\bsource_line=(\d+)")
+_HEAD_OR_ROOT = re.compile(r"\n(ENTRY %|%|  ROOT %)([^ \n]*)")  # computation / ROOT lines
 _ENTRY = re.compile(r"^ENTRY %?([^\s(]+)", re.M)
 _TABLE_ROW = re.compile(r'^(\d+) (?:"((?:[^"\\]|\\.)*)"|\{([^}]*)\})$')
 
@@ -96,7 +109,7 @@ _EMPTY_TRANSFORM = re.compile(r"(?:[\w.-]+\()+\)+")  # `jvp()`, `transpose(jvp()
 Producers = tuple[tuple[str, ...], str]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Inst:
     """What one instruction's text line says."""
 
@@ -131,8 +144,14 @@ class _Reader:
 
 def read_hlo(compiled: Any) -> Graph:
     """The graph of a compiled executable's optimized HLO (every module's ENTRY)."""
+    return read_hlo_modules(compiled.runtime_executable().hlo_modules())
+
+
+def read_hlo_modules(modules: Iterable[Any]) -> Graph:
+    """The graph of HLO modules (`jaxlib._hlo.HloModule`: an executable's, or one
+    parsed back from XLA's dumps with `hlo_module_from_text`), every module's ENTRY."""
     graph = Graph("compiled")
-    for module in compiled.runtime_executable().hlo_modules():
+    for module in modules:
         _read_module(module, graph)
     return register_scopes(graph)
 
@@ -140,8 +159,8 @@ def read_hlo(compiled: Any) -> Graph:
 def _read_module(module: Any, graph: Graph) -> None:
     text = module.to_string()
     comps = {c.name: c for c in module.computations()}
-    match = _ENTRY.search(text)
-    entry = comps.get(match.group(1)) if match else None
+    name = _entry_name(text)
+    entry = comps.get(name) if name else None
     if entry is None:
         entry = next((c for n, c in comps.items() if n.startswith("main")), None)
     if entry is None:
@@ -155,11 +174,21 @@ def _read_module(module: Any, graph: Graph) -> None:
         graph.edges.append(Edge(src, out.id, root[1]))
 
 
+def _entry_name(text: str) -> str | None:
+    """The ENTRY computation's name: `_ENTRY.search(text)`, started at the first line
+    that starts with ENTRY (a `^` scan of the whole text takes a while)."""
+    at = 0 if text.startswith("ENTRY") else text.find("\nENTRY") + 1
+    if at == 0 and not text.startswith("ENTRY"):
+        return None
+    match = _ENTRY.search(text, at)
+    return match.group(1) if match else None
+
+
 def parse_stack_frames(text: str) -> dict[int, SourceLoc]:
     """stack_frame_id → SourceLoc, from the tables at the top of a module's text."""
     tables: dict[str, dict[int, str]] = {}
     section = ""
-    for line in text.splitlines():
+    for line in _header(text).splitlines():
         if line.startswith(("%", "ENTRY")):
             break
         row = _TABLE_ROW.match(line)
@@ -195,12 +224,20 @@ def computation_roots(text: str) -> dict[str, str]:
     """
     roots: dict[str, str] = {}
     current = ""
-    for line in text.splitlines():
-        if line.startswith(("%", "ENTRY %")):
-            current = line.removeprefix("ENTRY ").split(" ", 1)[0].lstrip("%")
-        elif current and line.startswith("  ROOT %"):
-            roots.setdefault(current, line[8:].split(" ", 1)[0])
+    for prefix, name in _HEAD_OR_ROOT.findall("\n" + text):
+        if prefix != "  ROOT %":
+            current = name.lstrip("%")
+        elif current:
+            roots.setdefault(current, name)
     return roots
+
+
+def _header(text: str) -> str:
+    """The text before the first computation (the lines parse_stack_frames reads)."""
+    if text.startswith(("%", "ENTRY")):
+        return ""
+    ends = [i for i in (text.find("\n%"), text.find("\nENTRY")) if i >= 0]
+    return text[: min(ends)] if ends else text
 
 
 def _fields(raw: str) -> dict[str, str]:
@@ -208,26 +245,43 @@ def _fields(raw: str) -> dict[str, str]:
 
 
 def _parse(inst: Any, frames: dict[int, SourceLoc]) -> _Inst:
-    """Parse one instruction's text line: `[ROOT] %name = TYPE opcode(...), attrs`."""
+    """Parse one instruction's text line: `[ROOT] %name = TYPE opcode(...), attrs`.
+
+    This runs for every instruction, so it avoids regex scans where it can: each
+    attribute pattern is searched from the first occurrence of a literal that
+    every match starts with (`str.find` is much faster than a regex scan of the
+    metadata and backend_config text), which finds the same first match.
+    """
     line = inst.to_string()
     start = line.index(" = ") + 3
-    end = _type_end(line, start)
+    end = line.index(" ", start) if line[start] != "(" else _type_end(line, start)
     match = _OPCODE.match(line, end)
-    opcode = match.group(1) if match else str(inst.opcode)
-    rest = line[match.end() if match else end :]
-    op_name = _OP_NAME.search(rest)
+    if match:
+        opcode, rest = match.group(1), line[match.end() :]
+    else:
+        opcode, rest = str(inst.opcode), line[end:]
+    at = rest.find('op_name="')
+    op_name = _OP_NAME.search(rest, at) if at >= 0 else None
+    at = rest.find("kind=")
+    kind = _KIND.search(rest, at) if at >= 0 else None
     return _Inst(
         inst.name,
         opcode,
         render_type(line[start:end]),
         [o.name for o in inst.operands()],
-        _called(rest),
-        _first(_KIND, rest),
+        _called(rest) if "=%" in rest or "branch_computations={" in rest else {},
+        kind.group(1) if kind else "",
         op_name.group(1) if op_name else "",
         _source(rest, frames),
         int(_first(_INDEX, rest) or 0) if opcode == "parameter" else 0,
         _first(_TARGET, rest) if opcode == "custom-call" else "",
     )
+
+
+def _search(pattern: re.Pattern[str], literal: str, text: str) -> re.Match[str] | None:
+    """`pattern.search(text)` for a pattern whose every match starts with `literal`."""
+    at = text.find(literal)
+    return pattern.search(text, at) if at >= 0 else None
 
 
 def _first(pattern: re.Pattern[str], text: str) -> str:
@@ -252,9 +306,11 @@ def _type_end(line: str, start: int) -> int:
 
 def _called(rest: str) -> dict[str, list[str]]:
     called: dict[str, list[str]] = {}
-    for key, name in _CALLED.findall(rest):
+    # every match has `=%` within _CALLED_KEY characters of its start
+    at = rest.find("=%")
+    for key, name in _CALLED.findall(rest, max(at - _CALLED_KEY, 0)) if at >= 0 else ():
         called.setdefault(key, []).append(name)
-    branches = _BRANCHES.search(rest)
+    branches = _search(_BRANCHES, "branch_computations={", rest)
     if branches:
         called["branches"] = [b.strip().lstrip("%") for b in branches.group(1).split(",")]
     elif "true_computation" in called:
@@ -263,21 +319,27 @@ def _called(rest: str) -> dict[str, list[str]]:
 
 
 def _source(rest: str, frames: dict[int, SourceLoc]) -> SourceLoc | None:
-    frame = _FRAME_ID.search(rest)
+    at = rest.find("stack_frame_id=")
+    frame = _FRAME_ID.search(rest, at) if at >= 0 else None
     if frame and int(frame.group(1)) in frames:
         return frames[int(frame.group(1))]
-    file, line = _SRC_FILE.search(rest), _SRC_LINE.search(rest)
+    if 'source_file="' not in rest:
+        return None
+    file = _search(_SRC_FILE, 'source_file="', rest)
+    line = _search(_SRC_LINE, "source_line=", rest)
     if file and line:
-        return SourceLoc(file.group(1), int(line.group(1)))
+        return source_loc(file.group(1), int(line.group(1)))
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def render_type(text: str) -> str:
     """An HLO shape in jaxpr spelling: `f32[8,128]{1,0}` → `f32[8,128]`, pred → bool."""
     text = _PRED.sub("bool[", _LAYOUT.sub("", text))
     return _SIGNED.sub(r"i\1[", text)
 
 
+@functools.lru_cache(maxsize=4096)
 def name_scope(op_name: str) -> str:
     """`jit(f)/layer0/attention/dot_general` → `layer0/attention`."""
     parts = [p for p in op_name.split("/") if p and not _EMPTY_TRANSFORM.fullmatch(p)]
@@ -295,20 +357,18 @@ def _read_comp(
     parameters become input nodes).
     """
     raw = comp.instructions()
-    insts = _topological([_parse(i, reader.frames) for i in raw])
+    frames = reader.frames
+    insts = _topological([_parse(i, frames) for i in raw])
     root_name = reader.roots.get(comp.name) or _userless(raw)
     env: dict[str, Producers] = {}
-    root: Producers = ((), "")
     for inst in insts:
-        operands = [env.get(o, ((), "")) for o in inst.operands]
         if inst.opcode == "parameter" and params is not None:
             index = inst.index
             env[inst.name] = params[index] if index < len(params) else ((), inst.type)
         else:
+            operands = [env.get(o, ((), "")) for o in inst.operands]
             env[inst.name] = _read_inst(reader, inst, operands, path)
-        if inst.name == root_name:
-            root = env[inst.name]
-    return root, insts
+    return env.get(root_name, ((), "")), insts
 
 
 def _userless(instructions: list[Any]) -> str:
@@ -318,12 +378,24 @@ def _userless(instructions: list[Any]) -> str:
 
 
 def _topological(insts: list[_Inst]) -> list[_Inst]:
-    """Instructions ordered so that operands come before their users."""
+    """Instructions ordered so that operands come before their users.
+
+    A depth-first walk from each instruction in turn, operands last-first, so an
+    instruction whose operands are all placed is placed at once.
+    """
     by_name = {i.name: i for i in insts}
     done: set[str] = set()
     order: list[_Inst] = []
     for inst in insts:
-        stack = [(inst, False)]
+        if inst.name in done:
+            continue
+        waiting = [o for o in inst.operands if o in by_name and o not in done]
+        if not waiting:
+            done.add(inst.name)
+            order.append(inst)
+            continue
+        stack = [(inst, True)]
+        stack.extend((by_name[o], False) for o in waiting)
         while stack:
             item, expanded = stack.pop()
             if item.name in done:
@@ -348,14 +420,17 @@ def _read_inst(reader: _Reader, inst: _Inst, operands: list[Producers], path: Pa
 
 
 def _add_node(reader: _Reader, inst: _Inst, operands: list[Producers], path: Path) -> Producers:
-    kind = "input" if inst.opcode == "parameter" else "op"
-    node = Node(reader.new_id(inst.name), inst.opcode, "", inst.type, path, inst.source, kind)
-    if kind == "input":
-        node.label = inst.op_name or inst.name
-    elif inst.target:
-        node.label = inst.target
-    if inst.op_name and kind == "op":
-        node.attrs = {"op_name": inst.op_name, "name_scope": name_scope(inst.op_name)}
+    if inst.opcode == "parameter":
+        label, kind, attrs = inst.op_name or inst.name, "input", {}
+    else:
+        label, kind = inst.target, "op"
+        attrs = (
+            {"op_name": inst.op_name, "name_scope": name_scope(inst.op_name)}
+            if inst.op_name
+            else {}
+        )
+    id_ = reader.new_id(inst.name)
+    node = Node(id_, inst.opcode, label, inst.type, path, inst.source, kind, attrs)
     reader.graph.nodes.append(node)
     _connect(reader.graph, operands, node.id)
     return (node.id,), inst.type
@@ -417,13 +492,13 @@ def _sub_computations(
 def fusion_colour(kind: str, fused_ops: list[str]) -> str:
     """The colour class of a fusion, from its kind and the ops fused into it."""
     ops = set(fused_ops)
-    if ops & COLLECTIVE_OPS:
+    if not ops.isdisjoint(COLLECTIVE_OPS):
         return "collective"
-    if ops & {"dot", "convolution"}:
+    if "dot" in ops or "convolution" in ops:
         return "dot"
     if kind == "kCustom" or "custom-call" in ops:
         return "custom"
-    if kind == "kInput" or ops & REDUCTION_OPS:
+    if kind == "kInput" or not ops.isdisjoint(REDUCTION_OPS):
         return "input"
     if kind == "kOutput":
         return "output"
@@ -431,12 +506,16 @@ def fusion_colour(kind: str, fused_ops: list[str]) -> str:
 
 
 def _connect(graph: Graph, operands: list[Producers], dst: str) -> None:
+    edges = graph.edges
+    if len(operands) == 1 and len(operands[0][0]) == 1:  # the common case
+        edges.append(Edge(operands[0][0][0], dst, operands[0][1]))
+        return
     seen: set[str] = set()
     for ids, type_ in operands:
         for src in ids:
             if src not in seen:
                 seen.add(src)
-                graph.edges.append(Edge(src, dst, type_))
+                edges.append(Edge(src, dst, type_))
 
 
 def _enclosing(scope: Path, paths: set[Path]) -> Path | None:
@@ -463,11 +542,11 @@ def fusion_count(graph: Graph) -> int:
 
 def kernel_count(graph: Graph) -> int:
     """Executed kernels: fusions plus unfused ops that are not plumbing."""
-    opaque = set(opaque_paths(graph))
+    outermost = _outermost(set(opaque_paths(graph)))
     unfused = sum(
         1
         for n in graph.nodes
-        if n.kind == "op" and n.op not in PLUMBING_OPS and _enclosing(n.scope, opaque) is None
+        if n.kind == "op" and n.op not in PLUMBING_OPS and outermost(n.scope) is None
     )
     return fusion_count(graph) + unfused
 
@@ -476,12 +555,24 @@ def kernels(graph: Graph) -> list[dict[str, Any]]:
     """For each fusion: name, kind, colour, fused-op histogram, source lines."""
     fusions = _top_level_fusions(graph)
     members: dict[Path, list[Node]] = {p: [] for p in fusions}
-    wanted = set(fusions)
+    outermost = _outermost(set(fusions))
     for node in graph.nodes:
-        path = _enclosing(node.scope, wanted)
+        path = outermost(node.scope)
         if path is not None and node.kind == "op":
             members[path].append(node)
     return [_kernel(graph.groups[p], members[p]) for p in fusions]
+
+
+def _outermost(paths: set[Path]) -> Callable[[Path], Path | None]:
+    """`_enclosing(scope, paths)`, remembered per scope (many nodes share one)."""
+    found: dict[Path, Path | None] = {}
+
+    def outermost(scope: Path) -> Path | None:
+        if scope not in found:
+            found[scope] = _enclosing(scope, paths)
+        return found[scope]
+
+    return outermost
 
 
 def _kernel(group: Any, inside: list[Node]) -> dict[str, Any]:

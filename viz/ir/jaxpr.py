@@ -27,7 +27,7 @@ from typing import Any
 from jax._src import source_info_util
 from jax.extend import core
 
-from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, register_scopes
+from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, register_scopes, source_loc
 
 # Container primitives and the kind of group they become; any other primitive
 # whose params hold a jaxpr becomes a 'call' group.
@@ -111,11 +111,11 @@ def _read_eqns(
 def _read_op(
     reader: _Reader, eqn: Any, env: Env, scope: Path, source: SourceLoc | None
 ) -> list[Producers]:
-    type_ = ", ".join(_aval_str(v) for v in eqn.outvars)
-    node = Node(reader.new_id(), eqn.primitive.name, "", type_, scope, source)
+    types = [_aval_str(v) for v in eqn.outvars]  # (rendering an aval takes a while)
+    node = Node(reader.new_id(), eqn.primitive.name, "", ", ".join(types), scope, source)
     reader.graph.nodes.append(node)
     _connect_operands(reader.graph, eqn.invars, env, node.id)
-    return [((node.id,), _aval_str(v)) for v in eqn.outvars]
+    return [((node.id,), type_) for type_ in types]
 
 
 def _read_container(
@@ -252,7 +252,7 @@ def _source(eqn: Any) -> SourceLoc | None:
     frame = source_info_util.user_frame(eqn.source_info.traceback)
     if frame is None:
         return None
-    return SourceLoc(frame.file_name, frame.start_line, frame.function_name)
+    return source_loc(frame.file_name, frame.start_line, frame.function_name)
 
 
 def _lookup(env: Env, var: Any) -> Producers:

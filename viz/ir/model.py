@@ -13,6 +13,7 @@ plain dicts (`to_dict`) and are rebuilt in the app (`from_dict`).
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -31,6 +32,13 @@ class SourceLoc:
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}"
         return f"{where} ({self.function})" if self.function else where
+
+
+@functools.lru_cache(maxsize=4096)
+def source_loc(file: str, line: int, function: str = "") -> SourceLoc:
+    """A SourceLoc shared by every node of that line: a big graph keeps (and the
+    garbage collector walks) a few of them, not one per node."""
+    return SourceLoc(file, line, function)
 
 
 @dataclass
@@ -151,8 +159,14 @@ def op_histogram(graph: Graph) -> dict[str, int]:
     """
     opaque = opaque_paths(graph)
     counts: Counter[str] = Counter()
+    hidden: dict[Path, bool] = {}  # per scope: inside an opaque group?
     for node in graph.nodes:
-        if node.kind == "op" and not _inside(node.scope, opaque):
+        if node.kind != "op":
+            continue
+        scope = node.scope
+        if scope not in hidden:
+            hidden[scope] = _inside(scope, opaque)
+        if not hidden[scope]:
             counts[node.op] += 1
     for path, group in graph.groups.items():
         if group.op and not _inside(path[:-1], opaque):

@@ -36,7 +36,7 @@ from typing import Any
 
 from jaxlib.mlir import ir
 
-from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, register_scopes
+from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, register_scopes, source_loc
 
 TERMINATORS = frozenset({"func.return", "stablehlo.return"})
 REGION_KINDS = {"stablehlo.while": "loop", "stablehlo.case": "branch", "stablehlo.if": "branch"}
@@ -70,10 +70,18 @@ class _Reader:
     env: dict[Any, Producers] = field(default_factory=dict)
     call_nodes: dict[str, list[str]] = field(default_factory=dict)
     count: int = 0
+    # rendered result types: MLIR types are uniqued, and printing one is slow
+    types: dict[Any, str] = field(default_factory=dict)
 
     def new_id(self) -> str:
         self.count += 1
         return f"op{self.count}"
+
+    def render(self, type_: Any) -> str:
+        text = self.types.get(type_)
+        if text is None:
+            text = self.types[type_] = render_type(type_)
+        return text
 
 
 def read_stablehlo(module: Any) -> Graph:
@@ -187,7 +195,7 @@ def _read_block(
 
 def _read_op(reader: _Reader, operation: Any, scope: Path, source: SourceLoc | None) -> Producers:
     name = operation.name
-    type_ = ", ".join(render_type(r.type) for r in operation.results)
+    type_ = ", ".join(reader.render(r.type) for r in operation.results)
     node = Node(reader.new_id(), name, _short(name), type_, scope, source)
     if name == "func.call":
         callee = _callee(operation)
@@ -324,7 +332,7 @@ def parse_location(loc: Any) -> tuple[str, SourceLoc | None]:
         elif isinstance(loc, ir.CallSiteLoc):
             todo.append(loc.callee)
         elif isinstance(loc, ir.FileLineColLoc):
-            return name, SourceLoc(loc.filename, loc.start_line, function)
+            return name, source_loc(loc.filename, loc.start_line, function)
         elif isinstance(loc, ir.FusedLoc):
             todo.extend(reversed(loc.locations))
     return name, None
