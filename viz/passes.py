@@ -20,7 +20,9 @@ from viz.ir.hlo import fusion_count, read_hlo_modules
 from viz.ir.model import op_histogram
 
 # module_0004.jit_f.0014.HLO_passes_after_layout_assignment.after_fusion.before_fusion-wrapper.txt
-_STEP = re.compile(r"\.(\d{4})\.(?P<pipeline>[^.]+)\.after_(?P<pass>[^.]+)(?:\.before_[^.]+)?\.txt$")
+_STEP = re.compile(
+    r"\.(\d{4})\.(?P<pipeline>[^.]+)\.after_(?P<pass>[^.]+)(?:\.before_[^.]+)?\.txt$"
+)
 DUMP_OPTIONS = {"xla_dump_hlo_pass_re": ".*", "xla_dump_hlo_as_text": True}
 
 
@@ -50,6 +52,7 @@ def pass_by_pass(lowered: Any) -> list[dict[str, Any]]:
         lowered.compile(compiler_options={"xla_dump_to": folder, **DUMP_OPTIONS})
         rows = []
         for step, (pipeline, name, path) in enumerate(dumps_in_order(Path(folder))):
-            rows.append({"step": step, "pipeline": pipeline, "pass": name,
-                         **count(path.read_text())})
+            rows.append(
+                {"step": step, "pipeline": pipeline, "pass": name, **count(path.read_text())}
+            )
     return rows
