@@ -191,6 +191,28 @@ def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> No
     )
 
 
+def fusion_compare(before: dict[str, Any], after: dict[str, Any], key: str) -> None:
+    """One name-scope region before fusion (StableHLO) and after (compiled HLO)."""
+    graphs = Graph.from_dict(before), Graph.from_dict(after)
+    common = [r for r in views.regions(graphs[0]) if r in set(views.regions(graphs[1]))]
+    st.markdown("**Before and after fusion** · the same region of your program in both IRs")
+    if not common:
+        st.caption(
+            "No name scope appears in both IRs: wrap parts of your function in "
+            "`jax.named_scope('…')` to compare them here."
+        )
+        return
+    region = st.selectbox("Region (name scope)", common, key=f"{key}_region")
+    columns = st.columns(2)
+    for column, graph, title in zip(
+        columns, graphs, ("before fusion: StableHLO", "after fusion: compiled HLO"), strict=True
+    ):
+        view = views.region_view(graph, region)
+        shown, _ = views.visible(view)
+        column.caption(f"{title} · {len(shown)} nodes")
+        column.graphviz_chart(views.to_dot(view, f"{region} · {title}"), width="stretch")
+
+
 def node_details(graph: Graph, visible: list[Any], key: str) -> None:
     """Op, types, attributes and source line of one node of the current view."""
     items = {

@@ -397,3 +397,29 @@ def test_view_cache_does_not_keep_graphs_alive():
     gc.collect()
     assert all(ref() is None for ref in refs)
     assert not any(hit[0]() is None for hit in G._CACHE.values())
+
+
+def test_a_region_shows_only_its_ops_in_both_ir_graphs():
+    import jax
+    import jax.numpy as jnp
+
+    from viz import graph as views
+    from viz.ir.hlo import read_hlo
+    from viz.ir.stablehlo import read_stablehlo
+
+    def f(x):
+        with jax.named_scope("pre"):
+            x = jnp.sin(x) * 2.0
+        with jax.named_scope("post"):
+            return jnp.exp(x) + 1.0
+
+    lowered = jax.jit(f).lower(jax.ShapeDtypeStruct((8, 8), jnp.float32))
+    before, after = read_stablehlo(lowered.compiler_ir("stablehlo")), read_hlo(lowered.compile())
+    for graph in (before, after):
+        assert {"pre", "post"} <= set(views.regions(graph))
+        shown = views.region_view(graph, "pre").focus
+        assert shown and all(
+            views.name_scope_of(graph.node_map()[i]).startswith("pre") for i in shown
+        )
+    ops = {before.node_map()[i].op for i in views.region_view(before, "pre").focus}
+    assert "stablehlo.sine" in ops and "stablehlo.exponential" not in ops

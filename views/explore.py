@@ -200,6 +200,10 @@ def ir_tab(r: dict[str, Any], ir: str, index: int) -> None:
             key=f"g_{ir}_{index}",
             title=f"{r['function']} · {ui.IR_TITLES[ir]}",
         )
+    if ir == "compiled" and {"stablehlo", "compiled"} <= set(r.get("graph_models", {})):
+        ui.fusion_compare(
+            r["graph_models"]["stablehlo"], r["graph_models"]["compiled"], key=f"fc_{index}"
+        )
     with st.expander(
         f"{ui.IR_TITLES[ir]} text ({len(section.get('text', '').splitlines())} lines)",
         expanded=ir == "jaxpr",
@@ -256,9 +260,7 @@ def pass_by_pass(r: dict[str, Any], index: int) -> None:
         return
     steps = result["steps"]
     st.plotly_chart(charts.pass_chart(steps), width="stretch", key=f"fu_passes_{index}")
-    changes = [
-        (b, a) for b, a in pairwise(steps) if a["op_count"] != b["op_count"]
-    ]
+    changes = [(b, a) for b, a in pairwise(steps) if a["op_count"] != b["op_count"]]
     st.caption(
         " · ".join(f"{a['pass']}: {b['op_count']} → {a['op_count']}" for b, a in changes[:12])
         or "No pass changed the op count."

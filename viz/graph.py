@@ -861,3 +861,38 @@ def summary(graph: Graph) -> dict[str, object]:
 def visible_ids(view: View) -> Iterable[str]:
     """Ids of what a view draws (for tests and the app)."""
     return (item.id for item in visible(view)[0])
+
+
+# ---------------------------------------------------------------- regions
+
+
+def name_scope_of(node: Node) -> str:
+    """The node's name scope (`layer3/attention`): the compiled reader keeps it in
+    attrs (its groups are fusions), the others in the scope path."""
+    if "name_scope" in node.attrs:
+        return node.attrs["name_scope"]
+    return "/".join(node.scope)
+
+
+def regions(graph: Graph, depth: int = 2) -> list[str]:
+    """Name scopes down to `depth` levels, for picking one region of the program."""
+    found = set()
+    for node in graph.nodes:
+        parts = [p for p in name_scope_of(node).split("/") if p]
+        found.update("/".join(parts[:d]) for d in range(1, min(depth, len(parts)) + 1))
+    return sorted(
+        found, key=lambda r: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", r)]
+    )
+
+
+def region_view(graph: Graph, region: str) -> View:
+    """Only the ops under name scope `region`, every group on their paths expanded: the
+    same region in two IRs (before and after fusion) side by side."""
+    ids = {
+        n.id
+        for n in graph.nodes
+        if (scope := name_scope_of(n)) == region or scope.startswith(region + "/")
+    }
+    nodes = _index(graph).nodes
+    expanded = {n.scope[:d] for i in ids if (n := nodes.get(i)) for d in range(1, len(n.scope) + 1)}
+    return View(graph, frozenset(expanded), frozenset(), frozenset(ids))
