@@ -103,7 +103,7 @@ if ui.lesson_controls("Measure compile and run time per bucket"):
         function=prog["function"],
         args=prog["args"],
         batch_arg=batch_arg,
-        buckets=all_buckets[:64],
+        buckets=all_buckets,
     )
     st.rerun()
 if measured and not measured.get("ok", True):
