@@ -241,27 +241,15 @@ def shape_sweep_chart(rows: list[dict[str, Any]]) -> go.Figure:
     """One-time compile cost and per-call run time (jit and eager) per shape."""
     fig = go.Figure()
     sizes = [r["size"] for r in rows]
-    fig.add_scatter(
-        x=sizes,
-        y=[r["total_s"] * 1e3 for r in rows],
-        name="trace+lower+compile",
-        mode="lines+markers",
-        line={"color": STAGE_COLOURS["compile"]},
+    lines = (
+        ("trace+lower+compile", "total_s", {"color": STAGE_COLOURS["compile"]}),
+        ("run (jit)", "run_s", {"color": STAGE_COLOURS["steady state"]}),
+        ("run (eager)", "eager_s", {"color": "#BAB0AC", "dash": "dot"}),
     )
-    fig.add_scatter(
-        x=sizes,
-        y=[r["run_s"] * 1e3 for r in rows],
-        name="run (jit)",
-        mode="lines+markers",
-        line={"color": STAGE_COLOURS["steady state"]},
-    )
-    fig.add_scatter(
-        x=sizes,
-        y=[r["eager_s"] * 1e3 for r in rows],
-        name="run (eager)",
-        mode="lines+markers",
-        line={"color": "#BAB0AC", "dash": "dot"},
-    )
+    for name, key, line in lines:
+        fig.add_scatter(
+            x=sizes, y=[r[key] * 1e3 for r in rows], name=name, mode="lines+markers", line=line
+        )
     fig.update_xaxes(type="log", title="size")
     fig.update_yaxes(type="log", title="ms")
     return _layout(fig, "Compile once, run many: cost per shape", 360)

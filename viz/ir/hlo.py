@@ -49,6 +49,7 @@ from viz.ir.model import (
     Node,
     Path,
     SourceLoc,
+    name_parts,
     opaque_paths,
     register_scopes,
     source_loc,
@@ -105,7 +106,6 @@ _HEAD_OR_ROOT = re.compile(r"\n(ENTRY %|%|  ROOT %)([^ \n]*)")  # computation / 
 _ENTRY = re.compile(r"^ENTRY %?([^\s(]+)", re.M)
 _TABLE_ROW = re.compile(r'^(\d+) (?:"((?:[^"\\]|\\.)*)"|\{([^}]*)\})$')
 
-_EMPTY_TRANSFORM = re.compile(r"(?:[\w.-]+\()+\)+")  # `jvp()`, `transpose(jvp())`
 Producers = tuple[tuple[str, ...], str]
 
 
@@ -342,7 +342,7 @@ def render_type(text: str) -> str:
 @functools.lru_cache(maxsize=4096)
 def name_scope(op_name: str) -> str:
     """`jit(f)/layer0/attention/dot_general` → `layer0/attention`."""
-    parts = [p for p in op_name.split("/") if p and not _EMPTY_TRANSFORM.fullmatch(p)]
+    parts = list(name_parts(op_name))
     if parts and parts[0].startswith(("jit(", "pjit(")):
         parts = parts[1:]
     return "/".join(parts[:-1])

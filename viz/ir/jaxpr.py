@@ -19,7 +19,6 @@ across group boundaries.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,14 +26,13 @@ from typing import Any
 from jax._src import source_info_util
 from jax.extend import core
 
-from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, register_scopes, source_loc
+from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, name_parts, register_scopes, source_loc
 
 # Container primitives and the kind of group they become; any other primitive
 # whose params hold a jaxpr becomes a 'call' group.
 LOOP_PRIMITIVES = frozenset({"scan", "while"})
 BRANCH_PRIMITIVES = frozenset({"cond"})
 
-_EMPTY_TRANSFORM = re.compile(r"(?:[\w.-]+\()+\)+")  # `jvp()`, `transpose(jvp())`
 
 # A value's producers (node ids; several for a value merged from cond branches)
 # and its type string.
@@ -129,7 +127,7 @@ def _read_container(
     """A container equation: a group holding its sub-jaxprs; returns its outputs."""
     name = eqn.primitive.name
     label = _container_label(eqn)
-    group = _unique_path(reader.graph, scope, label)
+    group = reader.graph.unique_path(scope, label)
     reader.graph.add_group(group, _container_kind(name), name, label=label)
     bindings = _bind_inputs(eqn, subs, env)
     results: list[list[Producers]] = []
@@ -233,19 +231,11 @@ def _func_name(subs: list[tuple[str, Any]]) -> str:
     return "" if name.startswith("<") else name
 
 
-def _unique_path(graph: Graph, scope: Path, label: str) -> Path:
-    path, n = (*scope, label), 1
-    while path in graph.groups:
-        n += 1
-        path = (*scope, f"{label} ({n})")
-    return path
-
-
 def _name_scopes(eqn: Any) -> Path:
     """Name-stack scopes, outermost first; transforms wrap them (`jvp(layer0)`),
     and a transform around no scope (`jvp()`) is dropped."""
     stack = str(eqn.source_info.name_stack)
-    return tuple(p for p in stack.split("/") if p and not _EMPTY_TRANSFORM.fullmatch(p))
+    return name_parts(stack)
 
 
 def _source(eqn: Any) -> SourceLoc | None:

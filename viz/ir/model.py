@@ -14,6 +14,7 @@ plain dicts (`to_dict`) and are rebuilt in the app (`from_dict`).
 from __future__ import annotations
 
 import functools
+import re
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -101,6 +102,14 @@ class Graph:
             self.groups[path] = Group(path, kw.pop("label", path[-1]), kind, op, **kw)
         return path
 
+    def unique_path(self, scope: Path, label: str) -> Path:
+        """`scope + (label,)`, numbered `label (2)`, `label (3)` … if already taken."""
+        path, n = (*scope, label), 1
+        while path in self.groups:
+            n += 1
+            path = (*scope, f"{label} ({n})")
+        return path
+
     def node_map(self) -> dict[str, Node]:
         return {n.id: n for n in self.nodes}
 
@@ -133,6 +142,15 @@ class Graph:
             path = tuple(raw["path"])
             groups[path] = Group(**{**raw, "path": path})
         return cls(data["ir"], nodes, [Edge(**e) for e in data["edges"]], groups)
+
+
+# A transform around no name scope (`jvp()`, `transpose(jvp())`) names nothing.
+EMPTY_TRANSFORM = re.compile(r"(?:[\w.-]+\()+\)+")
+
+
+def name_parts(name: str) -> Path:
+    """The meaningful parts of a `/`-separated name stack."""
+    return tuple(p for p in name.split("/") if p and not EMPTY_TRANSFORM.fullmatch(p))
 
 
 def _shallow(item: Any) -> Any:

@@ -36,7 +36,7 @@ from typing import Any
 
 from jaxlib.mlir import ir
 
-from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, register_scopes, source_loc
+from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, name_parts, register_scopes, source_loc
 
 TERMINATORS = frozenset({"func.return", "stablehlo.return"})
 REGION_KINDS = {"stablehlo.while": "loop", "stablehlo.case": "branch", "stablehlo.if": "branch"}
@@ -58,7 +58,6 @@ _DTYPES = {
 _TENSOR = re.compile(r"tensor<(?:([^<>]*?)x)?([^x<>]+(?:<[^<>]*>)?)>")
 
 # A value's producers: node ids (several when merged from regions) and its type.
-_EMPTY_TRANSFORM = re.compile(r"(?:[\w.-]+\()+\)+")  # `jvp()`, `transpose(jvp())`
 Producers = tuple[tuple[str, ...], str]
 
 
@@ -211,7 +210,7 @@ def _read_region_op(
 ) -> list[Producers]:
     """An op with regions: a group holding each region's ops."""
     name = operation.name
-    group = _unique_path(reader.graph, scope, _short(name))
+    group = reader.graph.unique_path(scope, _short(name))
     kind = REGION_KINDS.get(name, "region")
     reader.graph.add_group(group, kind, name, label=_short(name))
     operands = [_lookup(reader, v) for v in operation.operands]
@@ -234,7 +233,7 @@ def _read_inline_call(
 ) -> list[Producers]:
     """A function called once: read its body here, as the call's group."""
     callee = _callee(op)
-    group = _unique_path(reader.graph, scope, f"call @{callee}")
+    group = reader.graph.unique_path(scope, f"call @{callee}")
     reader.graph.add_group(group, "call", "func.call", label=f"call @{callee}")
     block = reader.funcs[callee].regions[0].blocks[0]
     operands = [_lookup(reader, v) for v in op.operation.operands]
@@ -290,17 +289,9 @@ def _short(name: str) -> str:
     return name.split(".", 1)[1] if "." in name else name
 
 
-def _unique_path(graph: Graph, scope: Path, label: str) -> Path:
-    path, n = (*scope, label), 1
-    while path in graph.groups:
-        n += 1
-        path = (*scope, f"{label} ({n})")
-    return path
-
-
 def _name_parts(name: str) -> Path:
     """`jit(f)/layer0/attn/add` → ('layer0', 'attn', 'add'): drop the jit(...) root."""
-    parts = tuple(p for p in name.split("/") if p and not _EMPTY_TRANSFORM.fullmatch(p))
+    parts = name_parts(name)
     if parts and parts[0].startswith(("jit(", "pjit(")):
         return parts[1:]
     return parts
