@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -58,10 +59,6 @@ def program_from_sample(name: str) -> dict[str, Any]:
         "static": list(sample.static),
         "extra": dict(sample.extra),
     }
-
-
-def set_program(**changes: Any) -> None:
-    program().update(changes)
 
 
 def spec_rows(code: str, function: str, args: str) -> list[tuple[str, str]]:
@@ -175,8 +172,7 @@ def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> No
         f"Showing {len(visible)} of {len(graph.nodes)} nodes · expand a group above, "
         "or search to focus on a neighbourhood"
     )
-    # small graphs at their natural size; big ones fill the width (fullscreen zooms further)
-    st.graphviz_chart(dot, width="stretch" if len(visible) > 24 else "content")
+    show_graph(dot, len(visible))
     node_details(graph, visible, key)
     d1, d2, _ = st.columns([1, 1, 4])
     d1.download_button("DOT", dot, f"{ir}.dot", "text/vnd.graphviz", key=f"{key}_dot")
@@ -210,7 +206,24 @@ def fusion_compare(before: dict[str, Any], after: dict[str, Any], key: str) -> N
         view = views.region_view(graph, region)
         shown, _ = views.visible(view)
         column.caption(f"{title} · {len(shown)} nodes")
-        column.graphviz_chart(views.to_dot(view, f"{region} · {title}"), width="stretch")
+        with column:
+            show_graph(views.to_dot(view, f"{region} · {title}"), len(shown), height=560)
+
+
+PAN_ZOOM = Path(__file__).resolve().parent / "views" / "pan_zoom.html"
+
+
+def show_graph(dot: str, nodes: int, height: int = 680) -> None:
+    """The graph as SVG (Graphviz's `dot`) in a pan-and-zoom frame: wheel zooms, drag
+    pans, double-click fits. Without the `dot` binary, Streamlit's own chart."""
+    try:
+        svg = views.to_svg(dot)
+    except RuntimeError:
+        st.graphviz_chart(dot, width="stretch" if nodes > 24 else "content")
+        return
+    svg = svg[svg.index("<svg") :]  # drop the XML prologue and doctype
+    # the SVG is Graphviz's output (labels XML-escaped), never raw user HTML
+    st.iframe(PAN_ZOOM.read_text().replace("__SVG__", svg), height=height)
 
 
 def node_details(graph: Graph, visible: list[Any], key: str) -> None:

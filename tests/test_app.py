@@ -72,7 +72,8 @@ def test_each_result_tab_renders(tab: str) -> None:
     at.run()
     assert not at.exception, at.exception
     if tab in ("jaxpr", "StableHLO", "Compiled HLO"):
-        assert at.get("graphviz_chart"), "no graph drawn"
+        # a pan-and-zoom frame around dot's SVG, or Streamlit's chart without dot
+        assert at.get("iframe") or at.get("graphviz_chart"), "no graph drawn"
         assert any(c.value.startswith("Showing") for c in at.caption)
 
 

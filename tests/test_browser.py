@@ -38,14 +38,15 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     env = {**os.environ, "JITSCOPE_HOME": str(ROOT / ".jitscope")}
+    log = (tmp_path_factory.mktemp("streamlit") / "server.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
          "--server.port", str(port), "--browser.gatherUsageStats", "false",
          "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -54,8 +55,12 @@ def server() -> Iterator[str]:
                 break
         time.sleep(0.2)
     yield url
+    if proc.poll() is not None:  # the server died mid-suite: show why
+        log.flush()
+        print(Path(log.name).read_text()[-5000:])
     proc.terminate()
     proc.wait(timeout=20)
+    log.close()
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +95,12 @@ def open_tab(page, name: str) -> None:
 
 
 def graph(page):
-    return page.locator("[data-testid=stGraphVizChart] svg").first
+    return graph_nodes(page).first
+
+
+def graph_nodes(page):
+    """Nodes of the first graph: dot's SVG inside the pan-and-zoom frame."""
+    return page.frame_locator("iframe").first.locator("svg g.node")
 
 
 def test_explore_analyzes_the_default_sample_and_switches_tabs(page) -> None:
@@ -100,7 +110,7 @@ def test_explore_analyzes_the_default_sample_and_switches_tabs(page) -> None:
     shot(page, "explore_overview")
     open_tab(page, "Compiled HLO")
     graph(page).wait_for()
-    assert page.locator("[data-testid=stGraphVizChart] svg g.node").count() >= 3
+    assert graph_nodes(page).count() >= 3
     shot(page, "explore_compiled_graph", graph(page))
     open_tab(page, "Fusion")
     page.get_by_text("fused kernels").first.wait_for()
@@ -130,13 +140,13 @@ def test_the_24_layer_transformer_graph_renders_and_a_group_expands(page) -> Non
     shot(page, "transformer24_compiled", graph(page))
     open_tab(page, "jaxpr")
     graph(page).wait_for()
-    before = page.locator("[data-testid=stGraphVizChart] svg g.node").count()
+    before = graph_nodes(page).count()
     page.locator("[data-testid=stMultiSelect]").first.click()  # "Expand groups"
     page.get_by_role("option").first.click()
     page.keyboard.press("Escape")
     page.wait_for_timeout(1500)
     graph(page).wait_for()
-    after = page.locator("[data-testid=stGraphVizChart] svg g.node").count()
+    after = graph_nodes(page).count()
     assert after > before
     shot(page, "transformer24_jaxpr_expanded", graph(page))
 
