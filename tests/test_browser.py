@@ -167,7 +167,7 @@ def test_cache_lab_sweep_fills_the_table_and_timeline(page) -> None:
     ("scaling?sample=unrolled_loop", "Sweep N", "Does unrolling pay off?"),
     ("shapes?sample=batched_model", "Sweep shapes", "at least 100×"),
     ("buckets?sample=batched_model", "Measure compile and run time per bucket",
-     "Measured"),
+     "ahead-of-time compile"),
 ])
 def test_lesson_pages_measure_and_draw(page, path: str, button: str, marker: str) -> None:
     name = path.split("?")[0]
