@@ -185,3 +185,15 @@ def test_buckets_page_plans_measures_and_writes_the_snippet() -> None:
     assert measured["measured compile"].notna().all()
     assert measured["expected latency"].notna().all()
     assert "lower(" in at.code[-1].value and "def serve" in at.code[-1].value
+
+
+def test_code_and_results_survive_a_round_trip_through_another_page() -> None:
+    at = open_app()
+    edited = at.text_area(key="code_w").value + "\n# my edit\n"
+    at.text_area(key="code_w").set_value(edited).run()
+    at.switch_page("views/cache.py").run()
+    at.switch_page("views/explore.py").run()
+    assert not at.exception, at.exception
+    assert at.text_area(key="code_w").value == edited
+    assert len(at.session_state["results"]) == 1
+    assert {m.label for m in at.metric} >= {"jaxpr equations"}
