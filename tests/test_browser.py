@@ -21,14 +21,21 @@ SHOTS = ROOT / "screenshots"
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                       reason="needs Debian's chromium at /usr/bin/chromium (apt-get install "
-                       "chromium)"),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
+    ),
 ]
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _free_port() -> int:
@@ -43,10 +50,26 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = {**os.environ, "JITSCOPE_HOME": str(ROOT / ".jitscope")}
     log = (tmp_path_factory.mktemp("streamlit") / "server.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -162,20 +185,32 @@ def test_cache_lab_sweep_fills_the_table_and_timeline(page) -> None:
     shot(page, "cache_lab", page.get_by_text("Cache table").first)
 
 
-@pytest.mark.parametrize(("path", "button", "marker"), [
-    ("placement?sample=outer_inner", "Measure the four strategies", "Fastest per call"),
-    ("scaling?sample=unrolled_loop", "Sweep N", "Does unrolling pay off?"),
-    ("shapes?sample=batched_model", "Sweep shapes", "at least 100×"),
-    ("buckets?sample=batched_model", "Measure compile and run time per bucket",
-     "ahead-of-time compile"),
-])
+@pytest.mark.parametrize(
+    ("path", "button", "marker"),
+    [
+        ("placement?sample=outer_inner", "Measure the four strategies", "Fastest per call"),
+        ("scaling?sample=unrolled_loop", "Sweep N", "Does unrolling pay off?"),
+        ("shapes?sample=batched_model", "Sweep shapes", "at least 100×"),
+        (
+            "buckets?sample=batched_model",
+            "Measure compile and run time per bucket",
+            "ahead-of-time compile",
+        ),
+    ],
+)
 def test_lesson_pages_measure_and_draw(page, path: str, button: str, marker: str) -> None:
     name = path.split("?")[0]
     page.goto(f"{page.base_url}/?{path.split('?')[1]}")  # load the lesson's sample first
     page.get_by_text("jaxpr equations").first.wait_for()
-    page.get_by_role("link", name={"placement": "Where to jit", "scaling":
-                                   "Compile vs program size", "shapes": "Shape sweep",
-                                   "buckets": "Batch buckets"}[name]).click()
+    page.get_by_role(
+        "link",
+        name={
+            "placement": "Where to jit",
+            "scaling": "Compile vs program size",
+            "shapes": "Shape sweep",
+            "buckets": "Batch buckets",
+        }[name],
+    ).click()
     if name == "buckets":  # a short typed list keeps the measurement to a few compiles
         page.get_by_text("type or paste").click()
         page.get_by_text("distinct sizes").first.wait_for()

@@ -432,12 +432,14 @@ def test_persistent_cache_serves_misses_from_disk_after_a_worker_restart():
 
     code = "import jax.numpy as jnp\ndef f(x):\n    return jnp.cos(x) * 7 - 2\n"
     first = Worker("cpu")
-    made = first.request("cache_call", code=code, function="f", args="f32[13]",
-                         persistent_cache=True)["event"]
+    made = first.request(
+        "cache_call", code=code, function="f", args="f32[13]", persistent_cache=True
+    )["event"]
     first.close()
     second = Worker("cpu")
-    loaded = second.request("cache_call", code=code, function="f", args="f32[13]",
-                            persistent_cache=True)["event"]
+    loaded = second.request(
+        "cache_call", code=code, function="f", args="f32[13]", persistent_cache=True
+    )["event"]
     second.close()
     assert not made["hit"] and not made.get("from_disk")
     assert not loaded["hit"] and loaded["from_disk"]  # a new process, yet no compile
