@@ -197,3 +197,15 @@ def test_code_and_results_survive_a_round_trip_through_another_page() -> None:
     assert at.text_area(key="code_w").value == edited
     assert len(at.session_state["results"]) == 1
     assert {m.label for m in at.metric} >= {"jaxpr equations"}
+
+
+def test_the_server_side_never_imports_jax() -> None:
+    import subprocess
+    import sys
+
+    check = (
+        "import sys, ui, viz.charts, viz.export, viz.buckets, viz.lesson_math, viz.cache, "
+        "viz.cli; assert 'jax' not in sys.modules, 'the app server imported jax'"
+    )
+    root = Path(APP).parent
+    assert subprocess.run([sys.executable, "-c", check], cwd=root).returncode == 0
