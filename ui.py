@@ -166,6 +166,14 @@ def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> No
         if found:
             view = views.neighbourhood(graph, found[0], radius=2)
             view.highlight = frozenset(found)
+    focus = st.session_state.get(f"{key}_focus")
+    if focus in graph.node_map():
+        view = views.neighbourhood(graph, focus, radius=2)
+        if st.button(
+            f"Show the whole graph (now: the neighbourhood of {focus})", key=f"{key}_unfocus"
+        ):
+            del st.session_state[f"{key}_focus"]
+            st.rerun()
     dot = views.to_dot(view, title)
     visible, _ = views.visible(view)
     st.caption(
@@ -259,6 +267,9 @@ def node_details(graph: Graph, visible: list[Any], key: str) -> None:
     st.dataframe(
         [{"field": k, "value": v} for k, v in rows.items()], hide_index=True, width="stretch"
     )
+    if node is not None and st.button("Show its neighbourhood", key=f"{key}_hood"):
+        st.session_state[f"{key}_focus"] = node.id  # read before drawing, on the rerun
+        st.rerun()
 
 
 def report_json(report: dict[str, Any]) -> str:

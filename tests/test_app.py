@@ -209,3 +209,19 @@ def test_the_server_side_never_imports_jax() -> None:
     )
     root = Path(APP).parent
     assert subprocess.run([sys.executable, "-c", check], cwd=root).returncode == 0
+
+
+def test_node_details_and_its_neighbourhood() -> None:
+    at = open_app()
+    at.selectbox(key="sample_pick").select(_title("transformer_block")).run()
+    button(at, "Analyze").click().run()
+    at.session_state["result_tab"] = "jaxpr"
+    at.run()
+    key = next(k for k in at.session_state if str(k).endswith("_node"))
+    details = at.selectbox(key=key)
+    details.select(next(o for o in details.options if "dot_general" in o)).run()
+    assert any("dot_general" in str(v) for v in at.dataframe[-1].value["value"])
+    button(at, "Show its neighbourhood").click().run()
+    assert not at.exception, at.exception
+    shown = next(c.value for c in at.caption if c.value.startswith("Showing"))
+    assert any(b.label.startswith("Show the whole graph") for b in at.button), shown
