@@ -174,8 +174,15 @@ def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> No
         ):
             del st.session_state[f"{key}_focus"]
             st.rerun()
-    dot = views.to_dot(view, title)
     visible, _ = views.visible(view)
+    if len(visible) > views.MAX_NODES:  # laying out thousands of boxes takes dot minutes
+        st.warning(
+            f"That view has {len(visible)} nodes; jitscope draws at most {views.MAX_NODES}. "
+            "Expand fewer groups, or use Find to focus on a neighbourhood."
+        )
+        view = views.default_view(graph)
+        visible, _ = views.visible(view)
+    dot = views.to_dot(view, title)
     st.caption(
         f"Showing {len(visible)} of {len(graph.nodes)} nodes · expand a group above, "
         "or search to focus on a neighbourhood"

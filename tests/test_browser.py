@@ -165,7 +165,8 @@ def test_the_24_layer_transformer_graph_renders_and_a_group_expands(page) -> Non
     graph(page).wait_for()
     before = graph_nodes(page).count()
     page.locator("[data-testid=stMultiSelect]").first.click()  # "Expand groups"
-    page.get_by_role("option").first.click()
+    page.keyboard.type("layer3/attention")  # a long, virtualized list: filter it first
+    page.get_by_role("option", name="layer3/attention", exact=True).click()
     page.keyboard.press("Escape")
     page.wait_for_timeout(1500)
     graph(page).wait_for()
