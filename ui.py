@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,13 @@ def pool() -> WorkerPool:
     workers = WorkerPool()
     workers.warm("cpu")  # the first Analyze should not wait for JAX to import
     return workers
+
+
+def owner() -> str:
+    """This browser session's id: the worker keeps a cache session per owner."""
+    if "owner" not in st.session_state:
+        st.session_state.owner = uuid.uuid4().hex
+    return st.session_state.owner
 
 
 def device() -> str:

@@ -225,3 +225,23 @@ def test_node_details_and_its_neighbourhood() -> None:
     assert not at.exception, at.exception
     shown = next(c.value for c in at.caption if c.value.startswith("Showing"))
     assert any(b.label.startswith("Show the whole graph") for b in at.button), shown
+
+
+def test_a_worker_crash_stays_in_the_history_next_to_earlier_results() -> None:
+    at = open_app()
+    at.text_area(key="code_w").set_value("def f(x, y):\n    import os\n    os._exit(3)\n").run()
+    button(at, "Analyze").click().run()
+    assert not at.exception, at.exception
+    assert "worker crash" in at.error[0].value
+    history = at.session_state["results"]
+    assert [h["ok"] for h in history] == [True, False] and history[1]["function"] == "f"
+
+
+def test_a_link_with_code_fills_the_editor_but_runs_nothing() -> None:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["code"] = "def g(x):\n    return x * 2\n"
+    at.query_params["args"] = "f32[3]"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.text_area(key="code_w").value.startswith("def g(x)")
+    assert at.session_state["results"] == []

@@ -462,3 +462,18 @@ def test_precompiled_buckets_serve_padded_calls_without_growing_the_jit_cache():
     assert rows[8]["calls"] == 2 and rows[32]["padded_rows"] == 12
     with pytest.raises(UserCodeError, match="largest bucket"):
         session.routed_call("f32[40,4]")
+
+
+def test_each_owner_keeps_its_own_live_session(worker):
+    code = f"{SHARD_CODE}# owners\n"
+    for owner in ("alice", "bob"):
+        worker.request("cache_state", code=code, function="f", owner=owner, clear=True)
+    alice = worker.request(
+        "cache_call", code=code, function="f", args="f32[4], f32[]", owner="alice"
+    )
+    worker.request("cache_call", code=code, function="f", args="f32[9], f32[]", owner="bob")
+    again = worker.request(
+        "cache_call", code=code, function="f", args="f32[4], f32[]", owner="alice"
+    )
+    assert alice["event"]["hit"] is False and again["event"]["hit"] is True
+    assert [e["call"] for e in again["events"]] == [1, 2]  # bob's call is not in alice's log

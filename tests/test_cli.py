@@ -182,3 +182,31 @@ def test_help_exits_zero():
     proc = cli("analyze", "--help", timeout=60)
     assert proc.returncode == 0
     assert "--args" in proc.stdout and "--json" in proc.stdout
+
+
+def test_cache_cli_reports_a_failing_call_as_an_event_and_exits_zero(tmp_path):
+    source = tmp_path / "f.py"
+    source.write_text("import jax.numpy as jnp\ndef f(x):\n    return jnp.sin(x)\n")
+    out = tmp_path / "cache.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "viz",
+            "cache",
+            f"{source}::f",
+            "--call",
+            "f32[3]",
+            "--call",
+            "nosuchname",
+            "--json",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    events = json.loads(out.read_text())["events"]
+    assert events[0]["hit"] is False and events[1]["error"]["kind"] == "spec_error"

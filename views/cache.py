@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
@@ -31,7 +32,13 @@ with st.expander(
         st.rerun()
     st.code(prog["code"], language="python", line_numbers=True, height=240)
 
-session = {"code": prog["code"], "function": prog["function"], "static": prog["static"]}
+# the worker keeps one live jitted function per browser session (owner) and program
+session = {
+    "code": prog["code"],
+    "function": prog["function"],
+    "static": prog["static"],
+    "owner": ui.owner(),
+}
 key = f"{hash((prog['code'], prog['function'], tuple(prog['static'])))}"
 
 
@@ -60,7 +67,7 @@ def argument_controls() -> tuple[str, dict[str, str]]:
                     horizontal=True,
                     help="a Python scalar is weakly typed: jit keys it apart",
                 )
-            dims = tuple(int(d) for d in shape_text.replace(" ", "").split(",") if d)
+            dims = tuple(int(d) for d in re.findall(r"\d+", shape_text))  # "8, 128" or "8 128"
             if kind == "Python scalar":
                 items.append("1.0" if dtype.startswith(("f", "bf")) else "1")
             else:
@@ -123,7 +130,7 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
         values = s[2].text_input("sizes", "1, 2, 4, 8, 16, 32, 64", key="sweep_sizes")
         if st.button("Run sweep"):
             names = [n for n, _ in ui.spec_rows(prog["code"], prog["function"], spec)]
-            sizes = [int(v) for v in values.replace(",", " ").split()]
+            sizes = [int(v) for v in re.findall(r"\d+", values)]
             calls = [resize(spec, names, param, int(axis), size) for size in sizes]
             bar = st.progress(0.0, "sweeping…")
             remember(
@@ -167,7 +174,7 @@ with st.expander("Precompile buckets: `lower().compile()` ahead of time, pad to 
                     **session,
                     args=spec,
                     param=bucket_param,
-                    sizes=[int(v) for v in bucket_sizes.replace(",", " ").split()],
+                    sizes=[int(v) for v in re.findall(r"\d+", bucket_sizes)],
                 )
             )
         st.toggle(

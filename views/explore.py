@@ -33,7 +33,9 @@ def reset_inputs() -> None:
 
 
 def apply_query_params() -> bool:
-    """A shared link carries the program; returns True when it asks for an analysis."""
+    """A shared link carries the program. It runs at once only for a built-in sample: a
+    link that carries code fills the editor and waits for Analyze (code from a link is
+    code from a stranger)."""
     q = st.query_params
     if st.session_state.get("query_applied"):
         return False
@@ -49,6 +51,10 @@ def apply_query_params() -> bool:
     if "static" in q:
         prog["static"] = [s for s in q["static"].split(",") if s]
     reset_inputs()
+    if "code" in q:
+        st.session_state.results = []  # nothing runs until the user presses Analyze
+        st.toast("Code from a link: read it, then press Analyze to run it.")
+        return False
     return True
 
 
@@ -140,6 +146,9 @@ def analyze(runs: int) -> None:
             device=ui.device(),
             runs=runs,
         )
+    # a timeout or crash comes back as a bare error: give it what the history shows
+    for field in ("function", "args", "static"):
+        report.setdefault(field, prog[field])
     report["_code"] = prog["code"]
     report["_stamp"] = ui.stamp()
     history = st.session_state.setdefault("results", [])
@@ -352,8 +361,8 @@ def results() -> None:
         return
     if len(history) > 1:
         labels = [
-            f"#{i + 1} · {h['function']}({h['args']}) · {h['_stamp']}"
-            + ("" if h["ok"] else " · error")
+            f"#{i + 1} · {h.get('function')}({h.get('args')}) · {h.get('_stamp')}"
+            + ("" if h.get("ok") else f" · {(h.get('error') or {}).get('kind', 'error')}")
             for i, h in enumerate(history)
         ]
         st.session_state.shown = st.selectbox(

@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                 "cache_calls", code=code, function=function, static=args.static, calls=args.call
             )
             events = result.get("events", [])
-            if not result.get("ok", True):
+            if result.get("error"):  # the worker itself failed (a call's error is an event)
                 print(f"error: {result['error']['message']}", file=sys.stderr)
             print(summarize_cache(events))
             _write_json(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import traceback
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -124,7 +125,10 @@ def handle(op: str, kwargs: dict[str, Any], progress: Progress) -> dict[str, Any
 
 
 # -- cache sessions: the real jitted function stays alive between requests ----
-_sessions: dict[tuple[str, str | None, tuple[str, ...]], Any] = {}
+# keyed by (owner, code, function, static): each browser session has its own; the
+# least recently used is dropped beyond MAX_SESSIONS to keep the worker's memory bounded
+_sessions: OrderedDict[tuple[str, str, str | None, tuple[str, ...]], Any] = OrderedDict()
+MAX_SESSIONS = 4
 
 
 def use_persistent_cache(enabled: bool) -> None:
@@ -138,14 +142,16 @@ def use_persistent_cache(enabled: bool) -> None:
     jax.config.update("jax_enable_compilation_cache", enabled)
 
 
-def _session(code: str, function: str | None, static: list[str] | None) -> Any:
+def _session(code: str, function: str | None, static: list[str] | None, owner: str) -> Any:
     from viz.cache_session import CacheSession
 
-    key = (code, function, tuple(static or ()))
+    key = (owner, code, function, tuple(static or ()))
     if key not in _sessions:
         module, fn = load_function(code, function)
-        _sessions.clear()  # one live session per worker keeps memory bounded
         _sessions[key] = CacheSession(fn, list(static or ()), vars(module))
+        while len(_sessions) > MAX_SESSIONS:
+            _sessions.popitem(last=False)
+    _sessions.move_to_end(key)
     return _sessions[key]
 
 
@@ -186,6 +192,7 @@ def cache_calls(
     function: str | None,
     calls: list[str],
     static: list[str] | None = None,
+    owner: str = "",
     placements: dict[str, str] | None = None,
     fail_on_recompile: bool = False,
     persistent_cache: bool = False,
@@ -193,7 +200,7 @@ def cache_calls(
 ) -> dict[str, Any]:
     """A sweep: many calls in one request (progress after each)."""
     use_persistent_cache(persistent_cache)
-    session = _session(code, function, static)
+    session = _session(code, function, static, owner)
     events = []
     for i, args in enumerate(calls):
         events.append(_call(session, args, placements, fail_on_recompile, route))
@@ -214,9 +221,10 @@ def cache_state(
     code: str,
     function: str | None,
     static: list[str] | None = None,
+    owner: str = "",
     clear: bool = False,
 ) -> dict[str, Any]:
-    session = _session(code, function, static)
+    session = _session(code, function, static, owner)
     if clear:
         session.clear()
     return {"ok": True, **_state(session)}
@@ -231,9 +239,10 @@ def cache_precompile(
     param: str,
     sizes: list[int],
     static: list[str] | None = None,
+    owner: str = "",
 ) -> dict[str, Any]:
     """Compile the session's function ahead of time at each batch-size bucket."""
-    session = _session(code, function, static)
+    session = _session(code, function, static, owner)
     session.precompile(param, sizes, args)
     return {"ok": True, **_state(session)}
 

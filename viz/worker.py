@@ -276,12 +276,10 @@ class Worker:
                 return self._crashed()
             if message is not None:
                 kind, rid, payload = message
-                if kind == "progress" and rid == request_id:
-                    if on_progress:
-                        on_progress(payload)
-                    continue
-                if rid == request_id:
+                if kind == "result" and rid == request_id:
                     return payload
+                if kind == "progress" and rid == request_id and on_progress:
+                    on_progress(payload)  # then check the limits like any other pass
             if time.monotonic() > deadline:
                 self._kill()
                 return error_result(
