@@ -149,6 +149,7 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
                     ),
                 )
             )
+            bar.empty()
     else:
         st.caption("No array argument to sweep.")
 
