@@ -120,16 +120,18 @@ with st.container(border=True):
     if c[1].button("Clear cache", width="stretch"):
         remember(ui.request("cache_state", **session, clear=True))
 
+# the next call's parameters, and those that are arrays with at least one dimension
+call_rows = ui.spec_rows(prog["code"], prog["function"], spec)
+names = [n for n, _ in call_rows]
+arrays = {n: p for n, i in call_rows if (p := array_item_parts(i)) and p[1]}
+
 with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
-    rows = [(n, array_item_parts(i)) for n, i in ui.spec_rows(prog["code"], prog["function"], spec)]
-    arrays = {n: p for n, p in rows if p and p[1]}
     if arrays:
         s = st.columns(3)
         param = s[0].selectbox("parameter", list(arrays), key="sweep_param")
         axis = s[1].number_input("axis", 0, max(len(arrays[param][1]) - 1, 0), 0, key="sweep_axis")
         values = s[2].text_input("sizes", "1, 2, 4, 8, 16, 32, 64", key="sweep_sizes")
         if st.button("Run sweep"):
-            names = [n for n, _ in ui.spec_rows(prog["code"], prog["function"], spec)]
             sizes = [int(v) for v in re.findall(r"\d+", values)]
             calls = [resize(spec, names, param, int(axis), size) for size in sizes]
             bar = st.progress(0.0, "sweeping…")
@@ -154,16 +156,7 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
         st.caption("No array argument to sweep.")
 
 with st.expander("Precompile buckets: `lower().compile()` ahead of time, pad to the nearest"):
-    names = [n for n, item in ui.spec_rows(prog["code"], prog["function"], spec)]
-    batched = [
-        n
-        for n, p in zip(
-            names,
-            (array_item_parts(i) for _, i in ui.spec_rows(prog["code"], prog["function"], spec)),
-            strict=True,
-        )
-        if p and p[1]
-    ]
+    batched = list(arrays)
     if batched:
         b = st.columns(3)
         bucket_param = b[0].selectbox("batch argument (axis 0)", batched, key="aot_param")

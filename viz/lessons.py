@@ -23,6 +23,7 @@ from viz.ir.hlo import kernel_count, read_hlo
 from viz.lesson_math import fit_exponent
 from viz.pipeline import (
     backend_compiles,
+    block,
     compile_events,
     compile_seconds,
     param_names,
@@ -35,12 +36,8 @@ from viz.timing import time_calls
 Progress = Callable[[dict[str, Any]], None]
 
 
-def _block(x: Any) -> Any:
-    return jax.block_until_ready(x)
-
-
 def _quick_time(call: Callable[[], Any], budget_s: float = 0.5) -> float:
-    return time_calls(call, _block, max_samples=7, budget_s=budget_s).median_s
+    return time_calls(call, block, max_samples=7, budget_s=budget_s).median_s
 
 
 # -- 1. where to put jit -------------------------------------------------------
@@ -78,7 +75,7 @@ def _measure_placement(
     values = concrete_args(parse_spec(args, vars(module)))
     with compile_events() as events:
         start = time.perf_counter()
-        _block(call(*values))
+        block(call(*values))
         first = time.perf_counter() - start
     return {
         "strategy": label,

@@ -157,7 +157,7 @@ def _normalise_memory(raw: Any) -> dict[str, int | None]:
     return {key: getattr(raw, attr, None) for key, attr in fields.items()}
 
 
-def _block(out: Any) -> Any:
+def block(out: Any) -> Any:
     """Wait for the result (the common single-array case without a pytree walk)."""
     if isinstance(out, jax.Array):
         return out.block_until_ready()
@@ -328,7 +328,7 @@ def _time_runs(
     values = concrete_args(items)
     stats = stage(
         "run",
-        lambda: time_calls(lambda: jitted(*values), _block, max_samples=runs, budget_s=budget_s),
+        lambda: time_calls(lambda: jitted(*values), block, max_samples=runs, budget_s=budget_s),
     )
     report.timings.update(
         first_call_s=stats.first_call_s,
@@ -340,7 +340,7 @@ def _time_runs(
     report.run = {"jit": stats.to_dict(), "eager": None}
     try:
         eager = time_calls(
-            lambda: fn(*values), _block, max_samples=max(3, runs // 2), budget_s=budget_s / 2
+            lambda: fn(*values), block, max_samples=max(3, runs // 2), budget_s=budget_s / 2
         )
     except Exception as exc:  # eager failing (e.g. jit-only code) is worth a note, not an error
         report.warnings.append(f"eager run failed: {type(exc).__name__}: {exc}")
