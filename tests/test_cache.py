@@ -64,6 +64,7 @@ def test_reason_kinds_are_the_design_contract():
         "pytree",
         "sharding",
         "device",
+        "config",
     )
 
 
@@ -284,7 +285,7 @@ def test_clear_empties_the_cache_and_the_table(session):
 def test_recompile_guard_marks_the_second_miss(session):
     calls = [BEFORE, BEFORE, "f32[8], f32[], 2, {'a': f32[]}", "f32[16], f32[], 2, {'a': f32[]}"]
     events = call_all(session, calls, fail_on_recompile=True)
-    assert ["guard" in e for e in events] == [False, False, True, True]
+    assert [e["guard"] is not None for e in events] == [False, False, True, True]
     assert "recompiled" in events[2]["guard"]
 
 
@@ -293,7 +294,7 @@ def test_events_carry_the_cache_json_keys(session):
         assert {"call", "signature", "hit", "compile_s", "cache_size", "reasons"} <= set(event)
         for reason in event["reasons"]:
             assert set(reason) == {"arg", "kind", "before", "after"}
-        json.dumps(event)
+        json.dumps(event.to_dict())
 
 
 # --------------------------------------------------------------------------- live: the worker
@@ -363,7 +364,7 @@ def test_worker_recompile_guard_marks_the_second_miss(worker):
     worker.request("cache_state", code=code, function="f", clear=True)
     calls = ["f32[4], f32[]", "f32[4], f32[]", "f32[8], f32[]"]
     result = worker_calls(worker, code, calls, fail_on_recompile=True)
-    assert ["guard" in e for e in result["events"]] == [False, False, True]
+    assert [e["guard"] is not None for e in result["events"]] == [False, False, True]
 
 
 def test_a_bad_call_spec_is_an_error_event_and_the_session_goes_on(worker):

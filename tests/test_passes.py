@@ -8,6 +8,7 @@ import jax.numpy as jnp
 from viz.ir.hlo import kernel_count, read_hlo
 from viz.ir.model import op_histogram
 from viz.passes import pass_by_pass
+from viz.stages import Target
 
 
 def chain(x):
@@ -18,7 +19,9 @@ def chain(x):
 
 def steps_for(fn, *shapes):
     args = [jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes]
-    return jax.jit(fn).lower(*args), pass_by_pass(jax.jit(fn).lower(*args))
+    spec = ", ".join(f"f32[{','.join(map(str, s))}]" for s in shapes)
+    target = Target.load(fn)
+    return jax.jit(fn).lower(*args), pass_by_pass(target.trace(target.args(spec)).lower())
 
 
 def test_steps_run_from_the_unoptimized_module_to_the_final_one():

@@ -244,7 +244,7 @@ if buckets:
     )
 
 st.subheader("Why it recompiled")
-misses = [e for e in events if "hit" in e and not e["hit"]]
+misses = [e for e in events if e.get("type") == "miss"]
 for e in reversed(misses[-8:]):
     with st.container(border=True):
         st.markdown(

@@ -22,6 +22,7 @@ REASON_KINDS = (
     "pytree",
     "sharding",
     "device",
+    "config",  # a setting in JAX's cache key changed, e.g. x64
 )
 
 
@@ -65,6 +66,7 @@ class ArgSig:
 @dataclass(frozen=True)
 class Signature:
     args: tuple[ArgSig, ...]
+    config: tuple[tuple[str, str], ...] = ()  # settings JAX keys its cache on: (name, value)
 
     def describe(self) -> str:
         parts = []
@@ -76,6 +78,7 @@ class Signature:
             else:
                 inner = ", ".join(f"{leaf.path}: {_leaf_text(leaf)}" for leaf in arg.leaves)
                 parts.append(f"{arg.name}: {{{inner}}}")
+        parts += [f"{name}={value}" for name, value in self.config]
         return " · ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,7 +98,8 @@ class Signature:
                     }
                 )
                 for a in data["args"]
-            )
+            ),
+            tuple(tuple(pair) for pair in data.get("config", ())),
         )
 
 
@@ -138,17 +142,20 @@ def _leaf_reasons(name: str, old: LeafSig, new: LeafSig) -> list[Reason]:
 def diff(old: Signature, new: Signature) -> list[Reason]:
     """Every field in which `new` differs from `old`."""
     reasons: list[Reason] = []
-    for before, after in zip(old.args, new.args, strict=False):
-        if after.static or before.static:
-            if before.value != after.value:
-                reasons.append(
-                    Reason(after.name, "static_value", str(before.value), str(after.value))
-                )
-        elif before.tree != after.tree:
-            reasons.append(Reason(after.name, "pytree", str(before.tree), str(after.tree)))
+    for was, now in zip(old.args, new.args, strict=False):
+        if now.static or was.static:
+            if was.value != now.value:
+                reasons.append(Reason(now.name, "static_value", str(was.value), str(now.value)))
+        elif was.tree != now.tree:
+            reasons.append(Reason(now.name, "pytree", str(was.tree), str(now.tree)))
         else:
-            for old_leaf, new_leaf in zip(before.leaves, after.leaves, strict=True):
-                reasons.extend(_leaf_reasons(after.name, old_leaf, new_leaf))
+            for old_leaf, new_leaf in zip(was.leaves, now.leaves, strict=True):
+                reasons.extend(_leaf_reasons(now.name, old_leaf, new_leaf))
+    before, after = dict(old.config), dict(new.config)
+    for name in sorted(before.keys() | after.keys()):
+        if before.get(name) != after.get(name):
+            was, now = before.get(name, "default"), after.get(name, "default")
+            reasons.append(Reason(name, "config", was, now))
     if len(old.args) != len(new.args):
         reasons.append(
             Reason(
@@ -187,6 +194,7 @@ def reason_text(reason: dict[str, str] | Reason) -> str:
         "pytree": f"`{arg}`: structure {before} → {after}",
         "sharding": f"`{arg}`: sharding {before} → {after}",
         "device": f"`{arg}`: device {before} → {after}",
+        "config": f"setting `{arg}`: {before} → {after}",
     }.get(r["kind"], f"`{arg}`: {before} → {after}")
 
 
@@ -203,4 +211,5 @@ def reason_fix(reason: dict[str, str] | Reason) -> str:
         "pytree": "keep the pytree structure fixed (same dict keys, same list lengths)",
         "sharding": "place inputs with the same sharding every call (jax.device_put)",
         "device": "put inputs on the same device every call",
+        "config": "JAX keys its cache on this setting: set it once, before the first call",
     }.get(r["kind"], "")

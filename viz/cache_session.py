@@ -16,16 +16,12 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from viz import events
 from viz.cache import ArgSig, LeafSig, Signature, explain_miss
-from viz.errors import ErrorInfo, UserCodeError
-from viz.pipeline import (
-    compile_events,
-    compile_seconds,
-    disk_cache_hit,
-    param_names,
-    static_argnums,
-)
-from viz.spec import DTYPES, abstract_args, concrete_args, parse_spec, resize
+from viz.errors import ErrorInfo, ErrorKind, UserCodeError
+from viz.record import Record
+from viz.spec import DTYPES, resize
+from viz.stages import Args, Target, block
 
 PLACEMENTS = ("default", "replicated", "sharded")  # plus 'device:N'
 
@@ -68,7 +64,10 @@ def leaf_signature(path: str, x: Any) -> LeafSig:
     )
 
 
-def call_signature(names: list[str], values: list[Any], static: tuple[int, ...]) -> Signature:
+def call_signature(
+    names: list[str], values: list[Any], static: tuple[int, ...], x64: bool
+) -> Signature:
+    """The call as the jit cache keys it: each argument, and the x64 setting."""
     args = []
     for i, (name, value) in enumerate(zip(names, values, strict=True)):
         if i in static:
@@ -79,7 +78,7 @@ def call_signature(names: list[str], values: list[Any], static: tuple[int, ...])
             leaf_signature(name + jax.tree_util.keystr(path), leaf) for path, leaf in leaves
         )
         args.append(ArgSig(name, False, tree=_tree_text(tree), leaves=sigs))
-    return Signature(tuple(args))
+    return Signature(tuple(args), (("jax_enable_x64", "on" if x64 else "off"),))
 
 
 def _tree_text(tree: Any) -> str:
@@ -127,17 +126,102 @@ class Entry:
         return data
 
 
+# -- events: what one call did (the cache JSON's `events`; `type` tells them apart) --
 @dataclass
-class CacheSession:
-    fn: Callable
-    static: list[str] = field(default_factory=list)
-    namespace: dict[str, Any] = field(default_factory=dict)
+class CallEvent(Record):
+    """A call of the jitted function: a hit, or a miss with every reason."""
+
+    call: int
+    args: str
+    signature: str
+    hit: bool
+    compile_s: float
+    wall_s: float
+    run_s: float
+    cache_size: int
+    entry: int | None  # the table row that served (or was compiled for) the call
+    closest: int | None = None  # for a miss: the most similar cached entry
+    reasons: list[dict[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. why a hit hit
+    from_disk: bool = False
+    guard: str | None = None  # set when the recompile guard tripped
+    time: float = field(default_factory=time.time)
+    type: str = ""
 
     def __post_init__(self) -> None:
-        self.static_nums = static_argnums(self.fn, self.static)
-        self.jitted = jax.jit(self.fn, static_argnums=self.static_nums)
+        self.type = "hit" if self.hit else "miss"
+
+
+@dataclass
+class RoutedEvent(Record):
+    """A call served by a precompiled batch-size bucket (padded; the jit cache untouched)."""
+
+    call: int
+    args: str
+    aot_bucket: int
+    size: int
+    padding: int
+    run_s: float
+    cache_size: int
+    time: float = field(default_factory=time.time)
+    type: str = "routed"
+
+
+@dataclass
+class FailedEvent(Record):
+    """A call that raised; its error is classified like any other."""
+
+    call: int
+    args: str
+    error: dict[str, Any]
+    cache_size: int
+    time: float = field(default_factory=time.time)
+    type: str = "failed"
+
+
+CacheEvent = CallEvent | RoutedEvent | FailedEvent
+
+
+def x64_notes(args: Args) -> list[str]:
+    """Why a 64-bit spec may hit a 32-bit entry: JAX canonicalizes it when x64 is off."""
+    if args.x64:
+        return []
+    wide = sorted({str(leaf).split("[")[0] for leaf in _array_specs(args.items)} & _WIDE.keys())
+    return [f"{w} canonicalized to {_WIDE[w]}: x64 is off" for w in wide]
+
+
+_WIDE = {"f64": "f32", "i64": "i32", "u64": "u32", "c128": "c64"}
+
+
+def _array_specs(tree: Any) -> list[Any]:
+    from viz.spec import ArraySpec
+
+    if isinstance(tree, dict):
+        tree = list(tree.values())
+    if isinstance(tree, list | tuple):
+        return [leaf for item in tree for leaf in _array_specs(item)]
+    return [tree] if isinstance(tree, ArraySpec) else []
+
+
+class CacheSession:
+    """One real jitted function (through the staged pipeline's `Target`), called
+    again and again; its table has one row per jit cache entry."""
+
+    def __init__(
+        self,
+        fn: Callable,
+        static: list[str] | None = None,
+        namespace: dict[str, Any] | None = None,
+        device: str = "cpu",
+    ):
+        self.target = Target.load(
+            fn, static=tuple(static or ()), namespace=namespace or {}, device=device
+        )
+        self.fn = fn
+        self.static_nums = self.target.static_argnums
+        self.jitted = self.target.jitted
         self.entries: list[Entry] = []
-        self.events: list[dict[str, Any]] = []
+        self.events: list[CacheEvent] = []
         self.router: BucketRouter | None = None
 
     def clear(self) -> None:
@@ -149,40 +233,52 @@ class CacheSession:
     def precompile(self, param: str, sizes: list[int], args: str) -> None:
         self.router = BucketRouter(self, param, sizes, args)
 
-    def routed_call(self, args: str) -> dict[str, Any]:
+    def routed_call(self, args: str) -> RoutedEvent:
         """A call served by the precompiled buckets (padding the batch)."""
         assert self.router is not None
         event = self.router.call(args)
         self.events.append(event)
         return event
 
-    def call(
-        self, args: str, placements: dict[str, str] | None = None, fail_on_recompile: bool = False
-    ) -> dict[str, Any]:
-        values = concrete_args(parse_spec(args, self.namespace))
-        names = param_names(self.fn, len(values))
+    def values(self, args: Args, placements: dict[str, str] | None = None) -> list[Any]:
+        """Concrete arguments, each placed where the user asked (inside the target's scope)."""
+        values = args.concrete()
+        names = self.target.param_names(len(values))
         placements = placements or {}
-        values = [
+        return [
             place(v, placements.get(n, "default")) if i not in self.static_nums else v
             for i, (n, v) in enumerate(zip(names, values, strict=True))
         ]
-        signature = call_signature(names, values, self.static_nums)
-        dynamic_before = self.jitted._cache_size()
-        with compile_events() as events:
-            start = time.perf_counter()
-            try:
-                jax.block_until_ready(self.jitted(*values))
-            except Exception:
-                self._record_failure(signature, dynamic_before)
-                raise
-            wall = time.perf_counter() - start
-        hit = self.jitted._cache_size() == dynamic_before
-        compile_s = 0.0 if hit else compile_seconds(events)
-        event = self._record(args, signature, hit, compile_s, wall)
-        if not hit and disk_cache_hit(events):
-            event["from_disk"] = self.entries[-1].from_disk = True
+
+    def call(
+        self,
+        spec: str,
+        placements: dict[str, str] | None = None,
+        fail_on_recompile: bool = False,
+        x64: bool | None = None,
+    ) -> CallEvent:
+        """Call the jitted function once; `x64` None follows the spec, as Explore does."""
+        args = self.target.args(spec, x64=x64)
+        with self.target.scope(args):
+            values = self.values(args, placements)
+            names = self.target.param_names(len(values))
+            signature = call_signature(names, values, self.static_nums, args.x64)
+            size_before = self.jitted._cache_size()
+            with events.collect() as found:
+                start = time.perf_counter()
+                try:
+                    block(self.jitted(*values))
+                except Exception:
+                    self._record_failure(signature, size_before)
+                    raise
+                wall = time.perf_counter() - start
+        hit = self.jitted._cache_size() == size_before
+        event = self._record(spec, signature, hit, 0.0 if hit else found.compile_seconds(), wall)
+        event.notes = x64_notes(args)
+        if not hit and found.from_disk():
+            event.from_disk = self.entries[-1].from_disk = True
         if fail_on_recompile and not hit and len(self.entries) > 1:
-            event["guard"] = "recompiled: the cache grew while the recompile guard was on"
+            event.guard = "recompiled: the cache grew while the recompile guard was on"
         return event
 
     def _record_failure(self, signature: Signature, size_before: int) -> None:
@@ -190,21 +286,15 @@ class CacheSession:
         if self.jitted._cache_size() > size_before:
             self.entries.append(Entry(signature, 0.0, len(self.events) + 1, failed=True))
 
-    def record_error(self, args: str, error: dict[str, Any]) -> dict[str, Any]:
+    def record_error(self, args: str, error: dict[str, Any]) -> FailedEvent:
         """Log a failed call, so call numbers stay unique and the timeline shows it."""
-        event = {
-            "call": len(self.events) + 1,
-            "args": args,
-            "error": error,
-            "cache_size": self.jitted._cache_size(),
-            "time": time.time(),
-        }
+        event = FailedEvent(len(self.events) + 1, args, error, self.jitted._cache_size())
         self.events.append(event)
         return event
 
     def _record(
         self, args: str, signature: Signature, hit: bool, compile_s: float, wall: float
-    ) -> dict[str, Any]:
+    ) -> CallEvent:
         number = len(self.events) + 1
         reasons: list[dict[str, str]] = []
         closest = None
@@ -221,20 +311,19 @@ class CacheSession:
             reasons, closest = [r.to_dict() for r in miss.reasons], miss.closest
             self.entries.append(Entry(signature, compile_s, number))
             used = len(self.entries) - 1
-        event = {
-            "call": number,
-            "args": args,
-            "signature": signature.describe(),
-            "hit": hit,
-            "compile_s": compile_s,
-            "wall_s": wall,
-            "run_s": max(wall - compile_s, 0.0),
-            "cache_size": self.jitted._cache_size(),
-            "entry": used,
-            "closest": closest,
-            "reasons": reasons,
-            "time": time.time(),
-        }
+        event = CallEvent(
+            call=number,
+            args=args,
+            signature=signature.describe(),
+            hit=hit,
+            compile_s=compile_s,
+            wall_s=wall,
+            run_s=max(wall - compile_s, 0.0),
+            cache_size=self.jitted._cache_size(),
+            entry=used,
+            closest=closest,
+            reasons=reasons,
+        )
         self.events.append(event)
         return event
 
@@ -270,51 +359,58 @@ class BucketRouter:
 
     def __init__(self, session: CacheSession, param: str, sizes: list[int], args: str):
         self.session, self.param = session, param
-        names = param_names(session.fn, len(parse_spec(args, session.namespace)))
+        target = session.target
+        names = target.param_names(len(target.args(args).items))
+        if param not in names:
+            raise UserCodeError(
+                ErrorInfo(ErrorKind.SPEC_ERROR, f"`{param}` is not a parameter", stage="spec")
+            )
         self.index = names.index(param)
         self.buckets: dict[int, Bucket] = {}
         for size in sorted(set(sizes)):
             spec = resize(args, names, param, 0, size)
-            abstract = abstract_args(parse_spec(spec, session.namespace))
-            start = time.perf_counter()
-            executable = session.jitted.lower(*abstract).compile()
-            self.buckets[size] = Bucket(size, time.perf_counter() - start, executable)
+            compiled = target.trace(target.args(spec)).lower().compile()
+            self.buckets[size] = Bucket(size, compiled.seconds, compiled.compiled)
 
-    def call(self, args: str) -> dict[str, Any]:
-        values = concrete_args(parse_spec(args, self.session.namespace))
-        x = values[self.index]
-        size = int(np.shape(x)[0])
+    def call(self, spec: str) -> RoutedEvent:
+        target = self.session.target
+        args = target.args(spec)
+        with target.scope(args):
+            values = args.concrete()
+            x = values[self.index]
+            size = int(np.shape(x)[0])
+            bucket = self._bucket(size)
+            pad = [(0, bucket.size - size)] + [(0, 0)] * (np.ndim(x) - 1)
+            values[self.index] = jax.numpy.pad(x, pad)
+            start = time.perf_counter()
+            block(bucket.executable(*target.dynamic(values)))
+            wall = time.perf_counter() - start
+        bucket.calls += 1
+        bucket.padded_rows += bucket.size - size
+        bucket.useful_rows += size
+        return RoutedEvent(
+            call=len(self.session.events) + 1,
+            args=spec,
+            aot_bucket=bucket.size,
+            size=size,
+            padding=bucket.size - size,
+            run_s=wall,
+            cache_size=self.session.jitted._cache_size(),
+        )
+
+    def _bucket(self, size: int) -> Bucket:
         fits = [b for b in self.buckets if b >= size]
         if not fits:
             largest = max(self.buckets)
             raise UserCodeError(
                 ErrorInfo(
-                    "spec_error",
+                    ErrorKind.SPEC_ERROR,
                     f"`{self.param}` has batch {size}, more than the largest bucket ({largest})",
                     "precompile a bucket at least that large",
                     stage="spec",
                 )
             )
-        bucket = self.buckets[min(fits)]
-        pad = [(0, bucket.size - size)] + [(0, 0)] * (np.ndim(x) - 1)
-        values[self.index] = jax.numpy.pad(x, pad)
-        dynamic = [v for i, v in enumerate(values) if i not in self.session.static_nums]
-        start = time.perf_counter()
-        jax.block_until_ready(bucket.executable(*dynamic))
-        wall = time.perf_counter() - start
-        bucket.calls += 1
-        bucket.padded_rows += bucket.size - size
-        bucket.useful_rows += size
-        return {
-            "call": len(self.session.events) + 1,
-            "args": args,
-            "aot_bucket": bucket.size,
-            "size": size,
-            "padding": bucket.size - size,
-            "run_s": wall,
-            "cache_size": self.session.jitted._cache_size(),
-            "time": time.time(),
-        }
+        return self.buckets[min(fits)]
 
     def table(self) -> list[dict[str, Any]]:
         return [b.to_dict() for b in self.buckets.values()]

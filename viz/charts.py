@@ -142,7 +142,7 @@ def break_even_calls(report: dict[str, Any]) -> float | None:
 
 def cache_timeline(events: list[dict[str, Any]]) -> go.Figure:
     """Calls over time coloured hit/miss, compile time per miss, cumulative costs."""
-    events = [e for e in events if "hit" in e]
+    events = [e for e in events if e.get("type") in ("hit", "miss")]
     fig = go.Figure()
     calls = [e["call"] for e in events]
     fig.add_bar(

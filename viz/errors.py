@@ -11,50 +11,68 @@ from __future__ import annotations
 import re
 import traceback
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any
 
-KINDS = (
-    "syntax_error",
-    "import_error",
-    "function_not_found",
-    "device_unavailable",
-    "spec_error",
-    "static_arg",
-    "control_flow",
-    "value_dependent_shape",
-    "shape_mismatch",
-    "compile_error",
-    "runtime_error",
-    "user_exception",
-    "timeout",
-    "memory",
-    "worker_crash",
-    "cancelled",  # the user stopped a lesson measurement
-    "bad_request",  # an unknown worker op: a jitscope bug
-    "internal_error",  # a bug in jitscope itself, reported instead of crashing the worker
-)
+
+class ErrorKind(StrEnum):
+    """Every kind of failure a result can carry (the README lists them with their fixes)."""
+
+    SYNTAX_ERROR = "syntax_error"
+    IMPORT_ERROR = "import_error"
+    FUNCTION_NOT_FOUND = "function_not_found"
+    DEVICE_UNAVAILABLE = "device_unavailable"
+    SPEC_ERROR = "spec_error"
+    STATIC_ARG = "static_arg"
+    CONTROL_FLOW = "control_flow"
+    VALUE_DEPENDENT_SHAPE = "value_dependent_shape"
+    SHAPE_MISMATCH = "shape_mismatch"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    USER_EXCEPTION = "user_exception"
+    TIMEOUT = "timeout"
+    MEMORY = "memory"
+    WORKER_CRASH = "worker_crash"
+    CANCELLED = "cancelled"  # the user stopped a measurement
+    BAD_REQUEST = "bad_request"  # an unknown worker op: a jitscope bug
+    INTERNAL_ERROR = "internal_error"  # a bug in jitscope itself, reported instead of crashing
+
+
+KINDS = tuple(kind.value for kind in ErrorKind)
 
 
 @dataclass
 class ErrorInfo:
-    kind: str
+    """One failure: its kind (checked), a message, the fix and the user's line."""
+
+    kind: ErrorKind
     message: str
     hint: str = ""
     line: int | None = None
     column: int | None = None
-    stage: str = ""  # load | spec | trace | lower | compile | run
+    stage: str = ""  # load | spec | trace | lower | compile | run | worker
     detail: str = ""  # the original exception, for the curious
 
+    def __post_init__(self) -> None:
+        self.kind = ErrorKind(self.kind)  # ValueError for a kind nobody documented
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "kind": self.kind.value}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ErrorInfo:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 class UserCodeError(Exception):
-    """An error that is already classified (raised at the edge where input arrives)."""
+    """An error that is already classified (raised at the edge where input arrives);
+    `seconds` is how long the failing stage ran, when a stage failed."""
 
-    def __init__(self, info: ErrorInfo):
+    def __init__(self, info: ErrorInfo, seconds: float | None = None):
         super().__init__(info.message)
         self.info = info
+        self.seconds = seconds
 
 
 def user_line(exc: BaseException, user_file: str | None) -> int | None:

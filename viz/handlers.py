@@ -7,15 +7,16 @@ worker keeps serving.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import traceback
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
 
-from viz.errors import UserCodeError
+from viz.errors import ErrorInfo, ErrorKind, UserCodeError, classify
 from viz.report import Report
 from viz.source import find_function, load_module
 
@@ -38,6 +39,14 @@ def load_function(code: str, function: str | None) -> tuple[Any, Any]:
     return module, find_function(module, code, function)
 
 
+def target_for(code: str, function: str | None, **settings: Any) -> Any:
+    """The staged pipeline's Target for a function in the user's code."""
+    from viz.stages import Target
+
+    module, fn = load_function(code, function)
+    return Target.load(fn, namespace=vars(module), user_file=module.__file__, **settings)
+
+
 def analyze(
     progress: Progress,
     code: str,
@@ -47,13 +56,17 @@ def analyze(
     device: str = "cpu",
     runs: int = 20,
     memory_limit_bytes: int | None = None,
+    x64: bool | None = None,
 ) -> dict[str, Any]:
-    from viz.pipeline import DEFAULT_MEMORY_LIMIT
-    from viz.pipeline import analyze as run_pipeline
+    from viz.pipeline import analyze_target
+    from viz.stages import DEFAULT_MEMORY_LIMIT
 
     static = list(static or [])
+    limit = memory_limit_bytes or _memory_limit(DEFAULT_MEMORY_LIMIT)
     try:
-        module, fn = load_function(code, function)
+        target = target_for(
+            code, function, static=static, device=device, x64=x64, memory_limit_bytes=limit
+        )
     except UserCodeError as exc:
         report = Report(
             device=device,
@@ -61,19 +74,9 @@ def analyze(
             function=function or "",
             args=args,
             static=static,
-        ).fail(exc.info.to_dict())
+        ).fail(exc.info)
         return report.to_dict(include_models=True)
-    report = run_pipeline(
-        fn,
-        args,
-        static,
-        device,
-        runs,
-        namespace=vars(module),
-        user_file=module.__file__,
-        memory_limit_bytes=memory_limit_bytes or _memory_limit(DEFAULT_MEMORY_LIMIT),
-    )
-    return report.to_dict(include_models=True)
+    return analyze_target(target, args, runs).to_dict(include_models=True)
 
 
 def _memory_limit(default: int) -> int:
@@ -98,57 +101,60 @@ def register(name: str) -> Callable[[Callable[..., dict[str, Any]]], Callable[..
 def handle(op: str, kwargs: dict[str, Any], progress: Progress) -> dict[str, Any]:
     handler = HANDLERS.get(op)
     if handler is None:
-        return {
-            "ok": False,
-            "error": {
-                "kind": "bad_request",
-                "message": f"unknown op {op!r}",
-                "hint": "",
-                "line": None,
-            },
-        }
+        return _failure(ErrorInfo(ErrorKind.BAD_REQUEST, f"unknown op {op!r}"))
     try:
         return handler(progress, **kwargs)
     except UserCodeError as exc:
-        return {"ok": False, "error": exc.info.to_dict()}
+        return _failure(exc.info)
     except Exception as exc:  # a bug in jitscope: report it, keep serving
-        return {
-            "ok": False,
-            "error": {
-                "kind": "internal_error",
-                "message": f"{type(exc).__name__}: {exc}",
-                "hint": "this is a jitscope bug; please report it",
-                "line": None,
-                "detail": traceback.format_exc(),
-            },
-        }
+        return _failure(
+            ErrorInfo(
+                ErrorKind.INTERNAL_ERROR,
+                f"{type(exc).__name__}: {exc}",
+                "this is a jitscope bug; please report it",
+                detail=traceback.format_exc(),
+            )
+        )
+
+
+def _failure(info: ErrorInfo) -> dict[str, Any]:
+    return {"ok": False, "error": info.to_dict()}
 
 
 # -- cache sessions: the real jitted function stays alive between requests ----
 # keyed by (owner, code, function, static): each browser session has its own; the
 # least recently used is dropped beyond MAX_SESSIONS to keep the worker's memory bounded
-_sessions: OrderedDict[tuple[str, str, str | None, tuple[str, ...]], Any] = OrderedDict()
+_sessions: OrderedDict[tuple[str, str, str | None, tuple[str, ...], str], Any] = OrderedDict()
 MAX_SESSIONS = 4
 
 
-def use_persistent_cache(enabled: bool) -> None:
-    """JAX's on-disk compilation cache in a project-local directory; survives restarts."""
+@contextlib.contextmanager
+def disk_cache(enabled: bool) -> Iterator[None]:
+    """JAX's on-disk compilation cache (in JITSCOPE_HOME, so it survives restarts), on
+    for one cache-lab request only: Explore's measurements on this worker never see it."""
     from viz.source import home
 
     if enabled and jax.config.jax_compilation_cache_dir is None:
         jax.config.update("jax_compilation_cache_dir", str(home() / "compilation_cache"))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    was = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", enabled)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", was)
 
 
-def _session(code: str, function: str | None, static: list[str] | None, owner: str) -> Any:
+def _session(
+    code: str, function: str | None, static: list[str] | None, owner: str, device: str
+) -> Any:
     from viz.cache_session import CacheSession
 
-    key = (owner, code, function, tuple(static or ()))
+    key = (owner, code, function, tuple(static or ()), device)
     if key not in _sessions:
         module, fn = load_function(code, function)
-        _sessions[key] = CacheSession(fn, list(static or ()), vars(module))
+        _sessions[key] = CacheSession(fn, list(static or ()), vars(module), device)
         while len(_sessions) > MAX_SESSIONS:
             _sessions.popitem(last=False)
     _sessions.move_to_end(key)
@@ -161,25 +167,23 @@ def _call(
     placements: dict[str, str] | None,
     fail_on_recompile: bool,
     route: bool = False,
-) -> dict[str, Any]:
-    from viz.errors import ErrorInfo, classify
-    from viz.spec import SpecError
-
+    x64: bool | None = None,
+) -> Any:
     try:
         if route and session.router is not None:
             return session.routed_call(args)
-        return session.call(args, placements, fail_on_recompile)
-    except SpecError as exc:
-        info = ErrorInfo("spec_error", str(exc), "check the args spec", stage="spec")
+        return session.call(args, placements, fail_on_recompile, x64)
+    except UserCodeError as exc:
+        info = exc.info
     except Exception as exc:
-        info = classify(exc, "trace", session.fn.__code__.co_filename)
+        info = classify(exc, "trace", session.target.user_file)
     return session.record_error(args, info.to_dict())
 
 
 def _state(session: Any) -> dict[str, Any]:
     return {
         "table": session.table(),
-        "events": session.events,
+        "events": [e.to_dict() for e in session.events],
         "cache_size": session.jitted._cache_size(),
         "buckets": session.router.table() if session.router else [],
     }
@@ -197,15 +201,18 @@ def cache_calls(
     fail_on_recompile: bool = False,
     persistent_cache: bool = False,
     route: bool = False,
+    x64: bool | None = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """A sweep: many calls in one request (progress after each)."""
-    use_persistent_cache(persistent_cache)
-    session = _session(code, function, static, owner)
+    session = _session(code, function, static, owner, device)
     events = []
-    for i, args in enumerate(calls):
-        events.append(_call(session, args, placements, fail_on_recompile, route))
-        progress({"done": i + 1, "total": len(calls)})
-    return {"ok": all("error" not in e for e in events), **_state(session), "new": events}
+    with disk_cache(persistent_cache):
+        for i, args in enumerate(calls):
+            events.append(_call(session, args, placements, fail_on_recompile, route, x64))
+            progress({"done": i + 1, "total": len(calls)})
+    new = [e.to_dict() for e in events]
+    return {"ok": all(e["type"] != "failed" for e in new), **_state(session), "new": new}
 
 
 @register("cache_call")
@@ -223,8 +230,9 @@ def cache_state(
     static: list[str] | None = None,
     owner: str = "",
     clear: bool = False,
+    device: str = "cpu",
 ) -> dict[str, Any]:
-    session = _session(code, function, static, owner)
+    session = _session(code, function, static, owner, device)
     if clear:
         session.clear()
     return {"ok": True, **_state(session)}
@@ -240,9 +248,10 @@ def cache_precompile(
     sizes: list[int],
     static: list[str] | None = None,
     owner: str = "",
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Compile the session's function ahead of time at each batch-size bucket."""
-    session = _session(code, function, static, owner)
+    session = _session(code, function, static, owner, device)
     session.precompile(param, sizes, args)
     return {"ok": True, **_state(session)}
 
@@ -270,13 +279,11 @@ def passes(
     function: str | None,
     args: str,
     static: list[str] | None = None,
+    device: str = "cpu",
+    x64: bool | None = None,
 ) -> dict[str, Any]:
     """Op and fusion counts after every XLA pass that changed the program."""
     from viz.passes import pass_by_pass
-    from viz.pipeline import static_argnums
-    from viz.spec import abstract_args, parse_spec
 
-    module, fn = load_function(code, function)
-    abstract = abstract_args(parse_spec(args, vars(module)))
-    lowered = jax.jit(fn, static_argnums=static_argnums(fn, static or [])).lower(*abstract)
-    return {"ok": True, "steps": pass_by_pass(lowered)}
+    target = target_for(code, function, static=list(static or ()), device=device, x64=x64)
+    return {"ok": True, "steps": pass_by_pass(target.trace(target.args(args)).lower())}

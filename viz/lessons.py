@@ -19,18 +19,12 @@ import jax
 from jax import lax
 from jax.extend.core import jaxpr_as_fun
 
+from viz import events
 from viz.ir.hlo import kernel_count, read_hlo
 from viz.lesson_math import fit_exponent
-from viz.pipeline import (
-    backend_compiles,
-    block,
-    compile_events,
-    compile_seconds,
-    param_names,
-    static_argnums,
-)
 from viz.source import find_function, load_module
-from viz.spec import abstract_args, concrete_args, parse_spec, resize
+from viz.spec import resize
+from viz.stages import Args, Compiled, Target, block
 from viz.timing import time_calls
 
 Progress = Callable[[dict[str, Any]], None]
@@ -62,6 +56,13 @@ def placement(code: str, outer: str, inner: str, args: str, progress: Progress) 
     }
 
 
+def _load(code: str, function: str, **settings: Any) -> Target:
+    """The Target of `function` in a freshly loaded module."""
+    module = load_module(code)
+    fn = find_function(module, code, function)
+    return Target.load(fn, namespace=vars(module), user_file=module.__file__, **settings)
+
+
 def _measure_placement(
     code: str, outer: str, inner: str, args: str, label: str, jit_outer: bool, jit_inner: bool
 ) -> dict[str, Any]:
@@ -71,31 +72,36 @@ def _measure_placement(
     if jit_inner:
         setattr(module, inner, jax.jit(inner_fn))  # outer looks its callee up at call time
     outer_fn = find_function(module, code, outer)
-    call = jax.jit(outer_fn) if jit_outer else outer_fn
-    values = concrete_args(parse_spec(args, vars(module)))
-    with compile_events() as events:
-        start = time.perf_counter()
-        block(call(*values))
-        first = time.perf_counter() - start
+    target = Target.load(outer_fn, namespace=vars(module), user_file=module.__file__)
+    parsed = target.args(args)
+    call = target.jitted if jit_outer else target.fn
+    with target.scope(parsed):
+        values = parsed.concrete()
+        with events.collect() as found:
+            start = time.perf_counter()
+            block(call(*values))
+            first = time.perf_counter() - start
+        run_s = _quick_time(lambda: call(*values))
+        kernels = _kernels_per_call(target, parsed, values, jit_outer)
     return {
         "strategy": label,
-        "compile_s": compile_seconds(events),
+        "compile_s": found.compile_seconds(),
         "first_call_s": first,
-        "run_s": _quick_time(lambda: call(*values)),
-        "executables": backend_compiles(events),
-        "kernels_per_call": _kernels_per_call(outer_fn, values, jit_outer),
+        "run_s": run_s,
+        "executables": found.backend_compiles(),
+        "kernels_per_call": kernels,
     }
 
 
-def _kernels_per_call(outer_fn: Callable, values: list[Any], jit_outer: bool) -> int:
+def _kernels_per_call(target: Target, parsed: Args, values: list[Any], jit_outer: bool) -> int:
     """Kernels launched by one call of the outer function: the compiled program's kernels
     under jit; otherwise one per eagerly dispatched primitive, plus each jitted inner
     call's kernels."""
     if jit_outer:
-        return kernel_count(read_hlo(jax.jit(outer_fn).lower(*values).compile()))
+        return kernel_count(read_hlo(target.trace(parsed).lower().compile().compiled))
     per_jaxpr: dict[int, int] = {}
     total = 0
-    for eqn in jax.make_jaxpr(outer_fn)(*values).eqns:
+    for eqn in jax.make_jaxpr(target.fn)(*values).eqns:
         inner = eqn.params.get("jaxpr") if eqn.primitive.name in ("pjit", "jit") else None
         if inner is None:
             total += 1
@@ -141,17 +147,15 @@ def loop_variants(step: Callable, n: int) -> dict[str, Callable]:
 def scaling(
     code: str, step: str, args: str, sizes: Sequence[int], progress: Progress
 ) -> dict[str, Any]:
-    module = load_module(code)
-    step_fn = find_function(module, code, step)
-    items = parse_spec(args, vars(module))
-    abstract, values = abstract_args(items), concrete_args(items)
+    step_target = _load(code, step)
     rows = []
     total = len(sizes) * 3
     for n in sizes:
-        for variant, fn in loop_variants(step_fn, n).items():
-            times = _stage_times(fn, abstract)
-            compiled = times.pop("compiled")
-            run = _quick_time(lambda c=compiled: c(*values), 0.3)
+        for variant, fn in loop_variants(step_target.fn, n).items():
+            target = Target.load(fn, namespace=step_target.namespace)
+            parsed = target.args(args)
+            times, compiled = _stage_times(target, parsed)
+            run = _run_time(compiled, 0.3)
             rows.append({"n": n, "variant": variant, **times, "run_s": run})
             progress({"done": len(rows), "total": total, "label": f"{variant} N={n}"})
     exponents = {
@@ -164,25 +168,28 @@ def scaling(
     return {"ok": True, "rows": rows, "exponents": exponents}
 
 
-def _stage_times(fn: Callable, abstract: list[Any], static: tuple[int, ...] = ()) -> dict[str, Any]:
-    """Trace, lower and compile `fn` once, each stage timed; 'compiled' holds the result."""
-    jitted = jax.jit(fn, static_argnums=static)
-    t0 = time.perf_counter()
-    traced = jitted.trace(*abstract)
-    t1 = time.perf_counter()
+def _stage_times(target: Target, parsed: Args) -> tuple[dict[str, Any], Compiled]:
+    """Trace, lower and compile once through the staged pipeline, each stage timed."""
+    traced = target.trace(parsed)
     lowered = traced.lower()
-    t2 = time.perf_counter()
     compiled = lowered.compile()
-    t3 = time.perf_counter()
-    return {
-        "trace_s": t1 - t0,
-        "lower_s": t2 - t1,
-        "compile_s": t3 - t2,
-        "total_s": t3 - t0,
+    times = {
+        "trace_s": traced.seconds,
+        "lower_s": lowered.seconds,
+        "compile_s": compiled.seconds,
+        "total_s": traced.seconds + lowered.seconds + compiled.seconds,
         "eqns": len(traced.jaxpr.eqns),
-        "stablehlo_lines": lowered.as_text().count("\n"),
-        "compiled": compiled,
+        "stablehlo_lines": lowered.text().count("\n"),
     }
+    return times, compiled
+
+
+def _run_time(compiled: Compiled, budget_s: float) -> float:
+    """Median time of one call of the compiled executable (inside its target's scope)."""
+    target, parsed = compiled.target, compiled.args
+    with target.scope(parsed):
+        dynamic = target.dynamic(parsed.concrete())
+        return _quick_time(lambda: compiled.compiled(*dynamic), budget_s)
 
 
 # -- 3. shape sweep ---------------------------------------------------------------
@@ -196,20 +203,14 @@ def shape_sweep(
     sizes: Sequence[int],
     progress: Progress,
 ) -> dict[str, Any]:
-    module = load_module(code)
-    fn = find_function(module, code, function)
-    nums = static_argnums(fn, static)
-    names = param_names(fn, len(parse_spec(args, vars(module))))
+    target = _load(code, function, static=tuple(static))
+    names = target.param_names(len(target.args(args).items))
     rows = []
     for done, size in enumerate(sizes, 1):
         spec = resize(args, names, param, axis, size)
-        items = parse_spec(spec, vars(module))
-        values = concrete_args(items)
-        dynamic = [v for i, v in enumerate(values) if i not in nums]
-        times = _stage_times(fn, abstract_args(items), nums)
-        compiled = times.pop("compiled")
-        run = _quick_time(lambda c=compiled, d=dynamic: c(*d), 0.4)
-        eager = _quick_time(lambda v=values: fn(*v), 0.4)
+        times, compiled = _stage_times(target, target.args(spec))
+        run = _run_time(compiled, 0.4)
+        eager = compiled.time_eager(7, 0.4).median_s
         overhead = times["total_s"]
         saved = eager - run
         rows.append(
@@ -232,22 +233,14 @@ def bucket_costs(
     code: str, function: str, args: str, batch_arg: str, buckets: Sequence[int], progress: Progress
 ) -> dict[str, Any]:
     """AOT-compile the function at each bucket size; compile and run time per bucket."""
-    module = load_module(code)
-    fn = find_function(module, code, function)
-    names = param_names(fn, len(parse_spec(args, vars(module))))
+    target = _load(code, function)
+    names = target.param_names(len(target.args(args).items))
     rows = []
     for done, size in enumerate(sorted(set(buckets)), 1):
-        items = parse_spec(resize(args, names, batch_arg, 0, size), vars(module))
-        start = time.perf_counter()
-        compiled = jax.jit(fn).lower(*abstract_args(items)).compile()
-        compile_s = time.perf_counter() - start
-        values = concrete_args(items)
+        parsed = target.args(resize(args, names, batch_arg, 0, size))
+        compiled = target.trace(parsed).lower().compile()
         rows.append(
-            {
-                "bucket": size,
-                "compile_s": compile_s,
-                "run_s": _quick_time(lambda c=compiled, v=values: c(*v), 0.3),
-            }
+            {"bucket": size, "compile_s": compiled.seconds, "run_s": _run_time(compiled, 0.3)}
         )
         progress({"done": done, "total": len(set(buckets)), "label": f"bucket {size}"})
     return {"ok": True, "rows": rows}

@@ -18,6 +18,7 @@ from jaxlib import _hlo
 
 from viz.ir.hlo import fusion_count, read_hlo_modules
 from viz.ir.model import op_histogram
+from viz.stages import Lowered
 
 # module_0004.jit_f.0014.HLO_passes_after_layout_assignment.after_fusion.before_fusion-wrapper.txt
 _STEP = re.compile(
@@ -46,10 +47,10 @@ def count(text: str) -> dict[str, int]:
     return {"op_count": sum(op_histogram(graph).values()), "fusion_count": fusion_count(graph)}
 
 
-def pass_by_pass(lowered: Any) -> list[dict[str, Any]]:
+def pass_by_pass(lowered: Lowered) -> list[dict[str, Any]]:
     """One row per HLO pass that changed the module: its pipeline, name and counts."""
     with tempfile.TemporaryDirectory(prefix="jitscope-xla-dump-") as folder:
-        lowered.compile(compiler_options={"xla_dump_to": folder, **DUMP_OPTIONS})
+        lowered.compile({"xla_dump_to": folder, **DUMP_OPTIONS})
         rows = []
         for step, (pipeline, name, path) in enumerate(dumps_in_order(Path(folder))):
             rows.append(

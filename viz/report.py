@@ -1,13 +1,19 @@
-"""The Report: plain, JSON-able data describing one analysis.
+"""The Report: typed, JSON-able data describing one analysis.
 
-Keys follow DESIGN.md's report contract; extra keys only add to it. Nothing here
-imports jax, so the app can read reports that came from the worker.
+Each section is a dataclass whose fields are the JSON keys of DESIGN.md's report
+contract (extra fields only add to it); `Report.to_dict()` is the JSON the CLI
+writes and the worker sends. Sections can also be read like the JSON
+(`report.jaxpr["eqn_count"]`). Nothing here imports jax, so the app can read
+reports that came from the worker.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
+
+from viz.errors import ErrorInfo
+from viz.record import Record
 
 # What each count counts; shown in the app and written into every report.
 COUNT_DEFINITIONS = {
@@ -27,9 +33,65 @@ COUNT_DEFINITIONS = {
 }
 
 
-def _empty_timings() -> dict[str, Any]:
-    keys = ("trace_s", "lower_s", "compile_s", "first_call_s", "run_median_s", "run_min_s")
-    return {**dict.fromkeys(keys), "runs": 0, "eager_median_s": None}
+@dataclass
+class Timings(Record):
+    trace_s: float | None = None
+    lower_s: float | None = None
+    compile_s: float | None = None
+    first_call_s: float | None = None
+    run_median_s: float | None = None
+    run_min_s: float | None = None
+    run_p90_s: float | None = None
+    runs: int = 0
+    eager_median_s: float | None = None
+    compile_from_disk: bool = False  # JAX's persistent cache supplied the executable
+
+
+@dataclass
+class JaxprSection(Record):
+    text: str = ""
+    eqn_count: int | None = None
+    primitives: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class StableHLOSection(Record):
+    text: str = ""
+    op_count: int | None = None
+    ops: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class CompiledSection(Record):
+    text: str = ""
+    op_count: int | None = None
+    ops: dict[str, int] = field(default_factory=dict)
+    fusion_count: int | None = None
+    kernel_count: int | None = None
+
+
+@dataclass
+class Cost(Record):
+    flops: float | None = None
+    bytes_accessed: float | None = None
+    transcendentals: float | None = None
+
+
+@dataclass
+class Memory(Record):
+    argument_bytes: int | None = None
+    output_bytes: int | None = None
+    temp_bytes: int | None = None
+    alias_bytes: int | None = None
+    generated_code_bytes: int | None = None
+
+
+@dataclass
+class Runs(Record):
+    """Run-time distributions (`viz.timing.RunStats` as data): jit, and eager if it ran."""
+
+    jit: dict[str, Any] | None = None
+    eager: dict[str, Any] | None = None
 
 
 @dataclass
@@ -41,24 +103,38 @@ class Report:
     function: str = ""
     args: str = ""
     static: list[str] = field(default_factory=list)
+    x64: bool = False
     source_file: str | None = None
-    timings: dict[str, Any] = field(default_factory=_empty_timings)
-    jaxpr: dict[str, Any] | None = None
-    stablehlo: dict[str, Any] | None = None
-    compiled: dict[str, Any] | None = None
-    cost: dict[str, Any] | None = None
-    memory: dict[str, Any] | None = None
-    graphs: dict[str, Any] = field(default_factory=dict)
+    timings: Timings = field(default_factory=Timings)
+    jaxpr: JaxprSection | None = None
+    stablehlo: StableHLOSection | None = None
+    compiled: CompiledSection | None = None
+    cost: Cost | None = None
+    memory: Memory | None = None
+    graphs: dict[str, Any] = field(default_factory=dict)  # ir → {total_nodes, visible_nodes, dot}
     kernels: list[dict[str, Any]] = field(default_factory=list)
-    run: dict[str, Any] | None = None  # run-time distribution: jit and eager samples
+    run: Runs | None = None
     compile_events: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     count_definitions: dict[str, str] = field(default_factory=lambda: dict(COUNT_DEFINITIONS))
     graph_models: dict[str, Any] = field(default_factory=dict)  # full Graphs, for the app
 
+    SECTIONS: ClassVar[dict[str, type[Record]]] = {
+        "timings": Timings,
+        "jaxpr": JaxprSection,
+        "stablehlo": StableHLOSection,
+        "compiled": CompiledSection,
+        "cost": Cost,
+        "memory": Memory,
+        "run": Runs,
+    }
+
     def to_dict(self, include_models: bool = False) -> dict[str, Any]:
-        """Plain data (shallow: the sections are already plain dicts and lists)."""
+        """Plain data: the JSON of DESIGN.md's report contract."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in self.SECTIONS:
+            section = data[name]
+            data[name] = section.to_dict() if section is not None else None
         models = data.pop("graph_models")
         if include_models:
             data["graph_models"] = {
@@ -68,10 +144,14 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        for name, section in cls.SECTIONS.items():
+            if name in values:
+                values[name] = section.from_dict(values[name])
+        return cls(**values)
 
-    def fail(self, error: dict[str, Any]) -> Report:
+    def fail(self, error: ErrorInfo | dict[str, Any]) -> Report:
         self.ok = False
-        self.error = error
+        self.error = error.to_dict() if isinstance(error, ErrorInfo) else error
         return self

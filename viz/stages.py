@@ -1,0 +1,319 @@
+"""The staged pipeline every path into JAX goes through, modelled on `jax.stages`.
+
+    target = Target.load(fn, static=["n"], device="cpu")     # what, where, how
+    args = target.args("f32[8,128], 3")                      # the spec, parsed once
+    traced = target.trace(args)          # Traced:   jaxpr            (+ seconds)
+    lowered = traced.lower()             # Lowered:  StableHLO        (+ seconds)
+    compiled = lowered.compile()         # Compiled: optimized HLO, cost, memory (+ seconds)
+    stats = compiled.time_runs(runs=20)  # RunStats of the compiled executable
+
+`Target` decides, once for everyone (Explore, the cache lab, the lessons, the
+pass-by-pass view, the CLI): 64-bit mode, the device, the static arguments, the
+compiler options and the memory limit. Every stage runs inside `target.scope()`
+and turns a failure into a classified `UserCodeError` naming the stage; a stage
+never reaches back to the one before it.
+
+x64: JAX truncates 64-bit dtypes to 32 bits unless x64 is on. `Target.x64` None
+(the default) turns it on exactly when the spec asks for a 64-bit dtype, so
+`f64[4]` means f64 everywhere; True or False force it, as a user flipping
+`jax_enable_x64` would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import jax
+
+from viz import events
+from viz.errors import ErrorInfo, ErrorKind, UserCodeError, classify
+from viz.spec import SpecError, abstract_args, concrete_args, input_bytes, parse_spec, uses_x64
+from viz.timing import RunStats, time_calls
+
+DEFAULT_MEMORY_LIMIT = 8 << 30
+SPEC_HINT = "write arrays as f32[8,128], literals as 3 or 'relu', or a name your code defines"
+
+
+def spec_error(message: str, hint: str = SPEC_HINT) -> UserCodeError:
+    return UserCodeError(ErrorInfo(ErrorKind.SPEC_ERROR, message, hint, stage="spec"))
+
+
+def resolve_device(device: str) -> jax.Device:
+    """The first device of a configuration such as 'cpu', 'cpu:8' or 'gpu'."""
+    platform, _, count = device.partition(":")
+    try:
+        devices = jax.devices({"cuda": "gpu"}.get(platform, platform))
+    except RuntimeError as exc:
+        raise UserCodeError(
+            ErrorInfo(
+                ErrorKind.DEVICE_UNAVAILABLE,
+                f"No {platform} device: {exc}",
+                "pick a device the worker lists",
+                stage="spec",
+            )
+        ) from None
+    if count and len(devices) < int(count):
+        raise UserCodeError(
+            ErrorInfo(
+                ErrorKind.DEVICE_UNAVAILABLE,
+                f"{device} needs {count} devices but this process has {len(devices)}",
+                "use the worker for cpu:N (it sets XLA_FLAGS before JAX starts)",
+                stage="spec",
+            )
+        )
+    return devices[0]
+
+
+def block(out: Any) -> Any:
+    """Wait for a result (the common single-array case without a pytree walk)."""
+    if isinstance(out, jax.Array):
+        return out.block_until_ready()
+    return jax.block_until_ready(out)
+
+
+@contextlib.contextmanager
+def timed(stage: str, user_file: str | None) -> Iterator[list[float]]:
+    """Time a stage (seconds appended to the yielded list) and classify its failure."""
+    seconds: list[float] = []
+    start = time.perf_counter()
+    try:
+        yield seconds
+    except UserCodeError:
+        raise
+    except Exception as exc:
+        spent = time.perf_counter() - start
+        raise UserCodeError(classify(exc, stage, user_file), spent) from exc
+    seconds.append(time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class Args:
+    """An args spec parsed once: its items, and whether it needs 64-bit mode."""
+
+    spec: str
+    items: list[Any]
+    x64: bool
+
+    def abstract(self) -> list[Any]:
+        return abstract_args(self.items)
+
+    def concrete(self, seed: int = 0) -> list[Any]:
+        return concrete_args(self.items, seed)
+
+    def input_bytes(self) -> int:
+        return input_bytes(self.items)
+
+
+@dataclass
+class Target:
+    """A loaded function and how to compile it: static arguments, device, x64,
+    compiler options and the memory limit for running it."""
+
+    fn: Callable
+    namespace: dict[str, Any] = field(default_factory=dict)
+    user_file: str | None = None
+    static: Sequence[str | int] = ()
+    device: str = "cpu"
+    x64: bool | None = None  # None: on when the spec uses a 64-bit dtype
+    compiler_options: dict[str, Any] = field(default_factory=dict)
+    memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT
+
+    @classmethod
+    def load(cls, fn: Callable, **settings: Any) -> Target:
+        """A target for `fn` whose spec names resolve in `fn`'s own module."""
+        settings.setdefault("namespace", getattr(fn, "__globals__", {}))
+        code = getattr(fn, "__code__", None)
+        settings.setdefault("user_file", getattr(code, "co_filename", None))
+        return cls(fn, **settings)
+
+    @property
+    def name(self) -> str:
+        return getattr(self.fn, "__name__", "fn")
+
+    @cached_property
+    def params(self) -> list[str]:
+        try:
+            return list(inspect.signature(self.fn).parameters)
+        except (TypeError, ValueError):
+            return []
+
+    @cached_property
+    def static_argnums(self) -> tuple[int, ...]:
+        """Positions of the static parameters, named or numbered (spec_error if unknown)."""
+        nums = []
+        for item in self.static:
+            if isinstance(item, int) or str(item).isdigit():
+                nums.append(int(item))
+            elif item in self.params:
+                nums.append(self.params.index(item))
+            else:
+                raise spec_error(
+                    f"`{item}` is not a parameter of {self.name}",
+                    f"static names must be among: {', '.join(self.params)}",
+                )
+        return tuple(sorted(set(nums)))
+
+    @cached_property
+    def jitted(self) -> Any:
+        """The one `jax.jit` of the function (the cache lab calls it again and again)."""
+        return jax.jit(self.fn, static_argnums=self.static_argnums)
+
+    def param_names(self, count: int) -> list[str]:
+        return [self.params[i] if i < len(self.params) else f"arg{i}" for i in range(count)]
+
+    def args(self, spec: str, x64: bool | None = None) -> Args:
+        """Parse `spec` in the function's namespace; spec_error names the bad item.
+        `x64` overrides the target's setting for this call (the cache lab's switch)."""
+        try:
+            items = parse_spec(spec, self.namespace)
+        except SpecError as exc:
+            raise spec_error(str(exc)) from None
+        x64 = self.x64 if x64 is None else x64
+        return Args(spec, items, uses_x64(items) if x64 is None else x64)
+
+    def dynamic(self, values: Sequence[Any]) -> list[Any]:
+        """The arguments a compiled executable takes: the static ones are baked in."""
+        return [v for i, v in enumerate(values) if i not in self.static_argnums]
+
+    @contextlib.contextmanager
+    def scope(self, args: Args) -> Iterator[None]:
+        """x64 and the default device, as every stage of this target sees them."""
+        with jax.enable_x64(args.x64), jax.default_device(resolve_device(self.device)):
+            yield
+
+    def trace(self, args: Args) -> Traced:
+        with self.scope(args):
+            abstract = args.abstract()
+            with timed("trace", self.user_file) as seconds:
+                traced = self.jitted.trace(*abstract)
+        return Traced(self, args, traced, seconds[0])
+
+
+@dataclass
+class Traced:
+    """The trace stage: the jaxpr of the function on these argument shapes."""
+
+    target: Target
+    args: Args
+    traced: Any  # jax.stages.Traced
+    seconds: float
+
+    @property
+    def jaxpr(self) -> Any:
+        return self.traced.jaxpr
+
+    def lower(self) -> Lowered:
+        with self.target.scope(self.args), timed("lower", self.target.user_file) as seconds:
+            lowered = self.traced.lower()
+        return Lowered(self.target, self.args, lowered, seconds[0])
+
+
+@dataclass
+class Lowered:
+    """The lower stage: the StableHLO module handed to XLA."""
+
+    target: Target
+    args: Args
+    lowered: Any  # jax.stages.Lowered
+    seconds: float
+
+    def text(self, debug_info: bool = False) -> str:
+        return self.lowered.as_text(debug_info=debug_info)
+
+    def mlir_module(self) -> Any:
+        return self.lowered.compiler_ir("stablehlo")
+
+    def compile(self, extra_options: dict[str, Any] | None = None) -> Compiled:
+        """XLA's compile with the target's compiler options (plus `extra_options`)."""
+        options = {**self.target.compiler_options, **(extra_options or {})}
+        with (
+            self.target.scope(self.args),
+            events.collect() as found,
+            timed("compile", self.target.user_file) as seconds,
+        ):
+            compiled = self.lowered.compile(compiler_options=options or None)
+        return Compiled(self.target, self.args, compiled, seconds[0], found)
+
+
+@dataclass
+class Compiled:
+    """The compile stage: the optimized executable, its HLO, cost and memory."""
+
+    target: Target
+    args: Args
+    compiled: Any  # jax.stages.Compiled
+    seconds: float
+    events: events.CompileEvents
+
+    def text(self) -> str:
+        return self.compiled.as_text()
+
+    def cost(self) -> dict[str, float | None]:
+        raw = self.compiled.cost_analysis()
+        if isinstance(raw, list | tuple):
+            raw = raw[0] if raw else None
+        raw = raw or {}
+
+        def get(key: str) -> float | None:
+            value = raw.get(key)
+            return float(value) if value is not None and value >= 0 else None
+
+        return {
+            "flops": get("flops"),
+            "bytes_accessed": get("bytes accessed"),
+            "transcendentals": get("transcendentals"),
+        }
+
+    def memory(self) -> dict[str, int | None]:
+        raw = self.compiled.memory_analysis()
+        fields = {
+            "argument_bytes": "argument_size_in_bytes",
+            "output_bytes": "output_size_in_bytes",
+            "temp_bytes": "temp_size_in_bytes",
+            "alias_bytes": "alias_size_in_bytes",
+            "generated_code_bytes": "generated_code_size_in_bytes",
+        }
+        return {key: getattr(raw, attr, None) for key, attr in fields.items()}
+
+    def check_memory(self) -> None:
+        """`memory` error when running would need more than the target's limit."""
+        mem = self.memory()
+        needed = self.args.input_bytes() + sum(
+            mem.get(k) or 0 for k in ("output_bytes", "temp_bytes", "generated_code_bytes")
+        )
+        limit = self.target.memory_limit_bytes
+        if needed > limit:
+            raise UserCodeError(
+                ErrorInfo(
+                    ErrorKind.MEMORY,
+                    f"Running needs about {needed / 2**30:.1f} GiB (inputs, outputs and XLA's "
+                    f"temporaries) but the worker's limit is {limit / 2**30:.1f} GiB. "
+                    "The compile-only results above are complete.",
+                    "analyze with runs=0 (compile only), or shrink the shapes",
+                    stage="run",
+                )
+            )
+
+    def time_runs(self, runs: int, budget_s: float = 2.0) -> RunStats:
+        """Time the compiled executable itself (what was compiled is what runs)."""
+        self.check_memory()
+        with self.target.scope(self.args):
+            dynamic = self.target.dynamic(self.args.concrete())
+            with timed("run", self.target.user_file):
+                return time_calls(
+                    lambda: self.compiled(*dynamic), block, max_samples=runs, budget_s=budget_s
+                )
+
+    def time_eager(self, runs: int, budget_s: float = 1.0) -> RunStats:
+        """Time the function without jit, op by op (raises what the function raises)."""
+        with self.target.scope(self.args):
+            values = self.args.concrete()
+            return time_calls(
+                lambda: self.target.fn(*values), block, max_samples=runs, budget_s=budget_s
+            )
