@@ -15,12 +15,12 @@ from viz.buckets import (
     evaluate,
     exact_plan,
     expected_latency,
-    parse_sizes,
     powers_of_two_plan,
     precompile_snippet,
     route,
     user_plan,
 )
+from viz.spec import parse_sizes
 
 
 def brute_force_padding(sizes: list[int], k: int) -> int:

@@ -5,7 +5,7 @@ import streamlit as st
 
 import ui
 from viz import buckets, charts
-from viz.spec import array_item_parts
+from viz.spec import SpecError, array_item_parts, parse_sizes
 
 st.title("Batch-size buckets")
 st.caption(
@@ -33,8 +33,8 @@ with left:
     if source == "type or paste":
         text = st.text_area("sizes", "1 3 3 5 8 8 8 12 17 17 24 31 32 33 45 64 64 100", height=90)
         try:
-            sizes = buckets.parse_sizes(text)
-        except ValueError as exc:
+            sizes = parse_sizes(text, "batch size")
+        except SpecError as exc:
             st.error(str(exc))
             st.stop()
     else:
@@ -57,7 +57,11 @@ with right:
 if not sizes:
     st.info("Enter at least one batch size.")
     st.stop()
-user = buckets.parse_sizes(user_text) if user_text.strip() else None
+try:
+    user = parse_sizes(user_text, "bucket") or None
+except SpecError as exc:
+    st.error(str(exc))
+    st.stop()
 plans = buckets.compare_plans(sizes, user, int(k) if k else None)
 st.plotly_chart(charts.bucket_chart([p.to_dict() for p in plans]), width="stretch")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pandas as pd
@@ -11,7 +10,7 @@ import streamlit as st
 import ui
 from viz import charts
 from viz.cache import reason_fix, reason_text
-from viz.spec import DTYPES, array_item, array_item_parts, resize
+from viz.spec import DTYPES, SpecError, array_item, array_item_parts, parse_sizes, resize
 
 st.title("Cache lab")
 st.caption(
@@ -38,8 +37,10 @@ session = {
     "function": prog["function"],
     "static": prog["static"],
     "owner": ui.owner(),
+    "device": ui.device(),
 }
 key = f"{hash((prog['code'], prog['function'], tuple(prog['static'])))}"
+X64_CHOICES = {"auto": None, "on": True, "off": False}
 
 
 def argument_controls() -> tuple[str, dict[str, str]]:
@@ -67,7 +68,11 @@ def argument_controls() -> tuple[str, dict[str, str]]:
                     horizontal=True,
                     help="a Python scalar is weakly typed: jit keys it apart",
                 )
-            dims = tuple(int(d) for d in re.findall(r"\d+", shape_text))  # "8, 128" or "8 128"
+            try:
+                dims = tuple(parse_sizes(shape_text, "dimension", minimum=0))
+            except SpecError as exc:
+                cols[2].error(str(exc))
+                dims = shape
             if kind == "Python scalar":
                 items.append("1.0" if dtype.startswith(("f", "bf")) else "1")
             else:
@@ -92,7 +97,15 @@ with st.container(border=True):
     st.markdown("**Next call**")
     spec, placements = argument_controls()
     st.caption(f"args spec: `{spec}`")
-    c = st.columns([1, 1, 1.4, 1.8])
+    c = st.columns([1, 1, 1.4, 1.8, 1.6])
+    x64_choice = c[4].selectbox(
+        "x64",
+        list(X64_CHOICES),
+        key="cache_x64",
+        help="auto: 64-bit exactly when the spec uses f64/i64 (as Explore does). off: JAX "
+        "canonicalizes 64-bit inputs to 32-bit. JAX keys its cache on this setting.",
+    )
+    x64 = X64_CHOICES[x64_choice]
     disk = c[3].toggle(
         "Persistent cache (disk)",
         key="cache_disk",
@@ -115,6 +128,7 @@ with st.container(border=True):
                 fail_on_recompile=guard,
                 persistent_cache=disk,
                 route=route,
+                x64=x64,
             )
         )
     if c[1].button("Clear cache", width="stretch"):
@@ -132,7 +146,11 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
         axis = s[1].number_input("axis", 0, max(len(arrays[param][1]) - 1, 0), 0, key="sweep_axis")
         values = s[2].text_input("sizes", "1, 2, 4, 8, 16, 32, 64", key="sweep_sizes")
         if st.button("Run sweep"):
-            sizes = [int(v) for v in re.findall(r"\d+", values)]
+            try:
+                sizes = parse_sizes(values)
+            except SpecError as exc:
+                st.error(str(exc))
+                st.stop()
             calls = [resize(spec, names, param, int(axis), size) for size in sizes]
             bar = st.progress(0.0, "sweeping…")
             remember(
@@ -146,6 +164,7 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
                     fail_on_recompile=guard,
                     persistent_cache=disk,
                     route=route,
+                    x64=x64,
                     on_progress=lambda p: bar.progress(
                         p["done"] / p["total"], f"call {p['done']} of {p['total']}"
                     ),
@@ -162,13 +181,14 @@ with st.expander("Precompile buckets: `lower().compile()` ahead of time, pad to 
         bucket_param = b[0].selectbox("batch argument (axis 0)", batched, key="aot_param")
         bucket_sizes = b[1].text_input("bucket sizes", "8, 16, 32, 64", key="aot_sizes")
         if b[2].button("Compile buckets", width="stretch"):
+            try:
+                sizes = parse_sizes(bucket_sizes, "bucket")
+            except SpecError as exc:
+                st.error(str(exc))
+                st.stop()
             remember(
                 ui.request(
-                    "cache_precompile",
-                    **session,
-                    args=spec,
-                    param=bucket_param,
-                    sizes=[int(v) for v in re.findall(r"\d+", bucket_sizes)],
+                    "cache_precompile", **session, args=spec, param=bucket_param, sizes=sizes
                 )
             )
         st.toggle(
@@ -188,6 +208,8 @@ events = result.get("events", [])
 last = events[-1] if events else None
 if last and last.get("error"):
     ui.error_card(last["error"], prog["code"])
+for note in (last or {}).get("notes") or []:
+    st.info(f"Call {last['call']} {'hit' if last.get('hit') else 'missed'}: {note}")
 if last and last.get("guard"):
     st.error(f"🛡️ {last['guard']}")
     st.code(

@@ -5,7 +5,7 @@ import streamlit as st
 
 import ui
 from viz import charts
-from viz.spec import array_item_parts
+from viz.spec import SpecError, array_item_parts, parse_sizes
 
 st.title("Shape sweep")
 st.caption(
@@ -26,7 +26,11 @@ c = st.columns(3)
 param = c[0].selectbox("argument", list(arrays))
 axis = c[1].number_input("axis", 0, len(arrays[param][1]) - 1, 0)
 sizes_text = c[2].text_input("sizes", "1, 4, 16, 64, 256, 1024")
-sizes = [int(s) for s in sizes_text.replace(",", " ").split() if s.isdigit()]
+try:
+    sizes = parse_sizes(sizes_text)
+except SpecError as exc:
+    st.error(str(exc))
+    st.stop()
 
 if ui.lesson_controls("Sweep shapes"):
     st.session_state.shapes = ui.run_lesson(

@@ -54,25 +54,6 @@ class BucketPlan:
 # ---------------------------------------------------------------- request sizes
 
 
-def parse_sizes(text: str) -> list[int]:
-    """Read batch sizes separated by commas, spaces or newlines: "1, 3, 8 17\\n5".
-
-    Returns [] for blank text. Raises ValueError naming the first token that is
-    not a whole number, or that is below 1.
-    """
-    sizes = []
-    for token in re.split(r"[,\s]+", text.strip()):
-        if not token:
-            continue
-        if not re.fullmatch(r"[+-]?[0-9]+", token):
-            raise ValueError(f"{token!r} is not a whole number; give batch sizes like 1, 8, 32")
-        size = int(token)
-        if size < 1:
-            raise ValueError(f"{token!r} is not a valid batch size; sizes must be at least 1")
-        sizes.append(size)
-    return sizes
-
-
 def draw_sizes(distribution: str, n: int, max_size: int, seed: int = 0) -> list[int]:
     """Draw n request sizes in [1, max_size], the same list for the same seed.
 

@@ -726,6 +726,22 @@ def array_item_parts(item: str) -> tuple[str, tuple[int, ...]] | None:
     return found.group(1), tuple(int(d) for d in dims)
 
 
+def parse_sizes(text: str, what: str = "size", minimum: int = 1) -> list[int]:
+    """Whole numbers separated by commas, spaces or newlines ("1, 3, 8 17"): sizes,
+    shapes and bucket lists everywhere. [] for blank text; SpecError naming the first
+    token that is not a whole number at least `minimum`."""
+    sizes = []
+    for token in re.split(r"[,\s]+", text.strip()):
+        if not token:
+            continue
+        if not re.fullmatch(r"[+-]?[0-9]+", token):
+            raise SpecError(f"{what} {token!r} is not a whole number (write e.g. 1, 8, 32)")
+        if int(token) < minimum:
+            raise SpecError(f"{what} {token!r} must be at least {minimum}")
+        sizes.append(int(token))
+    return sizes
+
+
 def array_item(dtype: str, shape: tuple[int, ...]) -> str:
     return str(ArraySpec(dtype, shape))
 

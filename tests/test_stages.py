@@ -1,0 +1,208 @@
+"""One staged pipeline under every path: Explore's analyze, the cache lab, each lesson,
+pass-by-pass and the CLI all treat a 64-bit spec as 64-bit and a malformed spec as a
+`spec_error` naming the item."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import REPO
+
+from viz.stages import Target
+from viz.worker import Worker
+
+# Each function fails unless it is traced with 64-bit floats.
+WIDE = """\
+import jax.numpy as jnp
+
+def f(x):
+    assert x.dtype == jnp.float64, f"traced as {x.dtype}"
+    return x * 2.0
+
+def inner(x):
+    assert x.dtype == jnp.float64, f"traced as {x.dtype}"
+    return jnp.sin(x)
+
+def outer(x):
+    return inner(x) + inner(x * 2.0)
+"""
+BAD_SPEC = "f32[3,,4]"
+
+
+@pytest.fixture(scope="module")
+def lessons() -> Iterator[Worker]:
+    w = Worker("cpu", timeout_s=120)
+    yield w
+    w.close()
+
+
+def lesson_requests(spec: str) -> dict[str, dict[str, Any]]:
+    return {
+        "placement": {"code": WIDE, "outer": "outer", "inner": "inner", "args": spec},
+        "scaling": {"code": WIDE, "step": "inner", "args": spec, "sizes": [1, 2]},
+        "shape_sweep": {
+            "code": WIDE,
+            "function": "f",
+            "args": spec,
+            "static": [],
+            "param": "x",
+            "axis": 0,
+            "sizes": [2, 4],
+        },
+        "bucket_costs": {
+            "code": WIDE,
+            "function": "f",
+            "args": spec,
+            "batch_arg": "x",
+            "buckets": [2, 4],
+        },
+    }
+
+
+# --------------------------------------------------------------------------- the API
+
+
+def test_target_turns_x64_on_exactly_when_the_spec_asks_for_it():
+    target = Target.load(lambda x: x)
+    assert target.args("f64[2]").x64 and not target.args("f32[2]").x64
+    assert not target.args("f64[2]", x64=False).x64
+
+
+def test_each_stage_carries_its_own_time():
+    target = Target.load(lambda x: x * 2)
+    traced = target.trace(target.args("f32[4]"))
+    lowered = traced.lower()
+    compiled = lowered.compile()
+    assert min(traced.seconds, lowered.seconds, compiled.seconds) > 0
+    assert "f32[4]" in compiled.text()
+
+
+def test_explore_compiles_an_f64_spec_as_64_bit():
+    from viz import analyze
+
+    report = analyze(lambda x: x * 2.0, "f64[4]", runs=1)
+    assert report.ok and report.x64
+    assert "f64[4]" in report.jaxpr["text"] and "f64[4]" in report.compiled["text"]
+
+
+def test_explore_names_the_bad_item_of_a_malformed_spec():
+    from viz import analyze
+
+    report = analyze(lambda x: x, BAD_SPEC, runs=0)
+    assert report.error["kind"] == "spec_error"
+    assert "item 1" in report.error["message"] and "empty dimension" in report.error["message"]
+
+
+# --------------------------------------------------------------------------- the cache lab
+
+
+def test_cache_lab_compiles_an_f64_spec_as_64_bit_and_misses_on_the_x64_setting():
+    from viz.cache_session import CacheSession
+
+    session = CacheSession(lambda x: x * 2.0)
+    first, second = session.call("f32[4]"), session.call("f64[4]")
+    assert not second.hit and "f64[4]" in second.signature
+    kinds = {(r["arg"], r["kind"]) for r in second.reasons}
+    assert kinds == {("x", "dtype"), ("jax_enable_x64", "config")}
+    assert first.notes == second.notes == []
+
+
+def test_cache_lab_with_x64_off_canonicalizes_f64_and_says_why_it_hit():
+    from viz.cache_session import CacheSession
+
+    session = CacheSession(lambda x: x * 2.0)
+    session.call("f32[4]", x64=False)
+    event = session.call("f64[4]", x64=False)
+    assert event.hit and event.type == "hit"
+    assert event.notes == ["f64 canonicalized to f32: x64 is off"]
+
+
+def test_cache_lab_flipping_x64_alone_is_a_config_miss():
+    from viz.cache_session import CacheSession
+
+    session = CacheSession(lambda x: x + 1)
+    session.call("f32[4]", x64=False)
+    event = session.call("f32[4]", x64=True)
+    assert not event.hit
+    assert [(r["arg"], r["kind"], r["before"], r["after"]) for r in event.reasons] == [
+        ("jax_enable_x64", "config", "off", "on")
+    ]
+
+
+def test_cache_lab_names_the_bad_item_of_a_malformed_spec(worker):
+    result = worker.request("cache_call", code=WIDE, function="f", args=BAD_SPEC)
+    event = result["event"]
+    assert event["type"] == "failed" and event["error"]["kind"] == "spec_error"
+    assert "item 1" in event["error"]["message"]
+
+
+# --------------------------------------------------------------------------- lessons
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", ["placement", "scaling", "shape_sweep", "bucket_costs"])
+def test_each_lesson_compiles_an_f64_spec_as_64_bit(lessons, op):
+    result = lessons.request(op, **lesson_requests("f64[4]")[op])
+    assert result["ok"], result.get("error")
+
+
+@pytest.mark.parametrize("op", ["placement", "scaling", "shape_sweep", "bucket_costs"])
+def test_each_lesson_names_the_bad_item_of_a_malformed_spec(lessons, op):
+    result = lessons.request(op, **lesson_requests(BAD_SPEC)[op])
+    assert not result["ok"]
+    assert result["error"]["kind"] == "spec_error", result["error"]
+    assert "item 1" in result["error"]["message"]
+
+
+# --------------------------------------------------------------------------- pass by pass
+
+
+def test_pass_by_pass_compiles_an_f64_spec_as_64_bit(worker):
+    result = worker.request("passes", code=WIDE, function="f", args="f64[4]")
+    assert result["ok"], result.get("error")
+    assert result["steps"][-1]["op_count"] >= 1
+
+
+def test_pass_by_pass_names_the_bad_item_of_a_malformed_spec(worker):
+    result = worker.request("passes", code=WIDE, function="f", args=BAD_SPEC)
+    assert result["error"]["kind"] == "spec_error"
+    assert "item 1" in result["error"]["message"]
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def cli(*argv: str, tmp_path: Any) -> dict[str, Any]:
+    source = tmp_path / "wide.py"
+    source.write_text(WIDE)
+    out = tmp_path / "out.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "viz", argv[0], f"{source}::f", *argv[1:], "--json", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text())
+
+
+def test_cli_analyze_compiles_an_f64_spec_as_64_bit(tmp_path):
+    report = cli("analyze", "--args", "f64[4]", "--runs", "0", tmp_path=tmp_path)
+    assert report["ok"] and "f64[4]" in report["compiled"]["text"]
+
+
+def test_cli_analyze_names_the_bad_item_of_a_malformed_spec(tmp_path):
+    report = cli("analyze", "--args", BAD_SPEC, "--runs", "0", tmp_path=tmp_path)
+    assert report["error"]["kind"] == "spec_error" and "item 1" in report["error"]["message"]
+
+
+def test_cli_cache_treats_f64_as_64_bit(tmp_path):
+    events = cli("cache", "--call", "f32[4]", "--call", "f64[4]", tmp_path=tmp_path)["events"]
+    assert [e["type"] for e in events] == ["failed", "miss"]  # f asserts f64
+    assert "f64[4]" in events[1]["signature"]
