@@ -178,13 +178,6 @@ def test_sample_orders_unique():
 
 # ---------------------------------------------------------------- trace / compile
 
-_DTYPES = {
-    "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
-    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
-    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-    "bool": "bool", "c64": "complex64", "c128": "complex128",
-}  # fmt: skip
-
 
 def _load_module(path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"jitscope_sample_{path.stem}", path)
@@ -194,78 +187,17 @@ def _load_module(path: Path) -> ModuleType:
     return module
 
 
-def _abstract_args_by_hand(spec: str, module: ModuleType) -> tuple:
-    """A small stand-in for viz.spec: enough of the spec language for the samples.
-
-    ``f32[8,128]`` becomes a ShapeDtypeStruct, ``key`` a PRNG key, literals stay
-    literals, and other names (``params``) are looked up in the module, with their
-    array leaves made abstract.
-    """
-    import jax
-    import jax.numpy as jnp
-
-    class _DType:
-        def __init__(self, name: str):
-            self.dtype = jnp.dtype(name)
-
-        def __getitem__(self, shape):
-            shape = shape if isinstance(shape, tuple) else (shape,)
-            return jax.ShapeDtypeStruct(shape, self.dtype)
-
-    # Python has no `x[]`: write scalars as `x[()]`.
-    names = "|".join(sorted(_DTYPES, key=len, reverse=True))
-    text = re.sub(rf"\b({names})\[\s*\]", r"\1[()]", spec)
-    namespace = dict(vars(module))
-    namespace.update({k: _DType(v) for k, v in _DTYPES.items()})
-    namespace.setdefault("key", jax.random.key(0))
-    values = eval(f"({text},)", namespace)  # test-only: the spec strings are our own
-
-    def abstract(leaf):
-        if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-            return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype)
-        return leaf
-
-    return tuple(jax.tree.map(abstract, values))
-
-
-def _spec_module() -> ModuleType | None:
-    """The real spec parser, viz.spec, when it is present."""
-    try:
-        from viz import spec
-    except ImportError:
-        return None
-    return spec
-
-
 def _abstract_args(spec: str, module: ModuleType) -> tuple:
-    """Abstract args for ``spec``: viz.spec when available, else the stand-in above."""
-    real = _spec_module()
-    if real is None:
-        return _abstract_args_by_hand(spec, module)
-    return tuple(real.abstract_args(real.parse_spec(spec, vars(module))))
+    """Abstract args for ``spec``, read by the one spec parser (viz.spec)."""
+    from viz.spec import abstract_args, parse_spec
+
+    return tuple(abstract_args(parse_spec(spec, vars(module))))
 
 
 def _sample_params():
     for path in SAMPLE_FILES:
         marks = [pytest.mark.slow] if path.stem in SLOW_SAMPLES else []
         yield pytest.param(path, id=path.stem, marks=marks)
-
-
-def test_abstract_args_helper():
-    import jax
-    import jax.numpy as jnp
-
-    mod = ModuleType("m")
-    mod.params = {"w": jnp.ones((2, 3))}
-    args = _abstract_args_by_hand("f32[2,3], i32[], bool[4], key, 0.1, 'a', params, [f32[1]]", mod)
-    f32 = jnp.dtype("float32")
-    assert args[0] == jax.ShapeDtypeStruct((2, 3), f32)
-    assert args[1] == jax.ShapeDtypeStruct((), jnp.int32)
-    assert args[2] == jax.ShapeDtypeStruct((4,), jnp.bool_)
-    assert jax.dtypes.issubdtype(args[3].dtype, jax.dtypes.prng_key)
-    assert args[4:6] == (0.1, "a")
-    assert args[6] == {"w": jax.ShapeDtypeStruct((2, 3), f32)}
-    assert args[7] == [jax.ShapeDtypeStruct((1,), f32)]
 
 
 @pytest.mark.parametrize("path", list(_sample_params()))
@@ -276,8 +208,6 @@ def test_sample_traces_and_compiles(path: Path):
     module = _load_module(path)
     fn = getattr(module, sample.function)
     args = _abstract_args(sample.args, module)
-    # The stand-in parser and viz.spec (if present) agree on every sample's spec.
-    assert args == _abstract_args_by_hand(sample.args, module)
     jitted = jax.jit(fn, static_argnames=sample.static)
 
     if sample.expect_error:

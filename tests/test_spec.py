@@ -543,3 +543,21 @@ spec_trees = st.recursive(
 @given(st.lists(spec_trees, max_size=4))
 def test_random_valid_specs_round_trip_through_format_spec(items: list):
     assert parse_spec(format_spec(items)) == items
+
+
+@pytest.mark.parametrize(
+    "item", ["f32[8,128]", "i32[]", "{'w': bf16[4,4], 'b': [f16[4], u8[2]]}", "(bool[3], 2.5)"]
+)
+def test_python_expression_builds_what_the_parser_abstracts(item):
+    from viz.spec import python_expression
+
+    built = eval(python_expression(item), {"jax": jax, "jnp": jnp})
+    assert built == abstract_args(parse_spec(item))[0]
+
+
+def test_python_expression_names_the_batch_dimension():
+    from viz.spec import python_expression
+
+    assert python_expression("f32[8,3]", "batch") == "jax.ShapeDtypeStruct((batch, 3), jnp.float32)"
+    with pytest.raises(SpecError, match="batch axis"):
+        python_expression("f32[]", "batch")

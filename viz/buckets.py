@@ -22,12 +22,13 @@ import ast
 import bisect
 import keyword
 import operator
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+
+from viz.spec import SpecError, python_expression
 
 DISTRIBUTIONS = ("uniform", "lognormal", "zipf")
 
@@ -244,69 +245,9 @@ def expected_latency(plan: BucketPlan, run_time_s: Callable[[int], float]) -> fl
 
 # ---------------------------------------------------------------- the snippet
 
-_DTYPES = {
-    "f16": "float16",
-    "bf16": "bfloat16",
-    "f32": "float32",
-    "f64": "float64",
-    "i8": "int8",
-    "i16": "int16",
-    "i32": "int32",
-    "i64": "int64",
-    "u8": "uint8",
-    "u16": "uint16",
-    "u32": "uint32",
-    "u64": "uint64",
-    "bool": "bool_",
-    "c64": "complex64",
-    "c128": "complex128",
-}
-_ARRAY = rf"(?<![\w.])(?P<dtype>{'|'.join(_DTYPES)})\[(?P<dims>[0-9,\s]*)\]"
-_STRING = r"(?P<string>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
-_KEY = r"(?<![\w.])(?P<key>key)(?![\w(]|\s*=)"
-_SPEC_TOKEN = re.compile(f"{_STRING}|{_ARRAY}|{_KEY}")
 # Names the snippet defines or uses; a parameter with one of them would shadow it.
 _SNIPPET_NAMES = {"jax", "jnp", "BUCKETS", "COMPILED", "pad_to_bucket", "serve", "_example_args"}
 _SNIPPET_NAMES |= {"_unpad", "_padded", "_bucket", "_size", "_out"}
-
-
-def _struct(dtype: str, dims: Sequence[str]) -> str:
-    if dtype not in _DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(_DTYPES)}")
-    shape = f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
-    return f"jax.ShapeDtypeStruct({shape}, jnp.{_DTYPES[dtype]})"
-
-
-def _array_dims(match: re.Match) -> list[str]:
-    dims = [d.strip() for d in match["dims"].split(",")]
-    return [] if dims == [""] else [str(int(d)) for d in dims]
-
-
-def _spec_expression(item: str) -> str:
-    """An args-spec item as a Python expression: arrays become ShapeDtypeStructs."""
-
-    def replace(match: re.Match) -> str:
-        if match["string"]:
-            return match["string"]
-        if match["key"]:
-            return "jax.random.key(0)"
-        return _struct(match["dtype"], _array_dims(match))
-
-    try:
-        expression = _SPEC_TOKEN.sub(replace, item.strip())
-        ast.parse(expression, mode="eval")
-    except (SyntaxError, ValueError) as error:
-        raise ValueError(f"cannot read args-spec item {item!r}: {error}") from error
-    return expression
-
-
-def _batch_struct(item: str) -> str:
-    """The batch argument's spec, with its leading dimension made `batch`."""
-    match = re.fullmatch(r"(?P<dtype>\w+)\[(?P<dims>[0-9,\s]*)\]", item.strip())
-    dims = _array_dims(match) if match else []
-    if not dims:
-        raise ValueError(f"the batch argument must be an array with a batch axis, got {item!r}")
-    return _struct(match["dtype"], ["batch", *dims[1:]])
 
 
 def _check_names(function_name: str, param_names: Sequence[str]) -> None:
@@ -333,7 +274,10 @@ def _example_args_source(
         "    return (",
     ]
     for name, item in zip(param_names, arg_specs, strict=True):
-        expression = _batch_struct(item) if name == batch_arg else _spec_expression(item)
+        try:
+            expression = python_expression(item, "batch" if name == batch_arg else None)
+        except SpecError as error:
+            raise ValueError(f"cannot read args-spec item {item!r}: {error.reason}") from None
         comment = "" if expression == name else f"  # {name}"
         lines.append(f"        {expression},{comment}")
     lines.append("    )")

@@ -726,6 +726,75 @@ def array_item_parts(item: str) -> tuple[str, tuple[int, ...]] | None:
     return found.group(1), tuple(int(d) for d in dims)
 
 
+def python_expression(item: str, batch: str | None = None) -> str:
+    """One spec item as Python that builds its abstract value: arrays become
+    ``jax.ShapeDtypeStruct((8, 128), jnp.float32)``, ``key`` becomes
+    ``jax.random.key(0)``, containers keep their shape and other expressions pass
+    through. ``batch`` names the leading dimension of an array item (the item must be
+    one). Text only, no jax; SpecError for anything that is not a spec item."""
+    (parsed,) = _split(item) or [_Item(1, "", "", "empty item")]
+    if parsed.problem:
+        raise SpecError(parsed.problem, 1, item)
+    src = "(\n" + _rewrite_empty_subscripts(parsed.text, parsed.masked) + "\n)"
+    try:
+        root = _parse_ast(src, parsed).body
+        if batch is not None:
+            if _dtype_subscript(root) and root.value.id not in DTYPES:  # type: ignore[attr-defined]
+                raise _Fail(_unknown_dtype(root.value.id))  # type: ignore[attr-defined]
+            if not (_dtype_subscript(root) and _shape_nodes(root)):
+                raise _Fail("the batch argument must be an array with a batch axis")
+            _set_leading_dimension(root, ast.Name(batch))
+        return ast.unparse(_ToPython().visit(root))
+    except _Fail as err:
+        raise SpecError(err.reason, 1, item) from None
+
+
+def _dtype_subscript(node: ast.expr) -> bool:
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+
+
+def _shape_nodes(node: ast.Subscript) -> list[ast.expr]:
+    dims = node.slice
+    if isinstance(dims, ast.Tuple):
+        return list(dims.elts)
+    return [] if isinstance(dims, ast.Tuple | ast.Constant) and dims.value == () else [dims]
+
+
+def _set_leading_dimension(node: ast.Subscript, dim: ast.expr) -> None:
+    if isinstance(node.slice, ast.Tuple):
+        node.slice.elts[0] = dim
+    else:
+        node.slice = dim
+
+
+class _ToPython(ast.NodeTransformer):
+    """Spec syntax → the Python a user would write (see `python_expression`)."""
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        if not _dtype_subscript(node):
+            return self.generic_visit(node)
+        name = node.value.id  # type: ignore[attr-defined]
+        if name not in DTYPES:
+            if _looks_like_dtype(name):
+                raise _Fail(_unknown_dtype(name))
+            return self.generic_visit(node)
+        shape = ast.Tuple([self.visit(d) for d in _shape_nodes(node)])
+        dtype = "bool_" if name == "bool" else DTYPES[name].name
+        return ast.Call(
+            ast.parse("jax.ShapeDtypeStruct", mode="eval").body,
+            [shape, ast.parse(f"jnp.{dtype}", mode="eval").body],
+            [],
+        )
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return ast.parse("jax.random.key(0)", mode="eval").body if node.id == "key" else node
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        if isinstance(node.func, ast.Name) and node.func.id == "key":
+            node.func = ast.parse("jax.random.key", mode="eval").body
+        return self.generic_visit(node)
+
+
 def parse_sizes(text: str, what: str = "size", minimum: int = 1) -> list[int]:
     """Whole numbers separated by commas, spaces or newlines ("1, 3, 8 17"): sizes,
     shapes and bucket lists everywhere. [] for blank text; SpecError naming the first
