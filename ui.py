@@ -148,9 +148,21 @@ def seconds(value: float | None) -> str:
     return "–" if value is None else fmt_seconds(value)
 
 
+def graph_of(model: dict[str, Any]) -> Graph:
+    """The Graph of a model dict kept in this session's results, rebuilt once: the same
+    Graph object across reruns, so `viz.graph`'s index of it is reused."""
+    built = st.session_state.setdefault("_graphs", {})
+    hit = built.get(id(model))
+    if hit is None or hit[0] is not model:
+        if len(built) >= 8:
+            built.clear()
+        hit = built[id(model)] = (model, Graph.from_dict(model))
+    return hit[1]
+
+
 def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> None:
     """A graph with find, expand/collapse, neighbourhood and DOT/SVG export."""
-    graph = Graph.from_dict(model)
+    graph = graph_of(model)
     view = views.default_view(graph)
     groups = sorted(graph.groups, key=lambda p: (len(p), p))
     labels = {"/".join(p): p for p in groups}
@@ -212,7 +224,7 @@ def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> No
 
 def fusion_compare(before: dict[str, Any], after: dict[str, Any], key: str) -> None:
     """One name-scope region before fusion (StableHLO) and after (compiled HLO)."""
-    graphs = Graph.from_dict(before), Graph.from_dict(after)
+    graphs = graph_of(before), graph_of(after)
     common = [r for r in views.regions(graphs[0]) if r in set(views.regions(graphs[1]))]
     st.markdown("**Before and after fusion** · the same region of your program in both IRs")
     if not common:

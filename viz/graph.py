@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
@@ -129,23 +130,29 @@ class _Box:
 _CACHE: dict[int, tuple[weakref.ref[Graph], tuple[int, int, int], _Index]] = {}
 
 
+_CACHE_LOCK = threading.RLock()  # sessions are threads; a GC callback may re-enter
+
+
 def _index(graph: Graph) -> _Index:
     key = (len(graph.nodes), len(graph.edges), len(graph.groups))
-    hit = _CACHE.get(id(graph))
+    with _CACHE_LOCK:
+        hit = _CACHE.get(id(graph))
     if hit and hit[0]() is graph and hit[1] == key:
         return hit[2]
     index = _build_index(graph)
-    if len(_CACHE) > 16:
-        _CACHE.clear()
-    _CACHE[id(graph)] = (weakref.ref(graph, _forget(id(graph))), key, index)
+    with _CACHE_LOCK:
+        if len(_CACHE) > 16:
+            _CACHE.clear()
+        _CACHE[id(graph)] = (weakref.ref(graph, _forget(id(graph))), key, index)
     return index
 
 
 def _forget(graph_id: int) -> Callable[[weakref.ref[Graph]], None]:
     def forget(ref: weakref.ref[Graph]) -> None:
-        hit = _CACHE.get(graph_id)
-        if hit is not None and hit[0] is ref:
-            del _CACHE[graph_id]
+        with _CACHE_LOCK:
+            hit = _CACHE.get(graph_id)
+            if hit is not None and hit[0] is ref:
+                del _CACHE[graph_id]
 
     return forget
 
