@@ -8,6 +8,7 @@ the user's function failed (that is a result, in `error`); 2 for CLI misuse.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 from pathlib import Path
@@ -23,6 +24,17 @@ def _target(text: str) -> tuple[str, str | None]:
     if not file.is_file():
         raise argparse.ArgumentTypeError(f"no such file: {path}")
     return file.read_text(), func or None
+
+
+def _option(text: str) -> tuple[str, Any]:
+    """KEY=VALUE; the value is a Python literal (True, 3, 0.5) or else a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key.strip(), ast.literal_eval(value.strip())
+    except (ValueError, SyntaxError):
+        return key.strip(), value.strip()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,6 +62,22 @@ def _parser() -> argparse.ArgumentParser:
         "--args", default="", metavar="SPEC", help="args spec, e.g. 'f32[8,128], 3'"
     )
     analyze.add_argument("--runs", type=int, default=20, help="timed runs (0: compile only)")
+    analyze.add_argument(
+        "--donate",
+        nargs="*",
+        default=[],
+        metavar="NAME",
+        help="donated parameters, by name or position (like --static)",
+    )
+    analyze.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        type=_option,
+        metavar="KEY=VALUE",
+        help="an XLA compiler option for this compile (repeatable), e.g. "
+        "xla_disable_hlo_passes=fusion",
+    )
     analyze.add_argument("--html", type=Path, metavar="OUT", help="write a standalone HTML report")
     cache = sub.add_parser("cache", parents=[common], help="call repeatedly, explain cache misses")
     cache.add_argument(
@@ -131,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
                 static=args.static,
                 device=args.device,
                 runs=args.runs,
+                donate=args.donate,
+                compiler_options=dict(args.option),
             )
             report.pop("graph_models", None)
             report.pop("stdout", None)

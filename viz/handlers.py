@@ -57,6 +57,8 @@ def analyze(
     runs: int = 20,
     memory_limit_bytes: int | None = None,
     x64: bool | None = None,
+    donate: list[str] | None = None,
+    compiler_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     from viz.pipeline import analyze_target
     from viz.stages import DEFAULT_MEMORY_LIMIT
@@ -65,7 +67,14 @@ def analyze(
     limit = memory_limit_bytes or _memory_limit(DEFAULT_MEMORY_LIMIT)
     try:
         target = target_for(
-            code, function, static=static, device=device, x64=x64, memory_limit_bytes=limit
+            code,
+            function,
+            static=static,
+            device=device,
+            x64=x64,
+            memory_limit_bytes=limit,
+            donate=tuple(donate or ()),
+            compiler_options=dict(compiler_options or {}),
         )
     except UserCodeError as exc:
         report = Report(

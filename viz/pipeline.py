@@ -13,6 +13,7 @@ from typing import Any
 import jax
 
 from viz import graph as graph_views
+from viz.donation import UNUSABLE_WARNING, Donation, read_donation
 from viz.errors import UserCodeError
 from viz.ir import model
 from viz.ir.hlo import fusion_count, kernel_count, kernels, read_hlo
@@ -39,6 +40,8 @@ def analyze(
     device: str = "cpu",
     runs: int = 20,
     *,
+    donate: Sequence[str | int] = (),
+    compiler_options: dict[str, Any] | None = None,
     x64: bool | None = None,
     namespace: dict[str, Any] | None = None,
     user_file: str | None = None,
@@ -48,6 +51,7 @@ def analyze(
     """Analyze `fn` on the args spec. Never raises for problems in user code: they are
     reported in `report.error` with `report.ok == False`, keeping what was learned."""
     settings: dict[str, Any] = {"static": tuple(static), "device": device, "x64": x64}
+    settings.update(donate=tuple(donate), compiler_options=dict(compiler_options or {}))
     settings["memory_limit_bytes"] = memory_limit_bytes
     if namespace is not None:
         settings["namespace"] = namespace
@@ -64,6 +68,8 @@ def analyze_target(target: Target, spec: str, runs: int = 20, budget_s: float = 
         function=target.name,
         args=spec,
         static=[str(s) for s in target.static],
+        donate=[str(d) for d in target.donate],
+        compiler_options=dict(target.compiler_options),
         source_file=target.user_file,
     )
     try:
@@ -114,6 +120,23 @@ def _read_compiled(report: Report, compiled: Compiled) -> None:
         report.kernels = kernels(graph)
     report.cost = Cost(**compiled.cost())
     report.memory = Memory(**compiled.memory())
+    report.warnings.extend(compiled.warnings)
+    if compiled.target.donate:
+        report.donation = _read_donation(compiled)
+
+
+def _read_donation(compiled: Compiled) -> Donation:
+    target, lowered = compiled.target, compiled.lowered
+    assert lowered is not None
+    return read_donation(
+        lowered.lowered,
+        lowered.mlir_module(),
+        compiled.text(),
+        target.param_names(len(compiled.args.items)),
+        target.static_argnums,
+        [w for w in compiled.warnings if UNUSABLE_WARNING in w],
+        compiled.memory().get("alias_bytes"),
+    )
 
 
 def _read_graph(report: Report, ir: str, read: Callable[[], model.Graph]) -> dict[str, int] | None:

@@ -95,6 +95,35 @@ class Runs(Record):
 
 
 @dataclass
+class DonatedArg(Record):
+    name: str  # the leaf as JAX names it: x, params['w']
+    donated: bool
+    aliased_output: int | None  # flat output index whose buffer it became
+    reason: str = ""  # why a donated leaf was not reused
+
+
+@dataclass
+class Donation(Record):
+    args: list[DonatedArg] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    saved_bytes: int | None = None  # memory_analysis's alias bytes: outputs written in place
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "args": [a.to_dict() for a in self.args],
+            "warnings": list(self.warnings),
+            "saved_bytes": self.saved_bytes,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Donation | None:
+        if data is None:
+            return None
+        args = [DonatedArg.from_dict(a) for a in data.get("args", [])]
+        return cls(args, list(data.get("warnings", [])), data.get("saved_bytes"))
+
+
+@dataclass
 class Report:
     ok: bool = True
     error: dict[str, Any] | None = None
@@ -103,6 +132,8 @@ class Report:
     function: str = ""
     args: str = ""
     static: list[str] = field(default_factory=list)
+    donate: list[str] = field(default_factory=list)
+    compiler_options: dict[str, Any] = field(default_factory=dict)  # as passed to XLA
     x64: bool = False
     source_file: str | None = None
     timings: Timings = field(default_factory=Timings)
@@ -114,6 +145,7 @@ class Report:
     graphs: dict[str, Any] = field(default_factory=dict)  # ir → {total_nodes, visible_nodes, dot}
     kernels: list[dict[str, Any]] = field(default_factory=list)
     run: Runs | None = None
+    donation: Donation | None = None
     compile_events: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     count_definitions: dict[str, str] = field(default_factory=lambda: dict(COUNT_DEFINITIONS))
@@ -127,6 +159,7 @@ class Report:
         "cost": Cost,
         "memory": Memory,
         "run": Runs,
+        "donation": Donation,
     }
 
     def to_dict(self, include_models: bool = False) -> dict[str, Any]:

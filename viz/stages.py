@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -92,6 +93,20 @@ def timed(stage: str, user_file: str | None) -> Iterator[list[float]]:
     seconds.append(time.perf_counter() - start)
 
 
+@contextlib.contextmanager
+def jax_warnings() -> Iterator[list[str]]:
+    """The warnings JAX emits inside the block (e.g. donated buffers it could not use)."""
+    said: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield said
+    said.extend(str(w.message).split("\n")[0] for w in caught)
+
+
+def _copy_donated(values: list[Any], donated: tuple[int, ...]) -> list[Any]:
+    return [jax.tree.map(jax.numpy.copy, v) if i in donated else v for i, v in enumerate(values)]
+
+
 @dataclass(frozen=True)
 class Args:
     """An args spec parsed once: its items, and whether it needs 64-bit mode."""
@@ -123,6 +138,7 @@ class Target:
     x64: bool | None = None  # None: on when the spec uses a 64-bit dtype
     compiler_options: dict[str, Any] = field(default_factory=dict)
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT
+    donate: Sequence[str | int] = ()  # as donate_argnames / donate_argnums
 
     @classmethod
     def load(cls, fn: Callable, **settings: Any) -> Target:
@@ -143,11 +159,10 @@ class Target:
         except (TypeError, ValueError):
             return []
 
-    @cached_property
-    def static_argnums(self) -> tuple[int, ...]:
-        """Positions of the static parameters, named or numbered (spec_error if unknown)."""
+    def _positions(self, items: Sequence[str | int], what: str) -> tuple[int, ...]:
+        """Parameter positions of names or numbers (spec_error for an unknown name)."""
         nums = []
-        for item in self.static:
+        for item in items:
             if isinstance(item, int) or str(item).isdigit():
                 nums.append(int(item))
             elif item in self.params:
@@ -155,14 +170,31 @@ class Target:
             else:
                 raise spec_error(
                     f"`{item}` is not a parameter of {self.name}",
-                    f"static names must be among: {', '.join(self.params)}",
+                    f"{what} names must be among: {', '.join(self.params)}",
                 )
         return tuple(sorted(set(nums)))
 
     @cached_property
+    def static_argnums(self) -> tuple[int, ...]:
+        return self._positions(self.static, "static")
+
+    @cached_property
+    def donate_argnums(self) -> tuple[int, ...]:
+        nums = self._positions(self.donate, "donated")
+        both = [self.param_names(n + 1)[n] for n in nums if n in self.static_argnums]
+        if both:
+            raise spec_error(
+                f"`{both[0]}` is both static and donated",
+                "only arrays can be donated: unmark one of the two",
+            )
+        return nums
+
+    @cached_property
     def jitted(self) -> Any:
         """The one `jax.jit` of the function (the cache lab calls it again and again)."""
-        return jax.jit(self.fn, static_argnums=self.static_argnums)
+        return jax.jit(
+            self.fn, static_argnums=self.static_argnums, donate_argnums=self.donate_argnums
+        )
 
     def param_names(self, count: int) -> list[str]:
         return [self.params[i] if i < len(self.params) else f"arg{i}" for i in range(count)]
@@ -209,9 +241,13 @@ class Traced:
         return self.traced.jaxpr
 
     def lower(self) -> Lowered:
-        with self.target.scope(self.args), timed("lower", self.target.user_file) as seconds:
+        with (
+            self.target.scope(self.args),
+            jax_warnings() as said,
+            timed("lower", self.target.user_file) as seconds,
+        ):
             lowered = self.traced.lower()
-        return Lowered(self.target, self.args, lowered, seconds[0])
+        return Lowered(self.target, self.args, lowered, seconds[0], said)
 
 
 @dataclass
@@ -222,6 +258,7 @@ class Lowered:
     args: Args
     lowered: Any  # jax.stages.Lowered
     seconds: float
+    warnings: list[str] = field(default_factory=list)  # what JAX warned while lowering
 
     def text(self, debug_info: bool = False) -> str:
         return self.lowered.as_text(debug_info=debug_info)
@@ -235,10 +272,12 @@ class Lowered:
         with (
             self.target.scope(self.args),
             events.collect() as found,
+            jax_warnings() as said,
             timed("compile", self.target.user_file) as seconds,
         ):
             compiled = self.lowered.compile(compiler_options=options or None)
-        return Compiled(self.target, self.args, compiled, seconds[0], found)
+        warned = self.warnings + said
+        return Compiled(self.target, self.args, compiled, seconds[0], found, self, warned)
 
 
 @dataclass
@@ -250,6 +289,8 @@ class Compiled:
     compiled: Any  # jax.stages.Compiled
     seconds: float
     events: events.CompileEvents
+    lowered: Lowered | None = None
+    warnings: list[str] = field(default_factory=list)  # JAX's warnings, lower and compile
 
     def text(self) -> str:
         return self.compiled.as_text()
@@ -301,13 +342,24 @@ class Compiled:
             )
 
     def time_runs(self, runs: int, budget_s: float = 2.0) -> RunStats:
-        """Time the compiled executable itself (what was compiled is what runs)."""
+        """Time the compiled executable itself (what was compiled is what runs). Donated
+        inputs are consumed by each call: every call gets fresh copies, made before the
+        clock starts."""
         self.check_memory()
-        with self.target.scope(self.args):
-            dynamic = self.target.dynamic(self.args.concrete())
-            with timed("run", self.target.user_file):
+        target = self.target
+        with target.scope(self.args):
+            values = self.args.concrete()
+            dynamic = target.dynamic(values)
+            with timed("run", target.user_file):
+                if not target.donate_argnums:
+                    call = lambda: self.compiled(*dynamic)  # noqa: E731
+                    return time_calls(call, block, max_samples=runs, budget_s=budget_s)
                 return time_calls(
-                    lambda: self.compiled(*dynamic), block, max_samples=runs, budget_s=budget_s
+                    lambda fresh: self.compiled(*fresh),
+                    block,
+                    max_samples=runs,
+                    budget_s=budget_s,
+                    fresh=lambda: target.dynamic(_copy_donated(values, target.donate_argnums)),
                 )
 
     def time_eager(self, runs: int, budget_s: float = 1.0) -> RunStats:

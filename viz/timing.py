@@ -37,30 +37,40 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def time_calls(
-    call: Callable[[], Any],
+    call: Callable[..., Any],
     block: Callable[[Any], Any],
     max_samples: int = 20,
     budget_s: float = 2.0,
     sample_s: float = 0.01,
+    fresh: Callable[[], Any] | None = None,
 ) -> RunStats:
-    """Time `block(call())`: one cold call, one warm-up, then up to `max_samples` samples."""
-    start = time.perf_counter()
-    block(call())
-    first = time.perf_counter() - start
-    start = time.perf_counter()
-    block(call())
-    warm = time.perf_counter() - start
+    """Time `block(call())`: one cold call, one warm-up, then up to `max_samples` samples.
+    With `fresh`, each call is `call(fresh())` instead, the inputs made (and waited
+    for) before the sample's clock starts: for calls that consume them (donation)."""
+
+    def sample(count: int) -> float:
+        inputs = [block(fresh()) for _ in range(count)] if fresh else []
+        start = time.perf_counter()
+        if fresh:
+            for made in inputs:
+                block(call(made))
+        else:
+            for _ in range(count):
+                block(call())
+        return (time.perf_counter() - start) / count
+
+    first = sample(1)
+    warm = sample(1)
     number = max(1, int(sample_s / max(warm, 1e-7)))
+    if fresh:
+        number = min(number, 1000)  # each call holds a fresh copy of its inputs
     deadline = time.perf_counter() + max(budget_s - first - warm, 0.0)
     per_call: list[float] = []
     gc_was_enabled = gc.isenabled()
     gc.disable()  # as timeit does: a collection mid-sample is not the function's time
     try:
         while len(per_call) < max(1, max_samples):
-            start = time.perf_counter()
-            for _ in range(number):
-                block(call())
-            per_call.append((time.perf_counter() - start) / number)
+            per_call.append(sample(number))
             if time.perf_counter() > deadline:
                 break
     finally:
