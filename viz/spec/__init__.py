@@ -1,0 +1,49 @@
+"""The args-spec language (DESIGN.md): `f32[32,784], {'w': f32[3,3]}, 3, key, params`.
+
+One implementation for every caller. `viz.spec.text` reads specs as text and never
+imports jax (the app server uses it: splitting, dtype names, size lists, resizing,
+an item as Python); `viz.spec.values` evaluates a spec into argument specs and
+values in the worker. Both are re-exported here.
+"""
+
+from viz.spec.text import (
+    DTYPES,
+    SpecError,
+    array_item,
+    array_item_parts,
+    parse_sizes,
+    python_expression,
+    resize,
+    split_spec,
+)
+from viz.spec.values import (
+    ArraySpec,
+    KeySpec,
+    ValueSpec,
+    abstract_args,
+    concrete_args,
+    format_spec,
+    input_bytes,
+    parse_spec,
+    uses_x64,
+)
+
+__all__ = [
+    "DTYPES",
+    "ArraySpec",
+    "KeySpec",
+    "SpecError",
+    "ValueSpec",
+    "abstract_args",
+    "array_item",
+    "array_item_parts",
+    "concrete_args",
+    "format_spec",
+    "input_bytes",
+    "parse_sizes",
+    "parse_spec",
+    "python_expression",
+    "resize",
+    "split_spec",
+    "uses_x64",
+]

@@ -1,0 +1,396 @@
+"""The args-spec language as text: splitting, dtype names, size lists, one item as
+Python, resizing one dimension. No jax here (the app server uses it); evaluating a
+spec into argument values is `viz.spec.values`.
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+import re
+import warnings
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+DTYPES: dict[str, np.dtype] = {
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+    "i8": np.dtype(np.int8),
+    "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+    "u8": np.dtype(np.uint8),
+    "u16": np.dtype(np.uint16),
+    "u32": np.dtype(np.uint32),
+    "u64": np.dtype(np.uint64),
+    "bool": np.dtype(np.bool_),
+    "c64": np.dtype(np.complex64),
+    "c128": np.dtype(np.complex128),
+}
+_X64_DTYPES = frozenset({"f64", "i64", "u64", "c128"})
+_DTYPE_LIKE = re.compile(r"^(?:bf|f|i|u|c)\d+$")
+_ALIASES = {
+    "float16": "f16",
+    "half": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float": "f32",
+    "float64": "f64",
+    "double": "f64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
+    "bool_": "bool",
+    "complex64": "c64",
+    "complex": "c64",
+    "complex128": "c128",
+}
+_MAX_SHOWN = 60
+_OPENERS = {"(": ")", "[": "]", "{": "}"}
+_CLOSERS = frozenset(")]}")
+
+
+class SpecError(ValueError):
+    """A spec that cannot be parsed; ``index`` is the 1-based item number (None: whole spec)."""
+
+    def __init__(self, reason: str, index: int | None = None, item: str | None = None) -> None:
+        self.reason = reason
+        self.index = index
+        self.item = item
+        super().__init__(reason, index, item)
+
+    def __str__(self) -> str:
+        if self.index is None:
+            return self.reason
+        return f"item {self.index} '{_shorten(self.item or '')}': {self.reason}"
+
+    def __reduce__(self) -> tuple[type[SpecError], tuple[str, int | None, str | None]]:
+        return (SpecError, (self.reason, self.index, self.item))
+
+
+def _shorten(text: str) -> str:
+    text = " ".join(text.split()) if "\n" in text else text
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
+
+
+# --------------------------------------------------------------------------- splitting
+
+
+@dataclass(frozen=True)
+class _Item:
+    index: int  # 1-based
+    text: str  # stripped source of the item
+    masked: str  # same as text with string contents blanked out
+    problem: str | None  # a problem found while splitting
+
+
+def _string_end(text: str, start: int) -> int | None:
+    """Index just past the string literal opening at ``start``, or None if unterminated."""
+    quote = text[start] * 3 if text.startswith(text[start] * 3, start) else text[start]
+    i = start + len(quote)
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+        elif text.startswith(quote, i):
+            return i + len(quote)
+        else:
+            i += 1
+    return None
+
+
+class _Splitter:
+    """Splits a spec at top-level commas, tracking brackets and string literals."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.masked = list(text)
+        self.stack: list[str] = []
+        self.spans: list[tuple[int, int, str | None]] = []
+        self.start = 0
+        self.problem: str | None = None
+
+    def run(self) -> list[_Item]:
+        i = 0
+        while i < len(self.text):
+            i = self._step(i)
+        if self.stack:
+            self._note("unbalanced brackets")
+        self.spans.append((self.start, len(self.text), self.problem))
+        return self._items()
+
+    def _note(self, problem: str) -> None:
+        self.problem = self.problem or problem
+
+    def _step(self, i: int) -> int:
+        ch = self.text[i]
+        if ch in "'\"":
+            return self._skip_string(i)
+        if ch in _OPENERS:
+            self.stack.append(ch)
+        elif ch in _CLOSERS:
+            self._close(ch)
+        elif ch == "," and not self.stack:
+            self.spans.append((self.start, i, self.problem))
+            self.start, self.problem = i + 1, None
+        return i + 1
+
+    def _skip_string(self, i: int) -> int:
+        end = _string_end(self.text, i)
+        if end is None:
+            self._note("unterminated string")
+            end = len(self.text)
+        for j in range(i + 1, end - 1):
+            self.masked[j] = " "
+        return end
+
+    def _close(self, ch: str) -> None:
+        if not self.stack:
+            self._note(f"unbalanced brackets (unexpected {ch!r})")
+            return
+        opener = self.stack.pop()
+        if _OPENERS[opener] != ch:
+            self._note(f"unbalanced brackets ({opener!r} closed by {ch!r})")
+
+    def _items(self) -> list[_Item]:
+        masked = "".join(self.masked)
+        if len(self.spans) > 1 and not self.text[self.spans[-1][0] :].strip():
+            self.spans.pop()  # one trailing comma is allowed, as in a Python call
+        return [_make_item(n, self.text, masked, s) for n, s in enumerate(self.spans, 1)]
+
+
+def _make_item(index: int, text: str, masked: str, span: tuple[int, int, str | None]) -> _Item:
+    start, end, problem = span
+    raw = text[start:end]
+    lead = len(raw) - len(raw.lstrip())
+    stripped = raw.strip()
+    body = masked[start + lead : start + lead + len(stripped)]
+    return _Item(index, stripped, body, problem or (None if stripped else "empty item"))
+
+
+def _split(text: str) -> list[_Item]:
+    if not text.strip():
+        return []
+    return _Splitter(text).run()
+
+
+def split_spec(text: str) -> list[str]:
+    """The spec's top-level items as text, one per argument (never raises)."""
+    return [item.text for item in _split(text)]
+
+
+# --------------------------------------------------------------------------- item parsing
+
+
+class _Fail(Exception):
+    """An item-level problem; becomes a SpecError naming the item."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+_EMPTY_SUBSCRIPT = re.compile(r"\b([A-Za-z_]\w*)(\s*)\[\s*\]")
+_SUBSCRIPT_START = re.compile(r"\b([A-Za-z_]\w*)\s*\[")
+_KEYWORD_ARG = re.compile(r"^[A-Za-z_]\w*\s*=(?!=)")
+
+
+def _rewrite_empty_subscripts(text: str, masked: str) -> str:
+    """``i32[]`` -> ``i32[()]`` outside string literals, so that Python can parse it."""
+    out: list[str] = []
+    last = 0
+    for m in _EMPTY_SUBSCRIPT.finditer(masked):
+        if keyword.iskeyword(m.group(1)):
+            continue
+        out += [text[last : m.end(2)], "[()]"]
+        last = m.end()
+    return "".join(out) + text[last:]
+
+
+def _looks_like_dtype(name: str) -> bool:
+    return name.lower() in DTYPES or name in _ALIASES or bool(_DTYPE_LIKE.match(name))
+
+
+def _bracket_body(masked: str, open_at: int) -> str:
+    depth = 0
+    for i in range(open_at, len(masked)):
+        depth += (masked[i] in _OPENERS) - (masked[i] in _CLOSERS)
+        if depth == 0:
+            return masked[open_at + 1 : i]
+    return masked[open_at + 1 :]
+
+
+def _top_level_parts(body: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(body):
+        depth += (ch in _OPENERS) - (ch in _CLOSERS)
+        if ch == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    return [*parts, body[start:]]
+
+
+def _has_empty_dimension(masked: str) -> bool:
+    for m in _SUBSCRIPT_START.finditer(masked):
+        if _looks_like_dtype(m.group(1)):
+            parts = _top_level_parts(_bracket_body(masked, m.end() - 1))
+            if any(not p.strip() for p in parts[:-1]):
+                return True
+    return False
+
+
+def _syntax_reason(err: SyntaxError, item: _Item) -> str:
+    if _has_empty_dimension(item.masked):
+        return "empty dimension"
+    if _KEYWORD_ARG.match(item.masked):
+        return "keyword arguments are not supported: give every argument by position"
+    msg = re.sub(r"\s*\(detected at line \d+\)", "", err.msg or "invalid syntax")
+    return msg if "syntax" in msg.lower() else f"syntax error: {msg}"
+
+
+def _parse_ast(src: str, item: _Item) -> ast.Expression:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(src, mode="eval")
+    except SyntaxError as err:
+        raise _Fail(_syntax_reason(err, item)) from None
+    except ValueError as err:  # e.g. null bytes
+        raise _Fail(f"syntax error: {err}") from None
+
+
+def _unknown_dtype(name: str) -> str:
+    guess = _ALIASES.get(name) or (name.lower() if name.lower() in DTYPES else None)
+    if guess:
+        return f"unknown dtype '{name}' (did you mean {guess}?)"
+    return f"unknown dtype '{name}' (known: {', '.join(DTYPES)})"
+
+
+def _describe(err: BaseException) -> str:
+    msg = str(err)
+    msg = msg if len(msg) <= 200 else msg[:197] + "..."
+    return f"{type(err).__name__}: {msg}" if msg else type(err).__name__
+
+
+_ARRAY_ITEM = re.compile(r"^\s*([a-z]+\d*)\s*\[\s*([\d\s,]*)\]\s*$")
+
+
+def array_item_parts(item: str) -> tuple[str, tuple[int, ...]] | None:
+    """('f32', (8, 128)) for a plain array item like 'f32[8,128]'; None otherwise.
+    Text only (no jax), for controls that edit one dimension or the dtype."""
+    found = _ARRAY_ITEM.match(item)
+    if not found or found.group(1) not in DTYPES:
+        return None
+    dims = [d.strip() for d in found.group(2).split(",") if d.strip()]
+    return found.group(1), tuple(int(d) for d in dims)
+
+
+def python_expression(item: str, batch: str | None = None) -> str:
+    """One spec item as Python that builds its abstract value: arrays become
+    ``jax.ShapeDtypeStruct((8, 128), jnp.float32)``, ``key`` becomes
+    ``jax.random.key(0)``, containers keep their shape and other expressions pass
+    through. ``batch`` names the leading dimension of an array item (the item must be
+    one). Text only, no jax; SpecError for anything that is not a spec item."""
+    (parsed,) = _split(item) or [_Item(1, "", "", "empty item")]
+    if parsed.problem:
+        raise SpecError(parsed.problem, 1, item)
+    src = "(\n" + _rewrite_empty_subscripts(parsed.text, parsed.masked) + "\n)"
+    try:
+        root = _parse_ast(src, parsed).body
+        if batch is not None:
+            if _dtype_subscript(root) and root.value.id not in DTYPES:  # type: ignore[attr-defined]
+                raise _Fail(_unknown_dtype(root.value.id))  # type: ignore[attr-defined]
+            if not (_dtype_subscript(root) and _shape_nodes(root)):
+                raise _Fail("the batch argument must be an array with a batch axis")
+            _set_leading_dimension(root, ast.Name(batch))
+        return ast.unparse(_ToPython().visit(root))
+    except _Fail as err:
+        raise SpecError(err.reason, 1, item) from None
+
+
+def _dtype_subscript(node: ast.expr) -> bool:
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+
+
+def _shape_nodes(node: ast.Subscript) -> list[ast.expr]:
+    dims = node.slice
+    if isinstance(dims, ast.Tuple):
+        return list(dims.elts)
+    return [] if isinstance(dims, ast.Tuple | ast.Constant) and dims.value == () else [dims]
+
+
+def _set_leading_dimension(node: ast.Subscript, dim: ast.expr) -> None:
+    if isinstance(node.slice, ast.Tuple):
+        node.slice.elts[0] = dim
+    else:
+        node.slice = dim
+
+
+class _ToPython(ast.NodeTransformer):
+    """Spec syntax → the Python a user would write (see `python_expression`)."""
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        if not _dtype_subscript(node):
+            return self.generic_visit(node)
+        name = node.value.id  # type: ignore[attr-defined]
+        if name not in DTYPES:
+            if _looks_like_dtype(name):
+                raise _Fail(_unknown_dtype(name))
+            return self.generic_visit(node)
+        shape = ast.Tuple([self.visit(d) for d in _shape_nodes(node)])
+        dtype = "bool_" if name == "bool" else DTYPES[name].name
+        return ast.Call(
+            ast.parse("jax.ShapeDtypeStruct", mode="eval").body,
+            [shape, ast.parse(f"jnp.{dtype}", mode="eval").body],
+            [],
+        )
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return ast.parse("jax.random.key(0)", mode="eval").body if node.id == "key" else node
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        if isinstance(node.func, ast.Name) and node.func.id == "key":
+            node.func = ast.parse("jax.random.key", mode="eval").body
+        return self.generic_visit(node)
+
+
+def parse_sizes(text: str, what: str = "size", minimum: int = 1) -> list[int]:
+    """Whole numbers separated by commas, spaces or newlines ("1, 3, 8 17"): sizes,
+    shapes and bucket lists everywhere. [] for blank text; SpecError naming the first
+    token that is not a whole number at least `minimum`."""
+    sizes = []
+    for token in re.split(r"[,\s]+", text.strip()):
+        if not token:
+            continue
+        if not re.fullmatch(r"[+-]?[0-9]+", token):
+            raise SpecError(f"{what} {token!r} is not a whole number (write e.g. 1, 8, 32)")
+        if int(token) < minimum:
+            raise SpecError(f"{what} {token!r} must be at least {minimum}")
+        sizes.append(int(token))
+    return sizes
+
+
+def array_item(dtype: str, shape: tuple[int, ...]) -> str:
+    """'f32[8,128]': the spec item of an array."""
+    return f"{dtype}[{','.join(str(d) for d in shape)}]"
+
+
+def resize(args: str, names: list[str], param: str, axis: int, size: int) -> str:
+    """The spec with one dimension of one array argument replaced."""
+    items = split_spec(args)
+    index = names.index(param)
+    parts = array_item_parts(items[index])
+    if parts is None:
+        raise ValueError(f"`{param}` is not an array argument ({items[index]})")
+    dtype, shape = parts
+    items[index] = array_item(dtype, (*shape[:axis], size, *shape[axis + 1 :]))
+    return ", ".join(items)
