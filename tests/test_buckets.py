@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from viz.buckets import (
+from viz.cache.planner import (
     best_plan,
     compare_plans,
     draw_sizes,
@@ -16,10 +16,10 @@ from viz.buckets import (
     exact_plan,
     expected_latency,
     powers_of_two_plan,
-    precompile_snippet,
     route,
     user_plan,
 )
+from viz.cache.snippet import precompile_snippet
 from viz.spec import parse_sizes
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import REPO
 
-from viz.cache import (
+from viz.cache.signature import (
     REASON_KINDS,
     ArgSig,
     LeafSig,
@@ -205,7 +205,7 @@ ONE_CHANGE = [  # (kind, the second call, the parameter it changes)
 
 @pytest.fixture
 def session():
-    from viz.cache_session import CacheSession
+    from viz.cache.session import CacheSession
 
     return CacheSession(make_fn(), ["n"], {})
 
@@ -383,7 +383,7 @@ def test_a_bad_call_spec_is_an_error_event_and_the_session_goes_on(worker):
 
 
 def test_cli_cache_prints_the_hit_miss_sequence_and_writes_the_cache_json(tmp_path):
-    from viz.cache_session import CacheSession
+    from viz.cache.session import CacheSession
     from viz.samples import get_sample
     from viz.source import find_function, load_module
 
@@ -447,7 +447,7 @@ def test_persistent_cache_serves_misses_from_disk_after_a_worker_restart():
 
 
 def test_precompiled_buckets_serve_padded_calls_without_growing_the_jit_cache():
-    from viz.cache_session import CacheSession
+    from viz.cache.session import CacheSession
     from viz.errors import UserCodeError
 
     def predict(x):

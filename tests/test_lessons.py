@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from viz.lessons import loop_variants, resize
+from viz.lessons.measure import loop_variants
 from viz.samples import get_sample
+from viz.spec import resize
 from viz.worker import LESSON_TIMEOUT_S, Worker
 
 

@@ -102,7 +102,7 @@ def test_explore_names_the_bad_item_of_a_malformed_spec():
 
 
 def test_cache_lab_compiles_an_f64_spec_as_64_bit_and_misses_on_the_x64_setting():
-    from viz.cache_session import CacheSession
+    from viz.cache.session import CacheSession
 
     session = CacheSession(lambda x: x * 2.0)
     first, second = session.call("f32[4]"), session.call("f64[4]")
@@ -113,7 +113,7 @@ def test_cache_lab_compiles_an_f64_spec_as_64_bit_and_misses_on_the_x64_setting(
 
 
 def test_cache_lab_with_x64_off_canonicalizes_f64_and_says_why_it_hit():
-    from viz.cache_session import CacheSession
+    from viz.cache.session import CacheSession
 
     session = CacheSession(lambda x: x * 2.0)
     session.call("f32[4]", x64=False)
@@ -123,7 +123,7 @@ def test_cache_lab_with_x64_off_canonicalizes_f64_and_says_why_it_hit():
 
 
 def test_cache_lab_flipping_x64_alone_is_a_config_miss():
-    from viz.cache_session import CacheSession
+    from viz.cache.session import CacheSession
 
     session = CacheSession(lambda x: x + 1)
     session.call("f32[4]", x64=False)

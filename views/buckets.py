@@ -4,7 +4,9 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from viz import buckets, charts
+from viz import charts
+from viz.cache import planner
+from viz.cache.snippet import precompile_snippet
 from viz.spec import SpecError, array_item_parts, parse_sizes
 
 st.title("Batch-size buckets")
@@ -42,7 +44,7 @@ with left:
         dist = d[0].selectbox("distribution", ["lognormal", "uniform", "zipf"])
         count = d[1].number_input("requests", 10, 100_000, 1000)
         largest = d[2].number_input("largest batch", 2, 4096, 128)
-        sizes = buckets.draw_sizes(dist, int(count), int(largest), seed=0)
+        sizes = planner.draw_sizes(dist, int(count), int(largest), seed=0)
 with right:
     batch_arg = st.selectbox(
         "batch argument (axis 0)",
@@ -62,14 +64,14 @@ try:
 except SpecError as exc:
     st.error(str(exc))
     st.stop()
-plans = buckets.compare_plans(sizes, user, int(k) if k else None)
+plans = planner.compare_plans(sizes, user, int(k) if k else None)
 st.plotly_chart(charts.bucket_chart([p.to_dict() for p in plans]), width="stretch")
 
 measured = st.session_state.get("bucket_costs", {})
 costs = {r["bucket"]: r for r in measured.get("rows", [])} if measured.get("ok") else {}
 
 
-def plan_row(plan: buckets.BucketPlan) -> dict:
+def plan_row(plan: planner.BucketPlan) -> dict:
     row = {
         "plan": plan.name,
         "buckets": ", ".join(map(str, plan.buckets)),
@@ -79,7 +81,7 @@ def plan_row(plan: buckets.BucketPlan) -> dict:
     if costs and all(b in costs for b in plan.buckets):
         row["measured compile"] = ui.seconds(sum(costs[b]["compile_s"] for b in plan.buckets))
         row["expected latency"] = ui.seconds(
-            buckets.expected_latency(plan, lambda b: costs[b]["run_s"])
+            planner.expected_latency(plan, lambda b: costs[b]["run_s"])
         )
     return row
 
@@ -118,8 +120,6 @@ chosen = st.selectbox("plan", [p.name for p in plans], index=len(plans) - 1)
 plan = next(p for p in plans if p.name == chosen)
 names = [n for n, _ in rows]
 st.code(
-    buckets.precompile_snippet(
-        prog["function"], batch_arg, names, [i for _, i in rows], plan.buckets
-    ),
+    precompile_snippet(prog["function"], batch_arg, names, [i for _, i in rows], plan.buckets),
     language="python",
 )

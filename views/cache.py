@@ -9,7 +9,7 @@ import streamlit as st
 
 import ui
 from viz import charts
-from viz.cache import reason_fix, reason_text
+from viz.cache.signature import reason_fix, reason_text
 from viz.spec import DTYPES, SpecError, array_item, array_item_parts, parse_sizes, resize
 
 st.title("Cache lab")

@@ -5,7 +5,7 @@ import streamlit as st
 
 import ui
 from viz import charts
-from viz.lesson_math import unroll_break_even
+from viz.lessons.verdicts import unroll_break_even
 
 st.title("Compile time vs program size")
 st.caption(

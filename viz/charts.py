@@ -11,6 +11,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from viz.lessons.verdicts import break_even
+
 STAGE_COLOURS = {
     "trace": "#4C78A8",
     "lower": "#72B7B2",
@@ -136,8 +138,8 @@ def break_even_calls(report: dict[str, Any]) -> float | None:
     compile_cost = sum(t.get(k) or 0.0 for k in ("trace_s", "lower_s", "compile_s"))
     if jit is None or eager is None:
         return None
-    saved = eager - jit
-    return math.inf if saved <= 0 else compile_cost / saved
+    calls = break_even(compile_cost, eager, jit)
+    return math.inf if calls is None else calls
 
 
 def cache_timeline(events: list[dict[str, Any]]) -> go.Figure:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from viz.cache import reason_text
+from viz.cache.signature import reason_text
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
 
 

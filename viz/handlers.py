@@ -158,7 +158,7 @@ def disk_cache(enabled: bool) -> Iterator[None]:
 def _session(
     code: str, function: str | None, static: list[str] | None, owner: str, device: str
 ) -> Any:
-    from viz.cache_session import CacheSession
+    from viz.cache.session import CacheSession
 
     key = (owner, code, function, tuple(static or ()), device)
     if key not in _sessions:
@@ -270,9 +270,9 @@ def _lesson(name: str) -> Callable[..., dict[str, Any]]:
     """A handler that forwards its keyword arguments to `viz.lessons.<name>`."""
 
     def run(progress: Progress, **kwargs: Any) -> dict[str, Any]:
-        from viz import lessons
+        from viz.lessons import measure
 
-        return getattr(lessons, name)(progress=progress, **kwargs)
+        return getattr(measure, name)(progress=progress, **kwargs)
 
     return run
 

@@ -17,6 +17,13 @@ def fit_exponent(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     return float(np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)[0])
 
 
+def break_even(one_time_s: float, slow_s: float, fast_s: float) -> float | None:
+    """Calls after which paying `one_time_s` once (a compile, an unroll) to run each call
+    in `fast_s` instead of `slow_s` has paid off; None when it never does."""
+    saved = slow_s - fast_s
+    return max(one_time_s, 0.0) / saved if saved > 0 else None
+
+
 def unroll_break_even(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per N: extra one-time cost of unrolling over scan, time saved per call, and the
     number of calls after which unrolling pays off (None: it never does)."""
@@ -27,14 +34,12 @@ def unroll_break_even(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not unrolled or not scan:
             continue
         extra = unrolled["total_s"] - scan["total_s"]
-        saved = scan["run_s"] - unrolled["run_s"]
-        calls = None if saved <= 0 else max(extra, 0.0) / saved
         verdicts.append(
             {
                 "n": n,
                 "extra_compile_s": extra,
-                "saved_per_call_s": saved,
-                "pays_off_after_calls": calls,
+                "saved_per_call_s": scan["run_s"] - unrolled["run_s"],
+                "pays_off_after_calls": break_even(extra, scan["run_s"], unrolled["run_s"]),
             }
         )
     return verdicts

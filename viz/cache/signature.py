@@ -4,7 +4,7 @@ A `Signature` describes one call the way the jit cache keys it: per parameter,
 the static value, or the pytree structure and, per array leaf, shape, dtype,
 weak type, sharding and committed device. `explain_miss` compares a new
 signature with every cached one and lists, for the closest, *every* field that
-differs. Plain data only: the worker builds signatures (`viz.cache_session`),
+differs. Plain data only: the worker builds signatures (`viz.cache.session`),
 the app renders them with `reason_text` and `reason_fix`.
 """
 

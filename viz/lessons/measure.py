@@ -21,7 +21,7 @@ from jax.extend.core import jaxpr_as_fun
 
 from viz import events
 from viz.ir.hlo import kernel_count, read_hlo
-from viz.lesson_math import fit_exponent
+from viz.lessons.verdicts import break_even, fit_exponent
 from viz.source import find_function, load_module
 from viz.spec import resize
 from viz.stages import Args, Compiled, Target, block
@@ -212,7 +212,6 @@ def shape_sweep(
         run = _run_time(compiled, 0.4)
         eager = compiled.time_eager(7, 0.4).median_s
         overhead = times["total_s"]
-        saved = eager - run
         rows.append(
             {
                 "size": size,
@@ -220,7 +219,7 @@ def shape_sweep(
                 **times,
                 "run_s": run,
                 "eager_s": eager,
-                "break_even_calls": overhead / saved if saved > 0 else None,
+                "break_even_calls": break_even(overhead, eager, run),
                 "rule_of_thumb": run >= 100 * overhead,
             }
         )

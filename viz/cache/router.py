@@ -1,0 +1,119 @@
+"""Precompiled batch-size buckets: `lower().compile()` once per bucket, and calls
+padded along axis 0 to the smallest bucket that fits, so the jit cache never grows."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import jax
+import numpy as np
+
+from viz.errors import ErrorInfo, ErrorKind, UserCodeError
+from viz.record import Record
+from viz.spec import resize
+from viz.stages import block
+
+if TYPE_CHECKING:
+    from viz.cache.session import CacheSession
+
+
+@dataclass
+class RoutedEvent(Record):
+    """A call served by a precompiled batch-size bucket (padded; the jit cache untouched)."""
+
+    call: int
+    args: str
+    aot_bucket: int
+    size: int
+    padding: int
+    run_s: float
+    cache_size: int
+    time: float = field(default_factory=time.time)
+    type: str = "routed"
+
+
+@dataclass
+class Bucket:
+    """One ahead-of-time compiled executable (`jit(f).lower(...).compile()`)."""
+
+    size: int
+    compile_s: float
+    executable: Any = field(repr=False)
+    calls: int = 0
+    padded_rows: int = 0
+    useful_rows: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bucket": self.size,
+            "compile_s": self.compile_s,
+            "calls": self.calls,
+            "padded_rows": self.padded_rows,
+            "useful_rows": self.useful_rows,
+        }
+
+
+class BucketRouter:
+    """Precompiled batch-size buckets for one parameter of a session's function; a
+    call is padded along axis 0 to the smallest bucket that fits and runs the AOT
+    executable, so the jit cache never grows."""
+
+    def __init__(self, session: CacheSession, param: str, sizes: list[int], args: str):
+        self.session, self.param = session, param
+        target = session.target
+        names = target.param_names(len(target.args(args).items))
+        if param not in names:
+            raise UserCodeError(
+                ErrorInfo(ErrorKind.SPEC_ERROR, f"`{param}` is not a parameter", stage="spec")
+            )
+        self.index = names.index(param)
+        self.buckets: dict[int, Bucket] = {}
+        for size in sorted(set(sizes)):
+            spec = resize(args, names, param, 0, size)
+            compiled = target.trace(target.args(spec)).lower().compile()
+            self.buckets[size] = Bucket(size, compiled.seconds, compiled.compiled)
+
+    def call(self, spec: str) -> RoutedEvent:
+        target = self.session.target
+        args = target.args(spec)
+        with target.scope(args):
+            values = args.concrete()
+            x = values[self.index]
+            size = int(np.shape(x)[0])
+            bucket = self._bucket(size)
+            pad = [(0, bucket.size - size)] + [(0, 0)] * (np.ndim(x) - 1)
+            values[self.index] = jax.numpy.pad(x, pad)
+            start = time.perf_counter()
+            block(bucket.executable(*target.dynamic(values)))
+            wall = time.perf_counter() - start
+        bucket.calls += 1
+        bucket.padded_rows += bucket.size - size
+        bucket.useful_rows += size
+        return RoutedEvent(
+            call=len(self.session.events) + 1,
+            args=spec,
+            aot_bucket=bucket.size,
+            size=size,
+            padding=bucket.size - size,
+            run_s=wall,
+            cache_size=self.session.jitted._cache_size(),
+        )
+
+    def _bucket(self, size: int) -> Bucket:
+        fits = [b for b in self.buckets if b >= size]
+        if not fits:
+            largest = max(self.buckets)
+            raise UserCodeError(
+                ErrorInfo(
+                    ErrorKind.SPEC_ERROR,
+                    f"`{self.param}` has batch {size}, more than the largest bucket ({largest})",
+                    "precompile a bucket at least that large",
+                    stage="spec",
+                )
+            )
+        return self.buckets[min(fits)]
+
+    def table(self) -> list[dict[str, Any]]:
+        return [b.to_dict() for b in self.buckets.values()]
