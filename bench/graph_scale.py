@@ -34,7 +34,6 @@ import jax.numpy as jnp
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from viz import graph as G  # noqa: E402
 from viz.ir.hlo import kernel_count, read_hlo  # noqa: E402

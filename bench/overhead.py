@@ -20,7 +20,6 @@ from pathlib import Path
 
 import jax
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere
 from viz import analyze
 from viz.source import find_function, load_module
 from viz.spec import abstract_args, parse_spec

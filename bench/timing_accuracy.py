@@ -10,14 +10,11 @@ Target: within ±10 %.
 from __future__ import annotations
 
 import statistics
-import sys
 import timeit
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere
 from viz import analyze
 
 

@@ -9,19 +9,17 @@ from __future__ import annotations
 import ast
 import json
 import os
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from viz.samples import Sample, list_samples
+from viz.worker import Worker
 
-from viz.samples import Sample, list_samples  # noqa: E402
-from viz.worker import Worker  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
+
 
 SLOW_SAMPLES = {"transformer_24"}
 
