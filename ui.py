@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from viz import graph as views
+import viz.graph
 from viz.charts import fmt_seconds
 from viz.ir.model import Graph
 from viz.samples import default_sample, get_sample, list_samples
@@ -163,7 +163,7 @@ def graph_of(model: dict[str, Any]) -> Graph:
 def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> None:
     """A graph with find, expand/collapse, neighbourhood and DOT/SVG export."""
     graph = graph_of(model)
-    view = views.default_view(graph)
+    view = viz.graph.default_view(graph)
     groups = sorted(graph.groups, key=lambda p: (len(p), p))
     labels = {"/".join(p): p for p in groups}
     c1, c2, c3 = st.columns([2, 2, 1])
@@ -177,32 +177,32 @@ def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> No
         "Expand depth", 0, 12, value=None, key=f"{key}_depth", placeholder="auto"
     )
     if depth is not None:
-        view = views.expand_to_depth(graph, int(depth))
+        view = viz.graph.expand_to_depth(graph, int(depth))
     for name in opened:
-        view = views.expand(view, labels[name])
+        view = viz.graph.expand(view, labels[name])
     if query:
-        found = views.find(graph, query)
+        found = viz.graph.find(graph, query)
         st.caption(f"{len(found)} matches for “{query}”")
         if found:
-            view = views.neighbourhood(graph, found[0], radius=2)
+            view = viz.graph.neighbourhood(graph, found[0], radius=2)
             view.highlight = frozenset(found)
     focus = st.session_state.get(f"{key}_focus")
     if focus in graph.node_map():
-        view = views.neighbourhood(graph, focus, radius=2)
+        view = viz.graph.neighbourhood(graph, focus, radius=2)
         if st.button(
             f"Show the whole graph (now: the neighbourhood of {focus})", key=f"{key}_unfocus"
         ):
             del st.session_state[f"{key}_focus"]
             st.rerun()
-    visible, _ = views.visible(view)
-    if len(visible) > views.MAX_NODES:  # laying out thousands of boxes takes dot minutes
+    visible, _ = viz.graph.visible(view)
+    if len(visible) > viz.graph.MAX_NODES:  # laying out thousands of boxes takes dot minutes
         st.warning(
-            f"That view has {len(visible)} nodes; jitscope draws at most {views.MAX_NODES}. "
+            f"That view has {len(visible)} nodes; jitscope draws at most {viz.graph.MAX_NODES}. "
             "Expand fewer groups, or use Find to focus on a neighbourhood."
         )
-        view = views.default_view(graph)
-        visible, _ = views.visible(view)
-    dot = views.to_dot(view, title)
+        view = viz.graph.default_view(graph)
+        visible, _ = viz.graph.visible(view)
+    dot = viz.graph.to_dot(view, title)
     st.caption(
         f"Showing {len(visible)} of {len(graph.nodes)} nodes · expand a group above, "
         "or search to focus on a neighbourhood"
@@ -214,7 +214,7 @@ def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> No
     # rendered only when clicked: dot can take seconds on a large view
     d2.download_button(
         "SVG",
-        lambda: views.to_svg(dot),
+        lambda: viz.graph.to_svg(dot),
         f"{ir}.svg",
         "image/svg+xml",
         key=f"{key}_svg",
@@ -225,7 +225,7 @@ def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> No
 def fusion_compare(before: dict[str, Any], after: dict[str, Any], key: str) -> None:
     """One name-scope region before fusion (StableHLO) and after (compiled HLO)."""
     graphs = graph_of(before), graph_of(after)
-    common = [r for r in views.regions(graphs[0]) if r in set(views.regions(graphs[1]))]
+    common = [r for r in viz.graph.regions(graphs[0]) if r in set(viz.graph.regions(graphs[1]))]
     st.markdown("**Before and after fusion** · the same region of your program in both IRs")
     if not common:
         st.caption(
@@ -238,11 +238,11 @@ def fusion_compare(before: dict[str, Any], after: dict[str, Any], key: str) -> N
     for column, graph, title in zip(
         columns, graphs, ("before fusion: StableHLO", "after fusion: compiled HLO"), strict=True
     ):
-        view = views.region_view(graph, region)
-        shown, _ = views.visible(view)
+        view = viz.graph.region_view(graph, region)
+        shown, _ = viz.graph.visible(view)
         column.caption(f"{title} · {len(shown)} nodes")
         with column:
-            show_graph(views.to_dot(view, f"{region} · {title}"), len(shown), height=560)
+            show_graph(viz.graph.to_dot(view, f"{region} · {title}"), len(shown), height=560)
 
 
 PAN_ZOOM = Path(__file__).resolve().parent / "views" / "pan_zoom.html"
@@ -252,7 +252,7 @@ def show_graph(dot: str, nodes: int, height: int = 680) -> None:
     """The graph as SVG (Graphviz's `dot`) in a pan-and-zoom frame: wheel zooms, drag
     pans, double-click fits. Without the `dot` binary, Streamlit's own chart."""
     try:
-        svg = views.to_svg(dot)
+        svg = viz.graph.to_svg(dot)
     except RuntimeError:
         st.graphviz_chart(dot, width="stretch" if nodes > 24 else "content")
         return

@@ -33,13 +33,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import viz.graph
+from viz.ir.hlo import kernel_count, read_hlo
+from viz.ir.jaxpr import read_jaxpr
+from viz.ir.model import op_histogram
+from viz.ir.stablehlo import read_stablehlo
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-from viz import graph as G  # noqa: E402
-from viz.ir.hlo import kernel_count, read_hlo  # noqa: E402
-from viz.ir.jaxpr import read_jaxpr  # noqa: E402
-from viz.ir.model import op_histogram  # noqa: E402
-from viz.ir.stablehlo import read_stablehlo  # noqa: E402
 
 TARGET_S = 1.0
 TARGET_VISIBLE = 300
@@ -110,7 +111,7 @@ def measure(
 ) -> bool:
     start = time.perf_counter()
     graph = read(ir)
-    summary = G.summary(graph)
+    summary = viz.graph.summary(graph)
     seconds = time.perf_counter() - start
     ops = sum(op_histogram(graph).values())
     layout = layout_seconds(summary["dot"])
@@ -142,8 +143,8 @@ def layout_seconds(dot: str) -> float | None:
 
 def worst_expand(graph: Any) -> tuple[float | None, str]:
     """The slowest layout of the default view with one box expanded, and that box."""
-    view = G.default_view(graph)
-    items, _ = G.visible(view)
+    view = viz.graph.default_view(graph)
+    items, _ = viz.graph.visible(view)
     kinds: set[tuple[str, int]] = set()
     worst: tuple[float | None, str] = (None, "no boxes")
     for item in items:
@@ -151,7 +152,7 @@ def worst_expand(graph: Any) -> tuple[float | None, str]:
         if item.kind != "group" or kind in kinds:
             continue
         kinds.add(kind)
-        seconds = layout_seconds(G.to_dot(G.expand(view, item.path)))
+        seconds = layout_seconds(viz.graph.to_dot(viz.graph.expand(view, item.path)))
         if seconds is None:
             return None, "no Graphviz"
         if worst[0] is None or seconds > worst[0]:

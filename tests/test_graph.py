@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from viz import graph as G
+import viz.graph
 from viz.ir.hlo import read_hlo
 from viz.ir.jaxpr import read_jaxpr
 from viz.ir.model import Edge, Graph, Group, Node, SourceLoc, op_histogram, register_scopes
@@ -83,7 +83,7 @@ def flat_graphs() -> list[Graph]:
 # ------------------------------------------------------------ invariants
 
 
-def representative(view: G.View, items: list[G.VisibleNode], node) -> str:
+def representative(view: viz.graph.View, items: list[viz.graph.VisibleNode], node) -> str:
     """The visible item standing for `node`: itself, or a collapsed group holding it."""
     holders = [
         i.id
@@ -94,8 +94,8 @@ def representative(view: G.View, items: list[G.VisibleNode], node) -> str:
     return holders[0]
 
 
-def assert_no_edge_lost(view: G.View) -> None:
-    items, edges = G.visible(view)
+def assert_no_edge_lost(view: viz.graph.View) -> None:
+    items, edges = viz.graph.visible(view)
     rep = {n.id: representative(view, items, n) for n in view.graph.nodes}
     drawn = set(edges)
     for edge in view.graph.edges:
@@ -106,9 +106,9 @@ def assert_no_edge_lost(view: G.View) -> None:
     assert len(drawn) == len(edges)
 
 
-def assert_counts_add_up(view: G.View, graph: Graph) -> None:
+def assert_counts_add_up(view: viz.graph.View, graph: Graph) -> None:
     """Visible op counts plus the container ops of drawn clusters = the model's count."""
-    items, _ = G.visible(view)
+    items, _ = viz.graph.visible(view)
     opaque = [p for p, g in view.graph.groups.items() if g.opaque]
 
     def drawn_cluster(path):
@@ -125,8 +125,8 @@ def assert_counts_add_up(view: G.View, graph: Graph) -> None:
 
 def test_default_view_fits_and_keeps_everything(model_graphs):
     for graph in model_graphs:
-        view = G.default_view(graph)
-        items, _ = G.visible(view)
+        view = viz.graph.default_view(graph)
+        items, _ = viz.graph.visible(view)
         assert 0 < len(items) <= 300, graph.ir
         assert_no_edge_lost(view)
         assert_counts_add_up(view, graph)
@@ -135,8 +135,8 @@ def test_default_view_fits_and_keeps_everything(model_graphs):
 def test_small_budget_folds_and_chunks_without_changing_counts(model_graphs, flat_graphs):
     for graph in model_graphs + flat_graphs:
         for budget in (12, 40):
-            view = G.default_view(graph, max_nodes=budget)
-            assert len(G.visible(view)[0]) <= budget, (graph.ir, budget)
+            view = viz.graph.default_view(graph, max_nodes=budget)
+            assert len(viz.graph.visible(view)[0]) <= budget, (graph.ir, budget)
             assert op_histogram(view.graph) == op_histogram(graph)
             assert {n.id for n in view.graph.nodes} == {n.id for n in graph.nodes}
             assert_no_edge_lost(view)
@@ -146,50 +146,58 @@ def test_small_budget_folds_and_chunks_without_changing_counts(model_graphs, fla
 def test_flat_program_is_chunked(flat_graphs):
     graph = flat_graphs[0]
     assert sum(1 for n in graph.nodes if not n.scope) > 300
-    view = G.default_view(graph)
-    chunks = [g for g in view.graph.groups.values() if g.attrs.get(G.SYNTHETIC) == "chunk"]
-    assert chunks and len(G.visible(view)[0]) <= 300
+    view = viz.graph.default_view(graph)
+    chunks = [
+        g for g in view.graph.groups.values() if g.attrs.get(viz.graph.fold.SYNTHETIC) == "chunk"
+    ]
+    assert chunks and len(viz.graph.visible(view)[0]) <= 300
     # the reader's graph is untouched
-    assert not any(g.attrs.get(G.SYNTHETIC) for g in graph.groups.values())
+    assert not any(g.attrs.get(viz.graph.fold.SYNTHETIC) for g in graph.groups.values())
 
 
 def test_random_expand_collapse_keeps_invariants(model_graphs):
     rng = random.Random(0)
     for graph in model_graphs:
         paths = list(graph.groups)
-        view = G.expand_to_depth(graph, 0)
+        view = viz.graph.expand_to_depth(graph, 0)
         for _ in range(30):
             path = rng.choice(paths)
-            view = G.expand(view, path) if rng.random() < 0.6 else G.collapse(view, path)
+            view = (
+                viz.graph.expand(view, path)
+                if rng.random() < 0.6
+                else viz.graph.collapse(view, path)
+            )
             assert_no_edge_lost(view)
             assert_counts_add_up(view, graph)
 
 
 def test_expand_shows_children_and_collapse_hides_them(model_graphs):
     graph = model_graphs[0]
-    view = G.expand_to_depth(graph, 0)
-    ids = set(G.visible_ids(view))
+    view = viz.graph.expand_to_depth(graph, 0)
+    ids = set(viz.graph.visible_ids(view))
     assert "g:layer0" in ids and "g:layer0/attention" not in ids
-    view = G.expand(view, ("layer0", "attention"))
-    ids = set(G.visible_ids(view))
+    view = viz.graph.expand(view, ("layer0", "attention"))
+    ids = set(viz.graph.visible_ids(view))
     assert "g:layer0" not in ids and "g:layer0/mlp" in ids and "g:layer0/attention" not in ids
-    view = G.collapse(view, ("layer0",))
-    assert set(G.visible_ids(view)) == set(G.visible_ids(G.expand_to_depth(graph, 0)))
+    view = viz.graph.collapse(view, ("layer0",))
+    assert set(viz.graph.visible_ids(view)) == set(
+        viz.graph.visible_ids(viz.graph.expand_to_depth(graph, 0))
+    )
 
 
 def test_reader_paths_expand_inside_chunks(model_graphs):
     graph = model_graphs[2]  # compiled: top-level fusions get chunked at a small budget
-    view = G.default_view(graph, max_nodes=12)
+    view = viz.graph.default_view(graph, max_nodes=12)
     fusion = next(p for p, g in graph.groups.items() if g.kind == "fusion")
     assert fusion not in view.graph.groups  # moved under a chunk
-    opened = G.expand(view, fusion)
+    opened = viz.graph.expand(view, fusion)
     (moved,) = [p for p in view.graph.groups if p[1:] == fusion]
     assert moved in opened.expanded and moved[:1] in opened.expanded
-    assert moved not in G.collapse(opened, fusion).expanded
+    assert moved not in viz.graph.collapse(opened, fusion).expanded
 
 
 def test_collapsed_group_summarises_its_ops(model_graphs):
-    items, _ = G.visible(G.expand_to_depth(model_graphs[0], 1))
+    items, _ = viz.graph.visible(viz.graph.expand_to_depth(model_graphs[0], 1))
     (attention,) = [i for i in items if i.id == "g:layer1/attention"]
     assert attention.kind == "group" and attention.inner_ops > 10
     assert len(attention.top_ops) == 3 and dict(attention.top_ops).get("dot_general", 0) >= 1
@@ -200,36 +208,36 @@ def test_collapsed_group_summarises_its_ops(model_graphs):
 
 def test_find_by_op_shape_and_line(model_graphs):
     graph = model_graphs[0]
-    dots = G.find(graph, "dot")
+    dots = viz.graph.find(graph, "dot")
     assert dots and all("dot" in graph.node_map()[i].op for i in dots)
-    shaped = G.find(graph, f"f32[{SEQ},{D}]")
-    assert shaped and set(shaped) == set(G.find(graph, f"{SEQ},{D}"))
-    on_line = G.find(graph, f"line {DOT_LINE}")
-    assert on_line and set(on_line) == set(G.find(graph, f":{DOT_LINE}"))
+    shaped = viz.graph.find(graph, f"f32[{SEQ},{D}]")
+    assert shaped and set(shaped) == set(viz.graph.find(graph, f"{SEQ},{D}"))
+    on_line = viz.graph.find(graph, f"line {DOT_LINE}")
+    assert on_line and set(on_line) == set(viz.graph.find(graph, f":{DOT_LINE}"))
     assert {graph.node_map()[i].op for i in on_line} >= {"dot_general"}
-    assert G.find(graph, "no-such-op") == []
+    assert viz.graph.find(graph, "no-such-op") == []
 
 
 def test_neighbourhood_shows_nodes_within_radius(model_graphs):
     graph = model_graphs[0]
-    centre = G.find(graph, "rsqrt")[0]
-    view = G.neighbourhood(graph, centre, radius=1)
+    centre = viz.graph.find(graph, "rsqrt")[0]
+    view = viz.graph.neighbourhood(graph, centre, radius=1)
     adjacent = {e.dst for e in graph.edges if e.src == centre}
     adjacent |= {e.src for e in graph.edges if e.dst == centre}
     assert view.focus == frozenset(adjacent | {centre})
-    items, edges = G.visible(view)
+    items, edges = viz.graph.visible(view)
     assert {i.id for i in items} == view.focus  # groups on their paths are expanded
     assert all(a in view.focus and b in view.focus for a, b in edges)
     assert [i.id for i in items if i.highlighted] == [centre]
-    wider = G.neighbourhood(graph, centre, radius=3)
+    wider = viz.graph.neighbourhood(graph, centre, radius=3)
     assert view.focus < wider.focus
 
 
 def test_highlight_marks_the_box_holding_a_match(model_graphs):
     graph = model_graphs[0]
-    view = G.expand_to_depth(graph, 0)
-    view = G.View(view.graph, view.expanded, frozenset(G.find(graph, "rsqrt")))
-    lit = {i.id for i in G.visible(view)[0] if i.highlighted}
+    view = viz.graph.expand_to_depth(graph, 0)
+    view = viz.graph.View(view.graph, view.expanded, frozenset(viz.graph.find(graph, "rsqrt")))
+    lit = {i.id for i in viz.graph.visible(view)[0] if i.highlighted}
     assert {f"g:layer{i}" for i in range(LAYERS)} <= lit
 
 
@@ -238,12 +246,12 @@ def test_highlight_marks_the_box_holding_a_match(model_graphs):
 
 def test_dot_has_clusters_boxes_and_colours(model_graphs):
     compiled = model_graphs[2]
-    view = G.default_view(compiled)
-    dot = G.to_dot(view, title='tiny "model"')
+    view = viz.graph.default_view(compiled)
+    dot = viz.graph.to_dot(view, title='tiny "model"')
     assert dot.startswith("digraph") and 'label="tiny \\"model\\""' in dot
     assert 'fontname="Helvetica"' in dot and "rankdir=TB" in dot
-    assert any(colour in dot for colour in G.COLOURS.values())
-    jaxpr_dot = G.to_dot(G.expand_to_depth(model_graphs[0], 1))
+    assert any(colour in dot for colour in viz.graph.dot.COLOURS.values())
+    jaxpr_dot = viz.graph.to_dot(viz.graph.expand_to_depth(model_graphs[0], 1))
     assert 'subgraph "cluster_layer0"' in jaxpr_dot and "ops: " in jaxpr_dot
     assert 'shape="invhouse"' in jaxpr_dot and 'shape="house"' in jaxpr_dot
 
@@ -251,21 +259,23 @@ def test_dot_has_clusters_boxes_and_colours(model_graphs):
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` binary not installed")
 def test_dot_renders_to_svg(model_graphs):
     for graph in model_graphs:
-        view = G.default_view(graph)
-        view = G.View(view.graph, view.expanded, frozenset(G.find(graph, "add")[:3]))
-        svg = G.to_svg(G.to_dot(view, title=graph.ir))
+        view = viz.graph.default_view(graph)
+        view = viz.graph.View(
+            view.graph, view.expanded, frozenset(viz.graph.find(graph, "add")[:3])
+        )
+        svg = viz.graph.to_svg(viz.graph.to_dot(view, title=graph.ir))
         assert "<svg" in svg
 
 
 def test_to_svg_without_dot_binary_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("PATH", "")
     with pytest.raises(RuntimeError, match="Graphviz"):
-        G.to_svg("digraph { a -> b }")
+        viz.graph.to_svg("digraph { a -> b }")
 
 
 def test_summary_is_report_ready(model_graphs):
     for graph in model_graphs:
-        summary = G.summary(graph)
+        summary = viz.graph.summary(graph)
         assert summary["total_nodes"] == len(graph.nodes)
         assert 0 < summary["visible_nodes"] <= 300
         assert summary["dot"].startswith("digraph")
@@ -319,32 +329,38 @@ def compiled_like(n_layers: int = 24) -> Graph:
 
 
 def test_default_view_budget_and_cap(model_graphs, flat_graphs):
-    assert G.DEFAULT_NODES < G.MAX_NODES
+    assert viz.graph.DEFAULT_NODES < viz.graph.MAX_NODES
     for graph in [*model_graphs, *flat_graphs, layered(), compiled_like()]:
-        assert len(G.visible(G.default_view(graph))[0]) <= G.DEFAULT_NODES, graph.ir
-        assert G.summary(graph)["visible_nodes"] <= G.DEFAULT_NODES
-    huge = G.default_view(flat_graphs[0], max_nodes=10_000)
-    assert len(G.visible(huge)[0]) <= G.MAX_NODES
+        assert (
+            len(viz.graph.visible(viz.graph.default_view(graph))[0]) <= viz.graph.DEFAULT_NODES
+        ), graph.ir
+        assert viz.graph.summary(graph)["visible_nodes"] <= viz.graph.DEFAULT_NODES
+    huge = viz.graph.default_view(flat_graphs[0], max_nodes=10_000)
+    assert len(viz.graph.visible(huge)[0]) <= viz.graph.MAX_NODES
 
 
 def test_look_alike_groups_expand_together():
     graph = layered()
     layers = {(f"layer{i}",) for i in range(24)}
     mlps = {(f"layer{i}", "mlp") for i in range(24)}
-    view = G.default_view(graph)  # every layer fits, no attention / mlp does
+    view = viz.graph.default_view(graph)  # every layer fits, no attention / mlp does
     assert view.expanded == layers
     assert_no_edge_lost(view)
     assert_counts_add_up(view, graph)
-    view = G.default_view(graph, max_nodes=130)  # 24 mlps fit, 24 attentions do not
+    view = viz.graph.default_view(graph, max_nodes=130)  # 24 mlps fit, 24 attentions do not
     assert view.expanded == layers | mlps
-    view = G.default_view(graph, max_nodes=40)  # not all 24 layers fit: none is opened
+    view = viz.graph.default_view(graph, max_nodes=40)  # not all 24 layers fit: none is opened
     assert not view.expanded
 
 
 def test_top_level_runs_are_chunked_by_layer_with_parts():
     graph = compiled_like()
-    view = G.default_view(graph)
-    chunks = {p: g for p, g in view.graph.groups.items() if g.attrs.get(G.SYNTHETIC) == "chunk"}
+    view = viz.graph.default_view(graph)
+    chunks = {
+        p: g
+        for p, g in view.graph.groups.items()
+        if g.attrs.get(viz.graph.fold.SYNTHETIC) == "chunk"
+    }
     tops = sorted((g.label for p, g in chunks.items() if len(p) == 1), key=lambda s: int(s[5:7]))
     assert len(tops) == 24 and tops[3].startswith("layer3 (10 items")
     parts = sorted({g.label.split(" (")[0] for p, g in chunks.items() if len(p) == 2})
@@ -353,19 +369,19 @@ def test_top_level_runs_are_chunked_by_layer_with_parts():
     assert not any(p in view.expanded for p in chunks if len(p) == 2)
     assert_no_edge_lost(view)
     assert_counts_add_up(view, graph)
-    opened = G.expand(view, ("fusion.3.2",))  # a reader path, two synthetic levels down
+    opened = viz.graph.expand(view, ("fusion.3.2",))  # a reader path, two synthetic levels down
     (moved,) = [p for p in view.graph.groups if p[2:] == ("fusion.3.2",)]
     assert moved in opened.expanded and moved[:2] in opened.expanded
-    assert "f3.2.0" in set(G.visible_ids(opened))
-    assert moved not in G.collapse(opened, ("fusion.3.2",)).expanded
+    assert "f3.2.0" in set(viz.graph.visible_ids(opened))
+    assert moved not in viz.graph.collapse(opened, ("fusion.3.2",)).expanded
 
 
 def test_fans_do_not_get_their_edges_drawn():
     graph = layered()
-    view = G.default_view(graph)
-    _, edges = G.visible(view)
+    view = viz.graph.default_view(graph)
+    _, edges = viz.graph.visible(view)
     assert ("g:[inputs]", "g:layer0/attention") in edges  # the view keeps every edge
-    dot = G.to_dot(view)
+    dot = viz.graph.to_dot(view)
     assert '"g:[inputs]" ->' not in dot and '"mask" ->' not in dot
     boxes = [
         line for line in dot.splitlines() if line.strip().startswith(('"g:[inputs]"', '"mask"'))
@@ -373,37 +389,36 @@ def test_fans_do_not_get_their_edges_drawn():
     assert len(boxes) == 2
     assert all("linked to 24 items (edges not drawn)" in line for line in boxes)
     assert '"g:layer0/mlp" -> "g:layer1/attention";' in dot  # the main flow is drawn
-    focus = G.neighbourhood(graph, "mask", radius=1)
-    assert '"mask" -> "l0.attention.1"' in G.to_dot(focus)
-    few = layered(n_layers=G.HUB_DEGREE)  # a mask read by few layers keeps its edges
-    assert '"mask" ->' in G.to_dot(G.default_view(few))
+    focus = viz.graph.neighbourhood(graph, "mask", radius=1)
+    assert '"mask" -> "l0.attention.1"' in viz.graph.to_dot(focus)
+    few = layered(n_layers=viz.graph.dot.HUB_DEGREE)  # a mask read by few layers keeps its edges
+    assert '"mask" ->' in viz.graph.to_dot(viz.graph.default_view(few))
 
 
 def test_regrouping_copies_every_field():
     node = Node("n", "add", "lbl", "f32[2]", ("a",), SourceLoc("f.py", 3, "g"), "op", {"k": "v"})
     group = Group(("a",), "A", "fusion", "fusion", True, {"colour": "dot"})
     assert len(fields(Node)) == 8 and len(fields(Group)) == 6  # a new field: pass it on
-    assert G._moved_node(node, ("c", "a")) == replace(node, scope=("c", "a"))
-    assert G._moved_group(group, ("c", "a")) == replace(group, path=("c", "a"))
+    assert viz.graph.fold._moved_node(node, ("c", "a")) == replace(node, scope=("c", "a"))
+    assert viz.graph.fold._moved_group(group, ("c", "a")) == replace(group, path=("c", "a"))
 
 
 def test_view_cache_does_not_keep_graphs_alive():
     graph = compiled_like(4)
-    view = G.default_view(graph, max_nodes=12)
-    G.visible(view)
+    view = viz.graph.default_view(graph, max_nodes=12)
+    viz.graph.visible(view)
     refs = [weakref.ref(graph), weakref.ref(view.graph)]
-    assert view.graph is not graph and id(view.graph) in G._CACHE
+    assert view.graph is not graph and id(view.graph) in viz.graph.index._CACHE
     del graph, view
     gc.collect()
     assert all(ref() is None for ref in refs)
-    assert not any(hit[0]() is None for hit in G._CACHE.values())
+    assert not any(hit[0]() is None for hit in viz.graph.index._CACHE.values())
 
 
 def test_a_region_shows_only_its_ops_in_both_ir_graphs():
     import jax
     import jax.numpy as jnp
 
-    from viz import graph as views
     from viz.ir.hlo import read_hlo
     from viz.ir.stablehlo import read_stablehlo
 
@@ -416,10 +431,10 @@ def test_a_region_shows_only_its_ops_in_both_ir_graphs():
     lowered = jax.jit(f).lower(jax.ShapeDtypeStruct((8, 8), jnp.float32))
     before, after = read_stablehlo(lowered.compiler_ir("stablehlo")), read_hlo(lowered.compile())
     for graph in (before, after):
-        assert {"pre", "post"} <= set(views.regions(graph))
-        shown = views.region_view(graph, "pre").focus
+        assert {"pre", "post"} <= set(viz.graph.regions(graph))
+        shown = viz.graph.region_view(graph, "pre").focus
         assert shown and all(
-            views.name_scope_of(graph.node_map()[i]).startswith("pre") for i in shown
+            viz.graph.name_scope_of(graph.node_map()[i]).startswith("pre") for i in shown
         )
-    ops = {before.node_map()[i].op for i in views.region_view(before, "pre").focus}
+    ops = {before.node_map()[i].op for i in viz.graph.region_view(before, "pre").focus}
     assert "stablehlo.sine" in ops and "stablehlo.exponential" not in ops

@@ -11,8 +11,8 @@ import html
 import json
 from typing import Any
 
+import viz.graph
 from viz import charts
-from viz import graph as views
 from viz.ir.model import Graph
 
 _STYLE = """
@@ -34,11 +34,11 @@ def _metric(label: str, value: Any) -> str:
 def _graph_html(model: dict[str, Any] | None, summary: dict[str, Any] | None) -> str:
     dot = (summary or {}).get("dot")
     if model is not None:
-        dot = views.to_dot(views.default_view(Graph.from_dict(model)))
+        dot = viz.graph.to_dot(viz.graph.default_view(Graph.from_dict(model)))
     if not dot:
         return "<p>(no graph)</p>"
     try:
-        return f'<div class="graph">{views.to_svg(dot)}</div>'
+        return f'<div class="graph">{viz.graph.to_svg(dot)}</div>'
     except RuntimeError:
         return f"<p>Graphviz is not installed; DOT source:</p><pre>{html.escape(dot)}</pre>"
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import jax
 
-from viz import graph as graph_views
+import viz.graph
 from viz.donation import UNUSABLE_WARNING, Donation, read_donation
 from viz.errors import UserCodeError
 from viz.ir import model
@@ -147,7 +147,7 @@ def _read_graph(report: Report, ir: str, read: Callable[[], model.Graph]) -> dic
     except Exception as exc:
         report.warnings.append(f"could not read the {ir} graph: {type(exc).__name__}: {exc}")
         return None
-    report.graphs[ir] = graph_views.summary(graph)
+    report.graphs[ir] = viz.graph.summary(graph)
     report.graph_models[ir] = graph
     return model.op_histogram(graph)
 

@@ -1,0 +1,51 @@
+"""Views on the graph model: what to draw, collapsed how, and the DOT to draw it.
+
+- `view`: a `View` (a graph plus its expanded groups), the default view, expand,
+  collapse, neighbourhood, regions, and what a view draws (`visible`);
+- `index`: per-graph lookups, built once per Graph object;
+- `fold`: synthetic groups that keep flat programs readable;
+- `search`: find nodes by op, shape or source line;
+- `dot`: the DOT and SVG of a view, and the report's graph summary.
+
+This package imports neither jax nor streamlit.
+"""
+
+from viz.graph.dot import summary, to_dot, to_svg
+from viz.graph.search import find
+from viz.graph.view import (
+    DEFAULT_NODES,
+    MAX_NODES,
+    View,
+    VisibleNode,
+    collapse,
+    default_view,
+    expand,
+    expand_to_depth,
+    name_scope_of,
+    neighbourhood,
+    region_view,
+    regions,
+    visible,
+    visible_ids,
+)
+
+__all__ = [
+    "DEFAULT_NODES",
+    "MAX_NODES",
+    "View",
+    "VisibleNode",
+    "collapse",
+    "default_view",
+    "expand",
+    "expand_to_depth",
+    "find",
+    "name_scope_of",
+    "neighbourhood",
+    "region_view",
+    "regions",
+    "summary",
+    "to_dot",
+    "to_svg",
+    "visible",
+    "visible_ids",
+]

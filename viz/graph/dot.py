@@ -1,0 +1,215 @@
+"""The DOT (and SVG) of a view: clusters for expanded groups, one box per collapsed
+group, fusion colours, and "fans" (items linked to many groups) drawn without edges."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from viz.graph.fold import SYNTHETIC
+from viz.graph.view import View, VisibleNode, default_view, visible
+from viz.ir.model import Graph, Group, Path
+
+HUB_DEGREE = 8  # a drawn node with more neighbours than this does not constrain the layout
+
+
+FONT = "Helvetica"
+COLOURS = {  # fusion colour classes → fill colours
+    "loop": "#cfe3ff",
+    "input": "#ffe2b8",
+    "output": "#e3d7f7",
+    "custom": "#f9d2e6",
+    "collective": "#ffd0d0",
+    "dot": "#c9efc9",
+}
+GROUP_FILL = "#eeeeee"
+HIGHLIGHT = "#d7263d"
+
+
+# ---------------------------------------------------------------- DOT
+
+
+def to_dot(view: View, title: str = "") -> str:
+    """Graphviz DOT for a view: clusters for expanded groups, boxes for collapsed ones."""
+    items, edges = visible(view)
+    return _dot(view, items, edges, title)
+
+
+def _dot(view: View, items: list[VisibleNode], edges: list[tuple[str, str]], title: str) -> str:
+    lines = [
+        "digraph G {",
+        f'  graph [rankdir=TB, fontname="{FONT}", fontsize=12, labelloc=t, '
+        f"label={_q(title)}, nodesep=0.25, ranksep=0.35];",
+        f'  node [fontname="{FONT}", fontsize=10, height=0.3];',
+        f'  edge [fontname="{FONT}", fontsize=8, color="#8a8a8a", arrowsize=0.6];',
+    ]
+    # An item linked to items in more than HUB_DEGREE top-level clusters (the
+    # inputs box, a scalar constant, a shared mask function used by every layer)
+    # does not get its edges drawn: routing hundreds of long edges into all the
+    # layers made dot take seconds, and the browser give up, while showing
+    # little. Its label says how many items it is linked to; expanding a box, or
+    # focusing on the neighbourhood of a node, shows them.
+    fans = _fans(view, items, edges)
+    if fans:
+        items = [_quiet(item, fans[item.id]) if item.id in fans else item for item in items]
+        edges = [(a, b) for a, b in edges if a not in fans and b not in fans]
+    lines.extend(_clusters(view, items))
+    hubs = _hubs(edges)
+    for a, b in edges:
+        # Edges of a hub (the inputs box, a mask used by every layer) do not
+        # constrain ranks: dot lays clusters side by side when one node feeds
+        # (or is fed by) them all.
+        style = ' [constraint=false, color="#cfcfcf"]' if a in hubs or b in hubs else ""
+        lines.append(f"  {_q(a)} -> {_q(b)}{style};")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _hubs(edges: list[tuple[str, str]]) -> set[str]:
+    """Ids with more than HUB_DEGREE distinct neighbours."""
+    return {k for k, n in _degree(edges).items() if n > HUB_DEGREE}
+
+
+def _degree(edges: list[tuple[str, str]]) -> Counter[str]:
+    """Distinct neighbours of each id (the edges are deduplicated)."""
+    degree: Counter[str] = Counter()
+    for a, b in edges:
+        degree[a] += 1
+        degree[b] += 1
+    return degree
+
+
+def _fans(view: View, items: list[VisibleNode], edges: list[tuple[str, str]]) -> dict[str, int]:
+    """Items linked to items in more than HUB_DEGREE expanded top-level groups → their
+    number of neighbours.
+
+    None in a neighbourhood (focus) view: there the edges are the point.
+    """
+    if view.focus is not None:
+        return {}
+    cluster = {item.id: item.path[0] for item in items if item.path[:1] in view.expanded}
+    spread: dict[str, set[str]] = {}
+    for a, b in edges:
+        if b in cluster:
+            spread.setdefault(a, set()).add(cluster[b])
+        if a in cluster:
+            spread.setdefault(b, set()).add(cluster[a])
+    fans = {k for k, tops in spread.items() if len(tops) > HUB_DEGREE}
+    if not fans:
+        return {}
+    degree = _degree(edges)
+    return {k: degree[k] for k in fans}
+
+
+def _quiet(item: VisibleNode, neighbours: int) -> VisibleNode:
+    note = f"linked to {neighbours} items (edges not drawn)"
+    return replace(item, label=f"{item.label}\n{note}", tooltip=f"{note}\n{item.tooltip}")
+
+
+def _clusters(view: View, items: list[VisibleNode]) -> list[str]:
+    """Node statements nested in `subgraph cluster_...` blocks for expanded groups."""
+    by_parent: dict[Path, list[VisibleNode]] = {}
+    for item in items:
+        parent = item.path[:-1] if item.kind == "group" else item.path
+        by_parent.setdefault(parent, []).append(item)
+    used = {p[:d] for p in by_parent for d in range(1, len(p) + 1)}
+    children: dict[Path, list[Path]] = {}
+    for path in sorted(used, key=lambda p: (len(p), p)):
+        children.setdefault(path[:-1], []).append(path)
+    return _cluster_body(view, (), by_parent, children, 1)
+
+
+def _cluster_body(
+    view: View,
+    path: Path,
+    by_parent: dict[Path, list[VisibleNode]],
+    children: dict[Path, list[Path]],
+    depth: int,
+) -> list[str]:
+    pad = "  " * depth
+    out = [pad + _node_stmt(item) for item in by_parent.get(path, [])]
+    for child in children.get(path, []):
+        group = view.graph.groups.get(child)
+        label = group.label if group else child[-1]
+        out.append(f"{pad}subgraph {_q('cluster_' + '/'.join(child))} {{")
+        out.append(f"{pad}  label={_q(label)}; {_cluster_style(group)}")
+        out.extend(_cluster_body(view, child, by_parent, children, depth + 1))
+        out.append(pad + "}")
+    return out
+
+
+def _cluster_style(group: Group | None) -> str:
+    if group is not None and group.kind == "fusion":
+        fill = COLOURS.get(group.attrs.get("colour", ""), COLOURS["loop"])
+        return f'style="rounded,filled"; fillcolor="{fill}"; color="#7a7a7a";'
+    if group is not None and group.attrs.get(SYNTHETIC):
+        return 'style="rounded,dashed"; color="#9a9a9a";'
+    return 'style="rounded"; color="#9a9a9a";'
+
+
+def _node_stmt(item: VisibleNode) -> str:
+    attrs = _group_attrs(item) if item.kind == "group" else _leaf_attrs(item)
+    if item.tooltip:
+        attrs["tooltip"] = item.tooltip
+    if item.highlighted:
+        attrs.update(color=HIGHLIGHT, penwidth="2.5", fontcolor=HIGHLIGHT)
+    body = ", ".join(f"{k}={_q(v)}" for k, v in attrs.items())
+    return f"{_q(item.id)} [{body}];"
+
+
+def _leaf_attrs(item: VisibleNode) -> dict[str, str]:
+    text = item.label if not item.type else f"{item.label}\n{_short(item.type)}"
+    shapes = {"input": "invhouse", "output": "house", "constant": "note"}
+    fills = {"input": "#dff3e4", "output": "#fde7c8", "constant": "#f4f4f4"}
+    return {
+        "label": text,
+        "shape": shapes.get(item.kind, "box"),
+        "style": "rounded,filled" if item.kind == "op" else "filled",
+        "fillcolor": fills.get(item.kind, "#ffffff"),
+    }
+
+
+def _group_attrs(item: VisibleNode) -> dict[str, str]:
+    ops = ", ".join(f"{_short_op(op)} ×{n}" for op, n in item.top_ops)
+    noun = "fused ops" if item.group_kind == "fusion" else "ops"
+    label = f"{item.label}\n{item.inner_ops} {noun}" + (f": {ops}" if ops else "")
+    fill = COLOURS.get(item.colour, COLOURS["loop"]) if item.group_kind == "fusion" else GROUP_FILL
+    return {"label": label, "shape": "box", "style": "filled,bold", "fillcolor": fill}
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _short_op(op: str) -> str:
+    return op.split(".", 1)[1] if op.startswith("stablehlo.") else op
+
+
+def _q(text: str) -> str:
+    """A DOT double-quoted string."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def to_svg(dot: str) -> str:
+    """Render DOT to SVG with the graphviz `dot` binary."""
+    import graphviz
+
+    try:
+        return graphviz.Source(dot).pipe(format="svg").decode("utf-8")
+    except graphviz.ExecutableNotFound as exc:
+        raise RuntimeError(
+            "Graphviz's `dot` program was not found; install Graphviz "
+            "(e.g. `apt-get install graphviz`) to draw graphs."
+        ) from exc
+
+
+def summary(graph: Graph) -> dict[str, object]:
+    """What the report stores per IR: node counts and the default view's DOT."""
+    view = default_view(graph)
+    items, edges = visible(view)
+    return {
+        "total_nodes": len(graph.nodes),
+        "visible_nodes": len(items),
+        "dot": _dot(view, items, edges, ""),
+    }

@@ -1,0 +1,206 @@
+"""Synthetic groups a default view adds so that a flat program stays readable: many
+top-level inputs or constants become one box, and long runs of items from the same
+source become chunks. The model itself is never changed: a folded copy is returned."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from viz.ir.model import Graph, Group, Node, Path
+
+INPUT_GROUP_MIN = 12  # more top-level inputs (or constants) than this → one box
+
+
+MIN_RUN = 3  # shorter runs of same-source top-level items are not chunked
+
+
+SYNTHETIC = "synthetic"  # Group.attrs key marking groups a view added
+
+
+# ---------------------------------------------------------------- synthetic groups
+
+
+def _fold_top_level(graph: Graph, max_nodes: int) -> Graph:
+    """A copy with many top-level inputs/constants boxed and an oversized top level chunked.
+
+    A graph whose every node fits in `max_nodes` is returned as it is.
+    """
+    if len(graph.nodes) <= max_nodes:
+        return graph
+    top = [n for n in graph.nodes if not n.scope]
+    moves: dict[str, Path] = {}
+    new_groups: list[Group] = []
+    for kind, name in (("input", "inputs"), ("constant", "constants")):
+        ids = [n.id for n in top if _leaf_kind(n) == kind]
+        if len(ids) > INPUT_GROUP_MIN:
+            path = (_fresh(graph, f"[{name}]"),)
+            new_groups.append(_synthetic(path, f"{name} ({len(ids)})", "leaves"))
+            moves.update(dict.fromkeys(ids, path))
+    items = _top_items(graph, moves)
+    if len(items) + len(new_groups) > max_nodes:
+        chunks = _chunks(graph, items, max_nodes - len(new_groups))
+        for k, (label, members, parts) in enumerate(chunks):
+            path = (_fresh(graph, f"[chunk {k + 1}]"),)
+            new_groups.append(_synthetic(path, label, "chunk"))
+            moves.update(dict.fromkeys(members, path))
+            for j, (part_label, part) in enumerate(parts):
+                sub = (*path, _fresh(graph, f"[part {j + 1}]"))
+                new_groups.append(_synthetic(sub, part_label, "chunk"))
+                moves.update(dict.fromkeys(part, sub))
+    if not moves:
+        return graph
+    return _regroup(graph, moves, new_groups)
+
+
+def _leaf_kind(node: Node) -> str:
+    """'constant' for constant ops too (`stablehlo.constant`, HLO `constant`)."""
+    return "constant" if node.op.rsplit(".", 1)[-1] == "constant" else node.kind
+
+
+def _fresh(graph: Graph, name: str) -> str:
+    while (name,) in graph.groups:
+        name += "'"
+    return name
+
+
+def _synthetic(path: Path, label: str, what: str) -> Group:
+    return Group(path, label, "scope", attrs={SYNTHETIC: what})
+
+
+def _top_items(graph: Graph, moved: dict[str, Path]) -> list[str]:
+    """Top-level members in program order: node ids and top-level group names."""
+    items: dict[str, None] = {}
+    for node in graph.nodes:
+        if node.id in moved:
+            continue
+        items["g:" + node.scope[0] if node.scope else node.id] = None
+    for path in graph.groups:
+        items.setdefault("g:" + path[0], None)
+    return list(items)
+
+
+_Chunk = tuple[str, list[str], list[tuple[str, list[str]]]]  # label, items, parts
+
+
+def _chunks(graph: Graph, items: list[str], max_nodes: int) -> list[_Chunk]:
+    """Runs of consecutive items with the same key, at most max_nodes // 2 entries in all.
+
+    The key is an item's first name scope (`layer3`), else its source function.
+    Runs shorter than MIN_RUN stay at top level. A run is divided into parts by
+    the next name-scope level (`layer3` into `attention` and `mlp`) when that
+    gives it 2 to max_nodes // 4 entries; a run longer than max_nodes // 4 items
+    that does not divide so is split into pieces of max_nodes // 4 items. When
+    that still leaves more than max_nodes // 2 top-level entries, fixed-size
+    chunks of all items are used (labelled with the keys they span).
+    """
+    info = _item_info(graph)
+    target, cap = max(2, max_nodes // 2), max(MIN_RUN, max_nodes // 4)
+    chunks: list[_Chunk] = []  # (key, items, parts), labelled below
+    for key, members in _runs(items, info, 0):
+        if len(members) < MIN_RUN:
+            continue
+        parts = _parts(members, info, cap)
+        if parts or len(members) <= cap:
+            chunks.append((key, members, parts))
+        else:
+            chunks.extend((key, members[i : i + cap], []) for i in range(0, len(members), cap))
+    loose = len(items) - sum(len(members) for _, members, _ in chunks)
+    if len(chunks) + loose > target:
+        size = math.ceil(len(items) / target)
+        fixed = [items[i : i + size] for i in range(0, len(items), size)]
+        chunks = [(_key_span(members, info), members, []) for members in fixed]
+    return [
+        (
+            _chunk_label(key, members, info),
+            members,
+            [(_chunk_label(k, part, info), part) for k, part in parts],
+        )
+        for key, members, parts in chunks
+    ]
+
+
+def _runs(items: list[str], info: dict[str, _ItemInfo], level: int) -> list[tuple[str, list[str]]]:
+    """Runs of consecutive items with the same key at `level` (0: first name scope)."""
+    runs: list[tuple[str, list[str]]] = []
+    for item in items:
+        keys = info[item].keys if item in info else ()
+        key = keys[level] if level < len(keys) else ""
+        if runs and runs[-1][0] == key:
+            runs[-1][1].append(item)
+        else:
+            runs.append((key, [item]))
+    return runs
+
+
+def _parts(members: list[str], info: dict[str, _ItemInfo], cap: int) -> list[tuple[str, list[str]]]:
+    """A chunk's parts by the next name-scope level, or [] when that does not divide it."""
+    parts = [(k, part) for k, part in _runs(members, info, 1) if len(part) >= MIN_RUN]
+    entries = len(parts) + len(members) - sum(len(part) for _, part in parts)
+    return parts if parts and 2 <= entries <= cap else []
+
+
+def _key_span(members: list[str], info: dict[str, _ItemInfo]) -> str:
+    """`layer3`, or `layer3–layer4` for items whose keys run from one to the other."""
+    keys = [info[m].keys[0] for m in members if m in info and info[m].keys[0]]
+    if not keys:
+        return ""
+    return keys[0] if keys[0] == keys[-1] else f"{keys[0]}–{keys[-1]}"
+
+
+@dataclass
+class _ItemInfo:
+    keys: tuple[str, ...]  # chunking keys: name-scope components, else (source function,)
+    lines: set[int]
+
+
+def _item_info(graph: Graph) -> dict[str, _ItemInfo]:
+    """Each top-level item's chunking keys and source lines."""
+    info: dict[str, _ItemInfo] = {}
+    for node in graph.nodes:
+        item = "g:" + node.scope[0] if node.scope else node.id
+        found = info.get(item)
+        if found is None:
+            found = info[item] = _ItemInfo(_keys(node, graph.groups.get(node.scope[:1])), set())
+        if node.source is not None:
+            found.lines.add(node.source.line)
+    return info
+
+
+def _keys(node: Node, group: Group | None) -> tuple[str, ...]:
+    scope = (group.attrs.get("name_scope") if group else None) or node.attrs.get("name_scope", "")
+    if scope:
+        return tuple(scope.split("/"))
+    if node.source is not None:
+        return (node.source.function or node.source.file,)
+    return (node.kind if node.kind != "op" else "",)
+
+
+def _chunk_label(key: str, members: list[str], info: dict[str, _ItemInfo]) -> str:
+    lines = sorted(set().union(*(info[m].lines for m in members if m in info)))
+    where = f", lines {lines[0]}–{lines[-1]}" if lines else ""
+    return f"{key or 'ops'} ({len(members)} items{where})"
+
+
+def _regroup(graph: Graph, moves: dict[str, Path], new_groups: list[Group]) -> Graph:
+    """A copy of `graph` with moved top-level items under their synthetic group."""
+    group_moves = {m[2:]: p for m, p in moves.items() if m.startswith("g:")}
+    nodes = []
+    for node in graph.nodes:
+        head = moves.get(node.id) if not node.scope else group_moves.get(node.scope[0])
+        nodes.append(_moved_node(node, head + node.scope) if head else node)
+    groups = {g.path: g for g in new_groups}
+    for path, group in graph.groups.items():
+        head = group_moves.get(path[0], ())
+        groups[head + path] = _moved_group(group, head + path) if head else group
+    return Graph(graph.ir, nodes, graph.edges, groups)
+
+
+# `dataclasses.replace(node, scope=...)` without its per-call field introspection,
+# which dominated regrouping big graphs; every field is passed on.
+def _moved_node(n: Node, scope: Path) -> Node:
+    return Node(n.id, n.op, n.label, n.type, scope, n.source, n.kind, n.attrs)
+
+
+def _moved_group(g: Group, path: Path) -> Group:
+    return Group(path, g.label, g.kind, g.op, g.opaque, g.attrs)

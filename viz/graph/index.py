@@ -1,0 +1,151 @@
+"""Per-graph lookups (children, members, counted ops, what a collapsed box stands
+for), built once per Graph object and shared by every view of it."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from viz.ir.model import Graph, Group, Node, Path
+
+# ---------------------------------------------------------------- index
+
+
+@dataclass
+class _Index:
+    """Per-graph lookups, built once per graph object.
+
+    What a collapsed group's box says (`_box`) is worked out when it is first
+    drawn: a default view draws a few dozen boxes of a graph with thousands of nodes.
+    """
+
+    nodes: dict[str, Node]
+    children: dict[Path, list[Path]]  # parent path (() = top) → child group paths
+    members: dict[Path, list[str]]  # group path (() = top) → direct member node ids
+    counted: set[str]  # ids of nodes op_histogram counts
+    # for `_box`: the graph's nodes and groups (not the graph: the cache must not
+    # keep it alive), each scope's node positions, and which scopes op_histogram counts
+    node_list: list[Node]
+    groups: dict[Path, Group]
+    positions: dict[Path, list[int]]
+    counts_scope: dict[Path, bool]
+    opaque: set[Path]
+    group_order: dict[Path, int]  # position in graph.groups
+    boxes: dict[Path, _Box] = field(default_factory=dict)
+
+
+@dataclass
+class _Box:
+    """What a collapsed group stands for."""
+
+    op_count: int  # histogram ops at or under it
+    inner_ops: int  # ops strictly inside it
+    top_ops: list[tuple[str, int]]  # the three most common of those
+
+
+# id(graph) → (weak reference to it, its sizes when indexed, index). Weak, so that
+# the cache does not keep big graphs (and the views' regrouped copies) alive: an
+# entry goes when its graph does.
+_CACHE: dict[int, tuple[weakref.ref[Graph], tuple[int, int, int], _Index]] = {}
+
+
+_CACHE_LOCK = threading.RLock()  # sessions are threads; a GC callback may re-enter
+
+
+def _index(graph: Graph) -> _Index:
+    key = (len(graph.nodes), len(graph.edges), len(graph.groups))
+    with _CACHE_LOCK:
+        hit = _CACHE.get(id(graph))
+    if hit and hit[0]() is graph and hit[1] == key:
+        return hit[2]
+    index = _build_index(graph)
+    with _CACHE_LOCK:
+        if len(_CACHE) > 16:
+            _CACHE.clear()
+        _CACHE[id(graph)] = (weakref.ref(graph, _forget(id(graph))), key, index)
+    return index
+
+
+def _forget(graph_id: int) -> Callable[[weakref.ref[Graph]], None]:
+    def forget(ref: weakref.ref[Graph]) -> None:
+        with _CACHE_LOCK:
+            hit = _CACHE.get(graph_id)
+            if hit is not None and hit[0] is ref:
+                del _CACHE[graph_id]
+
+    return forget
+
+
+def _build_index(graph: Graph) -> _Index:
+    opaque = {p for p, g in graph.groups.items() if g.opaque}
+    paths = dict.fromkeys(graph.groups)
+    for scope in dict.fromkeys(n.scope for n in graph.nodes):
+        # scopes a producer forgot to describe are groups too
+        paths.update(dict.fromkeys(scope[:d] for d in range(1, len(scope) + 1)))
+    children: dict[Path, list[Path]] = {(): []}
+    members: dict[Path, list[str]] = {(): []}
+    positions: dict[Path, list[int]] = {(): []}
+    for path in paths:
+        children.setdefault(path[:-1], []).append(path)
+        children.setdefault(path, [])
+        members.setdefault(path, [])
+        positions.setdefault(path, [])
+    counts_scope: dict[Path, bool] = {}  # per scope: does op_histogram count its ops?
+    counted: set[str] = set()
+    for i, node in enumerate(graph.nodes):
+        scope = node.scope
+        members[scope].append(node.id)
+        positions[scope].append(i)
+        if node.kind != "op":
+            continue
+        if scope not in counts_scope:
+            counts_scope[scope] = not _inside(scope, opaque)
+        if counts_scope[scope]:
+            counted.add(node.id)
+    return _Index(
+        graph.node_map(),
+        children,
+        members,
+        counted,
+        graph.nodes,
+        graph.groups,
+        positions,
+        counts_scope,
+        opaque,
+        {p: k for k, p in enumerate(graph.groups)},
+    )
+
+
+def _box(index: _Index, path: Path) -> _Box:
+    """Counts and top ops of `path`, as `model.op_histogram` counts them."""
+    found = index.boxes.get(path)
+    if found is not None:
+        return found
+    below = [path]  # path and every path under it
+    for sub in below:
+        below.extend(index.children.get(sub, ()))
+    ops: Counter[str] = Counter()
+    count = 0
+    node_list, positions, counts_scope = index.node_list, index.positions, index.counts_scope
+    for i in sorted(i for sub in below for i in positions.get(sub, ())):  # in graph order
+        node = node_list[i]
+        if node.kind == "op":
+            ops[node.op] += 1
+            count += counts_scope[node.scope]
+    groups, order = index.groups, index.group_order
+    for sub in sorted((p for p in below if p in order), key=order.__getitem__):
+        op = groups[sub].op
+        if op:
+            if sub != path:
+                ops[op] += 1
+            if not _inside(sub[:-1], index.opaque):
+                count += 1
+    found = index.boxes[path] = _Box(count, sum(ops.values()), ops.most_common(3))
+    return found
+
+
+def _inside(scope: Path, paths: set[Path]) -> bool:
+    return any(scope[:depth] in paths for depth in range(1, len(scope) + 1))

@@ -1,0 +1,337 @@
+"""Views on the graph model: what to draw, collapsed how, and the DOT to draw it.
+
+A `View` is a graph plus the set of expanded group paths. Groups that are not
+expanded are drawn as one box; every edge of the model is drawn between the
+visible representatives of its two ends (a leaf node, or the outermost
+collapsed group holding it), deduplicated, self-loops dropped, so collapsing
+never loses a connection (`visible` returns them all; the DOT leaves out the
+edges of "fans", below).
+
+Counts in a view follow `model.op_histogram`: a collapsed group's `op_count`
+is the number of histogram ops at or under it (its own container op, if any,
+included), so the `op_count`s of the visible items plus the container ops of
+the expanded groups add up to the model's op count. A box's label shows the
+ops inside it (for a fusion: the fused ops) and the three most common.
+
+How much is drawn:
+- DEFAULT_NODES (80) is the default view's budget, and what `summary` (the
+  report's DOT) uses: a 24-layer transformer shows as 24 layer clusters with
+  their attention / mlp boxes, which Graphviz lays out in a fraction of a second
+  (300 items took it 5-10 s, and the browser's wasm Graphviz gave up).
+- MAX_NODES (300) caps any default view, whatever budget is asked for. Views
+  the user asks for (`expand`, `expand_to_depth`, `neighbourhood`) show what
+  they ask for.
+- In the DOT, an item linked to items in more than HUB_DEGREE expanded
+  top-level groups (the folded inputs box, a scalar constant, a mask function
+  every layer calls) is a fan: its edges are not drawn, its label says how many
+  items it is linked to; other items with more than HUB_DEGREE neighbours are
+  drawn with edges that do not constrain the layout.
+
+This module imports neither jax nor streamlit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from viz.graph.fold import SYNTHETIC, _fold_top_level
+from viz.graph.index import _box, _Index, _index
+from viz.ir.model import Graph, Group, Node, Path, SourceLoc
+
+DEFAULT_NODES = 80  # the default view's budget: readable, and quick for dot to lay out
+MAX_NODES = 300  # the most items a default view shows, whatever budget is asked for
+
+
+@dataclass
+class View:
+    graph: Graph
+    expanded: frozenset[Path]  # expanded group paths; the others are drawn as one box
+    highlight: frozenset[str] = frozenset()  # node ids to highlight (search results)
+    focus: frozenset[str] | None = None  # when set, only these node ids are shown
+
+
+@dataclass
+class VisibleNode:
+    """One thing drawn: a leaf node or a collapsed group."""
+
+    id: str
+    label: str
+    kind: str  # 'op' | 'input' | 'output' | 'constant' | 'group'
+    path: Path  # the group path (groups) or the node's scope (leaves)
+    op: str = ""
+    type: str = ""
+    source: SourceLoc | None = None
+    op_count: int = 0  # histogram ops it stands for (leaf op: 1; fused op: 0)
+    inner_ops: int = 0  # ops inside a group (for a fusion: the fused ops)
+    top_ops: list[tuple[str, int]] = field(default_factory=list)
+    group_kind: str = ""
+    colour: str = ""  # fusion colour class
+    highlighted: bool = False
+    tooltip: str = ""
+
+
+# ---------------------------------------------------------------- views
+
+
+def expand(view: View, path: Path) -> View:
+    """`path` (and every group above it) expanded.
+
+    A path of the reader's graph also works on a default view that moved it
+    under a synthetic chunk group.
+    """
+    path = _resolve(view.graph, path)
+    prefixes = {path[:d] for d in range(1, len(path) + 1)}
+    return replace(view, expanded=view.expanded | prefixes)
+
+
+def collapse(view: View, path: Path) -> View:
+    """`path` and every group under it collapsed."""
+    path = _resolve(view.graph, path)
+    n = len(path)
+    return replace(view, expanded=frozenset(p for p in view.expanded if p[:n] != path))
+
+
+def _resolve(graph: Graph, path: Path) -> Path:
+    """`path` as `graph` spells it: possibly under synthetic groups (a chunk, its part)."""
+    if path in graph.groups or not path:
+        return path
+    for head, group in graph.groups.items():
+        if group.attrs.get(SYNTHETIC) and (*head, *path) in graph.groups:
+            return (*head, *path)
+    return path
+
+
+def expand_to_depth(graph: Graph, depth: int) -> View:
+    """Every group up to `depth` levels deep expanded (0: all collapsed)."""
+    return View(graph, frozenset(p for p in graph.groups if len(p) <= depth))
+
+
+def default_view(graph: Graph, max_nodes: int = DEFAULT_NODES) -> View:
+    """Groups expanded breadth-first (shallowest, then largest first) within `max_nodes`.
+
+    `max_nodes` is capped at MAX_NODES. Groups that look alike (the same kind,
+    op, label up to its numbers, and size: the 24 `layerN` scopes of a
+    transformer, or their `attention` scopes) are expanded together or not at
+    all, so repeated structure is drawn the same way everywhere.
+
+    When the graph has more than `max_nodes` nodes, many top-level inputs (or
+    constants) are folded into one box, and a top level that alone has more
+    than `max_nodes` members is chunked into runs of consecutive nodes (see
+    `_chunks`); both are synthetic groups on a copy of the graph (they have no
+    op, so counts do not change). A graph that fits is shown fully expanded.
+    """
+    max_nodes = min(max_nodes, MAX_NODES)
+    graph = _fold_top_level(graph, max_nodes)
+    index = _index(graph)
+    visible = len(index.children[()]) + len(index.members[()])
+    expanded: set[Path] = set()
+    order = {path: i for i, path in enumerate(index.children)}
+    level = [p for p in index.children[()] if not _is_folded_leaves(graph, p)]
+    while level:
+        opened = []
+        for alike in _alike(graph, index, level, order):
+            grow = sum(_size(index, path) - 1 for path in alike)
+            if visible + grow > max_nodes:
+                continue
+            visible += grow
+            expanded.update(alike)
+            opened.extend(alike)
+        opened.sort(key=order.__getitem__)
+        level = [c for p in opened for c in index.children[p] if not _is_folded_leaves(graph, c)]
+    return View(graph, frozenset(expanded))
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+def _alike(
+    graph: Graph, index: _Index, paths: list[Path], order: dict[Path, int]
+) -> list[list[Path]]:
+    """`paths` in classes of look-alike groups, the classes largest (most items shown) first."""
+    classes: dict[tuple[object, ...], list[Path]] = {}
+    for path in paths:
+        group = graph.groups.get(path) or Group(path, path[-1])
+        name = _NUMBER.sub("#", group.label.split(" (", 1)[0])
+        classes.setdefault((group.kind, group.op, name, _size(index, path)), []).append(path)
+    return sorted(
+        classes.values(),
+        key=lambda alike: (-sum(_size(index, p) for p in alike), min(order[p] for p in alike)),
+    )
+
+
+def _is_folded_leaves(graph: Graph, path: Path) -> bool:
+    group = graph.groups.get(path)
+    return group is not None and group.attrs.get(SYNTHETIC) == "leaves"
+
+
+def _size(index: _Index, path: Path) -> int:
+    """How many items expanding `path` shows in its place."""
+    return len(index.children[path]) + len(index.members[path])
+
+
+def visible(view: View) -> tuple[list[VisibleNode], list[tuple[str, str]]]:
+    """What a view draws: leaf nodes and collapsed groups, and the edges between them."""
+    graph, index = view.graph, _index(view.graph)
+    rep, boxes = _representatives(view, index)
+    shown: dict[str, VisibleNode] = {}
+    highlighted = {rep[n] for n in view.highlight if n in rep}
+    for node in graph.nodes:
+        key = rep.get(node.id)
+        if key is not None and key not in shown:
+            box = boxes[node.scope] if key != node.id else None
+            shown[key] = _visible_item(view, index, node, box, key in highlighted)
+    if view.focus is None:
+        for path in graph.groups:
+            key = _group_id(path)
+            if key not in shown and _is_box(path, view.expanded):
+                shown[key] = _group_item(graph.groups[path], index, key in highlighted)
+    edges = _edges(graph, rep)
+    return list(shown.values()), edges
+
+
+def _representatives(view: View, index: _Index) -> tuple[dict[str, str], dict[Path, Path | None]]:
+    """node id → id of what stands for it: the node, or its outermost collapsed group.
+
+    Also: each scope → its outermost collapsed prefix (None when all are expanded).
+    """
+    rep: dict[str, str] = {}
+    boxes: dict[Path, Path | None] = {}
+    expanded, focus = view.expanded, view.focus
+    for node_id, node in index.nodes.items():
+        if focus is not None and node_id not in focus:
+            continue
+        scope = node.scope
+        if scope not in boxes:
+            boxes[scope] = next(
+                (scope[:d] for d in range(1, len(scope) + 1) if scope[:d] not in expanded), None
+            )
+        box = boxes[scope]
+        rep[node_id] = node_id if box is None else _group_id(box)
+    return rep, boxes
+
+
+def _is_box(path: Path, expanded: frozenset[Path]) -> bool:
+    return path not in expanded and all(path[:d] in expanded for d in range(1, len(path)))
+
+
+def _group_id(path: Path) -> str:
+    return "g:" + "/".join(path)
+
+
+def _visible_item(
+    view: View, index: _Index, node: Node, box: Path | None, lit: bool
+) -> VisibleNode:
+    if box is not None:
+        group = view.graph.groups.get(box) or Group(box, box[-1])
+        return _group_item(group, index, lit)
+    tooltip = "\n".join(
+        t for t in (str(node.source or ""), node.attrs.get("op_name", ""), node.type) if t
+    )
+    return VisibleNode(
+        node.id,
+        node.label or node.op,
+        node.kind,
+        node.scope,
+        node.op,
+        node.type,
+        node.source,
+        op_count=1 if node.id in index.counted else 0,
+        highlighted=lit,
+        tooltip=tooltip,
+    )
+
+
+def _group_item(group: Group, index: _Index, lit: bool) -> VisibleNode:
+    box = _box(index, group.path)
+    return VisibleNode(
+        _group_id(group.path),
+        group.label,
+        "group",
+        group.path,
+        group.op or "",
+        op_count=box.op_count,
+        inner_ops=box.inner_ops,
+        top_ops=list(box.top_ops),
+        group_kind=group.kind,
+        colour=group.attrs.get("colour", ""),
+        highlighted=lit,
+        tooltip=group.attrs.get("op_name", "") or "/".join(group.path),
+    )
+
+
+def _edges(graph: Graph, rep: dict[str, str]) -> list[tuple[str, str]]:
+    seen: dict[tuple[str, str], None] = {}
+    for edge in graph.edges:
+        a, b = rep.get(edge.src), rep.get(edge.dst)
+        if a is not None and b is not None and a != b:
+            seen[(a, b)] = None
+    return list(seen)
+
+
+def neighbourhood(graph: Graph, node_id: str, radius: int = 2) -> View:
+    """The nodes within `radius` edges (either direction) of `node_id`, highlighted.
+
+    Only those nodes are shown (`focus`), with every group on their paths expanded.
+    """
+    adjacent: dict[str, set[str]] = {}
+    for edge in graph.edges:
+        adjacent.setdefault(edge.src, set()).add(edge.dst)
+        adjacent.setdefault(edge.dst, set()).add(edge.src)
+    found = {node_id: 0}
+    todo = deque([node_id])
+    while todo:
+        current = todo.popleft()
+        if found[current] == radius:
+            continue
+        for other in adjacent.get(current, ()):
+            if other not in found:
+                found[other] = found[current] + 1
+                todo.append(other)
+    nodes = _index(graph).nodes
+    expanded = {
+        n.scope[:d] for i in found if (n := nodes.get(i)) for d in range(1, len(n.scope) + 1)
+    }
+    return View(graph, frozenset(expanded), frozenset({node_id}), frozenset(found))
+
+
+def visible_ids(view: View) -> Iterable[str]:
+    """Ids of what a view draws (for tests and the app)."""
+    return (item.id for item in visible(view)[0])
+
+
+# ---------------------------------------------------------------- regions
+
+
+def name_scope_of(node: Node) -> str:
+    """The node's name scope (`layer3/attention`): the compiled reader keeps it in
+    attrs (its groups are fusions), the others in the scope path."""
+    if "name_scope" in node.attrs:
+        return node.attrs["name_scope"]
+    return "/".join(node.scope)
+
+
+def regions(graph: Graph, depth: int = 2) -> list[str]:
+    """Name scopes down to `depth` levels, for picking one region of the program."""
+    found = set()
+    for node in graph.nodes:
+        parts = [p for p in name_scope_of(node).split("/") if p]
+        found.update("/".join(parts[:d]) for d in range(1, min(depth, len(parts)) + 1))
+    return sorted(
+        found, key=lambda r: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", r)]
+    )
+
+
+def region_view(graph: Graph, region: str) -> View:
+    """Only the ops under name scope `region`, every group on their paths expanded: the
+    same region in two IRs (before and after fusion) side by side."""
+    ids = {
+        n.id
+        for n in graph.nodes
+        if (scope := name_scope_of(n)) == region or scope.startswith(region + "/")
+    }
+    nodes = _index(graph).nodes
+    expanded = {n.scope[:d] for i in ids if (n := nodes.get(i)) for d in range(1, len(n.scope) + 1)}
+    return View(graph, frozenset(expanded), frozenset(), frozenset(ids))
