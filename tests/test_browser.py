@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -44,11 +45,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextmanager
+def running_server(log_path: Path) -> Iterator[str]:
+    """`streamlit run app.py` on a free port; yields its URL once it listens."""
     port = _free_port()
     env = {**os.environ, "JITSCOPE_HOME": str(ROOT / ".jitscope")}
-    log = (tmp_path_factory.mktemp("streamlit") / "server.log").open("w")
+    log = log_path.open("w")
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -70,20 +72,27 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 break
         time.sleep(0.2)
-    yield url
-    if proc.poll() is not None:  # the server died mid-suite: show why
-        log.flush()
-        print(Path(log.name).read_text()[-5000:])
-    proc.terminate()
-    proc.wait(timeout=20)
-    log.close()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if proc.poll() is not None:  # the server died mid-suite: show why
+            log.flush()
+            print(log_path.read_text()[-5000:])
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_server(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -219,3 +228,43 @@ def test_lesson_pages_measure_and_draw(page, path: str, button: str, marker: str
     page.get_by_text(marker).first.wait_for(timeout=180_000)
     page.locator(".js-plotly-plot").first.wait_for()
     shot(page, f"lesson_{name}", page.locator(".js-plotly-plot").first)
+
+
+NAVIGATION = [
+    "Explore",
+    "Cache lab",
+    "Where to jit",
+    "Compile vs program size",
+    "Shape sweep",
+    "Batch buckets",
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "title"),
+    [
+        ("explore", "jitscope"),
+        ("cache", "Cache lab"),
+        ("placement", "Where to put jit"),
+        ("scaling", "Compile time vs program size"),
+        ("shapes", "Shape sweep"),
+        ("buckets", "Batch-size buckets"),
+    ],
+)
+def test_a_deep_link_as_a_fresh_servers_first_request_gets_our_navigation(
+    browser, tmp_path: Path, path: str, title: str
+) -> None:
+    """With pages/ beside app.py, Streamlit's first run after a start is in its legacy
+    pages/ mode: a file-name listing and the page without app.py, unless the page
+    leaves that mode (ui.leave_legacy_pages)."""
+    with running_server(tmp_path / "server.log") as url:
+        context = browser.new_context(viewport={"width": 1440, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(f"{url}/{path}")
+        page.get_by_role("heading", name=title, level=1).wait_for()
+        page.get_by_role("link", name="Batch buckets").wait_for(timeout=15_000)
+        links = page.locator("[data-testid=stSidebarNav] a").all_inner_texts()
+        assert [text.split("\n")[-1].strip() for text in links] == NAVIGATION
+        assert page.get_by_role("heading", level=1).all_inner_texts() == [title]
+        context.close()

@@ -13,6 +13,8 @@ from viz import charts
 from viz.export import html_report
 from viz.source import list_functions
 
+ui.leave_legacy_pages()  # a deep link may start here, without app.py
+
 st.title("jitscope")
 st.caption(
     "Paste a function, describe its inputs, and see what `jax.jit` makes of it: "

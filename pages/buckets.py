@@ -7,6 +7,8 @@ import ui
 from viz import buckets, charts
 from viz.spec import array_item_parts
 
+ui.leave_legacy_pages()  # a deep link may start here, without app.py
+
 st.title("Batch-size buckets")
 st.caption(
     "A server sees many batch sizes; each new one compiles again. Precompile a few "
