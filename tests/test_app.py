@@ -31,6 +31,12 @@ def navigation_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(PagesManager, "__init__", init_then_clear)
 
 
+@pytest.fixture(autouse=True)
+def plain_editor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AppTest cannot type into a component: the editor's text_area fallback, same key."""
+    monkeypatch.setenv("JITSCOPE_EDITOR", "plain")
+
+
 @pytest.mark.legacy_pages
 def test_the_pinned_streamlit_sets_the_legacy_pages_flag_we_clear() -> None:
     """ui.leave_legacy_pages clears this private flag: a Streamlit that renames it fails here."""
@@ -285,3 +291,14 @@ def test_a_link_with_code_fills_the_editor_but_runs_nothing() -> None:
     assert not at.exception, at.exception
     assert at.text_area(key="code_w").value.startswith("def g(x)")
     assert at.session_state["results"] == []
+
+
+def test_the_editor_component_holds_the_program_until_the_browser_sends_an_edit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("JITSCOPE_EDITOR")
+    at = open_app()
+    assert not at.get("text_area"), "the component, not the fallback"
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["jaxpr equations"] == "2"
+    assert at.session_state["program"]["sample"] == "dot_plus_one"

@@ -138,7 +138,7 @@ def graph_nodes(page):
     Streamlit's own chart when there is no renderer (JITSCOPE_DOT=none)."""
     if render.dot_program() is None:
         return page.locator("[data-testid=stGraphVizChart] svg g.node")
-    return page.frame_locator("iframe").first.locator("svg g.node")
+    return page.frame_locator("[data-testid=stIFrame]").first.locator("svg g.node")
 
 
 def test_explore_analyzes_the_default_sample_and_switches_tabs(page) -> None:
@@ -159,12 +159,54 @@ def test_explore_analyzes_the_default_sample_and_switches_tabs(page) -> None:
     shot(page, "explore_timing", page.locator(".js-plotly-plot").nth(1))
 
 
+def editor(page):
+    """The code editor: Ace inside the component's frame."""
+    return page.frame_locator("[data-testid=stCustomComponentV1]").first
+
+
 def test_an_error_sample_shows_its_card_and_fix(page) -> None:
     page.goto(f"{page.base_url}/?sample=relu_python_if")
     page.get_by_text("control flow").first.wait_for()
     page.get_by_text("Fix:").first.wait_for()
     assert "lax.cond" in page.locator("[data-testid=stAlert]").all_inner_texts().__str__()
+    marked = editor(page).locator(".ace_gutter-cell.ace_error")
+    marked.wait_for()  # the error's line, marked in the editor's gutter
+    assert marked.inner_text().strip() == "26"
+    assert editor(page).locator(".jitscope-error").count() == 1
     shot(page, "explore_error_card", page.get_by_text("Fix:").first)
+
+
+def editor_text(page) -> str:
+    return editor(page).locator(".ace_editor").first.evaluate("e => e.env.editor.getValue()")
+
+
+def test_the_editor_highlights_numbers_lines_and_ctrl_enter_analyzes(page) -> None:
+    page.goto(page.base_url)
+    page.get_by_text("jaxpr equations").first.wait_for()
+    code = editor(page)
+    code.locator(".ace_keyword").first.wait_for()  # Python highlighting
+    assert code.locator(".ace_gutter-cell").first.inner_text().strip() == "1"
+    code.locator(".ace_content").first.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type("\ndef g(a, b):\nreturn a @ b\n")
+    page.keyboard.press("Control+Enter")
+    result = page.locator("[data-testid=stSelectbox]").filter(has_text="Result")
+    result.wait_for()  # a second result in the history
+    assert "#2" in result.inner_text() or "#2" in result.locator("input").input_value()
+    assert "def g(a, b):" in editor_text(page)
+    shot(page, "explore_editor")
+
+
+def test_loading_a_sample_replaces_the_editors_code(page) -> None:
+    page.goto(page.base_url)
+    page.get_by_text("jaxpr equations").first.wait_for()
+    page.locator("[data-testid=stSelectbox]").filter(has_text="Sample").click()
+    page.get_by_role("option", name="ReLU with lax.cond").click()
+    page.get_by_text("x", exact=True).first.wait_for()  # relu's one parameter
+    deadline = time.time() + 30
+    while "def relu" not in editor_text(page) and time.time() < deadline:
+        page.wait_for_timeout(200)
+    assert "def relu" in editor_text(page)
 
 
 @pytest.mark.slow
