@@ -24,6 +24,30 @@ from viz.worker import WorkerPool, available_devices
 IR_TITLES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "compiled": "Compiled HLO"}
 
 
+def leave_legacy_pages(*, in_app: bool = False) -> None:
+    """Send this run through app.py's `st.navigation`; app.py and every page call it first.
+
+    With a `pages/` folder beside app.py, Streamlit starts with the class-wide flag
+    `PagesManager.uses_pages_directory` set (not public API; tests/test_app.py checks the
+    pinned version still has it). While it is set, a run lists pages/ by file name and
+    runs the page without app.py: what a deep link shows as the first request after a
+    start. Clearing the flag and rerunning lands on the same page (the page hash is its
+    URL path) through app.py. In a page, a registry that holds app.py itself is a legacy
+    run of another session that started before the flag was cleared (in app.py the
+    registry is still the previous run's, so app.py reads only the flag)."""
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    legacy = bool(PagesManager.uses_pages_directory)
+    ctx = get_script_run_ctx()
+    if not in_app and ctx is not None:
+        main = ctx.pages_manager.main_script_path
+        legacy |= any(p.get("script_path") == main for p in ctx.pages_manager.get_pages().values())
+    if legacy:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 @st.cache_resource
 def pool() -> WorkerPool:
     """One worker per device for the whole server, shared by every session."""
@@ -245,12 +269,13 @@ def fusion_compare(before: dict[str, Any], after: dict[str, Any], key: str) -> N
             show_graph(viz.graph.to_dot(view, f"{region} · {title}"), len(shown), height=560)
 
 
-PAN_ZOOM = Path(__file__).resolve().parent / "views" / "pan_zoom.html"
+PAN_ZOOM = Path(__file__).resolve().parent / "assets" / "pan_zoom.html"
 
 
 def show_graph(dot: str, nodes: int, height: int = 680) -> None:
-    """The graph as SVG (Graphviz's `dot`) in a pan-and-zoom frame: wheel zooms, drag
-    pans, double-click fits. Without the `dot` binary, Streamlit's own chart."""
+    """The graph as SVG (Graphviz's `dot`, or pip's graphviz-pure: viz.render) in a
+    pan-and-zoom frame: wheel zooms, drag pans, double-click fits. Without either,
+    Streamlit's own chart."""
     try:
         svg = viz.graph.to_svg(dot)
     except RuntimeError:

@@ -11,11 +11,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
+from viz import render
+
+# JITSCOPE_CHROMIUM=none runs the suite as on a machine without chromium (.ci/run)
+CHROMIUM = os.environ.get("JITSCOPE_CHROMIUM", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "screenshots"
 
@@ -44,11 +48,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextmanager
+def running_server(log_path: Path) -> Iterator[str]:
+    """`streamlit run app.py` on a free port; yields its URL once it listens."""
     port = _free_port()
     env = {**os.environ, "JITSCOPE_HOME": str(ROOT / ".jitscope")}
-    log = (tmp_path_factory.mktemp("streamlit") / "server.log").open("w")
+    log = log_path.open("w")
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -70,20 +75,27 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 break
         time.sleep(0.2)
-    yield url
-    if proc.poll() is not None:  # the server died mid-suite: show why
-        log.flush()
-        print(Path(log.name).read_text()[-5000:])
-    proc.terminate()
-    proc.wait(timeout=20)
-    log.close()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if proc.poll() is not None:  # the server died mid-suite: show why
+            log.flush()
+            print(log_path.read_text()[-5000:])
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_server(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +134,11 @@ def graph(page):
 
 
 def graph_nodes(page):
-    """Nodes of the first graph: dot's SVG inside the pan-and-zoom frame."""
-    return page.frame_locator("iframe").first.locator("svg g.node")
+    """Nodes of the first graph: the renderer's SVG inside the pan-and-zoom frame, or
+    Streamlit's own chart when there is no renderer (JITSCOPE_DOT=none)."""
+    if render.dot_program() is None:
+        return page.locator("[data-testid=stGraphVizChart] svg g.node")
+    return page.frame_locator("[data-testid=stIFrame]").first.locator("svg g.node")
 
 
 def test_explore_analyzes_the_default_sample_and_switches_tabs(page) -> None:
@@ -144,12 +159,54 @@ def test_explore_analyzes_the_default_sample_and_switches_tabs(page) -> None:
     shot(page, "explore_timing", page.locator(".js-plotly-plot").nth(1))
 
 
+def editor(page):
+    """The code editor: Ace inside the component's frame."""
+    return page.frame_locator("[data-testid=stCustomComponentV1]").first
+
+
 def test_an_error_sample_shows_its_card_and_fix(page) -> None:
     page.goto(f"{page.base_url}/?sample=relu_python_if")
     page.get_by_text("control flow").first.wait_for()
     page.get_by_text("Fix:").first.wait_for()
     assert "lax.cond" in page.locator("[data-testid=stAlert]").all_inner_texts().__str__()
+    marked = editor(page).locator(".ace_gutter-cell.ace_error")
+    marked.wait_for()  # the error's line, marked in the editor's gutter
+    assert marked.inner_text().strip() == "26"
+    assert editor(page).locator(".jitscope-error").count() == 1
     shot(page, "explore_error_card", page.get_by_text("Fix:").first)
+
+
+def editor_text(page) -> str:
+    return editor(page).locator(".ace_editor").first.evaluate("e => e.env.editor.getValue()")
+
+
+def test_the_editor_highlights_numbers_lines_and_ctrl_enter_analyzes(page) -> None:
+    page.goto(page.base_url)
+    page.get_by_text("jaxpr equations").first.wait_for()
+    code = editor(page)
+    code.locator(".ace_keyword").first.wait_for()  # Python highlighting
+    assert code.locator(".ace_gutter-cell").first.inner_text().strip() == "1"
+    code.locator(".ace_content").first.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type("\ndef g(a, b):\nreturn a @ b\n")
+    page.keyboard.press("Control+Enter")
+    result = page.locator("[data-testid=stSelectbox]").filter(has_text="Result")
+    result.wait_for()  # a second result in the history
+    assert "#2" in result.inner_text() or "#2" in result.locator("input").input_value()
+    assert "def g(a, b):" in editor_text(page)
+    shot(page, "explore_editor")
+
+
+def test_loading_a_sample_replaces_the_editors_code(page) -> None:
+    page.goto(page.base_url)
+    page.get_by_text("jaxpr equations").first.wait_for()
+    page.locator("[data-testid=stSelectbox]").filter(has_text="Sample").click()
+    page.get_by_role("option", name="ReLU with lax.cond").click()
+    page.get_by_text("x", exact=True).first.wait_for()  # relu's one parameter
+    deadline = time.time() + 30
+    while "def relu" not in editor_text(page) and time.time() < deadline:
+        page.wait_for_timeout(200)
+    assert "def relu" in editor_text(page)
 
 
 @pytest.mark.slow
@@ -219,3 +276,43 @@ def test_lesson_pages_measure_and_draw(page, path: str, button: str, marker: str
     page.get_by_text(marker).first.wait_for(timeout=180_000)
     page.locator(".js-plotly-plot").first.wait_for()
     shot(page, f"lesson_{name}", page.locator(".js-plotly-plot").first)
+
+
+NAVIGATION = [
+    "Explore",
+    "Cache lab",
+    "Where to jit",
+    "Compile vs program size",
+    "Shape sweep",
+    "Batch buckets",
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "title"),
+    [
+        ("explore", "jitscope"),
+        ("cache", "Cache lab"),
+        ("placement", "Where to put jit"),
+        ("scaling", "Compile time vs program size"),
+        ("shapes", "Shape sweep"),
+        ("buckets", "Batch-size buckets"),
+    ],
+)
+def test_a_deep_link_as_a_fresh_servers_first_request_gets_our_navigation(
+    browser, tmp_path: Path, path: str, title: str
+) -> None:
+    """With pages/ beside app.py, Streamlit's first run after a start is in its legacy
+    pages/ mode: a file-name listing and the page without app.py, unless the page
+    leaves that mode (ui.leave_legacy_pages)."""
+    with running_server(tmp_path / "server.log") as url:
+        context = browser.new_context(viewport={"width": 1440, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(f"{url}/{path}")
+        page.get_by_role("heading", name=title, level=1).wait_for()
+        page.get_by_role("link", name="Batch buckets").wait_for(timeout=15_000)
+        links = page.locator("[data-testid=stSidebarNav] a").all_inner_texts()
+        assert [text.split("\n")[-1].strip() for text in links] == NAVIGATION
+        assert page.get_by_role("heading", level=1).all_inner_texts() == [title]
+        context.close()

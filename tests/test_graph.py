@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import inspect
 import random
-import shutil
 import weakref
 from dataclasses import fields, replace
 
@@ -14,6 +13,7 @@ import jax.numpy as jnp
 import pytest
 
 import viz.graph
+from viz import render
 from viz.ir.hlo import read_hlo
 from viz.ir.jaxpr import read_jaxpr
 from viz.ir.model import Edge, Graph, Group, Node, SourceLoc, op_histogram, register_scopes
@@ -256,7 +256,9 @@ def test_dot_has_clusters_boxes_and_colours(model_graphs):
     assert 'shape="invhouse"' in jaxpr_dot and 'shape="house"' in jaxpr_dot
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` binary not installed")
+@pytest.mark.skipif(
+    render.dot_program() is None, reason="neither Graphviz's `dot` nor graphviz-pure installed"
+)
 def test_dot_renders_to_svg(model_graphs):
     for graph in model_graphs:
         view = viz.graph.default_view(graph)
@@ -268,7 +270,7 @@ def test_dot_renders_to_svg(model_graphs):
 
 
 def test_to_svg_without_dot_binary_is_a_clear_error(monkeypatch):
-    monkeypatch.setenv("PATH", "")
+    monkeypatch.setenv("JITSCOPE_DOT", "none")
     with pytest.raises(RuntimeError, match="Graphviz"):
         viz.graph.to_svg("digraph { a -> b }")
 

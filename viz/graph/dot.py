@@ -192,16 +192,11 @@ def _q(text: str) -> str:
 
 
 def to_svg(dot: str) -> str:
-    """Render DOT to SVG with the graphviz `dot` binary."""
-    import graphviz
+    """Render DOT to SVG with Graphviz's `dot` or pip's graphviz-pure (viz.render);
+    RuntimeError (viz.render.DotNotFound) when neither is installed."""
+    from viz import render
 
-    try:
-        return graphviz.Source(dot).pipe(format="svg").decode("utf-8")
-    except graphviz.ExecutableNotFound as exc:
-        raise RuntimeError(
-            "Graphviz's `dot` program was not found; install Graphviz "
-            "(e.g. `apt-get install graphviz`) to draw graphs."
-        ) from exc
+    return render.svg(dot)
 
 
 def summary(graph: Graph) -> dict[str, object]:

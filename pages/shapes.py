@@ -7,6 +7,8 @@ import ui
 from viz import charts
 from viz.spec import SpecError, array_item_parts, parse_sizes
 
+ui.leave_legacy_pages()  # a deep link may start here, without app.py
+
 st.title("Shape sweep")
 st.caption(
     "Every new shape is a new compilation. How much does each cost, how long does one "

@@ -8,10 +8,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+import editor
 import ui
 from viz import charts
 from viz.export import html_report
 from viz.source import list_functions
+
+ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
 st.title("jitscope")
 st.caption(
@@ -73,17 +76,13 @@ def inputs() -> tuple[bool, int]:
             on_change=load_sample,
             placeholder="your own code",
         )
-        st.session_state.setdefault("code_w", prog["code"])
-        code = st.text_area(
-            "Code",
-            key="code_w",
-            height=380,
-            help="A Python module: imports, helpers, the function to jit",
-        )
+        edit = editor.code_editor(prog["code"], "code_w", **error_mark(prog["code"]))
+        code = edit.code
         if code != prog["code"]:
             prog.update(code=code, sample=None)
-        with st.expander("Highlighted, with line numbers"):
-            st.code(code, language="python", line_numbers=True)
+        if editor.plain():
+            with st.expander("Highlighted, with line numbers"):
+                st.code(code, language="python", line_numbers=True)
     with right:
         functions = [f.name for f in list_functions(code)]
         if prog["function"] not in functions and functions:
@@ -104,12 +103,29 @@ def inputs() -> tuple[bool, int]:
             key="runs_w",
             help="0 = compile only: inputs are never allocated",
         )
-        clicked = st.button("Analyze", type="primary", width="stretch")
+        clicked = st.button(
+            "Analyze",
+            type="primary",
+            width="stretch",
+            help=None if editor.plain() else "or Ctrl+Enter (⌘+Enter) in the editor",
+        )
         st.caption(
             f"args spec: `{prog['args'] or '(none)'}` · static: "
             f"{', '.join(prog['static']) or 'none'}"
         )
-    return clicked, int(runs)
+    return clicked or edit.submitted, int(runs)
+
+
+def error_mark(code: str) -> dict[str, Any]:
+    """The shown result's error line, for the editor to mark while it holds that code."""
+    history = st.session_state.get("results") or []
+    if not history:
+        return {}
+    r = history[min(st.session_state.get("shown", len(history) - 1), len(history) - 1)]
+    error = r.get("error") or {}
+    if not error.get("line") or r.get("_code") != code:
+        return {}
+    return {"error_line": error["line"], "error_text": f"{error['kind']}: {error['message']}"}
 
 
 def argument_table(code: str, prog: dict[str, Any]) -> tuple[str, list[str]]:
@@ -155,6 +171,8 @@ def analyze(runs: int) -> None:
     history.append(report)
     st.session_state.shown = len(history) - 1
     st.query_params.from_dict(share_params(prog))
+    if (report.get("error") or {}).get("line") and not editor.plain():
+        st.rerun()  # the editor above was drawn before the error: mark its line
 
 
 def share_params(prog: dict[str, Any]) -> dict[str, str]:

@@ -6,6 +6,8 @@ import streamlit as st
 import ui
 from viz import charts
 
+ui.leave_legacy_pages()  # a deep link may start here, without app.py
+
 st.title("Where to put jit")
 st.caption(
     "An outer `g` calls an inner `f`. Jit `g` and XLA sees the whole program: it fuses "

@@ -12,6 +12,8 @@ from viz import charts
 from viz.cache.signature import reason_fix, reason_text
 from viz.spec import DTYPES, SpecError, array_item, array_item_parts, parse_sizes, resize
 
+ui.leave_legacy_pages()  # a deep link may start here, without app.py
+
 st.title("Cache lab")
 st.caption(
     "Why does my function recompile? Every call below goes to the **real** jitted "

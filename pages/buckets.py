@@ -9,6 +9,8 @@ from viz.cache import planner
 from viz.cache.snippet import precompile_snippet
 from viz.spec import SpecError, array_item_parts, parse_sizes
 
+ui.leave_legacy_pages()  # a deep link may start here, without app.py
+
 st.title("Batch-size buckets")
 st.caption(
     "A server sees many batch sizes; each new one compiles again. Precompile a few "

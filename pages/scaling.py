@@ -7,6 +7,8 @@ import ui
 from viz import charts
 from viz.lessons.verdicts import unroll_break_even
 
+ui.leave_legacy_pages()  # a deep link may start here, without app.py
+
 st.title("Compile time vs program size")
 st.caption(
     "A Python `for` loop is unrolled at trace time: N iterations become N copies of the "
