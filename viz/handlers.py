@@ -47,6 +47,8 @@ def analyze(
     device: str = "cpu",
     runs: int = 20,
     memory_limit_bytes: int | None = None,
+    profile: bool = False,
+    mlir: bool = False,
 ) -> dict[str, Any]:
     from viz.pipeline import DEFAULT_MEMORY_LIMIT
     from viz.pipeline import analyze as run_pipeline
@@ -72,6 +74,8 @@ def analyze(
         namespace=vars(module),
         user_file=module.__file__,
         memory_limit_bytes=memory_limit_bytes or _memory_limit(DEFAULT_MEMORY_LIMIT),
+        profile=profile,
+        mlir=mlir,
     )
     return report.to_dict(include_models=True)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import jax
 
+from viz import fusion_report
 from viz import graph as graph_views
 from viz.errors import ErrorInfo, UserCodeError, classify
 from viz.ir import model
@@ -194,9 +195,14 @@ def analyze(
     user_file: str | None = None,
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT,
     time_budget_s: float = 2.0,
+    profile: bool = False,
+    mlir: bool = False,
 ) -> Report:
     """Analyze `fn` on the args spec. Never raises for problems in user code: they are
-    reported in `report.error` with `report.ok == False`, keeping what was learned."""
+    reported in `report.error` with `report.ok == False`, keeping what was learned.
+
+    `profile`: also time each kernel under `jax.profiler` (needs runs > 0).
+    `mlir`: also keep the StableHLO with its locations (`report.mlir`), for Model Explorer."""
     report = Report(
         device=device,
         jax_version=jax.__version__,
@@ -212,7 +218,16 @@ def analyze(
         x64 = jax.enable_x64(True) if uses_x64(items) else contextlib.nullcontext()
         with x64, jax.default_device(resolve_device(device)):
             _compile_and_run(
-                report, fn, items, static, runs, user_file, memory_limit_bytes, time_budget_s
+                report,
+                fn,
+                items,
+                static,
+                runs,
+                user_file,
+                memory_limit_bytes,
+                time_budget_s,
+                profile,
+                mlir,
             )
     except UserCodeError as exc:
         report.fail(exc.info.to_dict())
@@ -242,6 +257,8 @@ def _compile_and_run(
     user_file: str | None,
     memory_limit: int,
     budget_s: float,
+    profile: bool = False,
+    mlir: bool = False,
 ) -> None:
     stage = _Stage(report, user_file)
     nums = static_argnums(fn, static)
@@ -266,12 +283,18 @@ def _compile_and_run(
             )
             compiled = pending.result()
     report.compile_events = event_totals(events)
+    if mlir:  # issue #12: StableHLO with locations, for Model Explorer
+        report.mlir = lowered.as_text(debug_info=True)
     _read_ir(report, "compiled", compiled.as_text, lambda: read_hlo(compiled))
     report.cost = _normalise_cost(compiled.cost_analysis())
     report.memory = _normalise_memory(compiled.memory_analysis())
+    fusion_report.add_fusion_map(report, user_file)  # issue #12: the map, from the models
     if runs > 0:
         _check_memory(report, items, memory_limit)
         _time_runs(report, fn, jitted, items, runs, stage, budget_s)
+    if profile:  # issue #12: per-kernel time under jax.profiler
+        values = concrete_args(items) if runs > 0 else None
+        fusion_report.add_profile(report, lambda: jitted(*values), block, runs)
 
 
 def _read_ir(

@@ -53,6 +53,11 @@ class Report:
     run: dict[str, Any] | None = None  # run-time distribution: jit and eager samples
     compile_events: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # issue #12: kernels and what went into them (viz.fusion_map), per-kernel time
+    fusion_map: list[dict[str, Any]] = field(default_factory=list)
+    fusion_map_coverage: dict[str, Any] | None = None
+    profile: dict[str, Any] | None = None
+    mlir: str | None = None  # StableHLO with locations, when asked for (analyze(mlir=True))
     count_definitions: dict[str, str] = field(default_factory=lambda: dict(COUNT_DEFINITIONS))
     graph_models: dict[str, Any] = field(default_factory=dict)  # full Graphs, for the app
 

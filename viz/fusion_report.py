@@ -1,0 +1,60 @@
+"""The fusion map and the kernel profile, added to a Report by the pipeline.
+
+Two small hooks the pipeline calls after compiling (`add_fusion_map`) and after
+timing (`add_profile`); the work itself lives in `viz.fusion_map` and
+`viz.profile`. Never raise: a failure becomes a warning and the other results stay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from viz.fusion_map import fusion_map
+from viz.ir.kernels import kernel_names
+from viz.report import Report
+
+PROFILE_RUNS = 5
+
+
+def add_fusion_map(report: Report, user_file: str | None) -> None:
+    """`fusion_map` and `fusion_map_coverage` from the report's graph models."""
+    if "compiled" not in report.graph_models:
+        return
+    try:
+        found = fusion_map(report.graph_models, user_file).to_dict()
+    except Exception as exc:  # a bug here must not hide the other results
+        report.warnings.append(f"could not build the fusion map: {type(exc).__name__}: {exc}")
+        return
+    report.fusion_map = found["fusion_map"]
+    report.fusion_map_coverage = found["fusion_map_coverage"]
+
+
+def add_profile(
+    report: Report, call: Callable[[], Any], block: Callable[[Any], Any], runs: int
+) -> None:
+    """`profile`: per-kernel time of `runs` (at most PROFILE_RUNS) profiled calls."""
+    if runs <= 0:
+        report.warnings.append(
+            "profile: nothing to profile with runs=0 (compile only); analyze with runs > 0"
+        )
+        return
+    compiled = report.graph_models.get("compiled")
+    if compiled is None or not report.ok:
+        return
+    from viz.profile import profile_kernels
+
+    try:
+        result = profile_kernels(call, block, kernel_names(compiled), min(runs, PROFILE_RUNS))
+    except Exception as exc:  # e.g. another profiler session is running
+        report.warnings.append(f"profile failed: {type(exc).__name__}: {exc}")
+        return
+    report.profile = result.to_dict()
+    if not result.per_kernel_events:
+        report.warnings.append(
+            f"profile: this platform ({report.device}) emitted no per-kernel trace events"
+        )
+    elif result.concurrent:
+        report.warnings.append(
+            "profile: kernels ran at the same time, so their shares add up to more than 1"
+        )
