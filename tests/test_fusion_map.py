@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -234,3 +235,24 @@ def test_mlir_export_parses_back_with_its_locations() -> None:
         text = module.operation.get_asm(enable_debug_info=True)
     assert HERE in text and "loc(" in text
     assert module.body.operations[0].operation.name == "func.func"
+
+
+def test_cli_writes_the_profile_the_mlir_and_the_trace(tmp_path: Path) -> None:
+    from test_cli import cli
+
+    source = tmp_path / "sorter.py"
+    source.write_text("import jax.numpy as jnp\n\n\ndef f(x):\n    return jnp.sort(x) * 2.0\n")
+    out = {name: tmp_path / name for name in ("r.json", "m.mlir", "t.json")}
+    done = cli(
+        "analyze", f"{source}::f", "--args", "f32[200000]", "--runs", "3", "--profile",
+        "--json", str(out["r.json"]), "--mlir", str(out["m.mlir"]), "--trace", str(out["t.json"]),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out["r.json"].read_text())
+    assert report["profile"]["kernels"][0]["name"].startswith("sort")
+    assert report["fusion_map_coverage"]["stablehlo"] >= TARGET
+    assert "kernel time per step" in done.stdout
+    # locations point at the user's code (the worker's copy of it), line and column
+    assert re.search(r'"[^"]*\.py":5:\d+', out["m.mlir"].read_text())
+    trace = json.loads(out["t.json"].read_text())
+    assert any(e.get("name", "").startswith("sort") for e in trace["traceEvents"])
