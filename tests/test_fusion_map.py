@@ -256,3 +256,13 @@ def test_cli_writes_the_profile_the_mlir_and_the_trace(tmp_path: Path) -> None:
     assert re.search(r'"[^"]*\.py":5:\d+', out["m.mlir"].read_text())
     trace = json.loads(out["t.json"].read_text())
     assert any(e.get("name", "").startswith("sort") for e in trace["traceEvents"])
+
+
+def test_html_report_carries_the_map_and_kernel_times() -> None:
+    from viz.export import html_report
+
+    report = analyze(sort_heavy, "f32[100000]", runs=2, profile=True)
+    page = html_report(report.to_dict())
+    assert "<h2>Fusion map</h2>" in page and "time / step (ms)" in page
+    for entry in report.fusion_map:
+        assert f"<td>{entry['kernel']}</td>" in page

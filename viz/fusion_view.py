@@ -312,3 +312,32 @@ def coverage_text(coverage: dict[str, Any] | None) -> str:
         + " · ".join(parts)
         + (f" · {folded} StableHLO ops folded into constants" if folded else "")
     )
+
+
+def html_section(report: dict[str, Any]) -> str:
+    """The offline HTML report's fusion map: coverage, the kernel-time chart when
+    profiled (plotly.js must already be on the page), and the kernel table."""
+    fusion_map = report.get("fusion_map") or []
+    if not fusion_map:
+        return ""
+    profile = report.get("profile")
+    parts = [
+        "<h2>Fusion map</h2>",
+        f"<p>{html.escape(coverage_text(report.get('fusion_map_coverage')).replace('**', ''))}</p>",
+    ]
+    if profile and profile.get("kernels"):
+        parts.append(
+            f"<p>Profiled with {html.escape(profile['source'])}: {profile['runs']} runs, "
+            f"{profile['step_s'] * 1e3:.3f} ms per step.</p>"
+        )
+        parts.append(kernel_time_chart(profile).to_html(full_html=False, include_plotlyjs=False))
+    rows = kernel_rows(fusion_map, profile)
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{html.escape(str(v if v is not None else ''))}</td>" for v in r.values())
+        + "</tr>"
+        for r in rows
+    )
+    parts.append(f'<table class="kernels"><tr>{head}</tr>{body}</table>')
+    return "".join(parts)
