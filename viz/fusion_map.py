@@ -28,6 +28,7 @@ Pure functions over `viz.ir.model.Graph`; no jax, no streamlit.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -211,16 +212,23 @@ class _Index:
         self.nodes = [n for n in compiled.nodes if n.kind == "op"]
         self.kernel = kernel_of(compiled)
         self.by_loc: dict[tuple[str, Loc], list[tuple[int, Parts]]] = {}
-        self.by_name: dict[str, list[tuple[int, Parts, Loc | None]]] = {}
+        self.by_name: dict[str, list[tuple[int, Parts]]] = {}  # every instruction
+        self.unplaced: dict[str, list[tuple[int, Parts]]] = {}  # those without a location
+        self.by_parts: dict[Parts, list[int]] = {}
+        self.exact: dict[tuple[Parts, Loc], list[int]] = {}
         self.at: dict[Loc, list[int]] = {}
         for i, node in enumerate(self.nodes):
             loc = node.source.key if node.source is not None else None
             if loc is not None:
                 self.at.setdefault(loc, []).append(i)
             for parts in _op_names(node.attrs.get("op_name", "")):
-                self.by_name.setdefault(parts[-1], []).append((i, parts, loc))
+                self.by_name.setdefault(parts[-1], []).append((i, parts))
+                self.by_parts.setdefault(parts, []).append(i)
                 if loc is not None:
                     self.by_loc.setdefault((parts[-1], loc), []).append((i, parts))
+                    self.exact.setdefault((parts, loc), []).append(i)
+                else:
+                    self.unplaced.setdefault(parts[-1], []).append((i, parts))
 
     def applied(self, region_op: str, loc: Loc | None) -> tuple[int, ...]:
         """Instructions at `loc` of the kind `region_op` becomes (sort, reduce...)."""
@@ -232,20 +240,19 @@ class _Index:
         """Instructions an op with this name, location and kind may have become."""
         if not parts:
             return ()
+        exact = self.exact.get((parts, loc)) if loc is not None else None
+        if exact:  # the common case: same name stack, same place
+            same = [i for i in exact if _same_op(op, self.nodes[i].op)]
+            return tuple(dict.fromkeys(same or exact))
         found = list(self.by_loc.get((parts[-1], loc), ())) if loc is not None else []
         if not found:  # no location on one side: the name decides
-            found = [
-                (i, p)
-                for i, p, at in self.by_name.get(parts[-1], ())
-                if (at is None or loc is None) and _ends_with(p, parts)
-            ]
+            pool = self.by_name if loc is None else self.unplaced
+            found = [(i, p) for i, p in pool.get(parts[-1], ()) if _ends_with(p, parts)]
         if not found and len(parts) > 1:
             # XLA merged it with an identical op elsewhere (CSE kept the other's
             # location): the same name stack and the same kind of instruction
             found = [
-                (i, p)
-                for i, p, _ in self.by_name.get(parts[-1], ())
-                if p == parts and _same_op(op, self.nodes[i].op)
+                (i, parts) for i in self.by_parts.get(parts, ()) if _same_op(op, self.nodes[i].op)
             ]
         named = [(i, p) for i, p in found if _ends_with(p, parts)] or found
         same = [i for i, _ in named if _same_op(op, self.nodes[i].op)]
@@ -288,12 +295,15 @@ def _absorbed(
     add that reads it, a reshape that became its user's bitcast) take the kernels of
     the ops that read their result, else of the ops that produced their operands."""
     found = dict(direct)
+    missing = [o.id for o in ops if not direct.get(o.id)]
+    lost = set(missing)
     users: dict[str, list[str]] = {}
     producers: dict[str, list[str]] = {}
-    for edge in graph.edges:
-        users.setdefault(edge.src, []).append(edge.dst)
-        producers.setdefault(edge.dst, []).append(edge.src)
-    missing = [o.id for o in ops if not direct.get(o.id)]
+    for edge in graph.edges:  # only the links of lost ops are needed
+        if edge.src in lost:
+            users.setdefault(edge.src, []).append(edge.dst)
+        if edge.dst in lost:
+            producers.setdefault(edge.dst, []).append(edge.src)
     for links in (users, producers):
         # program order backwards for users (a chain of lost ops feeds a found one)
         order = reversed(missing) if links is users else missing
@@ -356,6 +366,7 @@ def _loc(node: Node) -> Loc | None:
     return node.source.key if node.source is not None else None
 
 
+@functools.lru_cache(maxsize=16384)
 def _op_names(op_name: str) -> list[Parts]:
     """The name stacks in an `op_name` (`;` joins those of merged ops), root dropped."""
     out = []

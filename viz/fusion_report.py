@@ -1,8 +1,9 @@
 """The fusion map and the kernel profile, added to a Report by the pipeline.
 
-Two small hooks the pipeline calls after compiling (`add_fusion_map`) and after
-timing (`add_profile`); the work itself lives in `viz.fusion_map` and
-`viz.profile`. Never raise: a failure becomes a warning and the other results stay.
+`add_fusion_map` runs on request (`Report.to_dict()` asks for it); the pipeline
+calls `add_profile` after timing when asked to profile. The work itself lives in
+`viz.fusion_map` and `viz.profile`. Never raise: a failure becomes a warning and
+the other results stay.
 """
 
 from __future__ import annotations
@@ -17,17 +18,24 @@ from viz.report import Report
 PROFILE_RUNS = 5
 
 
-def add_fusion_map(report: Report, user_file: str | None) -> None:
-    """`fusion_map` and `fusion_map_coverage` from the report's graph models."""
-    if "compiled" not in report.graph_models:
-        return
+def add_fusion_map(report: Report) -> Report:
+    """`fusion_map` and `fusion_map_coverage` from the report's graph models (lines
+    of `report.source_file` only), once; returns the report.
+
+    Computed on request, not by `analyze()`: on the 24-layer transformer it costs
+    a few percent of the compile (bench/fusion_map_cost.py). `Report.to_dict()`
+    asks for it, so the worker's, the CLI's and the API's JSON all carry it.
+    """
+    if report.fusion_map_coverage is not None or "compiled" not in report.graph_models:
+        return report
     try:
-        found = fusion_map(report.graph_models, user_file).to_dict()
+        found = fusion_map(report.graph_models, report.source_file).to_dict()
     except Exception as exc:  # a bug here must not hide the other results
         report.warnings.append(f"could not build the fusion map: {type(exc).__name__}: {exc}")
-        return
+        return report
     report.fusion_map = found["fusion_map"]
     report.fusion_map_coverage = found["fusion_map_coverage"]
+    return report
 
 
 def add_profile(

@@ -288,7 +288,6 @@ def _compile_and_run(
     _read_ir(report, "compiled", compiled.as_text, lambda: read_hlo(compiled))
     report.cost = _normalise_cost(compiled.cost_analysis())
     report.memory = _normalise_memory(compiled.memory_analysis())
-    fusion_report.add_fusion_map(report, user_file)  # issue #12: the map, from the models
     if runs > 0:
         _check_memory(report, items, memory_limit)
         _time_runs(report, fn, jitted, items, runs, stage, budget_s)

@@ -62,7 +62,13 @@ class Report:
     graph_models: dict[str, Any] = field(default_factory=dict)  # full Graphs, for the app
 
     def to_dict(self, include_models: bool = False) -> dict[str, Any]:
-        """Plain data (shallow: the sections are already plain dicts and lists)."""
+        """Plain data (shallow: the sections are already plain dicts and lists).
+
+        Builds the fusion map first when the graph models allow (issue #12: it is
+        computed on request, here, rather than by every analysis)."""
+        from viz.fusion_report import add_fusion_map
+
+        add_fusion_map(self)
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         models = data.pop("graph_models")
         if include_models:
