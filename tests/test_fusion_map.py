@@ -276,3 +276,16 @@ def test_html_report_carries_the_map_and_kernel_times() -> None:
     assert "<h2>Fusion map</h2>" in page and "time / step (ms)" in page
     for entry in report.fusion_map:
         assert f"<td>{entry['kernel']}</td>" in page
+
+
+def dead_code(x: jax.Array) -> jax.Array:
+    unused = jnp.sin(x) * 3.0  # noqa: F841 (XLA removes it)
+    return x * 2.0
+
+
+def test_dead_code_is_not_found_in_the_optimized_program() -> None:
+    report = mapped(dead_code, "f32[128]", runs=0)  # jax drops it when lowering
+    found = kernels_by_op(report.fusion_map)["jaxpr"]
+    dead = [n.id for n in report.graph_models["jaxpr"].nodes if n.op in ("sin", "mul")][:2]
+    assert len(dead) == 2 and not any(found.get(i) for i in dead)
+    assert report.fusion_map_coverage["jaxpr"] < 1.0

@@ -293,7 +293,8 @@ def _absorbed(
 ) -> dict[str, list[KernelRef]]:
     """Ops XLA rewrote without keeping their metadata (a broadcast folded into the
     add that reads it, a reshape that became its user's bitcast) take the kernels of
-    the ops that read their result, else of the ops that produced their operands."""
+    the ops that read their result, else of the ops that produced their operands.
+    An op whose result nothing reads (dead code XLA removed) stays not found."""
     found = dict(direct)
     missing = [o.id for o in ops if not direct.get(o.id)]
     lost = set(missing)
@@ -308,8 +309,8 @@ def _absorbed(
         # program order backwards for users (a chain of lost ops feeds a found one)
         order = reversed(missing) if links is users else missing
         for op_id in order:
-            if found.get(op_id):
-                continue
+            if found.get(op_id) or op_id not in users:
+                continue  # found, or dead code: XLA removed it, it is in no kernel
             refs = [r for other in links.get(op_id, ()) for r in found.get(other, ())]
             if refs:
                 found[op_id] = list(dict.fromkeys(refs))
