@@ -5,11 +5,11 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
 import editor
 import ui
+import ui_fusion
 from viz import charts
 from viz.export import html_report
 from viz.source import list_functions
@@ -213,9 +213,28 @@ def overview(r: dict[str, Any]) -> None:
     m[2].metric("FLOPs", _si(cost.get("flops")), help="XLA's cost analysis of the program")
     total_mem = sum(mem.get(k) or 0 for k in ("argument_bytes", "output_bytes", "temp_bytes"))
     m[3].metric("memory", _bytes(total_mem), help="arguments + outputs + XLA temporaries")
+    fusion_link(r)
     left, right = st.columns(2)
     left.plotly_chart(charts.count_chain(r), width="stretch", key="ov_chain")
     right.plotly_chart(charts.stage_waterfall(r), width="stretch", key="ov_stages")
+
+
+def fusion_link(r: dict[str, Any]) -> None:
+    """Overview → the Fusion tab's map of which ops became which kernel."""
+    cov = r.get("fusion_map_coverage") or {}
+    if cov.get("stablehlo") is None:
+        return
+    kernels = sum(1 for e in r.get("fusion_map") or [] if e["kind"] != "no_kernel")
+    text, button = st.columns([4, 1], vertical_alignment="center")
+    text.markdown(
+        f"**Fusion map**: {cov['stablehlo']:.0%} of the StableHLO ops traced to the "
+        f"{kernels} kernels XLA runs, each with its source lines"
+    )
+    button.button("Open the fusion map", key="ov_fusion", on_click=_open_tab, args=("Fusion",))
+
+
+def _open_tab(tab: str) -> None:
+    st.session_state.result_tab = tab
 
 
 def ir_tab(r: dict[str, Any], ir: str, index: int) -> None:
@@ -244,24 +263,9 @@ def ir_tab(r: dict[str, Any], ir: str, index: int) -> None:
 
 
 def fusion_tab(r: dict[str, Any], index: int) -> None:
+    ui_fusion.fusion_map_view(r, index)  # issue #12: the fusion map is the tab's main view
     st.plotly_chart(charts.op_counts(r), width="stretch", key="fu_ops")
     pass_by_pass(r, index)
-    kernels = r.get("kernels") or []
-    st.markdown(
-        f"**{len(kernels)} fused kernels** · the ops inside each and the source lines "
-        "they came from"
-    )
-    if kernels:
-        rows = [
-            {
-                "kernel": k.get("name"),
-                "kind": k.get("kind"),
-                "ops inside": ", ".join(f"{op} ×{n}" for op, n in (k.get("ops") or {}).items()),
-                "source lines": ", ".join(str(x) for x in k.get("lines") or []),
-            }
-            for k in kernels
-        ]
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
 def pass_by_pass(r: dict[str, Any], index: int) -> None:

@@ -151,8 +151,8 @@ def test_explore_analyzes_the_default_sample_and_switches_tabs(page) -> None:
     assert graph_nodes(page).count() >= 3
     shot(page, "explore_compiled_graph", graph(page))
     open_tab(page, "Fusion")
-    page.get_by_text("fused kernels").first.wait_for()
-    shot(page, "explore_fusion", page.get_by_text("fused kernels").first)
+    page.get_by_text("found in the compiled program").first.wait_for()
+    shot(page, "explore_fusion", page.get_by_text("found in the compiled program").first)
     open_tab(page, "Timing")
     page.get_by_text("compile pays off after").wait_for()
     page.locator(".js-plotly-plot").nth(1).wait_for()
@@ -230,6 +230,58 @@ def test_the_24_layer_transformer_graph_renders_and_a_group_expands(page) -> Non
     after = graph_nodes(page).count()
     assert after > before
     shot(page, "transformer24_jaxpr_expanded", graph(page))
+
+
+def shot_from(page, name: str, anchor) -> None:
+    """A screenshot with `anchor` at the top of the window."""
+    anchor.evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(500)
+    shot(page, name)
+
+
+def pick(page, label: str, text: str) -> None:
+    """Choose the option containing `text` in the selectbox labelled `label`."""
+    page.get_by_label(label, exact=True).click()
+    page.keyboard.type(text)
+    page.get_by_role("option").filter(has_text=text).first.click()
+    page.wait_for_timeout(1500)
+
+
+def test_fusion_map_lights_up_a_kernel_and_profiles(page) -> None:
+    page.goto(f"{page.base_url}/?sample=transformer_block")
+    page.get_by_text("jaxpr equations").first.wait_for()
+    page.get_by_role("button", name="Open the fusion map").click()  # Overview's link
+    page.get_by_text("found in the compiled program").first.wait_for()
+    frames = page.frame_locator("iframe")
+    frames.first.locator("svg g.node").first.wait_for()
+    shot_from(page, "fusion_block_map", page.get_by_text("Found in the compiled program").first)
+    pick(page, "Kernel", "kLoop")
+    page.get_by_text("lit").first.wait_for()
+    lit = frames.first.locator(
+        'svg g.node path[stroke="#d7263d"], svg g.node polygon[stroke="#d7263d"]'
+    )
+    assert lit.count() >= 1  # the kernel's ops, outlined in red on the StableHLO side
+    shot_from(page, "fusion_block_kernel_selected", page.get_by_label("Kernel", exact=True))
+    shot_from(page, "fusion_block_source", page.get_by_text("Your code").first)
+    page.get_by_role("button", name="Profile kernels").click()
+    page.get_by_text("Where the time goes").first.wait_for(timeout=120_000)
+    shot_from(page, "fusion_block_profile", page.locator(".js-plotly-plot").first)
+    page.get_by_label("Kernel", exact=True).evaluate("e => e.scrollIntoView({block: 'start'})")
+    shot(page, "fusion_block_heat")
+
+
+@pytest.mark.slow
+def test_fusion_map_reads_on_the_24_layer_transformer(page) -> None:
+    page.goto(f"{page.base_url}/?sample=transformer_24")
+    page.get_by_text("jaxpr equations").first.wait_for(timeout=120_000)
+    open_tab(page, "Fusion")
+    page.get_by_text("found in the compiled program").first.wait_for(timeout=60_000)
+    page.frame_locator("iframe").first.locator("svg g.node").first.wait_for()
+    shot_from(page, "fusion_t24_map", page.get_by_text("Found in the compiled program").first)
+    pick(page, "StableHLO op", "layer7/mlp")
+    page.get_by_text("lit").first.wait_for()
+    shot_from(page, "fusion_t24_op_selected", page.get_by_label("Kernel", exact=True))
+    shot_from(page, "fusion_t24_source", page.get_by_text("Your code").first)
 
 
 def test_cache_lab_sweep_fills_the_table_and_timeline(page) -> None:

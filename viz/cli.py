@@ -79,6 +79,19 @@ def _parser() -> argparse.ArgumentParser:
         "xla_disable_hlo_passes=fusion",
     )
     analyze.add_argument("--html", type=Path, metavar="OUT", help="write a standalone HTML report")
+    analyze.add_argument(
+        "--profile", action="store_true", help="time each kernel under jax.profiler (runs > 0)"
+    )
+    analyze.add_argument(
+        "--mlir", type=Path, metavar="OUT", help="write the StableHLO with locations (.mlir)"
+    )
+    analyze.add_argument(
+        "--trace",
+        type=Path,
+        metavar="OUT",
+        help="write the kernel profile as a Chrome JSON trace for Perfetto (.json or "
+        ".json.gz; implies --profile)",
+    )
     cache = sub.add_parser("cache", parents=[common], help="call repeatedly, explain cache misses")
     cache.add_argument(
         "--call",
@@ -111,6 +124,7 @@ def summarize_report(report: dict[str, Any]) -> str:
         lines.append(
             f"jaxpr eqns {counts[0]} → StableHLO ops {counts[1]} → compiled kernels {counts[2]}"
         )
+    lines.extend(_fusion_lines(report))
     lines.append(
         f"trace {_seconds(t.get('trace_s'))} · lower {_seconds(t.get('lower_s'))} · "
         f"compile {_seconds(t.get('compile_s'))} · run median "
@@ -123,6 +137,25 @@ def summarize_report(report: dict[str, Any]) -> str:
         if error.get("hint"):
             lines.append(f"fix: {error['hint']}")
     return "\n".join(lines)
+
+
+def _fusion_lines(report: dict[str, Any]) -> list[str]:
+    lines = []
+    cov = report.get("fusion_map_coverage") or {}
+    if cov.get("stablehlo") is not None:
+        jaxpr = cov.get("jaxpr")
+        lines.append(
+            f"fusion map: {cov['stablehlo']:.0%} of StableHLO ops"
+            + (f", {jaxpr:.0%} of jaxpr eqns" if jaxpr is not None else "")
+            + " found in the compiled program"
+        )
+    prof = report.get("profile")
+    if prof and prof.get("kernels"):
+        top = ", ".join(
+            f"{k['name']} {_seconds(k['mean_s'])} ({k['share']:.0%})" for k in prof["kernels"][:3]
+        )
+        lines.append(f"kernel time per step {_seconds(prof['step_s'])}: {top}")
+    return lines
 
 
 def summarize_cache(events: list[dict[str, Any]]) -> str:
@@ -145,6 +178,22 @@ def _write_json(path: Path | None, data: Any) -> None:
         path.write_text(json.dumps(data, indent=2, default=str))
 
 
+def _write_exports(args: argparse.Namespace, report: dict[str, Any], mlir: str | None) -> None:
+    """--mlir and --trace (issue #12); a missing one is said on stderr, not fatal."""
+    if args.mlir:
+        if mlir:
+            args.mlir.write_text(mlir)
+        else:
+            print("no StableHLO to write (the function did not lower)", file=sys.stderr)
+    if args.trace:
+        from viz.profile import save_trace
+
+        try:
+            save_trace(report.get("profile") or {}, args.trace)
+        except (FileNotFoundError, OSError) as exc:
+            print(f"no trace written: {exc}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     code, function = args.target
@@ -161,10 +210,14 @@ def main(argv: list[str] | None = None) -> int:
                 runs=args.runs,
                 donate=args.donate,
                 compiler_options=dict(args.option),
+                profile=args.profile or args.trace is not None,
+                mlir=args.mlir is not None,
             )
             report.pop("graph_models", None)
             report.pop("stdout", None)
+            mlir = report.pop("mlir", None)
             print(summarize_report(report))
+            _write_exports(args, report, mlir)
             _write_json(args.json, report)
             if args.html:
                 from viz.export import html_report

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 import viz.graph
-from viz import charts
+from viz import charts, fusion_view
 from viz.ir.model import Graph
 
 _STYLE = """
@@ -23,6 +23,8 @@ h1{margin-bottom:0} .sub{color:#666;margin-top:4px}
 padding:10px 14px;min-width:150px} .metric b{display:block;font-size:22px}
 pre{background:#f6f8fa;padding:12px;border-radius:6px;overflow:auto;max-height:480px;
 font-size:12px} .graph{overflow:auto;border:1px solid #eee;max-height:800px}
+table.kernels{border-collapse:collapse;font-size:12px} table.kernels td,table.kernels th{
+border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 .error{background:#fdecea;border:1px solid #f5c2c0;padding:12px;border-radius:8px}
 """
 
@@ -74,6 +76,7 @@ def html_report(report: dict[str, Any]) -> str:
     ]
     for i, fig in enumerate(figures):
         parts.append(fig.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False))
+    parts.append(fusion_view.html_section(report))  # issue #12: the map and kernel times
     models = report.get("graph_models") or {}
     for ir, title in (("jaxpr", "jaxpr"), ("stablehlo", "StableHLO"), ("compiled", "Compiled HLO")):
         section = report.get(ir) or {}

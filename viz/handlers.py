@@ -59,6 +59,8 @@ def analyze(
     x64: bool | None = None,
     donate: list[str] | None = None,
     compiler_options: dict[str, Any] | None = None,
+    profile: bool = False,
+    mlir: bool = False,
 ) -> dict[str, Any]:
     from viz.pipeline import analyze_target
     from viz.stages import DEFAULT_MEMORY_LIMIT
@@ -85,7 +87,9 @@ def analyze(
             static=static,
         ).fail(exc.info)
         return report.to_dict(include_models=True)
-    return analyze_target(target, args, runs).to_dict(include_models=True)
+    return analyze_target(target, args, runs, profile=profile, mlir=mlir).to_dict(
+        include_models=True
+    )
 
 
 def _memory_limit(default: int) -> int:

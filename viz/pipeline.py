@@ -15,6 +15,7 @@ import jax
 import viz.graph
 from viz.donation import UNUSABLE_WARNING, Donation, read_donation
 from viz.errors import UserCodeError
+from viz.fusion_report import add_profile
 from viz.ir import model
 from viz.ir.hlo import fusion_count, kernel_count, kernels, read_hlo
 from viz.ir.jaxpr import read_jaxpr
@@ -28,7 +29,7 @@ from viz.report import (
     Runs,
     StableHLOSection,
 )
-from viz.stages import DEFAULT_MEMORY_LIMIT, Compiled, Lowered, Target, Traced
+from viz.stages import DEFAULT_MEMORY_LIMIT, Compiled, Lowered, Target, Traced, block
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "analyze", "analyze_target"]
 
@@ -47,9 +48,14 @@ def analyze(
     user_file: str | None = None,
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT,
     time_budget_s: float = 2.0,
+    profile: bool = False,
+    mlir: bool = False,
 ) -> Report:
     """Analyze `fn` on the args spec. Never raises for problems in user code: they are
-    reported in `report.error` with `report.ok == False`, keeping what was learned."""
+    reported in `report.error` with `report.ok == False`, keeping what was learned.
+
+    `profile`: also time each kernel under `jax.profiler` (needs runs > 0).
+    `mlir`: also keep the StableHLO with its locations (`report.mlir`), for Model Explorer."""
     settings: dict[str, Any] = {"static": tuple(static), "device": device, "x64": x64}
     settings.update(donate=tuple(donate), compiler_options=dict(compiler_options or {}))
     settings["memory_limit_bytes"] = memory_limit_bytes
@@ -57,10 +63,19 @@ def analyze(
         settings["namespace"] = namespace
     if user_file is not None:
         settings["user_file"] = user_file
-    return analyze_target(Target.load(fn, **settings), args, runs, time_budget_s)
+    target = Target.load(fn, **settings)
+    return analyze_target(target, args, runs, time_budget_s, profile=profile, mlir=mlir)
 
 
-def analyze_target(target: Target, spec: str, runs: int = 20, budget_s: float = 2.0) -> Report:
+def analyze_target(
+    target: Target,
+    spec: str,
+    runs: int = 20,
+    budget_s: float = 2.0,
+    *,
+    profile: bool = False,
+    mlir: bool = False,
+) -> Report:
     """The Report of one target on one args spec (never raises for user-code problems)."""
     report = Report(
         device=target.device,
@@ -81,10 +96,14 @@ def analyze_target(target: Target, spec: str, runs: int = 20, budget_s: float = 
         lowered = traced.lower()
         report.timings.lower_s = lowered.seconds
         _read_stablehlo(report, lowered)
+        if mlir:  # StableHLO with locations, for Model Explorer
+            report.mlir = lowered.text(debug_info=True)
         compiled = lowered.compile()
         _read_compiled(report, compiled)
         if runs > 0:
             _time_runs(report, compiled, runs, budget_s)
+        if profile:
+            add_profile(report, compiled.runner(), block, runs)
     except UserCodeError as exc:
         if exc.seconds is not None and exc.info.stage in ("trace", "lower", "compile"):
             setattr(report.timings, f"{exc.info.stage}_s", exc.seconds)

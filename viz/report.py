@@ -148,6 +148,11 @@ class Report:
     donation: Donation | None = None
     compile_events: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # issue #12: kernels and what went into them (viz.fusion_map), per-kernel time
+    fusion_map: list[dict[str, Any]] = field(default_factory=list)
+    fusion_map_coverage: dict[str, Any] | None = None
+    profile: dict[str, Any] | None = None
+    mlir: str | None = None  # StableHLO with locations, when asked for (analyze(mlir=True))
     count_definitions: dict[str, str] = field(default_factory=lambda: dict(COUNT_DEFINITIONS))
     graph_models: dict[str, Any] = field(default_factory=dict)  # full Graphs, for the app
 
@@ -163,7 +168,12 @@ class Report:
     }
 
     def to_dict(self, include_models: bool = False) -> dict[str, Any]:
-        """Plain data: the JSON of DESIGN.md's report contract."""
+        """Plain data: the JSON of DESIGN.md's report contract. The fusion map is built
+        here, on request, rather than by every analysis (it costs a few percent of a
+        compile): every JSON the worker, the CLI and the API write carries it."""
+        from viz.fusion_report import add_fusion_map
+
+        add_fusion_map(self)
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         for name in self.SECTIONS:
             section = data[name]

@@ -362,6 +362,19 @@ class Compiled:
                     fresh=lambda: target.dynamic(_copy_donated(values, target.donate_argnums)),
                 )
 
+    def runner(self) -> Callable[[], Any]:
+        """One call of the compiled executable on fresh concrete inputs (for profiling)."""
+        target = self.target
+        with target.scope(self.args):
+            values = self.args.concrete()
+
+        def call() -> Any:
+            with target.scope(self.args):
+                fresh = _copy_donated(values, target.donate_argnums)
+                return self.compiled(*target.dynamic(fresh))
+
+        return call
+
     def time_eager(self, runs: int, budget_s: float = 1.0) -> RunStats:
         """Time the function without jit, op by op (raises what the function raises)."""
         with self.target.scope(self.args):

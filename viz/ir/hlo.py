@@ -24,25 +24,32 @@ Structure:
 Scope is the group path (fusion / while / ...); the op's `op_name` metadata and
 its name-scope path are kept in `node.attrs['op_name']` / `['name_scope']`.
 
-What the counts count:
-- `model.op_histogram(graph)`: instructions that run as separate ops: each
-  fusion once (its fused ops are opaque), each while/conditional/call once,
-  every other non-parameter instruction of the walked computations.
-- `fusion_count(graph)`: fusion instructions outside other fusions.
-- `kernel_count(graph)`: executed kernels: fusions plus unfused ops that do work
-  (not in `PLUMBING_OPS`; while/conditional/call themselves are not kernels,
-  the kernels in their bodies are counted once each, not per iteration).
+What the counts count: `model.op_histogram(graph)`: instructions that run as
+separate ops: each fusion once (its fused ops are opaque), each
+while/conditional/call once, every other non-parameter instruction of the walked
+computations. Kernel counts and tables (`fusion_count`, `kernel_count`,
+`kernels`) live in `viz.ir.kernels`, which reads the graph only; they are
+importable from here too.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from viz.ir.kernels import (  # noqa: F401 (kernel analysis, importable from here too)
+    COLLECTIVE_OPS,
+    COLOUR_CLASSES,
+    PLUMBING_OPS,
+    REDUCTION_OPS,
+    fusion_colour,
+    fusion_count,
+    kernel_count,
+    kernels,
+)
 from viz.ir.model import (
     Edge,
     Graph,
@@ -50,41 +57,9 @@ from viz.ir.model import (
     Path,
     SourceLoc,
     name_parts,
-    opaque_paths,
     register_scopes,
     source_loc,
 )
-
-PLUMBING_OPS = frozenset(
-    {
-        "parameter",
-        "constant",
-        "tuple",
-        "get-tuple-element",
-        "bitcast",
-        "after-all",
-        "add-dependency",
-        "opt-barrier",
-        "domain",
-        "partition-id",
-        "replica-id",
-    }
-)
-COLLECTIVE_OPS = frozenset(
-    {
-        "all-reduce",
-        "all-gather",
-        "all-to-all",
-        "reduce-scatter",
-        "collective-permute",
-        "all-reduce-start",
-        "all-gather-start",
-        "collective-permute-start",
-        "ragged-all-to-all",
-    }
-)
-REDUCTION_OPS = frozenset({"reduce", "reduce-window", "scatter", "select-and-scatter", "sort"})
-COLOUR_CLASSES = ("loop", "input", "output", "custom", "collective", "dot")
 
 _PRED = re.compile(r"\bpred\[")
 _SIGNED = re.compile(r"\bs(\d+)\[")
@@ -204,10 +179,11 @@ def _resolve_frames(tables: dict[str, dict[int, str]]) -> dict[int, SourceLoc]:
     locations = {}
     for i, raw in tables.get("FileLocations", {}).items():
         fields = _fields(raw)
-        locations[i] = SourceLoc(
+        locations[i] = source_loc(
             files.get(int(fields.get("file_name_id", 0)), ""),
             int(fields.get("line", 0)),
             funcs.get(int(fields.get("function_name_id", 0)), ""),
+            int(fields.get("column", 0)),
         )
     frames = {}
     for i, raw in tables.get("StackFrames", {}).items():
@@ -489,22 +465,6 @@ def _sub_computations(
     return [("call", name, operands) for name in called.get("to_apply", [])]
 
 
-def fusion_colour(kind: str, fused_ops: list[str]) -> str:
-    """The colour class of a fusion, from its kind and the ops fused into it."""
-    ops = set(fused_ops)
-    if not ops.isdisjoint(COLLECTIVE_OPS):
-        return "collective"
-    if "dot" in ops or "convolution" in ops:
-        return "dot"
-    if kind == "kCustom" or "custom-call" in ops:
-        return "custom"
-    if kind == "kInput" or not ops.isdisjoint(REDUCTION_OPS):
-        return "input"
-    if kind == "kOutput":
-        return "output"
-    return "loop"
-
-
 def _connect(graph: Graph, operands: list[Producers], dst: str) -> None:
     edges = graph.edges
     if len(operands) == 1 and len(operands[0][0]) == 1:  # the common case
@@ -516,72 +476,3 @@ def _connect(graph: Graph, operands: list[Producers], dst: str) -> None:
             if src not in seen:
                 seen.add(src)
                 edges.append(Edge(src, dst, type_))
-
-
-def _enclosing(scope: Path, paths: set[Path]) -> Path | None:
-    """The outermost of `paths` that `scope` is inside (or equal to), if any."""
-    for depth in range(1, len(scope) + 1):
-        if scope[:depth] in paths:
-            return scope[:depth]
-    return None
-
-
-def _top_level_fusions(graph: Graph) -> list[Path]:
-    opaque = set(opaque_paths(graph))
-    return [
-        p
-        for p, g in graph.groups.items()
-        if g.kind == "fusion" and _enclosing(p[:-1], opaque) is None
-    ]
-
-
-def fusion_count(graph: Graph) -> int:
-    """Fusions that run as kernels (fusions nested in fusions are not counted)."""
-    return len(_top_level_fusions(graph))
-
-
-def kernel_count(graph: Graph) -> int:
-    """Executed kernels: fusions plus unfused ops that are not plumbing."""
-    outermost = _outermost(set(opaque_paths(graph)))
-    unfused = sum(
-        1
-        for n in graph.nodes
-        if n.kind == "op" and n.op not in PLUMBING_OPS and outermost(n.scope) is None
-    )
-    return fusion_count(graph) + unfused
-
-
-def kernels(graph: Graph) -> list[dict[str, Any]]:
-    """For each fusion: name, kind, colour, fused-op histogram, source lines."""
-    fusions = _top_level_fusions(graph)
-    members: dict[Path, list[Node]] = {p: [] for p in fusions}
-    outermost = _outermost(set(fusions))
-    for node in graph.nodes:
-        path = outermost(node.scope)
-        if path is not None and node.kind == "op":
-            members[path].append(node)
-    return [_kernel(graph.groups[p], members[p]) for p in fusions]
-
-
-def _outermost(paths: set[Path]) -> Callable[[Path], Path | None]:
-    """`_enclosing(scope, paths)`, remembered per scope (many nodes share one)."""
-    found: dict[Path, Path | None] = {}
-
-    def outermost(scope: Path) -> Path | None:
-        if scope not in found:
-            found[scope] = _enclosing(scope, paths)
-        return found[scope]
-
-    return outermost
-
-
-def _kernel(group: Any, inside: list[Node]) -> dict[str, Any]:
-    sources = {n.source for n in inside if n.source}
-    return {
-        "name": group.path[-1],
-        "kind": group.attrs.get("kind", ""),
-        "colour": group.attrs.get("colour", "loop"),
-        "ops": dict(Counter(n.op for n in inside).most_common()),
-        "lines": sorted({s.line for s in sources}),
-        "sources": sorted(str(s) for s in sources),
-    }

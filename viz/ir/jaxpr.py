@@ -11,7 +11,10 @@ that jax shares between two call sites is counted at each site.
 
 Inputs (`in0`, ... or the given argument names), outputs and closed-over
 constants are nodes of kind 'input' / 'output' / 'constant' and are not ops.
-Literals are not nodes. Edges run from the node that produces a value to each
+Literals are not nodes. An op node keeps its equation's raw name stack in
+`attrs['name_stack']` (when not empty) and its user source line and column in
+`source` (an equation without one, e.g. inside a library's inner jit, takes its
+container's). Edges run from the node that produces a value to each
 node that reads it; a container's sub-jaxpr inputs are bound to the container's
 operands and its outputs to the producers inside, so edges join leaf nodes
 across group boundaries.
@@ -111,6 +114,9 @@ def _read_op(
 ) -> list[Producers]:
     types = [_aval_str(v) for v in eqn.outvars]  # (rendering an aval takes a while)
     node = Node(reader.new_id(), eqn.primitive.name, "", ", ".join(types), scope, source)
+    stack = str(eqn.source_info.name_stack)
+    if stack:  # the raw name stack (transforms kept): the fusion map matches on it
+        node.attrs["name_stack"] = stack
     reader.graph.nodes.append(node)
     _connect_operands(reader.graph, eqn.invars, env, node.id)
     return [((node.id,), type_) for type_ in types]
@@ -242,7 +248,7 @@ def _source(eqn: Any) -> SourceLoc | None:
     frame = source_info_util.user_frame(eqn.source_info.traceback)
     if frame is None:
         return None
-    return source_loc(frame.file_name, frame.start_line, frame.function_name)
+    return source_loc(frame.file_name, frame.start_line, frame.function_name, frame.start_column)
 
 
 def _lookup(env: Env, var: Any) -> Producers:

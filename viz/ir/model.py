@@ -29,6 +29,12 @@ class SourceLoc:
     file: str
     line: int
     function: str = ""
+    column: int = 0  # as jax counts it (0-based); 0 also when unknown
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        """(file, line, column): what the fusion map matches ops across IRs on."""
+        return (self.file, self.line, self.column)
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}"
@@ -36,10 +42,10 @@ class SourceLoc:
 
 
 @functools.lru_cache(maxsize=4096)
-def source_loc(file: str, line: int, function: str = "") -> SourceLoc:
-    """A SourceLoc shared by every node of that line: a big graph keeps (and the
+def source_loc(file: str, line: int, function: str = "", column: int = 0) -> SourceLoc:
+    """A SourceLoc shared by every node of that spot: a big graph keeps (and the
     garbage collector walks) a few of them, not one per node."""
-    return SourceLoc(file, line, function)
+    return SourceLoc(file, line, function, column)
 
 
 @dataclass

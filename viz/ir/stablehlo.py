@@ -22,6 +22,10 @@ then a plain 'func.call' node with an edge into the function's ops that read
 its arguments ("call @name" links there) and edges from the call node to the
 users of its results.
 
+An op node keeps its location's name in `attrs['op_name']` (`jit(f)/layer0/add`;
+inside a called function it is relative to the call: `add`) and its file, line
+and column in `source`; an op without a file location takes its caller's.
+
 `main`'s block arguments are 'input' nodes (labelled from `loc("x")`), the
 operands of its `return` feed 'output' nodes. Scopes come from op locations:
 `"jit(f)/layer0/attention/dot_general"` puts an op under `layer0/attention`.
@@ -186,16 +190,22 @@ def _read_block(
         elif name == "func.call" and reader.calls[_callee(op)] == 1:
             results = _read_inline_call(reader, op, scope, parts, source)
         else:
-            results = [_read_op(reader, operation, scope, source)] * len(operation.results)
+            results = [_read_op(reader, operation, scope, source, loc_name)] * len(
+                operation.results
+            )
         for value, producers in zip(operation.results, results, strict=False):
             reader.env[value] = producers
     return outs
 
 
-def _read_op(reader: _Reader, operation: Any, scope: Path, source: SourceLoc | None) -> Producers:
+def _read_op(
+    reader: _Reader, operation: Any, scope: Path, source: SourceLoc | None, loc_name: str
+) -> Producers:
     name = operation.name
     type_ = ", ".join(reader.render(r.type) for r in operation.results)
     node = Node(reader.new_id(), name, _short(name), type_, scope, source)
+    if loc_name:  # the op's name stack, as its location spells it (the fusion map reads it)
+        node.attrs["op_name"] = loc_name
     if name == "func.call":
         callee = _callee(operation)
         node.label = f"call @{callee}"
@@ -323,7 +333,7 @@ def parse_location(loc: Any) -> tuple[str, SourceLoc | None]:
         elif isinstance(loc, ir.CallSiteLoc):
             todo.append(loc.callee)
         elif isinstance(loc, ir.FileLineColLoc):
-            return name, source_loc(loc.filename, loc.start_line, function)
+            return name, source_loc(loc.filename, loc.start_line, function, loc.start_col)
         elif isinstance(loc, ir.FusedLoc):
             todo.extend(reversed(loc.locations))
     return name, None

@@ -1,0 +1,140 @@
+"""What the fusion-map views draw: kernel colours on both graphs, collapsed groups
+striped with their kernels' colours, tinted source, the kernel table, heat."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from viz import analyze
+from viz import fusion_view as fv
+from viz import graph as views
+from viz.fusion_report import add_fusion_map
+from viz.report import Report
+
+
+def mapped(*args: Any, **kw: Any) -> Report:
+    """analyze(...), then the fusion map (computed on request)."""
+    return add_fusion_map(analyze(*args, **kw))
+
+
+def two_layers(x: jax.Array, w: jax.Array) -> jax.Array:
+    for i in range(2):
+        with jax.named_scope(f"layer{i}"):
+            x = jnp.tanh(x @ w) + 1.0
+    return x.sum()
+
+
+@pytest.fixture(scope="module")
+def report() -> Report:
+    return mapped(two_layers, "f32[16,32], f32[32,32]", runs=0)
+
+
+def fills(dot: str) -> dict[str, str]:
+    """node id → the last fillcolor its statement sets."""
+    out = {}
+    for line in dot.splitlines():
+        match = re.match(r'\s*"([^"]+)" \[(.*)\];$', line)
+        if match:
+            colours = re.findall(r'fillcolor="([^"]*)"', match.group(2))
+            if colours:
+                out[match.group(1)] = colours[-1]
+    return out
+
+
+def test_kernel_colours_differ() -> None:
+    colours = fv.kernel_colours(f"k{i}" for i in range(40))
+    assert len(set(colours.values())) == 40
+
+
+def test_each_stablehlo_op_takes_its_kernels_colour(report: Report) -> None:
+    colours = fv.kernel_colours(e["kernel"] for e in report.fusion_map)
+    graph = report.graph_models["stablehlo"]
+    by_op = fv.ops_by_kernel(report.fusion_map, "stablehlo")
+    view = views.View(graph, frozenset(graph.groups))  # everything open: leaves only
+    drawn = fills(fv.paint(view, by_op, colours))
+    single = [i for i, ks in by_op.items() if len(ks) == 1]
+    assert single
+    for op_id in single:
+        assert drawn[op_id] == colours[by_op[op_id][0]]
+
+
+def test_a_collapsed_group_is_striped_with_its_kernels(report: Report) -> None:
+    colours = fv.kernel_colours(e["kernel"] for e in report.fusion_map)
+    graph = report.graph_models["stablehlo"]
+    by_op = fv.ops_by_kernel(report.fusion_map, "stablehlo")
+    view = views.View(graph, frozenset())  # every top-level group collapsed
+    drawn = fills(fv.paint(view, by_op, colours))
+    layer = drawn["g:layer0"]
+    kernels = {k for n in graph.nodes if n.scope[:1] == ("layer0",) for k in by_op.get(n.id, [])}
+    assert len(kernels) >= 2
+    for kernel in kernels:
+        assert colours[kernel] in layer
+    assert ":" in layer  # graphviz stripes: colour;share:colour...
+
+
+def test_compiled_nodes_take_their_fusions_colour(report: Report) -> None:
+    compiled = report.graph_models["compiled"]
+    node_kernels = fv.compiled_kernels(compiled)
+    colours = fv.kernel_colours(e["kernel"] for e in report.fusion_map)
+    view = views.View(compiled, frozenset(compiled.groups))
+    dot = fv.paint(view, node_kernels, colours)
+    drawn = fills(dot)
+    inside = [n for n in compiled.nodes if n.scope and node_kernels[n.id]]
+    assert inside
+    for node in inside:
+        assert drawn[node.id] == colours[node_kernels[node.id][0]]
+    fusion = next(p for p, g in compiled.groups.items() if g.kind == "fusion")
+    assert f'fillcolor="{colours[fusion[-1]]}"' in dot.split("cluster_" + "/".join(fusion))[1]
+
+
+def test_paint_dot_changes_only_the_named_statements() -> None:
+    dot = 'digraph G {\n  "a" [label="x"];\n  "b" [label="y"];\n}'
+    out = fv.paint_dot(dot, {"a": {"fillcolor": "#123456"}})
+    assert '"a" [label="x", fillcolor="#123456"];' in out
+    assert '"b" [label="y"];' in out
+
+
+def test_source_lines_are_tinted_by_kernel(report: Report) -> None:
+    code = Path(two_layers.__code__.co_filename).read_text()
+    colours = fv.kernel_colours(e["kernel"] for e in report.fusion_map)
+    html = fv.tinted_source(code, report.fusion_map, colours, {two_layers.__code__.co_firstlineno})
+    body = two_layers.__code__.co_firstlineno + 3  # the `x = jnp.tanh(x @ w) + 1.0` line
+    row = next(r for r in html.split("<div") if f">{body:>4}</span>" in r)
+    assert "background:#" in row
+    assert "outline" in html and "&gt;" not in row.split("</span>")[0]
+
+
+def test_kernel_table_sorts_by_time_when_profiled(report: Report) -> None:
+    names = [e["kernel"] for e in report.fusion_map if e["kind"] != "no_kernel"]
+    profile = {
+        "kernels": [
+            {"name": names[0], "mean_s": 1e-3, "share": 0.2},
+            {"name": names[-1], "mean_s": 3e-3, "share": 0.6},
+        ]
+    }
+    rows = fv.kernel_rows(report.fusion_map, profile)
+    assert rows[0]["kernel"] == names[-1] and rows[0]["time / step (ms)"] == 3.0
+    assert rows[1]["share"] == 0.2
+    assert "time / step (ms)" not in fv.kernel_rows(report.fusion_map, None)[0]
+
+
+def test_heat_is_deepest_on_the_slowest_kernel() -> None:
+    heat = fv.heat_colours(
+        {"kernels": [{"name": "a", "mean_s": 1.0}, {"name": "b", "mean_s": 0.01}]}
+    )
+    assert heat["a"] < heat["b"]  # less green/blue: a deeper red
+
+
+def test_selection_view_shows_and_lights_the_ids(report: Report) -> None:
+    graph = report.graph_models["stablehlo"]
+    ids = [n.id for n in graph.nodes if n.op == "stablehlo.tanh"][:1]
+    for focus in (False, True):
+        view = fv.selection_view(graph, ids, focus)
+        items, _ = views.visible(view)
+        assert any(i.id == ids[0] and i.highlighted for i in items)

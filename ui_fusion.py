@@ -1,0 +1,340 @@
+"""The Fusion tab's main view: which ops became which kernel, where each came
+from, and where the time goes. Layout only: the map and the profile come from
+the worker in the report; colours, tints and tables from `viz.fusion_view`.
+Nothing here imports jax.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from viz import fusion_view as fv
+from viz.ir.model import Graph
+
+PROFILE_RUNS = 5
+
+
+def fusion_map_view(r: dict[str, Any], index: int) -> None:
+    """Coverage, selection, both graphs coloured by kernel, tinted source, kernel
+    table and (when profiled) the time per kernel."""
+    fmap, models = r.get("fusion_map") or [], r.get("graph_models") or {}
+    if not fmap or not {"stablehlo", "compiled"} <= set(models):
+        st.info("No fusion map for this result (it did not compile).")
+        return
+    st.markdown(fv.coverage_text(r.get("fusion_map_coverage")))
+    profile_button(r, index)
+    stablehlo, compiled = Graph.from_dict(models["stablehlo"]), Graph.from_dict(models["compiled"])
+    jaxpr = Graph.from_dict(models["jaxpr"]) if "jaxpr" in models else Graph("jaxpr")
+    colours = fv.kernel_colours(e["kernel"] for e in fmap if e["kind"] != "no_kernel")
+    chosen = selection(r, fmap, stablehlo, index)
+    graphs(r, fmap, stablehlo, compiled, colours, chosen, index)
+    left, right = st.columns([3, 2], gap="medium")
+    with left:
+        st.markdown("**Your code**, each line tinted by the kernel(s) its ops went into")
+        st.html(fv.tinted_source(r.get("_code") or "", fmap, colours, chosen["lines"]))
+    with right:
+        details(fmap, stablehlo, jaxpr, chosen)
+    kernel_table(r, fmap, index)
+
+
+def profile_button(r: dict[str, Any], index: int) -> None:
+    """'Profile kernels': analyze again in the worker under jax.profiler."""
+    if r.get("profile"):
+        p = r["profile"]
+        st.caption(
+            f"Profiled with {p['source']}: {p['runs']} runs, "
+            f"{ui.seconds(p['step_s'])} per step, {ui.seconds(p['unattributed_s'])} outside "
+            "any kernel"
+            + (" · kernels overlapped: shares add up to more than 1" if p.get("concurrent") else "")
+        )
+        return
+    if not st.button(
+        "Profile kernels",
+        key=f"fm_profile_{index}",
+        help=f"runs the compiled function {PROFILE_RUNS} times under jax.profiler and reads "
+        "each kernel's time from the trace",
+    ):
+        return
+    with st.spinner("Running under jax.profiler…"):
+        result = ui.request(
+            "analyze",
+            code=r["_code"],
+            function=r["function"],
+            args=r["args"],
+            static=r["static"],
+            device=ui.device(),
+            runs=PROFILE_RUNS,
+            profile=True,
+        )
+    if result.get("profile"):
+        r["profile"] = result["profile"]
+    for warning in result.get("warnings") or []:
+        if warning.startswith("profile"):
+            st.warning(warning)
+    if result.get("error"):
+        ui.error_card(result["error"], r.get("_code"))
+    if r.get("profile"):
+        st.rerun()
+
+
+def selection(
+    r: dict[str, Any], fmap: list[dict[str, Any]], stablehlo: Graph, index: int
+) -> dict[str, Any]:
+    """Kernel picker, op search and line picker; the last one changed wins."""
+    key = f"fm_{index}"
+    kernels = [e for e in fmap if e["stablehlo_ops"] or e["kind"] != "no_kernel"]
+    k_labels = {
+        f"{e['kernel']} · {e['kind']} · {len(e['stablehlo_ops'])} ops"
+        + (f" · lines {', '.join(map(str, e['lines'][:6]))}" if e["lines"] else ""): e["kernel"]
+        for e in kernels
+    }
+    ops = [n for n in stablehlo.nodes if n.kind == "op" and n.op != "stablehlo.constant"]
+    o_labels = {
+        f"{n.label or n.op} · {n.id}"
+        + (f" · line {n.source.line}" if n.source else "")
+        + (f" · {'/'.join(n.scope)}" if n.scope else ""): n.id
+        for n in ops
+    }
+    lines = sorted(fv.line_kernels(fmap))
+    c1, c2, c3 = st.columns([3, 3, 1])
+
+    def keep(which: str) -> None:  # one selection at a time
+        for other in ("kernel", "op", "line"):
+            if other != which:
+                st.session_state[f"{key}_{other}"] = None
+
+    pick = c1.selectbox(
+        "Kernel",
+        list(k_labels),
+        index=None,
+        key=f"{key}_kernel",
+        on_change=keep,
+        args=("kernel",),
+        placeholder=f"{len(k_labels)} kernels: pick one to light up its ops",
+    )
+    op = c2.selectbox(
+        "StableHLO op",
+        list(o_labels),
+        index=None,
+        key=f"{key}_op",
+        on_change=keep,
+        args=("op",),
+        placeholder="find an op (type to search) to see its kernel",
+    )
+    line = c3.selectbox(
+        "Line",
+        lines,
+        index=None,
+        key=f"{key}_line",
+        on_change=keep,
+        args=("line",),
+        placeholder="line",
+    )
+    return _resolve(fmap, stablehlo, k_labels.get(pick or ""), o_labels.get(op or ""), line)
+
+
+def _resolve(
+    fmap: list[dict[str, Any]],
+    stablehlo: Graph,
+    kernel: str | None,
+    op: str | None,
+    line: int | None,
+) -> dict[str, Any]:
+    """What the selection lights up: kernels, StableHLO op ids, source lines."""
+    by_kernel = {e["kernel"]: e for e in fmap}
+    chosen: dict[str, Any] = {"kernels": [], "ops": [], "lines": set(), "what": ""}
+    if kernel:
+        entry = by_kernel[kernel]
+        chosen.update(
+            kernels=[kernel],
+            ops=[o["id"] for o in entry["stablehlo_ops"]],
+            lines=set(entry["lines"]),
+            what=f"kernel {kernel}",
+        )
+    elif op:
+        kernels = fv.ops_by_kernel(fmap, "stablehlo").get(op, [])
+        node = stablehlo.node_map()[op]
+        chosen.update(
+            kernels=kernels,
+            ops=[op],
+            lines={node.source.line} if node.source else set(),
+            what=f"op {node.label or node.op} ({op})",
+        )
+    elif line is not None:
+        ops = [n.id for n in stablehlo.nodes if n.source and n.source.line == line]
+        chosen.update(
+            kernels=fv.line_kernels(fmap).get(line, []),
+            ops=ops,
+            lines={line},
+            what=f"line {line}",
+        )
+    return chosen
+
+
+def graphs(
+    r: dict[str, Any],
+    fmap: list[dict[str, Any]],
+    stablehlo: Graph,
+    compiled: Graph,
+    colours: dict[str, str],
+    chosen: dict[str, Any],
+    index: int,
+) -> None:
+    """StableHLO (before) and compiled HLO (after), side by side, one colour per kernel."""
+    t1, t2 = st.columns(2)
+    focus = bool(chosen["what"]) and t1.toggle(
+        "Only the selection and its neighbours", value=True, key=f"fm_focus_{index}"
+    )
+    heat = bool(r.get("profile")) and t2.toggle(
+        "Heat: colour the compiled graph by time per kernel",
+        value=True,
+        key=f"fm_heat_{index}",
+    )
+    node_kernels = fv.compiled_kernels(compiled)
+    lit = [n for n, ks in node_kernels.items() if set(ks) & set(chosen["kernels"])]
+    left, right = st.columns(2, gap="small")
+    panels = (
+        (
+            left,
+            stablehlo,
+            fv.ops_by_kernel(fmap, "stablehlo"),
+            colours,
+            chosen["ops"],
+            "StableHLO (before fusion)",
+        ),
+        (
+            right,
+            compiled,
+            node_kernels,
+            fv.heat_colours(r.get("profile")) if heat else colours,
+            lit,
+            "compiled HLO (after fusion)" + (": heat = time per step" if heat else ""),
+        ),
+    )
+    for column, graph, kernels_of, fills, ids, title in panels:
+        view = fv.selection_view(graph, ids, focus)
+        shown, _ = fv.views.visible(view)
+        with column:
+            st.caption(
+                f"{title} · {len(shown)} of {len(graph.nodes)} nodes"
+                + (f" · {chosen['what']} lit" if chosen["what"] else "")
+            )
+            ui.show_graph(fv.paint(view, kernels_of, fills), len(shown), height=600)
+
+
+def details(
+    fmap: list[dict[str, Any]], stablehlo: Graph, jaxpr: Graph, chosen: dict[str, Any]
+) -> None:
+    """The selection's ops in each IR and its kernels."""
+    if not chosen["what"]:
+        st.markdown("**Selection**")
+        st.caption("Pick a kernel, an op or a line above: its ops light up in red in both graphs.")
+        not_found(fmap, stablehlo)
+        return
+    st.markdown(f"**{chosen['what']}**")
+    nodes = stablehlo.node_map()
+    by_kernel = {e["kernel"]: e for e in fmap}
+    rows = [
+        {
+            "kernel": k,
+            "kind": by_kernel[k]["kind"] if k in by_kernel else "",
+            "jaxpr eqns": ", ".join(
+                e["primitive"] for e in by_kernel.get(k, {}).get("jaxpr_eqns", [])
+            )[:200],
+            "lines": ", ".join(map(str, by_kernel.get(k, {}).get("lines", []))),
+        }
+        for k in chosen["kernels"]
+    ]
+    st.caption(f"{len(chosen['kernels'])} kernel(s)")
+    if rows:
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    ops = [nodes[i] for i in chosen["ops"] if i in nodes]
+    st.caption(f"{len(ops)} StableHLO op(s)")
+    if ops:
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "op": n.op.removeprefix("stablehlo."),
+                        "id": n.id,
+                        "type": n.type,
+                        "line": n.source.line if n.source else None,
+                        "scope": "/".join(n.scope),
+                    }
+                    for n in ops
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+            height=min(36 + 35 * len(ops), 320),
+        )
+    eqns = _eqns(fmap, jaxpr, chosen)
+    if eqns:
+        st.caption(
+            f"{len(eqns)} jaxpr equation(s): "
+            + ", ".join(f"{p} ×{n}" for p, n in Counter(e.op for e in eqns).most_common())
+        )
+    if not chosen["kernels"]:
+        st.warning("Not found in the optimized program: XLA folded or removed it.")
+
+
+def _eqns(fmap: list[dict[str, Any]], jaxpr: Graph, chosen: dict[str, Any]) -> list[Any]:
+    """The jaxpr equations of the selection: the kernel's, or those on the line."""
+    nodes = jaxpr.node_map()
+    if chosen["what"].startswith("kernel"):
+        entry = next(e for e in fmap if e["kernel"] == chosen["kernels"][0])
+        return [nodes[e["id"]] for e in entry["jaxpr_eqns"] if e["id"] in nodes]
+    if chosen["what"].startswith("line"):
+        return [
+            n
+            for n in jaxpr.nodes
+            if n.kind == "op" and n.source and n.source.line in chosen["lines"]
+        ]
+    return []
+
+
+def not_found(fmap: list[dict[str, Any]], stablehlo: Graph) -> None:
+    found = fv.ops_by_kernel(fmap, "stablehlo")
+    missing = [
+        n
+        for n in stablehlo.nodes
+        if n.kind == "op" and n.op not in ("stablehlo.constant", "func.call") and n.id not in found
+    ]
+    with st.expander(f"{len(missing)} StableHLO ops not found in the optimized program"):
+        st.caption("XLA folded them into constants or removed them.")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "op": n.op.removeprefix("stablehlo."),
+                        "id": n.id,
+                        "line": n.source.line if n.source else None,
+                    }
+                    for n in missing
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+
+
+def kernel_table(r: dict[str, Any], fmap: list[dict[str, Any]], index: int) -> None:
+    profile = r.get("profile")
+    if profile and profile.get("kernels"):
+        st.plotly_chart(fv.kernel_time_chart(profile), width="stretch", key=f"fm_chart_{index}")
+    elif profile:
+        st.info(f"{r.get('device', 'This platform')} emitted no per-kernel events in the trace.")
+    rows = fv.kernel_rows(fmap, profile)
+    kernels = sum(1 for e in fmap if e["kind"] != "no_kernel")
+    st.markdown(
+        f"**{kernels} kernels** · the StableHLO ops and jaxpr equations each absorbed, "
+        "and the source lines they came from" + (" · slowest first" if profile else "")
+    )
+    st.dataframe(
+        pd.DataFrame(rows), hide_index=True, width="stretch", height=min(38 + 35 * len(rows), 460)
+    )

@@ -1,0 +1,404 @@
+"""The fusion map: which StableHLO ops and jaxpr equations each kernel absorbed.
+
+Built from XLA's own metadata, read once into the graph models by the IR readers:
+- every compiled-HLO instruction, inside fusions and loop bodies too, carries
+  `op_name` (the name stack jax gave the op: `jit(f)/layer0/attention/dot_general`,
+  several joined by `;` when XLA merged ops) and a source location (`stack_frame_id`
+  into the module's source tables: file, line and column);
+- every StableHLO op carries the same name stack and location in its MLIR location;
+- every jaxpr equation carries its name stack and primitive, and its user frame.
+
+An op (or equation) is matched to the compiled instructions whose name ends with
+its name (`jit(f)/while/body/closed_call/add` ends with a called function's
+`add`) and whose location is its location; when XLA dropped a location, the name
+alone decides. Among those, instructions of the same kind of op are preferred
+(`stablehlo.dot_general` → `dot`), and when k ops share exactly k candidates (an
+unrolled Python loop without name scopes) they pair up in program order. Each
+matched instruction runs in one kernel: its outermost fusion, or itself.
+
+`fusion_map_coverage`: per IR, the share of ops found in the optimized program
+(in a kernel or in a `no_kernel` instruction such as a bitcast). Constants,
+`func.call` nodes of shared functions and jaxpr container equations (pjit, scan,
+while, cond, custom_jvp/vjp: groups in the model, not nodes) are not counted;
+the ops inside them are. StableHLO ops with regions (while, reduce, sort) are
+groups too; their region ops count.
+
+Pure functions over `viz.ir.model.Graph`; no jax, no streamlit.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from viz.ir.kernels import KernelRef, kernel_names, kernel_of
+from viz.ir.model import Graph, Node, Path, name_parts
+
+Parts = tuple[str, ...]
+Loc = tuple[str, int, int]
+
+# StableHLO / jaxpr op names → the HLO opcode they usually become (a preference
+# among candidates, never a requirement).
+_SAME_OP = {
+    "dot_general": "dot",
+    "broadcast_in_dim": "broadcast",
+    "mul": "multiply",
+    "sub": "subtract",
+    "div": "divide",
+    "max": "maximum",
+    "min": "minimum",
+    "neg": "negate",
+    "exp": "exponential",
+    "pow": "power",
+    "integer_pow": "multiply",
+    "select_n": "select",
+    "convert_element_type": "convert",
+    "reduce_sum": "reduce",
+    "reduce_max": "reduce",
+    "reduce_min": "reduce",
+    "reduce_prod": "reduce",
+    "argmax": "reduce",
+    "argmin": "reduce",
+    "squeeze": "reshape",
+    "expand_dims": "reshape",
+    "lt": "compare",
+    "le": "compare",
+    "gt": "compare",
+    "ge": "compare",
+    "eq": "compare",
+    "ne": "compare",
+    "cumsum": "reduce-window",
+    "cumprod": "reduce-window",
+    "cummax": "reduce-window",
+    "custom_call": "custom-call",
+    "reduce_window": "reduce-window",
+    "select_and_scatter": "select-and-scatter",
+}
+# StableHLO ops whose regions XLA applies inside the op itself (a comparator, a
+# reducer): the ops in those regions run in the op's kernel.
+APPLIED_REGION_OPS = frozenset(
+    {
+        "stablehlo.sort",
+        "stablehlo.reduce",
+        "stablehlo.reduce_window",
+        "stablehlo.scatter",
+        "stablehlo.select_and_scatter",
+        "stablehlo.all_reduce",
+        "stablehlo.reduce_scatter",
+    }
+)
+NOT_COUNTED = {
+    "stablehlo": frozenset({"stablehlo.constant", "func.call"}),
+    "jaxpr": frozenset(),
+}
+
+
+@dataclass
+class MapEntry:
+    """One kernel (or one `no_kernel` instruction) and what went into it."""
+
+    kernel: str
+    kind: str
+    stablehlo_ops: list[dict[str, str]] = field(default_factory=list)  # {id, name}
+    jaxpr_eqns: list[dict[str, str]] = field(default_factory=list)  # {id, primitive}
+    lines: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "kind": self.kind,
+            "stablehlo_ops": self.stablehlo_ops,
+            "jaxpr_eqns": self.jaxpr_eqns,
+            "lines": self.lines,
+        }
+
+
+@dataclass
+class FusionMap:
+    entries: list[MapEntry]
+    # 'stablehlo' / 'jaxpr' → share found (None: no ops); 'counts' → per IR: ops,
+    # by_metadata, by_dataflow, folded
+    coverage: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's `fusion_map` and `fusion_map_coverage` keys."""
+        return {
+            "fusion_map": [e.to_dict() for e in self.entries],
+            "fusion_map_coverage": dict(self.coverage),
+        }
+
+
+def fusion_map(graphs: dict[str, Graph], user_file: str | None = None) -> FusionMap:
+    """The map from the three graph models (`jaxpr`, `stablehlo`, `compiled`).
+
+    `user_file`: keep only source lines of this file in `lines` (None: every file).
+    Never raises on a missing IR: its ops are simply not mapped.
+    """
+    compiled = graphs.get("compiled")
+    if compiled is None:
+        return FusionMap([], {"stablehlo": None, "jaxpr": None})
+    index = _Index(compiled)
+    entries = {name: MapEntry(name, "") for name in kernel_names(compiled)}
+    coverage: dict[str, Any] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for ir in ("stablehlo", "jaxpr"):
+        graph = graphs.get(ir)
+        ops = counted_ops(graph, ir) if graph is not None else []
+        direct = _match(index, ops, ir, _applied_owners(graph) if graph is not None else {})
+        folded = _folded(graph, ops, direct) if graph is not None else set()
+        ops = [o for o in ops if o.id not in folded]
+        found = _absorbed(graph, ops, direct) if graph is not None else direct
+        counts[ir] = {
+            "ops": len(ops),
+            "by_metadata": sum(1 for o in ops if direct.get(o.id)),
+            "by_dataflow": sum(1 for o in ops if found.get(o.id) and not direct.get(o.id)),
+            "folded": len(folded),
+        }
+        coverage[ir] = (sum(1 for o in ops if found.get(o.id)) / len(ops)) if ops else None
+        for op in ops:
+            via = "metadata" if direct.get(op.id) else "dataflow"
+            for ref in found.get(op.id, ()):
+                entry = entries.setdefault(ref.name, MapEntry(ref.name, ref.kind))
+                entry.kind = ref.kind
+                if ir == "stablehlo":
+                    entry.stablehlo_ops.append({"id": op.id, "name": op.op, "via": via})
+                else:
+                    entry.jaxpr_eqns.append({"id": op.id, "primitive": op.op, "via": via})
+                _add_line(entry, op, user_file)
+    _fill_kernels(entries, compiled, index.kernel, user_file)
+    coverage["counts"] = counts
+    return FusionMap(list(entries.values()), coverage)
+
+
+def counted_ops(graph: Graph, ir: str) -> list[Node]:
+    """The ops coverage counts, in program order (see the module docstring)."""
+    skip = NOT_COUNTED.get(ir, frozenset())
+    return [n for n in graph.nodes if n.kind == "op" and n.op not in skip]
+
+
+def _add_line(entry: MapEntry, node: Node, user_file: str | None) -> None:
+    src = node.source
+    if src is None or not src.line or (user_file is not None and src.file != user_file):
+        return
+    if src.line not in entry.lines:
+        entry.lines.append(src.line)
+
+
+def _fill_kernels(
+    entries: dict[str, MapEntry],
+    compiled: Graph,
+    kernel: Callable[[Node], KernelRef],
+    user_file: str | None,
+) -> None:
+    """Each entry's kind, and the lines its own instructions name; lines sorted."""
+    for node in compiled.nodes:
+        if node.kind != "op":
+            continue
+        ref = kernel(node)
+        entry = entries.get(ref.name)
+        if entry is not None:
+            entry.kind = entry.kind or ref.kind
+            _add_line(entry, node, user_file)
+    for entry in entries.values():
+        entry.lines.sort()
+
+
+class _Index:
+    """The compiled program's instructions, by (last name part, location) and by name."""
+
+    def __init__(self, compiled: Graph):
+        self.nodes = [n for n in compiled.nodes if n.kind == "op"]
+        self.kernel = kernel_of(compiled)
+        self.by_loc: dict[tuple[str, Loc], list[tuple[int, Parts]]] = {}
+        self.by_name: dict[str, list[tuple[int, Parts]]] = {}  # every instruction
+        self.unplaced: dict[str, list[tuple[int, Parts]]] = {}  # those without a location
+        self.by_parts: dict[Parts, list[int]] = {}
+        self.exact: dict[tuple[Parts, Loc], list[int]] = {}
+        self.at: dict[Loc, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            loc = node.source.key if node.source is not None else None
+            if loc is not None:
+                self.at.setdefault(loc, []).append(i)
+            for parts in _op_names(node.attrs.get("op_name", "")):
+                self.by_name.setdefault(parts[-1], []).append((i, parts))
+                self.by_parts.setdefault(parts, []).append(i)
+                if loc is not None:
+                    self.by_loc.setdefault((parts[-1], loc), []).append((i, parts))
+                    self.exact.setdefault((parts, loc), []).append(i)
+                else:
+                    self.unplaced.setdefault(parts[-1], []).append((i, parts))
+
+    def applied(self, region_op: str, loc: Loc | None) -> tuple[int, ...]:
+        """Instructions at `loc` of the kind `region_op` becomes (sort, reduce...)."""
+        if loc is None:
+            return ()
+        return tuple(i for i in self.at.get(loc, ()) if _same_op(region_op, self.nodes[i].op))
+
+    def candidates(self, parts: Parts, loc: Loc | None, op: str) -> tuple[int, ...]:
+        """Instructions an op with this name, location and kind may have become."""
+        if not parts:
+            return ()
+        exact = self.exact.get((parts, loc)) if loc is not None else None
+        if exact:  # the common case: same name stack, same place
+            same = [i for i in exact if _same_op(op, self.nodes[i].op)]
+            return tuple(dict.fromkeys(same or exact))
+        found = list(self.by_loc.get((parts[-1], loc), ())) if loc is not None else []
+        if not found:  # no location on one side: the name decides
+            pool = self.by_name if loc is None else self.unplaced
+            found = [(i, p) for i, p in pool.get(parts[-1], ()) if _ends_with(p, parts)]
+        if not found and len(parts) > 1:
+            # XLA merged it with an identical op elsewhere (CSE kept the other's
+            # location): the same name stack and the same kind of instruction
+            found = [
+                (i, parts) for i in self.by_parts.get(parts, ()) if _same_op(op, self.nodes[i].op)
+            ]
+        named = [(i, p) for i, p in found if _ends_with(p, parts)] or found
+        same = [i for i, _ in named if _same_op(op, self.nodes[i].op)]
+        return tuple(dict.fromkeys(same or [i for i, _ in named]))
+
+
+def _match(
+    index: _Index, ops: list[Node], ir: str, owners: dict[Path, str]
+) -> dict[str, list[KernelRef]]:
+    """op id → the kernels it went into (empty: not found in the optimized program).
+
+    `owners`: scope → the op with regions whose applied computation it is (the
+    comparator of a sort, the adder of a reduce): such ops run inside that op.
+    """
+    chosen: dict[str, tuple[int, ...]] = {}
+    groups: dict[tuple[tuple[int, ...], str], list[str]] = {}
+    for op in ops:
+        region_op = owners.get(op.scope)
+        cands = index.applied(region_op, _loc(op)) if region_op else ()
+        cands = cands or index.candidates(_node_parts(op, ir), _loc(op), op.op)
+        chosen[op.id] = cands
+        if len(cands) > 1:
+            groups.setdefault((cands, op.op), []).append(op.id)
+    # k look-alike ops and exactly k look-alike instructions: pair them in order
+    for (cands, _), ids in groups.items():
+        if len(ids) == len(cands):
+            for op_id, inst in zip(ids, cands, strict=True):
+                chosen[op_id] = (inst,)
+    found: dict[str, list[KernelRef]] = {}
+    for op_id, insts in chosen.items():
+        refs = dict.fromkeys(index.kernel(index.nodes[i]) for i in insts)
+        found[op_id] = list(refs)
+    return found
+
+
+def _absorbed(
+    graph: Graph, ops: list[Node], direct: dict[str, list[KernelRef]]
+) -> dict[str, list[KernelRef]]:
+    """Ops XLA rewrote without keeping their metadata (a broadcast folded into the
+    add that reads it, a reshape that became its user's bitcast) take the kernels of
+    the ops that read their result, else of the ops that produced their operands.
+    An op whose result nothing reads (dead code XLA removed) stays not found."""
+    found = dict(direct)
+    missing = [o.id for o in ops if not direct.get(o.id)]
+    lost = set(missing)
+    users: dict[str, list[str]] = {}
+    producers: dict[str, list[str]] = {}
+    for edge in graph.edges:  # only the links of lost ops are needed
+        if edge.src in lost:
+            users.setdefault(edge.src, []).append(edge.dst)
+        if edge.dst in lost:
+            producers.setdefault(edge.dst, []).append(edge.src)
+    for links in (users, producers):
+        # program order backwards for users (a chain of lost ops feeds a found one)
+        order = reversed(missing) if links is users else missing
+        for op_id in order:
+            if found.get(op_id) or op_id not in users:
+                continue  # found, or dead code: XLA removed it, it is in no kernel
+            refs = [r for other in links.get(op_id, ()) for r in found.get(other, ())]
+            if refs:
+                found[op_id] = list(dict.fromkeys(refs))
+    return found
+
+
+def _folded(graph: Graph, ops: list[Node], found: dict[str, list[KernelRef]]) -> set[str]:
+    """Ops not found whose value depends on constants only (a `sqrt` of a literal,
+    an `iota` mask): XLA computed them while compiling, so they are constants."""
+    counted = {o.id for o in ops}
+    nodes = graph.node_map()
+    inputs: dict[str, list[str]] = {}
+    for edge in graph.edges:
+        inputs.setdefault(edge.dst, []).append(edge.src)
+    constant: dict[str, bool] = {}
+    for node in graph.nodes:  # program order: operands first
+        if node.kind in ("input", "output"):
+            constant[node.id] = False
+        elif node.kind == "constant" or node.op == "stablehlo.constant":
+            constant[node.id] = True
+        else:
+            constant[node.id] = all(
+                constant.get(src, src in nodes and nodes[src].kind == "constant")
+                for src in inputs.get(node.id, ())
+            )
+    return {i for i in counted if constant.get(i) and not found.get(i)}
+
+
+def _applied_owners(graph: Graph) -> dict[Path, str]:
+    """Scope → the op with an applied computation (sort, reduce...) it lies in."""
+    owners: dict[Path, str] = {}
+    for path, group in graph.groups.items():
+        if group.op in APPLIED_REGION_OPS:
+            owners[path] = group.op
+    for node in graph.nodes:
+        scope = node.scope
+        if scope not in owners:
+            owner = next(
+                (owners[scope[:d]] for d in range(len(scope), 0, -1) if scope[:d] in owners), None
+            )
+            if owner:
+                owners[scope] = owner
+    return owners
+
+
+def _node_parts(node: Node, ir: str) -> Parts:
+    if ir == "jaxpr":
+        return (*_strip_root(name_parts(node.attrs.get("name_stack", ""))), node.op)
+    names = _op_names(node.attrs.get("op_name", ""))
+    return names[0] if names else ()
+
+
+def _loc(node: Node) -> Loc | None:
+    return node.source.key if node.source is not None else None
+
+
+@functools.lru_cache(maxsize=16384)
+def _op_names(op_name: str) -> list[Parts]:
+    """The name stacks in an `op_name` (`;` joins those of merged ops), root dropped."""
+    out = []
+    for name in op_name.split(";"):
+        parts = _strip_root(name_parts(name))
+        if parts:
+            out.append(parts)
+    return out
+
+
+def _strip_root(parts: Parts) -> Parts:
+    if parts and parts[0].startswith(("jit(", "pjit(")) and len(parts) > 1:
+        return parts[1:]
+    return parts
+
+
+def _ends_with(parts: Parts, suffix: Parts) -> bool:
+    return len(parts) >= len(suffix) and parts[len(parts) - len(suffix) :] == suffix
+
+
+def _same_op(op: str, hlo_op: str) -> bool:
+    name = op.rsplit(".", 1)[-1]
+    return _SAME_OP.get(name, name.replace("_", "-")) == hlo_op
+
+
+def kernels_by_op(entries: Iterable[dict[str, Any]]) -> dict[str, dict[str, list[str]]]:
+    """From the report's `fusion_map`: per IR, op id → the kernels it went into."""
+    out: dict[str, dict[str, list[str]]] = {"stablehlo": {}, "jaxpr": {}}
+    for entry in entries:
+        for op in entry.get("stablehlo_ops", []):
+            out["stablehlo"].setdefault(op["id"], []).append(entry["kernel"])
+        for eqn in entry.get("jaxpr_eqns", []):
+            out["jaxpr"].setdefault(eqn["id"], []).append(entry["kernel"])
+    return out

@@ -1,0 +1,68 @@
+"""The fusion map and the kernel profile, added to a Report by the pipeline.
+
+`add_fusion_map` runs on request (`Report.to_dict()` asks for it); the pipeline
+calls `add_profile` after timing when asked to profile. The work itself lives in
+`viz.fusion_map` and `viz.profile`. Never raise: a failure becomes a warning and
+the other results stay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from viz.fusion_map import fusion_map
+from viz.ir.kernels import kernel_names
+from viz.report import Report
+
+PROFILE_RUNS = 5
+
+
+def add_fusion_map(report: Report) -> Report:
+    """`fusion_map` and `fusion_map_coverage` from the report's graph models (lines
+    of `report.source_file` only), once; returns the report.
+
+    Computed on request, not by `analyze()`: on the 24-layer transformer it costs
+    a few percent of the compile (bench/fusion_map_cost.py). `Report.to_dict()`
+    asks for it, so the worker's, the CLI's and the API's JSON all carry it.
+    """
+    if report.fusion_map_coverage is not None or "compiled" not in report.graph_models:
+        return report
+    try:
+        found = fusion_map(report.graph_models, report.source_file).to_dict()
+    except Exception as exc:  # a bug here must not hide the other results
+        report.warnings.append(f"could not build the fusion map: {type(exc).__name__}: {exc}")
+        return report
+    report.fusion_map = found["fusion_map"]
+    report.fusion_map_coverage = found["fusion_map_coverage"]
+    return report
+
+
+def add_profile(
+    report: Report, call: Callable[[], Any], block: Callable[[Any], Any], runs: int
+) -> None:
+    """`profile`: per-kernel time of `runs` (at most PROFILE_RUNS) profiled calls."""
+    if runs <= 0:
+        report.warnings.append(
+            "profile: nothing to profile with runs=0 (compile only); analyze with runs > 0"
+        )
+        return
+    compiled = report.graph_models.get("compiled")
+    if compiled is None or not report.ok:
+        return
+    from viz.profile import profile_kernels
+
+    try:
+        result = profile_kernels(call, block, kernel_names(compiled), min(runs, PROFILE_RUNS))
+    except Exception as exc:  # e.g. another profiler session is running
+        report.warnings.append(f"profile failed: {type(exc).__name__}: {exc}")
+        return
+    report.profile = result.to_dict()
+    if not result.per_kernel_events:
+        report.warnings.append(
+            f"profile: this platform ({report.device}) emitted no per-kernel trace events"
+        )
+    elif result.concurrent:
+        report.warnings.append(
+            "profile: kernels ran at the same time, so their shares add up to more than 1"
+        )
