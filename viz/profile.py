@@ -76,7 +76,7 @@ def profile_kernels(
     import jax
 
     names = set(kernel_names)
-    folder = Path(trace_dir or tempfile.mkdtemp(prefix="jitscope-trace-"))
+    folder = Path(trace_dir or _trace_folder())
     block(call())  # warm: the first call may allocate
     steps = []
     jax.profiler.start_trace(str(folder), create_perfetto_trace=True)
@@ -93,6 +93,21 @@ def profile_kernels(
     result = summarize(events, runs, sum(steps) / len(steps))
     result.trace_file = str(trace) if trace else None
     return result
+
+
+KEPT_TRACES = 8
+
+
+def _trace_folder() -> Path:
+    """A new folder under $JITSCOPE_HOME/traces; only the newest KEPT_TRACES stay."""
+    from viz.source import home
+
+    root = home() / "traces"
+    root.mkdir(parents=True, exist_ok=True)
+    old = sorted(root.iterdir(), key=lambda p: p.stat().st_mtime)[: -(KEPT_TRACES - 1) or None]
+    for folder in old:
+        shutil.rmtree(folder, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix="trace-", dir=root))
 
 
 def _newest(folder: Path, pattern: str) -> Path | None:
