@@ -206,3 +206,42 @@ def test_cli_cache_treats_f64_as_64_bit(tmp_path):
     events = cli("cache", "--call", "f32[4]", "--call", "f64[4]", tmp_path=tmp_path)["events"]
     assert [e["type"] for e in events] == ["failed", "miss"]  # f asserts f64
     assert "f64[4]" in events[1]["signature"]
+
+
+def test_the_cache_labs_disk_cache_never_reaches_explore_or_pass_by_pass(tmp_path, monkeypatch):
+    from viz import handlers
+
+    monkeypatch.setenv("JITSCOPE_HOME", str(tmp_path))
+    lab = "import jax.numpy as jnp\ndef f(x):\n    return jnp.cos(x) * 7 - 3\n"
+    other = "import jax.numpy as jnp\ndef g(x):\n    return jnp.sin(x) * 5 - 2\n"
+    quiet = lambda *_: None  # noqa: E731
+    handlers.cache_call(quiet, args="f32[13]", code=lab, function="f", persistent_cache=False)
+    event = handlers.cache_call(
+        quiet, args="f32[14]", code=lab, function="f", persistent_cache=True
+    )
+    assert event["event"]["type"] == "miss"
+    assert (tmp_path / "compilation_cache").is_dir()  # on, although the first call had it off
+    report = handlers.analyze(quiet, code=other, function="g", args="f32[5]", runs=0)
+    again = handlers.analyze(quiet, code=other, function="g", args="f32[5]", runs=0)
+    assert not report["timings"]["compile_from_disk"] and not again["timings"]["compile_from_disk"]
+    assert len(handlers.passes(quiet, code=other, function="g", args="f32[5]")["steps"]) > 3
+
+
+def test_values_the_spec_evaluates_are_made_in_the_targets_x64_mode():
+    from viz import analyze
+
+    report = analyze(lambda a: a * 2, "jnp.ones(3, dtype=jnp.float64)", x64=True, runs=0)
+    assert report.ok and "a:f64[3]" in report.jaxpr["text"]
+
+
+def test_a_malformed_device_is_an_error_result_not_an_exception():
+    from viz import analyze
+
+    report = analyze(lambda a: a, "f32[3]", device="cpu:x", runs=0)
+    assert report.error["kind"] == "device_unavailable"
+
+
+def test_the_scaling_lesson_points_errors_at_the_users_step(lessons):
+    code = "import jax.numpy as jnp\n\ndef step(x):\n    return x @ jnp.ones((3, 5))\n"
+    result = lessons.request("scaling", code=code, step="step", args="f32[4]", sizes=[2])
+    assert not result["ok"] and result["error"]["line"] == 4, result["error"]

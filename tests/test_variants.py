@@ -116,3 +116,14 @@ def test_cli_option_values_are_python_literals_or_strings():
     assert _option("b=3") == ("b", 3)
     assert _option("c=0.5") == ("c", 0.5)
     assert _option("xla_disable_hlo_passes=fusion,cse") == ("xla_disable_hlo_passes", "fusion,cse")
+
+
+def test_donation_names_varargs_leaves_as_jax_does():
+    def both(*xs):
+        return xs[0] + 1.0, xs[1] * 2.0
+
+    report = analyze(both, "f32[3], f32[3]", donate=[0, 1], runs=1)
+    assert [(a.name, a.aliased_output) for a in report.donation.args] == [
+        ("xs[0]", 0),
+        ("xs[1]", 1),
+    ]

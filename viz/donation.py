@@ -11,6 +11,7 @@ Read from the programs themselves, never guessed:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -54,27 +55,23 @@ def read_donation(
     lowered: Any,
     module: Any,
     hlo_text: str,
-    param_names: list[str],
-    static: tuple[int, ...],
+    arg_names: Sequence[str],
     warnings: list[str],
     saved_bytes: int | None,
 ) -> Donation:
-    """The donation section for one compiled program (see the module docstring)."""
+    """The donation section for one compiled program (see the module docstring).
+    `arg_names`: JAX's names of the dynamic argument leaves, in order (`x`, `xs[0]`,
+    `params['w']`: the traced jaxpr's debug info)."""
     positional, _ = lowered.args_info
-    dynamic = [name for i, name in enumerate(param_names) if i not in static]
     kept = kept_arguments(module)
     aliases = output_aliases(hlo_text)
     outputs = [(tuple(o.shape), str(o.dtype)) for o in jax.tree.leaves(lowered.out_info)]
     args = []
-    for name, arg in zip(dynamic, positional, strict=False):
-        for path, info in jax.tree_util.tree_flatten_with_path(arg)[0]:
-            leaf = name + jax.tree_util.keystr(path)
-            param = kept.index(leaf) if leaf in kept else None
-            aliased = aliases.get(param) if param is not None else None
-            reason = ""
-            if info.donated and aliased is None:
-                reason = _why_not(info, param, outputs)
-            args.append(DonatedArg(leaf, bool(info.donated), aliased, reason))
+    for leaf, info in zip(arg_names, jax.tree.leaves(positional), strict=False):
+        param = kept.index(leaf) if leaf in kept else None
+        aliased = aliases.get(param) if param is not None else None
+        reason = _why_not(info, param, outputs) if info.donated and aliased is None else ""
+        args.append(DonatedArg(leaf, bool(info.donated), aliased, reason))
     return Donation(args, warnings, saved_bytes)
 
 

@@ -19,6 +19,7 @@ import jax
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError, classify
 from viz.report import Report
 from viz.source import find_function, load_module
+from viz.stages import Target
 
 Progress = Callable[[Any], None]
 
@@ -37,14 +38,6 @@ def ping(progress: Progress) -> dict[str, Any]:
 def load_function(code: str, function: str | None) -> tuple[Any, Any]:
     module = load_module(code)
     return module, find_function(module, code, function)
-
-
-def target_for(code: str, function: str | None, **settings: Any) -> Any:
-    """The staged pipeline's Target for a function in the user's code."""
-    from viz.stages import Target
-
-    module, fn = load_function(code, function)
-    return Target.load(fn, namespace=vars(module), user_file=module.__file__, **settings)
 
 
 def analyze(
@@ -68,7 +61,7 @@ def analyze(
     static = list(static or [])
     limit = memory_limit_bytes or _memory_limit(DEFAULT_MEMORY_LIMIT)
     try:
-        target = target_for(
+        target = Target.from_code(
             code,
             function,
             static=static,
@@ -144,19 +137,39 @@ MAX_SESSIONS = 4
 @contextlib.contextmanager
 def disk_cache(enabled: bool) -> Iterator[None]:
     """JAX's on-disk compilation cache (in JITSCOPE_HOME, so it survives restarts), on
-    for one cache-lab request only: Explore's measurements on this worker never see it."""
+    for one cache-lab request only: every other request on this worker (Explore's
+    measurements, pass-by-pass dumps) compiles with it off. JAX decides once per
+    process whether the cache is in use, so the decision is reset on each change."""
+    from jax._src import compilation_cache
+
     from viz.source import home
 
-    if enabled and jax.config.jax_compilation_cache_dir is None:
-        jax.config.update("jax_compilation_cache_dir", str(home() / "compilation_cache"))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    was = jax.config.jax_enable_compilation_cache
-    jax.config.update("jax_enable_compilation_cache", enabled)
+    before = {
+        name: getattr(jax.config, name)
+        for name in (
+            "jax_compilation_cache_dir",
+            "jax_enable_compilation_cache",
+            "jax_persistent_cache_min_compile_time_secs",
+            "jax_persistent_cache_min_entry_size_bytes",
+        )
+    }
+    wanted = dict(before)
+    if enabled:
+        wanted["jax_compilation_cache_dir"] = str(home() / "compilation_cache")
+        wanted["jax_persistent_cache_min_compile_time_secs"] = 0
+        wanted["jax_persistent_cache_min_entry_size_bytes"] = 0
+    wanted["jax_enable_compilation_cache"] = enabled
+    _configure(wanted, compilation_cache)
     try:
         yield
     finally:
-        jax.config.update("jax_enable_compilation_cache", was)
+        _configure(before, compilation_cache)
+
+
+def _configure(settings: dict[str, Any], compilation_cache: Any) -> None:
+    for name, value in settings.items():
+        jax.config.update(name, value)
+    compilation_cache.reset_cache()
 
 
 def _session(
@@ -184,7 +197,7 @@ def _call(
 ) -> Any:
     try:
         if route and session.router is not None:
-            return session.routed_call(args)
+            return session.routed_call(args, x64)
         return session.call(args, placements, fail_on_recompile, x64)
     except UserCodeError as exc:
         info = exc.info
@@ -294,9 +307,20 @@ def passes(
     static: list[str] | None = None,
     device: str = "cpu",
     x64: bool | None = None,
+    donate: list[str] | None = None,
+    compiler_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Op and fusion counts after every XLA pass that changed the program."""
+    """Op and fusion counts after every XLA pass that changed the program, compiled with
+    the analysed run's settings."""
     from viz.passes import pass_by_pass
 
-    target = target_for(code, function, static=list(static or ()), device=device, x64=x64)
+    target = Target.from_code(
+        code,
+        function,
+        static=list(static or ()),
+        device=device,
+        x64=x64,
+        donate=tuple(donate or ()),
+        compiler_options=dict(compiler_options or {}),
+    )
     return {"ok": True, "steps": pass_by_pass(target.trace(target.args(args)).lower())}

@@ -15,7 +15,7 @@ import jax
 import viz.graph
 from viz.donation import UNUSABLE_WARNING, Donation, read_donation
 from viz.errors import UserCodeError
-from viz.fusion_report import add_profile
+from viz.fusion_report import PROFILE_RUNS, add_profile
 from viz.ir import model
 from viz.ir.hlo import fusion_count, kernel_count, kernels, read_hlo
 from viz.ir.jaxpr import read_jaxpr
@@ -102,8 +102,9 @@ def analyze_target(
         _read_compiled(report, compiled)
         if runs > 0:
             _time_runs(report, compiled, runs, budget_s)
-        if profile:
-            add_profile(report, compiled.runner(), block, runs)
+        if profile:  # with runs=0 there is nothing to profile: add_profile says so
+            call = compiled.runner(PROFILE_RUNS + 1) if runs > 0 else (lambda: None)
+            add_profile(report, call, block, runs)
     except UserCodeError as exc:
         if exc.seconds is not None and exc.info.stage in ("trace", "lower", "compile"):
             setattr(report.timings, f"{exc.info.stage}_s", exc.seconds)
@@ -145,14 +146,13 @@ def _read_compiled(report: Report, compiled: Compiled) -> None:
 
 
 def _read_donation(compiled: Compiled) -> Donation:
-    target, lowered = compiled.target, compiled.lowered
-    assert lowered is not None
+    lowered = compiled.lowered
+    assert lowered is not None and lowered.traced is not None
     return read_donation(
         lowered.lowered,
         lowered.mlir_module(),
         compiled.text(),
-        target.param_names(len(compiled.args.items)),
-        target.static_argnums,
+        lowered.traced.jaxpr.jaxpr.debug_info.arg_names,
         [w for w in compiled.warnings if UNUSABLE_WARNING in w],
         compiled.memory().get("alias_bytes"),
     )

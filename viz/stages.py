@@ -28,16 +28,19 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import ModuleType
 from typing import Any
 
 import jax
 
 from viz import events
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError, classify
+from viz.source import find_function, load_module
 from viz.spec import SpecError, abstract_args, concrete_args, input_bytes, parse_spec, uses_x64
 from viz.timing import RunStats, time_calls
 
 DEFAULT_MEMORY_LIMIT = 8 << 30
+DONATED_COPY_BYTES = 256 << 20  # fresh copies of donated inputs one timed sample may hold
 SPEC_HINT = "write arrays as f32[8,128], literals as 3 or 'relu', or a name your code defines"
 
 
@@ -48,6 +51,15 @@ def spec_error(message: str, hint: str = SPEC_HINT) -> UserCodeError:
 def resolve_device(device: str) -> jax.Device:
     """The first device of a configuration such as 'cpu', 'cpu:8' or 'gpu'."""
     platform, _, count = device.partition(":")
+    if count and not count.isdigit():
+        raise UserCodeError(
+            ErrorInfo(
+                ErrorKind.DEVICE_UNAVAILABLE,
+                f"`{device}` is not a device: write cpu, cpu:8 or gpu",
+                "pick a device the worker lists",
+                stage="spec",
+            )
+        )
     try:
         devices = jax.devices({"cuda": "gpu"}.get(platform, platform))
     except RuntimeError as exc:
@@ -148,6 +160,17 @@ class Target:
         settings.setdefault("user_file", getattr(code, "co_filename", None))
         return cls(fn, **settings)
 
+    @classmethod
+    def in_module(cls, fn: Callable, module: ModuleType, **settings: Any) -> Target:
+        """A target for `fn` of a loaded user module (its names, its source file)."""
+        return cls(fn, namespace=vars(module), user_file=module.__file__, **settings)
+
+    @classmethod
+    def from_code(cls, code: str, function: str | None, **settings: Any) -> Target:
+        """A target for `function` of freshly loaded user code (classified load errors)."""
+        module = load_module(code)
+        return cls.in_module(find_function(module, code, function), module, **settings)
+
     @property
     def name(self) -> str:
         return getattr(self.fn, "__name__", "fn")
@@ -201,13 +224,23 @@ class Target:
 
     def args(self, spec: str, x64: bool | None = None) -> Args:
         """Parse `spec` in the function's namespace; spec_error names the bad item.
-        `x64` overrides the target's setting for this call (the cache lab's switch)."""
+        `x64` overrides the target's setting for this call (the cache lab's switch).
+        Values the spec evaluates (`jnp.ones(3, dtype=jnp.float64)`) are made inside
+        the target's x64 mode and device, like everything else."""
+        x64 = self.x64 if x64 is None else x64
+        if x64 is None:  # decided by the spec's own array items
+            items = self._parse(spec)
+            x64 = uses_x64(items)
+            if not x64:  # parsed in 32-bit mode already
+                return Args(spec, items, x64)
+        with self.scope(Args(spec, [], x64)):
+            return Args(spec, self._parse(spec), x64)
+
+    def _parse(self, spec: str) -> list[Any]:
         try:
-            items = parse_spec(spec, self.namespace)
+            return parse_spec(spec, self.namespace)
         except SpecError as exc:
             raise spec_error(str(exc)) from None
-        x64 = self.x64 if x64 is None else x64
-        return Args(spec, items, uses_x64(items) if x64 is None else x64)
 
     def dynamic(self, values: Sequence[Any]) -> list[Any]:
         """The arguments a compiled executable takes: the static ones are baked in."""
@@ -247,7 +280,7 @@ class Traced:
             timed("lower", self.target.user_file) as seconds,
         ):
             lowered = self.traced.lower()
-        return Lowered(self.target, self.args, lowered, seconds[0], said)
+        return Lowered(self.target, self.args, lowered, seconds[0], said, self)
 
 
 @dataclass
@@ -259,6 +292,7 @@ class Lowered:
     lowered: Any  # jax.stages.Lowered
     seconds: float
     warnings: list[str] = field(default_factory=list)  # what JAX warned while lowering
+    traced: Traced | None = None
 
     def text(self, debug_info: bool = False) -> str:
         return self.lowered.as_text(debug_info=debug_info)
@@ -344,7 +378,7 @@ class Compiled:
     def time_runs(self, runs: int, budget_s: float = 2.0) -> RunStats:
         """Time the compiled executable itself (what was compiled is what runs). Donated
         inputs are consumed by each call: every call gets fresh copies, made before the
-        clock starts."""
+        clock starts, and a sample holds at most DONATED_COPY_BYTES of them."""
         self.check_memory()
         target = self.target
         with target.scope(self.args):
@@ -360,18 +394,28 @@ class Compiled:
                     max_samples=runs,
                     budget_s=budget_s,
                     fresh=lambda: target.dynamic(_copy_donated(values, target.donate_argnums)),
+                    max_number=max(1, DONATED_COPY_BYTES // max(self._donated_bytes(values), 1)),
                 )
 
-    def runner(self) -> Callable[[], Any]:
-        """One call of the compiled executable on fresh concrete inputs (for profiling)."""
+    def _donated_bytes(self, values: list[Any]) -> int:
+        donated = [values[i] for i in self.target.donate_argnums if i < len(values)]
+        return sum(int(getattr(leaf, "nbytes", 0)) for leaf in jax.tree.leaves(donated))
+
+    def runner(self, calls: int) -> Callable[[], Any]:
+        """`calls` calls of the compiled executable (for the profiler), each on inputs
+        made beforehand: a donated input is consumed by the call that gets it."""
+        self.check_memory()
         target = self.target
         with target.scope(self.args):
             values = self.args.concrete()
+            ready = [
+                block(target.dynamic(_copy_donated(values, target.donate_argnums)))
+                for _ in range(calls if target.donate_argnums else 1)
+            ]
 
         def call() -> Any:
-            with target.scope(self.args):
-                fresh = _copy_donated(values, target.donate_argnums)
-                return self.compiled(*target.dynamic(fresh))
+            made = ready.pop() if len(ready) > 1 else ready[0]
+            return self.compiled(*made)
 
         return call
 

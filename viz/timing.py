@@ -43,10 +43,12 @@ def time_calls(
     budget_s: float = 2.0,
     sample_s: float = 0.01,
     fresh: Callable[[], Any] | None = None,
+    max_number: int | None = None,
 ) -> RunStats:
     """Time `block(call())`: one cold call, one warm-up, then up to `max_samples` samples.
     With `fresh`, each call is `call(fresh())` instead, the inputs made (and waited
-    for) before the sample's clock starts: for calls that consume them (donation)."""
+    for) before the sample's clock starts: for calls that consume them (donation).
+    `max_number` caps the calls per sample (and so the inputs made for one sample)."""
 
     def sample(count: int) -> float:
         inputs = [block(fresh()) for _ in range(count)] if fresh else []
@@ -62,8 +64,8 @@ def time_calls(
     first = sample(1)
     warm = sample(1)
     number = max(1, int(sample_s / max(warm, 1e-7)))
-    if fresh:
-        number = min(number, 1000)  # each call holds a fresh copy of its inputs
+    if max_number is not None:
+        number = min(number, max_number)
     deadline = time.perf_counter() + max(budget_s - first - warm, 0.0)
     per_call: list[float] = []
     gc_was_enabled = gc.isenabled()

@@ -75,9 +75,9 @@ class BucketRouter:
             compiled = target.trace(target.args(spec)).lower().compile()
             self.buckets[size] = Bucket(size, compiled.seconds, compiled.compiled)
 
-    def call(self, spec: str) -> RoutedEvent:
+    def call(self, spec: str, x64: bool | None = None) -> RoutedEvent:
         target = self.session.target
-        args = target.args(spec)
+        args = target.args(spec, x64)
         with target.scope(args):
             values = args.concrete()
             x = values[self.index]

@@ -20,7 +20,7 @@ from viz import events
 from viz.cache.router import BucketRouter, RoutedEvent
 from viz.cache.signature import ArgSig, LeafSig, Signature, explain_miss
 from viz.record import Record
-from viz.spec import DTYPES
+from viz.spec import DTYPES, NARROWED, array_specs
 from viz.stages import Args, Target, block
 
 PLACEMENTS = ("default", "replicated", "sharded")  # plus 'device:N'
@@ -86,11 +86,11 @@ def _tree_text(tree: Any) -> str:
     return text.removeprefix("PyTreeDef(").removesuffix(")")
 
 
-def place(value: Any, placement: str) -> Any:
-    """Put every array leaf of `value` where the user asked."""
+def place(value: Any, placement: str, platform: str = "cpu") -> Any:
+    """Put every array leaf of `value` where the user asked, on `platform`'s devices."""
     if placement == "default":
         return value
-    devices = jax.devices()
+    devices = jax.devices({"cuda": "gpu"}.get(platform, platform))
     if placement.startswith("device:"):
         target: Any = devices[int(placement.split(":")[1])]
     else:
@@ -171,21 +171,8 @@ def x64_notes(args: Args) -> list[str]:
     """Why a 64-bit spec may hit a 32-bit entry: JAX canonicalizes it when x64 is off."""
     if args.x64:
         return []
-    wide = sorted({str(leaf).split("[")[0] for leaf in _array_specs(args.items)} & _WIDE.keys())
-    return [f"{w} canonicalized to {_WIDE[w]}: x64 is off" for w in wide]
-
-
-_WIDE = {"f64": "f32", "i64": "i32", "u64": "u32", "c128": "c64"}
-
-
-def _array_specs(tree: Any) -> list[Any]:
-    from viz.spec import ArraySpec
-
-    if isinstance(tree, dict):
-        tree = list(tree.values())
-    if isinstance(tree, list | tuple):
-        return [leaf for item in tree for leaf in _array_specs(item)]
-    return [tree] if isinstance(tree, ArraySpec) else []
+    wide = sorted({leaf.dtype for leaf in array_specs(args.items)} & NARROWED.keys())
+    return [f"{w} canonicalized to {NARROWED[w]}: x64 is off" for w in wide]
 
 
 class CacheSession:
@@ -218,10 +205,10 @@ class CacheSession:
     def precompile(self, param: str, sizes: list[int], args: str) -> None:
         self.router = BucketRouter(self, param, sizes, args)
 
-    def routed_call(self, args: str) -> RoutedEvent:
+    def routed_call(self, args: str, x64: bool | None = None) -> RoutedEvent:
         """A call served by the precompiled buckets (padding the batch)."""
         assert self.router is not None
-        event = self.router.call(args)
+        event = self.router.call(args, x64)
         self.events.append(event)
         return event
 
@@ -231,7 +218,9 @@ class CacheSession:
         names = self.target.param_names(len(values))
         placements = placements or {}
         return [
-            place(v, placements.get(n, "default")) if i not in self.static_nums else v
+            place(v, placements.get(n, "default"), self.target.device.partition(":")[0])
+            if i not in self.static_nums
+            else v
             for i, (n, v) in enumerate(zip(names, values, strict=True))
         ]
 

@@ -56,13 +56,6 @@ def placement(code: str, outer: str, inner: str, args: str, progress: Progress) 
     }
 
 
-def _load(code: str, function: str, **settings: Any) -> Target:
-    """The Target of `function` in a freshly loaded module."""
-    module = load_module(code)
-    fn = find_function(module, code, function)
-    return Target.load(fn, namespace=vars(module), user_file=module.__file__, **settings)
-
-
 def _measure_placement(
     code: str, outer: str, inner: str, args: str, label: str, jit_outer: bool, jit_inner: bool
 ) -> dict[str, Any]:
@@ -72,7 +65,7 @@ def _measure_placement(
     if jit_inner:
         setattr(module, inner, jax.jit(inner_fn))  # outer looks its callee up at call time
     outer_fn = find_function(module, code, outer)
-    target = Target.load(outer_fn, namespace=vars(module), user_file=module.__file__)
+    target = Target.in_module(outer_fn, module)
     parsed = target.args(args)
     call = target.jitted if jit_outer else target.fn
     with target.scope(parsed):
@@ -147,12 +140,14 @@ def loop_variants(step: Callable, n: int) -> dict[str, Callable]:
 def scaling(
     code: str, step: str, args: str, sizes: Sequence[int], progress: Progress
 ) -> dict[str, Any]:
-    step_target = _load(code, step)
+    step_target = Target.from_code(code, step)
     rows = []
     total = len(sizes) * 3
     for n in sizes:
         for variant, fn in loop_variants(step_target.fn, n).items():
-            target = Target.load(fn, namespace=step_target.namespace)
+            target = Target.load(
+                fn, namespace=step_target.namespace, user_file=step_target.user_file
+            )
             parsed = target.args(args)
             times, compiled = _stage_times(target, parsed)
             run = _run_time(compiled, 0.3)
@@ -203,7 +198,7 @@ def shape_sweep(
     sizes: Sequence[int],
     progress: Progress,
 ) -> dict[str, Any]:
-    target = _load(code, function, static=tuple(static))
+    target = Target.from_code(code, function, static=tuple(static))
     names = target.param_names(len(target.args(args).items))
     rows = []
     for done, size in enumerate(sizes, 1):
@@ -232,7 +227,7 @@ def bucket_costs(
     code: str, function: str, args: str, batch_arg: str, buckets: Sequence[int], progress: Progress
 ) -> dict[str, Any]:
     """AOT-compile the function at each bucket size; compile and run time per bucket."""
-    target = _load(code, function)
+    target = Target.from_code(code, function)
     names = target.param_names(len(target.args(args).items))
     rows = []
     for done, size in enumerate(sorted(set(buckets)), 1):

@@ -8,6 +8,7 @@ values in the worker. Both are re-exported here.
 
 from viz.spec.text import (
     DTYPES,
+    NARROWED,
     SpecError,
     array_item,
     array_item_parts,
@@ -21,6 +22,7 @@ from viz.spec.values import (
     KeySpec,
     ValueSpec,
     abstract_args,
+    array_specs,
     concrete_args,
     format_spec,
     input_bytes,
@@ -30,6 +32,7 @@ from viz.spec.values import (
 
 __all__ = [
     "DTYPES",
+    "NARROWED",
     "ArraySpec",
     "KeySpec",
     "SpecError",
@@ -37,6 +40,7 @@ __all__ = [
     "abstract_args",
     "array_item",
     "array_item_parts",
+    "array_specs",
     "concrete_args",
     "format_spec",
     "input_bytes",

@@ -31,7 +31,8 @@ DTYPES: dict[str, np.dtype] = {
     "c64": np.dtype(np.complex64),
     "c128": np.dtype(np.complex128),
 }
-_X64_DTYPES = frozenset({"f64", "i64", "u64", "c128"})
+NARROWED = {"f64": "f32", "i64": "i32", "u64": "u32", "c128": "c64"}  # what x64 off makes them
+_X64_DTYPES = frozenset(NARROWED)
 _DTYPE_LIKE = re.compile(r"^(?:bf|f|i|u|c)\d+$")
 _ALIASES = {
     "float16": "f16",

@@ -421,6 +421,11 @@ def input_bytes(items: list) -> int:
     return sum(_leaf_bytes(leaf) for leaf in _leaves(items))
 
 
+def array_specs(items: list) -> list[ArraySpec]:
+    """The ArraySpec leaves of parsed items, in order."""
+    return [leaf for leaf in _leaves(items) if isinstance(leaf, ArraySpec)]
+
+
 def uses_x64(items: list) -> bool:
     """True if any ArraySpec is 64-bit (f64, i64, u64, c128): wrap in jax.enable_x64(True)."""
     return any(isinstance(x, ArraySpec) and x.dtype in _X64_DTYPES for x in _leaves(items))
