@@ -194,9 +194,11 @@ def analyze(
     user_file: str | None = None,
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT,
     time_budget_s: float = 2.0,
+    history: bool = False,
 ) -> Report:
     """Analyze `fn` on the args spec. Never raises for problems in user code: they are
-    reported in `report.error` with `report.ok == False`, keeping what was learned."""
+    reported in `report.error` with `report.ok == False`, keeping what was learned.
+    `history=True` also records the run in `viz.history` (the CLI and app always do)."""
     report = Report(
         device=device,
         jax_version=jax.__version__,
@@ -216,6 +218,10 @@ def analyze(
             )
     except UserCodeError as exc:
         report.fail(exc.info.to_dict())
+    if history:
+        from viz.history import record_api_run
+
+        record_api_run(report)
     return report
 
 
