@@ -318,8 +318,9 @@ def summarize(diff: dict[str, Any]) -> str:
         for name, d in diff[group].items():
             if d["a"] is None and d["b"] is None:
                 continue
+            fmt = _fmt_seconds if name.endswith("_s") else _fmt
             out.append(
-                f"  {name:<24} {_fmt(d['a']):>12} → {_fmt(d['b']):>12}  Δ {_fmt(d['delta'], True)}"
+                f"  {name:<24} {fmt(d['a']):>12} → {fmt(d['b']):>12}  Δ {fmt(d['delta'], True)}"
             )
     k = diff["kernels"]
     if k["note"]:
@@ -339,6 +340,12 @@ def _who(s: dict[str, Any]) -> str:
     ident = f"#{s['id']} " if s.get("id") is not None else ""
     opts = " ".join(f"{k}={v}" for k, v in (s.get("compiler_options") or {}).items())
     return f"{ident}{s['function']}({s['args']}) on {s['device']}" + (f" [{opts}]" if opts else "")
+
+
+def _fmt_seconds(value: Number | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1e3:{'+' if signed else ''}.3f} ms"
 
 
 def _fmt(value: Number | None, signed: bool = False) -> str:
