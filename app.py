@@ -13,6 +13,10 @@ navigation = st.navigation(
             st.Page("views/explore.py", title="Explore", icon=":material/biotech:", default=True),
             st.Page("views/cache.py", title="Cache lab", icon=":material/cached:"),
         ],
+        "Runs": [
+            st.Page("views/history.py", title="History", icon=":material/history:"),
+            st.Page("views/diff.py", title="Diff", icon=":material/difference:"),
+        ],
         "Lessons": [
             st.Page("views/placement.py", title="Where to jit", icon=":material/place:"),
             st.Page(

@@ -354,3 +354,70 @@ def _fmt(value: Number | None, signed: bool = False) -> str:
     if isinstance(value, float) and not value.is_integer():
         return f"{value:+.4g}" if signed else f"{value:.4g}"
     return f"{int(value):+d}" if signed else f"{int(value)}"
+
+
+# -- display -------------------------------------------------------------------
+LABELS = {
+    "jaxpr.eqn_count": "jaxpr equations",
+    "stablehlo.op_count": "StableHLO ops",
+    "compiled.op_count": "compiled ops",
+    "compiled.kernel_count": "compiled kernels",
+    "compiled.fusion_count": "fusions",
+    "trace_s": "trace",
+    "lower_s": "lower",
+    "compile_s": "compile",
+    "first_call_s": "first call",
+    "run_median_s": "run (median)",
+    "run_min_s": "run (min)",
+    "run_p90_s": "run (p90)",
+    "eager_median_s": "eager (median)",
+    "runs": "timed runs",
+    "flops": "FLOPs",
+    "bytes_accessed": "bytes accessed",
+    "transcendentals": "transcendentals",
+    "argument_bytes": "arguments",
+    "output_bytes": "outputs",
+    "temp_bytes": "temporaries",
+    "alias_bytes": "aliased",
+    "generated_code_bytes": "generated code",
+}
+
+
+def human(group: str, key: str, value: Number | None, signed: bool = False) -> str:
+    """A number as the app shows it: seconds, bytes, SI or a plain count."""
+    if value is None:
+        return "–"
+    sign = "+" if signed and value > 0 else ("−" if value < 0 else "")
+    v = abs(value)
+    if key.endswith("_s"):
+        scales = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6))
+        unit, scale = next(((u, s) for u, s in scales if v >= s), ("ns", 1e-9))
+        return f"{sign}{v / scale:.3g} {unit}"
+    if group == "memory" or key == "bytes_accessed":
+        for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+            if v >= scale:
+                return f"{sign}{v / scale:.1f} {unit}"
+        return f"{sign}{v:.0f} B"
+    if group == "cost":
+        for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+            if v >= scale:
+                return f"{sign}{v / scale:.2f} {unit}"
+    return f"{sign}{v:,.0f}"
+
+
+def rows(diff: dict[str, Any], group: str) -> list[dict[str, str]]:
+    """One display row per number of a group: A, B, Δ and the ratio B / A."""
+    out = []
+    for key, d in diff[group].items():
+        a, b = d["a"], d["b"]
+        ratio = f"{b / a:.2f}×" if a and b is not None else "–"
+        out.append(
+            {
+                "": LABELS.get(key, key),
+                "A": human(group, key, a),
+                "B": human(group, key, b),
+                "Δ (B − A)": human(group, key, d["delta"], signed=True),
+                "B / A": ratio,
+            }
+        )
+    return out
