@@ -109,6 +109,7 @@ def test_the_same_function_at_two_shapes_keeps_its_kernels(shapes):
     k = diff_reports(a, b)["kernels"]
     assert k["unchanged"] == len(a["kernels"]) == len(b["kernels"])
     assert k["added"] == k["removed"] == k["changed"] == []
+    assert [(x["a"], x["b"]) for x in k["same"]] == [(x["name"], x["name"]) for x in a["kernels"]]
 
 
 def kernel(name: str, kind: str, ops: dict[str, int], lines: list[int]) -> dict[str, Any]:
@@ -118,7 +119,8 @@ def kernel(name: str, kind: str, ops: dict[str, int], lines: list[int]) -> dict[
 def test_kernels_match_by_content_not_by_name():
     a = [kernel("fusion.1", "kLoop", {"add": 1}, [3]), kernel("fusion.2", "kLoop", {"mul": 1}, [4])]
     b = [kernel("fusion.7", "kLoop", {"mul": 1}, [4]), kernel("fusion.9", "kLoop", {"add": 1}, [3])]
-    assert diff_kernels(a, b)["unchanged"] == 2
+    same = diff_kernels(a, b)["same"]
+    assert [(x["a"], x["b"]) for x in same] == [("fusion.1", "fusion.9"), ("fusion.2", "fusion.7")]
     swapped = [
         kernel("fusion.1", "kLoop", {"mul": 1}, [4]),
         kernel("fusion.2", "kLoop", {"add": 1}, [3]),

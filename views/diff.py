@@ -72,18 +72,16 @@ def pickers(runs: list[Run]) -> tuple[int, int]:
     return a, b
 
 
-def header(d: dict[str, Any]) -> None:
+def header(d: dict[str, Any], named: bool) -> None:
+    """Device and options of each side (and what ran, unless the pickers above say it)."""
     for column, name in zip(st.columns(2), ("a", "b"), strict=True):
         s = d[name]
-        ident = f"#{s['id']} · " if s.get("id") is not None else ""
         options = [f"`{k}={v}`" for k, v in s["compiler_options"].items()]
         options += [f"static `{x}`" for x in s["static"]] + [f"donate `{x}`" for x in s["donate"]]
-        column.markdown(
-            f"**{name.upper()}** · {ident}`{s['function']}({s['args']})` on {s['device']}"
-            + (f" · {s['when']}" if s.get("when") else "")
-        )
+        call = f"`{s['function']}({s['args']})` " if named else ""
         column.caption(
-            ("options: " + ", ".join(options) if options else "default options")
+            f"**{name.upper()}** · {call}on {s['device']} · "
+            + ("options: " + ", ".join(options) if options else "default options")
             + ("" if s.get("full", True) else " · numbers only: the full report was not kept")
             + ("" if s.get("ok", True) else " · this run failed")
         )
@@ -149,6 +147,17 @@ def kernels_tab(d: dict[str, Any]) -> None:
                     "what changed": "lines " + ", ".join(map(str, kernel["lines"])),
                 }
             )
+    for same in k["same"]:
+        table.append(
+            {
+                "": "unchanged",
+                "A": same["a"],
+                "B": same["b"],
+                "kind": same["kind"],
+                "ops inside (B)": ops(same),
+                "what changed": "",
+            }
+        )
     if table:
         st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
 
@@ -202,9 +211,9 @@ def graphs_tab(reports: tuple[dict[str, Any], dict[str, Any]]) -> None:
             ui.show_graph(graph["dot"], graph.get("visible_nodes") or 0, height=560)
 
 
-def show(a: dict[str, Any], b: dict[str, Any]) -> None:
+def show(a: dict[str, Any], b: dict[str, Any], named: bool = True) -> None:
     d = diff_reports(a, b)
-    header(d)
+    header(d, named)
     count_metrics(d)
     render = {
         "Timings, cost, memory": lambda: numbers_tab(d),
@@ -242,7 +251,7 @@ def page() -> None:
     if any(r is None for r in reports):
         st.warning("That run is no longer in the history.")
         return
-    show(*reports)
+    show(*reports, named=bool(handed))
 
 
 page()

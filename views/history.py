@@ -22,11 +22,13 @@ def load_runs(db: History) -> list[Run]:
 
 
 def table(runs: list[Run]) -> pd.DataFrame:
-    """One row per run: what ran, its options, key counts and times."""
+    """One row per run: what ran, its options, key counts (jaxpr equations, StableHLO
+    ops, compiled kernels and fusions) and times (trace + lower + compile, run median)."""
     records = []
     for r in runs:
         c, t = r.summary.get("counts", {}), r.summary.get("timings", {})
         compile_s = sum(t.get(k) or 0 for k in ("trace_s", "lower_s", "compile_s"))
+        result = "ok" if r.ok else (r.error_kind or "error").replace("_", " ")
         records.append(
             {
                 "run": f"#{r.id}",
@@ -35,14 +37,13 @@ def table(runs: list[Run]) -> pd.DataFrame:
                 "args": r.args,
                 "options": r.options_text or "–",
                 "device": r.device,
-                "jaxpr eqns": c.get("jaxpr.eqn_count"),
-                "StableHLO ops": c.get("stablehlo.op_count"),
+                "jaxpr": c.get("jaxpr.eqn_count"),
+                "StableHLO": c.get("stablehlo.op_count"),
                 "kernels": c.get("compiled.kernel_count"),
                 "fusions": c.get("compiled.fusion_count"),
                 "compile": ui.seconds(compile_s or None),
-                "run (median)": ui.seconds(t.get("run_median_s")),
-                "result": "ok" if r.ok else (r.error_kind or "error").replace("_", " "),
-                "from": r.source + ("" if r.full else " · numbers only"),
+                "run time": ui.seconds(t.get("run_median_s")),
+                "result": f"{result} · {r.source}" + ("" if r.full else " · numbers only"),
             }
         )
     return pd.DataFrame(records)

@@ -6,10 +6,11 @@ as `{a, b, delta}` with `delta = b − a` (None when either side lacks it):
 
 - `counts{jaxpr.eqn_count, stablehlo.op_count, compiled.op_count,
   compiled.kernel_count, compiled.fusion_count}`, `timings{…}`, `cost{…}`, `memory{…}`;
-- `kernels{added, removed, changed, unchanged}`: fused kernels matched across the
+- `kernels{added, removed, changed, unchanged, same}`: fused kernels matched across the
   runs by kind, the ops inside and their source lines, never by name (XLA renumbers
   `fusion.12` freely). A changed kernel kept its kind and lines but not its ops, its
-  kind and ops but not its lines, or its kind and most of its ops and lines;
+  kind and ops but not its lines, or its kind and most of its ops and lines. `same`
+  lists the unchanged ones (their names in A and in B), `unchanged` counts them;
 - `ops{op: {a, b, delta}}` (the compiled program's ops by type) and
   `stablehlo_ops{…}`;
 - `ir{jaxpr|stablehlo|compiled: {kept, diff, added, removed, note}}`: a unified text
@@ -229,14 +230,15 @@ def diff_kernels(a: list[dict[str, Any]] | None, b: list[dict[str, Any]] | None)
             "removed": [],
             "changed": [],
             "unchanged": None,
+            "same": [],
             "note": "the full report was not kept, so its kernels are not known",
         }
     left, right = list(a), list(b)
-    unchanged, changed = 0, []
+    same, changed = [], []
     for name, key in _PASSES:
         pairs, left, right = _pair(left, right, key)
         if name == "same":
-            unchanged = len(pairs)
+            same = [{**_brief(kb), "a": ka.get("name"), "b": kb.get("name")} for ka, kb in pairs]
         else:
             changed += [_change(ka, kb) for ka, kb in pairs]
     pairs, left, right = _pair_similar(left, right)
@@ -245,7 +247,8 @@ def diff_kernels(a: list[dict[str, Any]] | None, b: list[dict[str, Any]] | None)
         "added": [_brief(k) for k in right],
         "removed": [_brief(k) for k in left],
         "changed": changed,
-        "unchanged": unchanged,
+        "unchanged": len(same),
+        "same": same,
         "note": "",
     }
 
