@@ -140,6 +140,29 @@ def test_demo_mode_lists_sample_runs_only_and_reopens_by_sample_name(home, monke
     assert at.text_input(key="in_spec_chain_x").value == "f32[8,8]"
 
 
+def test_two_report_dicts_handed_over_show_in_the_diff_view(home):
+    from viz import analyze  # in the test process only: the pages never import jax
+
+    def double(x):
+        return x * 2.0
+
+    a = analyze(double, "f32[4]", runs=0).to_dict(include_models=True)
+    b = analyze(double, "f32[4,4]", runs=0).to_dict(include_models=True)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["diff_pair"] = (a, b)  # what ui.open_diff(a, b) leaves behind
+    at.switch_page("views/diff.py").run()
+    assert not at.exception, at.exception
+    assert any("`double(f32[4,4])`" in c.value for c in at.caption)
+    assert {m.label: m.value for m in at.metric}["jaxpr equations"] == "1 → 1"
+    at.session_state["diff_tab"] = "Compiled graphs"
+    at.session_state["diff_panels"] = True
+    at.run()
+    assert not at.exception, at.exception
+    assert sum(c.value.startswith("Showing") for c in at.caption) == 2  # two graph panels
+    button(at, "Pick two runs from the history instead").click().run()
+    assert "diff_dicts" not in at.session_state
+
+
 def test_the_history_and_diff_modules_never_import_jax():
     check = (
         "import sys, viz.history, viz.diff, viz.cli_history; "

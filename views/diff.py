@@ -198,15 +198,24 @@ def ir_tab(d: dict[str, Any]) -> None:
 
 
 def graphs_tab(reports: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    st.caption("Each run's compiled program in its default (collapsed) view.")
+    panels = st.toggle(
+        "Find, expand and inspect nodes in each graph",
+        key="diff_panels",
+        help="the full graph panel for each run, instead of the default view",
+    )
     for column, name, report in zip(st.columns(2), "AB", reports, strict=True):
         graph = (report.get("graphs") or {}).get("compiled")
+        model = (report.get("graph_models") or {}).get("compiled")
         with column:
             if not graph:
                 st.info(f"{name}: the full report was not kept, so its graph is gone.")
                 continue
+            title = f"{name} · {report.get('function')}({report.get('args')})"
+            if panels and model:
+                ui.graph_panel("compiled", model, key=f"diff_graph_{name}", title=title)
+                continue
             st.markdown(
-                f"**{name}** · {graph.get('visible_nodes')} of {graph.get('total_nodes')} nodes"
+                f"**{title}** · {graph.get('visible_nodes')} of {graph.get('total_nodes')} nodes"
             )
             ui.show_graph(graph["dot"], graph.get("visible_nodes") or 0, height=560)
 
