@@ -13,11 +13,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from test_browser import CHROMIUM, ROOT, _free_port, browser, page, shot  # noqa: F401
 
 from viz.history import History
+from viz.samples import get_sample
 
 pytestmark = [
     pytest.mark.browser,
@@ -70,16 +72,23 @@ def server(home: Path) -> Iterator[str]:
     log.close()
 
 
+def results(tab) -> None:
+    """Wait for an analysis to be shown: its first metric."""
+    tab.locator("[data-testid=stMetricLabel]", has_text="jaxpr equations").first.wait_for()
+
+
 def test_two_runs_diff_side_by_side_and_history_reopens_one(page, home) -> None:  # noqa: F811
     page.goto(page.base_url)  # the default sample, analyzed on a first visit: run #1
-    page.get_by_text("jaxpr equations").first.wait_for()
+    results(page)
     page.goto(f"{page.base_url}/?sample=dot_plus_one&args=f32[64,512], f32[512,32]")
-    page.get_by_text("jaxpr equations").first.wait_for()
+    results(page)
     assert [r.args for r in History(home / "history.sqlite").runs()] == [
         "f32[64,512], f32[512,32]",
         "f32[256,512], f32[512,128]",
     ]
-    page.get_by_role("button", name="Diff with the previous run of f").click()
+    vs_previous = page.get_by_role("button", name="Diff with the previous run of f")
+    shot(page, "explore_vs_previous", vs_previous)
+    vs_previous.click()
     page.get_by_role("heading", name="Diff").wait_for()
     page.get_by_text("2 → 2").first.wait_for()  # jaxpr equations, A → B
     page.locator("[data-testid=stDataFrame]").nth(2).wait_for()  # timings, cost, memory
@@ -112,3 +121,24 @@ def test_two_runs_diff_side_by_side_and_history_reopens_one(page, home) -> None:
     page.get_by_role("button", name="Analyze").click()
     page.get_by_role("button", name="Diff with the previous run of f (#2)").wait_for()
     assert History(home / "history.sqlite").count() == before + 1
+
+
+def test_an_edited_chain_shows_its_changed_kernel(page, home) -> None:  # noqa: F811
+    page.goto(f"{page.base_url}/?sample=elementwise_chain")
+    results(page)  # not get_by_text: the chain's own docstring says "jaxpr equations"
+    code = get_sample("elementwise_chain").code
+    edited = code.replace("    y = -y  # 12\n", "    y = y  # 12: no negate\n")
+    link = urlencode({"code": edited, "function": "chain", "args": "f32[512,512]"})
+    page.goto(f"{page.base_url}/?{link}")  # a link with code waits for Analyze
+    page.get_by_role("button", name="Analyze").click()
+    results(page)
+    page.get_by_role("button", name="Diff with the previous run of chain").click()
+    page.get_by_role("heading", name="Diff").wait_for()
+    page.get_by_text("24 → 23").first.wait_for()  # jaxpr equations, one op fewer
+    page.get_by_role("tab", name="Kernels", exact=True).click()
+    page.get_by_text("1 changed").first.wait_for()
+    page.locator("[data-testid=stDataFrame]").first.wait_for()
+    shot(page, "diff_kernel_changed")
+    page.get_by_role("tab", name="Ops by type", exact=True).click()
+    page.locator("[data-testid=stDataFrame]").first.wait_for()
+    shot(page, "diff_ops")

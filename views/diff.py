@@ -93,7 +93,7 @@ def count_metrics(d: dict[str, Any]) -> None:
         column.metric(
             LABELS[name],
             f"{human('counts', name, c['a'])} → {human('counts', name, c['b'])}",
-            delta=None if c["delta"] is None else human("counts", name, c["delta"], signed=True),
+            delta=c["delta"],  # a number: Streamlit reads its sign for the arrow
             delta_color="inverse",
             help="A → B; fewer is green",
         )
@@ -122,7 +122,11 @@ def kernels_tab(d: dict[str, Any]) -> None:
     for c in k["changed"]:
         change = [f"{op} {x['delta']:+d}" for op, x in c["ops"].items()]
         if c["lines"]:
-            change.append(f"lines {list(c['lines']['a'])} → {list(c['lines']['b'])}")
+            gone = sorted(set(c["lines"]["a"]) - set(c["lines"]["b"]))
+            new = sorted(set(c["lines"]["b"]) - set(c["lines"]["a"]))
+            change.append(
+                "source lines " + ", ".join([*(f"−{x}" for x in gone), *(f"+{x}" for x in new)])
+            )
         if c["kind"]:
             change.append(f"kind {c['kind']['a']} → {c['kind']['b']}")
         table.append(
@@ -131,8 +135,8 @@ def kernels_tab(d: dict[str, Any]) -> None:
                 "A": c["a"]["name"],
                 "B": c["b"]["name"],
                 "kind": c["b"]["kind"],
-                "ops inside (B)": ops(c["b"]),
                 "what changed": "; ".join(change),
+                "ops inside": ops(c["b"]),
             }
         )
     for status, side, items in (("added", "B", k["added"]), ("removed", "A", k["removed"])):
@@ -143,8 +147,8 @@ def kernels_tab(d: dict[str, Any]) -> None:
                     "A": kernel["name"] if side == "A" else "",
                     "B": kernel["name"] if side == "B" else "",
                     "kind": kernel["kind"],
-                    "ops inside (B)": ops(kernel),
                     "what changed": "lines " + ", ".join(map(str, kernel["lines"])),
+                    "ops inside": ops(kernel),
                 }
             )
     for same in k["same"]:
@@ -154,8 +158,8 @@ def kernels_tab(d: dict[str, Any]) -> None:
                 "A": same["a"],
                 "B": same["b"],
                 "kind": same["kind"],
-                "ops inside (B)": ops(same),
                 "what changed": "",
+                "ops inside": ops(same),
             }
         )
     if table:
