@@ -160,6 +160,15 @@ def test_each_ir_gets_a_text_diff(shapes):
     assert same["diff"] == "" and same["note"] == "identical"
 
 
+def test_the_compiled_text_diff_leaves_out_source_metadata(chains):
+    compiled = diff_reports(*chains)["ir"]["compiled"]
+    assert "metadata=" not in compiled["diff"] and "FileNames" not in compiled["diff"]
+    assert "user_" not in compiled["diff"]  # the code's file name (its hash) differs
+    removed = [x for x in compiled["diff"].splitlines()[2:] if x.startswith("-")]
+    assert any(" negate(" in x for x in removed)
+    assert compiled["removed"] - compiled["added"] == 1  # one negate fewer
+
+
 def test_a_run_past_the_bound_still_diffs_its_numbers_but_says_its_text_is_gone(
     tmp_path: Path, shapes
 ):

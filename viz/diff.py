@@ -14,7 +14,10 @@ as `{a, b, delta}` with `delta = b − a` (None when either side lacks it):
 - `ops{op: {a, b, delta}}` (the compiled program's ops by type) and
   `stablehlo_ops{…}`;
 - `ir{jaxpr|stablehlo|compiled: {kept, diff, added, removed, note}}`: a unified text
-  diff of each IR, when both reports still carry the text;
+  diff of each IR, when both reports still carry the text. The compiled HLO is
+  compared without its `metadata={…}` and stack-frame tables: they hold file paths
+  (user code is named by its hash) and jitscope's own frames, which differ between
+  any two runs;
 - `a`, `b`: what each side ran (function, args, static, device, options, history id).
 
 Plain data in, plain data out; no jax.
@@ -23,6 +26,7 @@ Plain data in, plain data out; no jax.
 from __future__ import annotations
 
 import difflib
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -271,6 +275,27 @@ def _change(ka: dict[str, Any], kb: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- IR text -------------------------------------------------------------------
+_FRAME_TABLES = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"}
+_METADATA = re.compile(r",? metadata=\{[^{}]*\}")
+
+
+def comparable(ir: str, text: str) -> list[str]:
+    """The lines of an IR worth diffing: optimized HLO loses source metadata and the
+    stack-frame tables (numbered rows under FileNames, FunctionNames, ...)."""
+    if ir != "compiled":
+        return text.splitlines()
+    lines, in_table = [], False
+    for line in text.splitlines():
+        if line.strip() in _FRAME_TABLES:
+            in_table = True
+        elif in_table and (not line.strip() or line[:1].isdigit()):
+            continue
+        else:
+            in_table = False
+            lines.append(_METADATA.sub("", line))
+    return lines
+
+
 def diff_text(a: dict[str, Any], b: dict[str, Any], ir: str, context: int = 3) -> dict[str, Any]:
     """A unified diff of one IR's text; says so when a side's full report is gone."""
     ta, tb = _section(a, ir).get("text"), _section(b, ir).get("text")
@@ -286,8 +311,8 @@ def diff_text(a: dict[str, Any], b: dict[str, Any], ir: str, context: int = 3) -
         }
     lines = list(
         difflib.unified_diff(
-            ta.splitlines(),
-            tb.splitlines(),
+            comparable(ir, ta),
+            comparable(ir, tb),
             fromfile=label(a, "A"),
             tofile=label(b, "B"),
             n=context,
