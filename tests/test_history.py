@@ -124,6 +124,22 @@ def test_threads_record_concurrently_without_losing_a_run(db, reports):
     assert len(set(ids)) == 40 and db.count() == 40
 
 
+def test_processes_create_and_fill_one_new_file_at_once(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from viz.history import History; h = "
+        "History(sys.argv[2], keep_reports=4); [h.record({'function': 'f', 'args': str(i), "
+        "'ok': True}, code=f'c{i % 2}') for i in range(10)]"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(REPO), str(path)]) for _ in range(3)
+    ]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
+    db = History(path)
+    assert db.count() == 30 and sum(r.full for r in db.runs()) == 4
+    assert db.schema_version() == SCHEMA_VERSION
+
+
 def test_filter_by_function_and_the_previous_run_of_the_same_function(db, reports):
     first = db.record(reports["scale8"])
     db.record(reports["matmul"])
