@@ -14,6 +14,10 @@ navigation = st.navigation(
             st.Page("pages/explore.py", title="Explore", icon=":material/biotech:", default=True),
             st.Page("pages/cache.py", title="Cache lab", icon=":material/cached:"),
         ],
+        "Runs": [
+            st.Page("pages/history.py", title="History", icon=":material/history:"),
+            st.Page("pages/diff.py", title="Diff", icon=":material/difference:"),
+        ],
         "Lessons": [
             st.Page("pages/placement.py", title="Where to jit", icon=":material/place:"),
             st.Page(

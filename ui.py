@@ -333,6 +333,13 @@ def stamp() -> str:
     return time.strftime("%H:%M:%S")
 
 
+def open_diff(a: int | dict[str, Any], b: int | dict[str, Any]) -> None:
+    """Show the diff view of A → B: two history run ids, or two report dicts (e.g. a
+    quick variant and its original). Switches page; does not return."""
+    st.session_state.diff_pair = (a, b)
+    st.switch_page("pages/diff.py")
+
+
 # -- lessons: heavy jobs with a progress bar and a cancel button -----------------
 def lesson_worker() -> Any:
     return pool().get(device(), role="lessons")

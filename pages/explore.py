@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from itertools import pairwise
 from typing import Any
 
@@ -12,6 +13,7 @@ import ui
 import ui_fusion
 from viz import charts
 from viz.export import html_report
+from viz.history import History, HistoryError
 from viz.source import list_functions
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
@@ -167,12 +169,40 @@ def analyze(runs: int) -> None:
         report.setdefault(field, prog[field])
     report["_code"] = prog["code"]
     report["_stamp"] = ui.stamp()
+    report["_history_id"] = record(report, prog)
     history = st.session_state.setdefault("results", [])
     history.append(report)
     st.session_state.shown = len(history) - 1
     st.query_params.from_dict(share_params(prog))
     if (report.get("error") or {}).get("line") and not editor.plain():
         st.rerun()  # the editor above was drawn before the error: mark its line
+
+
+def record(report: dict[str, Any], prog: dict[str, Any]) -> int | None:
+    """Every analysis goes into the run history (the History page reads it back)."""
+    try:
+        return History().record(report, code=prog["code"], sample=prog.get("sample"), source="app")
+    except (sqlite3.Error, OSError, HistoryError) as exc:
+        st.toast(f"Not recorded in the history: {exc}", icon=":material/warning:")
+        return None
+
+
+def vs_previous(r: dict[str, Any]) -> None:
+    """This run against the previous run of the same function, in the diff view."""
+    run_id = r.get("_history_id")
+    if run_id is None:
+        return
+    try:
+        previous = History().previous(run_id)
+    except (sqlite3.Error, OSError, HistoryError):
+        return
+    if previous is not None and st.button(
+        f"Diff with the previous run of {r['function']} (#{previous.id})",
+        icon=":material/difference:",
+        help=f"#{previous.id} {previous.function}({previous.args}) → #{run_id}",
+        key=f"vs_prev_{run_id}",
+    ):
+        ui.open_diff(previous.id, run_id)
 
 
 def share_params(prog: dict[str, Any]) -> dict[str, str]:
@@ -395,6 +425,7 @@ def results() -> None:
         )
     index = st.session_state.get("shown", len(history) - 1)
     r = history[index]
+    vs_previous(r)
     if r.get("error"):
         ui.error_card(r["error"], r.get("_code"))
     for warning in r.get("warnings") or []:
@@ -423,6 +454,8 @@ def results() -> None:
 
 
 # A shared link runs its analysis on open; so does a first visit, on the default sample.
+if "reopened" in st.session_state:  # the History page loaded a run: it waits for Analyze
+    st.toast(f"Run #{st.session_state.pop('reopened')} loaded: press Analyze to run it.")
 auto = apply_query_params() or "results" not in st.session_state
 clicked, runs = inputs()
 if clicked or auto:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from streamlit.runtime.pages_manager import PagesManager
 
 from viz.samples import Sample, list_samples
 from viz.worker import Worker
@@ -143,3 +144,27 @@ def line_of(code: str, marker: str) -> int:
     found = [i for i, text in enumerate(code.splitlines(), 1) if marker in text]
     assert len(found) == 1, (marker, found)
     return found[0]
+
+
+# -- AppTest: the Streamlit pages headless (tests/test_app*.py use these) --------
+@pytest.fixture
+def navigation_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AppTest sets Streamlit's legacy pages/ flag again before every run, where a server
+    sets it once per start; `ui.leave_legacy_pages` then reruns, and a rerun drops the
+    click that started the run. Clear the flag as a started server's second run sees it
+    (tests marked `legacy_pages` keep Streamlit's own behaviour)."""
+    if request.node.get_closest_marker("legacy_pages"):
+        return
+    init = PagesManager.__init__
+
+    def init_then_clear(self: PagesManager, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)
+        PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(PagesManager, "__init__", init_then_clear)
+
+
+@pytest.fixture
+def plain_editor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AppTest cannot type into a component: the editor's text_area fallback, same key."""
+    monkeypatch.setenv("JITSCOPE_EDITOR", "plain")

@@ -14,27 +14,7 @@ TIMEOUT = 180
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
-@pytest.fixture(autouse=True)
-def navigation_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """AppTest sets Streamlit's legacy pages/ flag again before every run, where a server
-    sets it once per start; `ui.leave_legacy_pages` then reruns, and a rerun drops the
-    click that started the run. Clear the flag as a started server's second run sees it
-    (tests marked `legacy_pages` keep Streamlit's own behaviour)."""
-    if request.node.get_closest_marker("legacy_pages"):
-        return
-    init = PagesManager.__init__
-
-    def init_then_clear(self: PagesManager, *args: object, **kwargs: object) -> None:
-        init(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    monkeypatch.setattr(PagesManager, "__init__", init_then_clear)
-
-
-@pytest.fixture(autouse=True)
-def plain_editor(monkeypatch: pytest.MonkeyPatch) -> None:
-    """AppTest cannot type into a component: the editor's text_area fallback, same key."""
-    monkeypatch.setenv("JITSCOPE_EDITOR", "plain")
+pytestmark = pytest.mark.usefixtures("navigation_mode", "plain_editor")
 
 
 @pytest.mark.legacy_pages

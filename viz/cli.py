@@ -1,8 +1,9 @@
-"""Command line: `python -m viz analyze|cache PATH::FUNC ...`.
+"""Command line: `python -m viz analyze|cache PATH::FUNC ...`, `history`, `diff A B`.
 
 User code runs in the worker (time and memory limits, crash isolation, and
 `cpu:8` really gets 8 devices). Exit status 0 when the analysis ran, even if
 the user's function failed (that is a result, in `error`); 2 for CLI misuse.
+Every `analyze` is recorded in the run history unless `--no-history`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from viz import cli_history
 from viz.cache.signature import reason_text
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
 
@@ -92,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
         help="write the kernel profile as a Chrome JSON trace for Perfetto (.json or "
         ".json.gz; implies --profile)",
     )
+    analyze.add_argument(
+        "--no-history", action="store_true", help="do not record this run in the history"
+    )
     cache = sub.add_parser("cache", parents=[common], help="call repeatedly, explain cache misses")
     cache.add_argument(
         "--call",
@@ -100,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SPEC",
         help="args spec of one call (repeat for a sequence)",
     )
+    cli_history.add_commands(sub)
     return parser
 
 
@@ -196,6 +202,8 @@ def _write_exports(args: argparse.Namespace, report: dict[str, Any], mlir: str |
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("history", "diff"):
+        return cli_history.main(args)
     code, function = args.target
     worker = Worker(args.device, timeout_s=args.timeout)
     try:
@@ -213,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
                 profile=args.profile or args.trace is not None,
                 mlir=args.mlir is not None,
             )
+            if not args.no_history:
+                cli_history.record(report, code)
             report.pop("graph_models", None)
             report.pop("stdout", None)
             mlir = report.pop("mlir", None)

@@ -50,12 +50,14 @@ def analyze(
     time_budget_s: float = 2.0,
     profile: bool = False,
     mlir: bool = False,
+    history: bool = False,
 ) -> Report:
     """Analyze `fn` on the args spec. Never raises for problems in user code: they are
     reported in `report.error` with `report.ok == False`, keeping what was learned.
 
     `profile`: also time each kernel under `jax.profiler` (needs runs > 0).
-    `mlir`: also keep the StableHLO with its locations (`report.mlir`), for Model Explorer."""
+    `mlir`: also keep the StableHLO with its locations (`report.mlir`), for Model Explorer.
+    `history`: also record the run in `viz.history` (the CLI and the app always do)."""
     settings: dict[str, Any] = {"static": tuple(static), "device": device, "x64": x64}
     settings.update(donate=tuple(donate), compiler_options=dict(compiler_options or {}))
     settings["memory_limit_bytes"] = memory_limit_bytes
@@ -64,7 +66,12 @@ def analyze(
     if user_file is not None:
         settings["user_file"] = user_file
     target = Target.load(fn, **settings)
-    return analyze_target(target, args, runs, time_budget_s, profile=profile, mlir=mlir)
+    report = analyze_target(target, args, runs, time_budget_s, profile=profile, mlir=mlir)
+    if history:
+        from viz.history import record_api_run
+
+        record_api_run(report)
+    return report
 
 
 def analyze_target(

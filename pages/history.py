@@ -1,0 +1,144 @@
+"""History: every analysis recorded in history.sqlite; re-open one in Explore, or diff two."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from viz import demo
+from viz.history import History, HistoryError, Run, sample_runs
+from viz.samples import get_sample
+from viz.worker import available_devices
+
+ui.leave_legacy_pages()  # a deep link may start here, without app.py
+
+st.title("History")
+
+
+def load_runs(db: History) -> list[Run]:
+    runs = db.runs(limit=2000)
+    return sample_runs(runs) if demo.enabled() else runs
+
+
+def table(runs: list[Run]) -> pd.DataFrame:
+    """One row per run: what ran, its options, key counts (jaxpr equations, StableHLO
+    ops, compiled kernels and fusions) and times (trace + lower + compile, run median)."""
+    records = []
+    for r in runs:
+        c, t = r.summary.get("counts", {}), r.summary.get("timings", {})
+        compile_s = sum(t.get(k) or 0 for k in ("trace_s", "lower_s", "compile_s"))
+        result = "ok" if r.ok else (r.error_kind or "error").replace("_", " ")
+        records.append(
+            {
+                "run": f"#{r.id}",
+                "when": r.when,
+                "function": r.function,
+                "args": r.args,
+                "options": r.options_text or "–",
+                "device": r.device,
+                "jaxpr": c.get("jaxpr.eqn_count"),
+                "StableHLO": c.get("stablehlo.op_count"),
+                "kernels": c.get("compiled.kernel_count"),
+                "fusions": c.get("compiled.fusion_count"),
+                "compile": ui.seconds(compile_s or None),
+                "run time": ui.seconds(t.get("run_median_s")),
+                "result": f"{result} · {r.source}" + ("" if r.full else " · numbers only"),
+            }
+        )
+    return pd.DataFrame(records)
+
+
+def run_label(run: Run) -> str:
+    return f"#{run.id} · {run.function}({run.args}) · {run.when}"
+
+
+def reopen(run: Run) -> None:
+    """Load the run's code and arguments into Explore; nothing runs until Analyze.
+    In demo mode the code comes from the sample by name, never from the database."""
+    if demo.enabled():
+        program = ui.program_from_sample(run.sample or "")
+    else:
+        code = History().code(run.id) or ""
+        sample = get_sample(run.sample) if run.sample else None
+        program = {
+            "sample": run.sample if sample and sample.code == code else None,
+            "code": code,
+            "extra": dict(sample.extra) if sample else {},
+        }
+    program.update(function=run.function, args=run.args, static=list(run.static))
+    st.session_state.program = program
+    for key in list(st.session_state):
+        if key.startswith(("in_", "code_w", "fn_w")) or key == "sample_pick":
+            del st.session_state[key]
+    st.session_state.setdefault("results", [])  # Explore must not auto-analyze
+    st.session_state.query_applied = True
+    if run.device in available_devices():
+        st.session_state.device = run.device
+    st.session_state.reopened = run.id
+
+
+def actions(db: History, runs: list[Run]) -> None:
+    by_id = {r.id: r for r in runs}
+    pick = st.selectbox(
+        "Run", list(by_id), format_func=lambda i: run_label(by_id[i]), key="hist_pick"
+    )
+    run = by_id[pick]
+    c1, c2, c3 = st.columns(3)
+    can_open = demo.enabled() or db.code(run.id) is not None
+    if c1.button(
+        "Open in Explore",
+        on_click=reopen,
+        args=(run,),
+        disabled=not can_open,
+        width="stretch",
+        help="loads its code and arguments; nothing runs until you press Analyze"
+        if can_open
+        else "this run was recorded without its code",
+    ):
+        st.switch_page("pages/explore.py")
+    previous = next((r for r in runs if r.id < run.id and r.function == run.function), None)
+    if c2.button(
+        f"Diff with the previous run of {run.function}",
+        disabled=previous is None,
+        width="stretch",
+        help=f"#{previous.id} → #{run.id}" if previous else "no earlier run of this function",
+    ):
+        ui.open_diff(previous.id, run.id)
+    if c3.button("Diff two runs…", width="stretch"):
+        ui.open_diff(previous.id if previous else run.id, run.id)
+
+
+def page() -> None:
+    try:
+        db = History()
+        runs = load_runs(db)
+    except (sqlite3.Error, OSError, HistoryError) as exc:
+        st.error(f"The history cannot be read: {exc}", icon=":material/error:")
+        return
+    keep = db.keep_reports
+    st.caption(
+        f"Every analysis from this app and from `python -m viz analyze`, kept in "
+        f"`{db.path}`. The newest {keep} runs keep their full report (IR texts, kernels, "
+        "graphs); older ones keep their numbers."
+    )
+    if demo.enabled():
+        st.info("Demo mode: only runs of the built-in samples are listed.", icon=":material/info:")
+    if not runs:
+        st.info("No runs yet: analyze something in **Explore**, and it appears here.")
+        return
+    functions = sorted({r.function for r in runs})
+    only = st.selectbox(
+        "Function", ["all functions", *functions], key="hist_function", help="filter the list"
+    )
+    if only != "all functions":
+        runs = [r for r in runs if r.function == only]
+    st.dataframe(
+        table(runs), hide_index=True, width="stretch", height=min(38 + 35 * len(runs), 460)
+    )
+    actions(db, runs)
+
+
+page()

@@ -1,0 +1,204 @@
+"""viz.diff: every number of the diff is the difference of the two real reports.
+
+Reports come from the real `viz.analyze` (compile only unless timings are the point):
+one function at two shapes, the 24-op elementwise chain against an edited copy of
+itself, and two different samples.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+import pytest
+
+from viz import analyze
+from viz.diff import COUNT_PATHS, diff_kernels, diff_reports, numbers, summarize
+from viz.history import History
+from viz.samples import get_sample
+from viz.source import find_function, load_module
+
+
+def scale(x):
+    return jnp.sin(x) * 2.0 + 1.0
+
+
+def sample_report(name: str, code: str | None = None, args: str | None = None) -> dict[str, Any]:
+    sample = get_sample(name)
+    code = code or sample.code
+    module = load_module(code)
+    fn = find_function(module, code, sample.function)
+    report = analyze(
+        fn,
+        args or sample.args,
+        sample.static,
+        runs=0,
+        namespace=vars(module),
+        user_file=module.__file__,
+    )
+    return report.to_dict()
+
+
+@pytest.fixture(scope="module")
+def shapes() -> tuple[dict[str, Any], dict[str, Any]]:
+    """scale() at two shapes, timed (so run times have deltas too)."""
+    a = analyze(scale, "f32[8]", runs=3).to_dict()
+    b = analyze(scale, "f32[256,256]", runs=3).to_dict()
+    return a, b
+
+
+@pytest.fixture(scope="module")
+def chains() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The 24-op chain, and the same chain with op 12 (`y = -y`) taken out."""
+    code = get_sample("elementwise_chain").code
+    assert "    y = -y  # 12\n" in code
+    edited = code.replace("    y = -y  # 12\n", "    y = y  # 12: negate taken out\n")
+    return sample_report("elementwise_chain"), sample_report("elementwise_chain", edited)
+
+
+def expected(a: Any, b: Any) -> dict[str, Any]:
+    return {"a": a, "b": b, "delta": None if a is None or b is None else b - a}
+
+
+def test_counts_timings_cost_and_memory_are_b_minus_a(shapes):
+    a, b = shapes
+    d = diff_reports(a, b)
+    assert set(d["counts"]) == set(COUNT_PATHS)
+    for name, (section, key) in COUNT_PATHS.items():
+        assert d["counts"][name] == expected(a[section][key], b[section][key]), name
+    for group in ("timings", "cost", "memory"):
+        for key, value in d[group].items():
+            assert value == expected(a[group].get(key), b[group].get(key)), (group, key)
+    assert d["memory"]["argument_bytes"]["delta"] == (256 * 256 - 8) * 4
+    assert d["timings"]["run_median_s"]["delta"] is not None
+    assert d["cost"]["flops"]["delta"] > 0
+    json.dumps(d, allow_nan=False)
+
+
+def test_op_histograms_are_b_minus_a_for_every_op_of_either_side():
+    a, b = sample_report("elementwise_chain"), sample_report("dot_plus_one")
+    d = diff_reports(a, b)
+    for key, section, hist in (("ops", "compiled", "ops"), ("stablehlo_ops", "stablehlo", "ops")):
+        ha, hb = Counter(a[section][hist]), Counter(b[section][hist])
+        assert set(d[key]) == set(ha) | set(hb)
+        for op, value in d[key].items():
+            assert value == expected(ha[op], hb[op]), (key, op)
+    assert d["stablehlo_ops"]["stablehlo.dot_general"] == {"a": 0, "b": 1, "delta": 1}
+    assert d["counts"]["compiled.kernel_count"]["delta"] == (
+        b["compiled"]["kernel_count"] - a["compiled"]["kernel_count"]
+    )
+
+
+def test_taking_one_op_out_of_the_chain_changes_its_kernel(chains):
+    a, b = chains
+    d = diff_reports(a, b)
+    assert d["counts"]["jaxpr.eqn_count"]["delta"] == -1
+    assert d["stablehlo_ops"]["stablehlo.negate"]["delta"] == -1
+    k = d["kernels"]
+    assert not k["added"] and not k["removed"]
+    (change,) = k["changed"]
+    assert change["ops"]["negate"] == {"a": 2, "b": 1, "delta": -1}
+    assert 33 in change["a"]["lines"] and 33 not in change["b"]["lines"]  # line of op 12
+
+
+def test_the_same_function_at_two_shapes_keeps_its_kernels(shapes):
+    a, b = shapes
+    k = diff_reports(a, b)["kernels"]
+    assert k["unchanged"] == len(a["kernels"]) == len(b["kernels"])
+    assert k["added"] == k["removed"] == k["changed"] == []
+    assert [(x["a"], x["b"]) for x in k["same"]] == [(x["name"], x["name"]) for x in a["kernels"]]
+
+
+def kernel(name: str, kind: str, ops: dict[str, int], lines: list[int]) -> dict[str, Any]:
+    return {"name": name, "kind": kind, "ops": ops, "lines": lines}
+
+
+def test_kernels_match_by_content_not_by_name():
+    a = [kernel("fusion.1", "kLoop", {"add": 1}, [3]), kernel("fusion.2", "kLoop", {"mul": 1}, [4])]
+    b = [kernel("fusion.7", "kLoop", {"mul": 1}, [4]), kernel("fusion.9", "kLoop", {"add": 1}, [3])]
+    same = diff_kernels(a, b)["same"]
+    assert [(x["a"], x["b"]) for x in same] == [("fusion.1", "fusion.9"), ("fusion.2", "fusion.7")]
+    swapped = [
+        kernel("fusion.1", "kLoop", {"mul": 1}, [4]),
+        kernel("fusion.2", "kLoop", {"add": 1}, [3]),
+    ]
+    assert diff_kernels(a, swapped)["changed"] == []  # same names, but each matched its twin
+
+
+def test_kernels_added_removed_and_changed():
+    a = [
+        kernel("f.1", "kLoop", {"add": 2}, [3]),
+        kernel("f.2", "kInput", {"reduce": 1}, [5]),
+        kernel("f.3", "kLoop", {"exp": 1}, [9]),
+    ]
+    b = [
+        kernel("f.4", "kLoop", {"add": 2, "mul": 1}, [3]),  # same place, one op more
+        kernel("f.5", "kInput", {"reduce": 1}, [6]),  # same ops, a line moved
+        kernel("f.6", "kOutput", {"dot": 1}, [12]),  # new
+    ]
+    k = diff_kernels(a, b)
+    assert [x["name"] for x in k["added"]] == ["f.6"]
+    assert [x["name"] for x in k["removed"]] == ["f.3"]
+    changes = {c["a"]["name"]: c for c in k["changed"]}
+    assert changes["f.1"]["ops"] == {"mul": {"a": 0, "b": 1, "delta": 1}}
+    assert changes["f.2"]["lines"] == {"a": (5,), "b": (6,)}
+    assert k["unchanged"] == 0
+
+
+def test_each_ir_gets_a_text_diff(shapes):
+    a, b = shapes
+    ir = diff_reports(a, b)["ir"]
+    assert set(ir) == {"jaxpr", "stablehlo", "compiled"}
+    for section in ir.values():
+        assert section["kept"] and section["added"] > 0 and section["removed"] > 0
+    assert "-{ lambda ; a:f32[8]. let" in ir["jaxpr"]["diff"]
+    assert "+{ lambda ; a:f32[256,256]. let" in ir["jaxpr"]["diff"]
+    same = diff_reports(a, a)["ir"]["stablehlo"]
+    assert same["diff"] == "" and same["note"] == "identical"
+
+
+def test_the_compiled_text_diff_leaves_out_source_metadata(chains):
+    compiled = diff_reports(*chains)["ir"]["compiled"]
+    assert "metadata=" not in compiled["diff"] and "FileNames" not in compiled["diff"]
+    assert "user_" not in compiled["diff"]  # the code's file name (its hash) differs
+    removed = [x for x in compiled["diff"].splitlines()[2:] if x.startswith("-")]
+    assert any(" negate(" in x for x in removed)
+    assert compiled["removed"] - compiled["added"] == 1  # one negate fewer
+
+
+def test_a_run_past_the_bound_still_diffs_its_numbers_but_says_its_text_is_gone(
+    tmp_path: Path, shapes
+):
+    a, b = shapes
+    db = History(tmp_path / "h.sqlite", keep_reports=1)
+    old, new = db.record(a), db.record(b)
+    d = diff_reports(db.report(old), db.report(new))
+    assert d["counts"]["compiled.op_count"] == expected(
+        a["compiled"]["op_count"], b["compiled"]["op_count"]
+    )
+    assert (
+        d["timings"]["run_median_s"]["delta"]
+        == b["timings"]["run_median_s"] - a["timings"]["run_median_s"]
+    )
+    assert d["ir"]["compiled"]["kept"] is False
+    assert f"#{old} scale(f32[8])" in d["ir"]["compiled"]["note"]
+    assert "was not kept" in d["ir"]["compiled"]["note"]
+    assert d["kernels"]["unchanged"] is None and "not kept" in d["kernels"]["note"]
+    assert (d["a"]["id"], d["a"]["full"], d["b"]["full"]) == (old, False, True)
+
+
+def test_numbers_are_what_history_keeps(shapes):
+    a, _ = shapes
+    n = numbers(a)
+    assert n["counts"]["compiled.fusion_count"] == a["compiled"]["fusion_count"]
+    assert n["ops"] == a["compiled"]["ops"] and n["stablehlo_ops"] == a["stablehlo"]["ops"]
+
+
+def test_the_terminal_summary_names_both_sides_and_each_delta(chains):
+    text = summarize(diff_reports(*chains))
+    assert text.splitlines()[0].startswith("A: chain(f32[512,512])")
+    assert "jaxpr.eqn_count" in text and "Δ -1" in text
+    assert "1 changed" in text

@@ -1,0 +1,256 @@
+"""viz.history: the run history in $JITSCOPE_HOME/history.sqlite.
+
+Reports come from the real `viz.analyze` on small functions defined here; each test
+uses its own database file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import zlib
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+import pytest
+from conftest import REPO
+
+from viz import analyze
+from viz.diff import numbers
+from viz.history import SCHEMA_VERSION, History, HistoryError, sample_runs
+from viz.samples import get_sample
+
+
+def scale(x):
+    return jnp.sin(x) * 2.0 + 1.0
+
+
+def matmul(x, y):
+    return jnp.dot(x, y) + 1.0
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict[str, dict[str, Any]]:
+    """Real reports, analyzed once for the module (compile only)."""
+    return {
+        "scale8": analyze(scale, "f32[8]", runs=0).to_dict(include_models=True),
+        "scale64": analyze(scale, "f32[64,64]", runs=0).to_dict(include_models=True),
+        "matmul": analyze(matmul, "f32[16,32], f32[32,8]", runs=0).to_dict(include_models=True),
+    }
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> History:
+    return History(tmp_path / "history.sqlite")
+
+
+def test_a_recorded_run_survives_a_new_connection_and_a_new_process(db, reports, tmp_path):
+    run_id = db.record(reports["scale8"], code="def scale(x): ...", source="cli")
+    again = History(db.path).get(run_id)  # a second History object: fresh connections
+    assert again is not None and again.function == "scale" and again.args == "f32[8]"
+    script = (
+        "import sys, json; sys.path.insert(0, sys.argv[1]); from viz.history import History; "
+        "h = History(sys.argv[2]); r = h.runs()[0]; "
+        "print(json.dumps([r.id, r.function, r.summary['counts'], h.code(r.id)]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(REPO), str(db.path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    rid, function, counts, code = json.loads(out.stdout)
+    assert (rid, function, code) == (run_id, "scale", "def scale(x): ...")
+    assert counts == numbers(reports["scale8"])["counts"]
+    assert counts["jaxpr.eqn_count"] == reports["scale8"]["jaxpr"]["eqn_count"]
+
+
+def test_the_full_report_comes_back_as_recorded(db, reports):
+    run_id = db.record(reports["matmul"], code="x")
+    back = db.report(run_id)
+    assert back["history"]["full"] is True and back["history"]["id"] == run_id
+    for section in ("timings", "jaxpr", "stablehlo", "compiled", "cost", "memory", "kernels"):
+        assert back[section] == json.loads(json.dumps(reports["matmul"][section])), section
+    assert set(back["graph_models"]) == {"compiled"}  # the diff view's graph, not all three
+
+
+def test_the_bound_keeps_the_newest_full_reports_and_summaries_of_older_runs(tmp_path, reports):
+    db = History(tmp_path / "h.sqlite", keep_reports=3, keep_runs=5)
+    ids = [
+        db.record(reports["scale8" if i % 2 else "matmul"], code=f"# version {i}") for i in range(8)
+    ]
+    runs = db.runs()
+    assert [r.id for r in runs] == ids[::-1][:5]  # the 5 newest runs are left
+    assert [r.full for r in runs] == [True] * 3 + [False] * 2
+    assert db.get(ids[2]) is None and db.report(ids[2]) is None
+    old = db.report(ids[3])  # pruned to its summary: numbers kept, texts gone
+    assert old["history"]["full"] is False
+    assert numbers(old) == numbers(reports["scale8"])
+    assert "text" not in old["compiled"] and old["kernels"] is None
+    with sqlite3.connect(db.path) as raw:  # code of deleted runs goes with them
+        kept = {row[0] for row in raw.execute("SELECT code FROM sources")}
+        assert raw.execute("SELECT COUNT(*) FROM reports").fetchone()[0] == 3
+    assert kept == {f"# version {i}" for i in range(3, 8)}
+
+
+def test_the_bound_holds_across_many_runs_and_restarts(tmp_path, reports):
+    path = tmp_path / "h.sqlite"
+    for _ in range(4):  # four "sessions", each a new History on the same file
+        db = History(path, keep_reports=2, keep_runs=6)
+        for _ in range(5):
+            db.record(reports["scale8"], code="same code")
+    assert db.count() == 6
+    assert sum(r.full for r in db.runs()) == 2
+    assert db.runs()[0].id == 20
+
+
+def test_threads_record_concurrently_without_losing_a_run(db, reports):
+    ids: list[int] = []
+
+    def record_some() -> None:
+        for _ in range(10):
+            ids.append(db.record(reports["scale8"], code="c"))
+
+    threads = [threading.Thread(target=record_some) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(ids)) == 40 and db.count() == 40
+
+
+def test_processes_create_and_fill_one_new_file_at_once(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from viz.history import History; h = "
+        "History(sys.argv[2], keep_reports=4); [h.record({'function': 'f', 'args': str(i), "
+        "'ok': True}, code=f'c{i % 2}') for i in range(10)]"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(REPO), str(path)]) for _ in range(3)
+    ]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
+    db = History(path)
+    assert db.count() == 30 and sum(r.full for r in db.runs()) == 4
+    assert db.schema_version() == SCHEMA_VERSION
+
+
+def test_filter_by_function_and_the_previous_run_of_the_same_function(db, reports):
+    first = db.record(reports["scale8"])
+    db.record(reports["matmul"])
+    second = db.record(reports["scale64"])
+    assert [r.args for r in db.runs(function="scale")] == ["f32[64,64]", "f32[8]"]
+    assert db.functions() == ["matmul", "scale"]
+    assert db.previous(second).id == first
+    assert db.previous(first) is None
+
+
+def test_options_static_and_donation_are_stored_and_shown(db, reports):
+    report = {
+        **reports["scale8"],
+        "static": ["n"],
+        "compiler_options": {"xla_disable_hlo_passes": "fusion"},
+        "donation": {"args": [{"name": "x", "donated": True}, {"name": "y", "donated": False}]},
+    }
+    run = db.get(db.record(report))
+    assert run.compiler_options == {"xla_disable_hlo_passes": "fusion"}
+    assert run.donate == ["x"]
+    assert run.options_text == "xla_disable_hlo_passes=fusion · static n · donate x"
+
+
+def test_a_failed_run_keeps_its_error_kind(db):
+    report = analyze(scale, "f32[3,,4]", runs=0).to_dict()
+    run = db.get(db.record(report))
+    assert run.ok is False and run.error_kind == "spec_error"
+    assert run.summary["counts"]["jaxpr.eqn_count"] is None
+
+
+def test_demo_mode_sees_only_runs_of_unedited_samples(db, reports):
+    sample = get_sample("dot_plus_one")
+    pristine = db.record(reports["matmul"], code=sample.code, sample=sample.name)
+    db.record(reports["matmul"], code=sample.code + "\n# edited", sample=sample.name)
+    db.record(reports["scale8"], code="def scale(x): ...")
+    assert [r.id for r in sample_runs(db.runs())] == [pristine]
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def write_v1_file(path: Path, report: dict[str, Any]) -> None:
+    """A history file as jitscope's schema v1 wrote it: code and report inline."""
+    with sqlite3.connect(path) as raw:
+        raw.executescript(
+            """
+            CREATE TABLE runs (
+                id INTEGER PRIMARY KEY AUTOINCREMENT, created REAL NOT NULL,
+                function TEXT NOT NULL, args TEXT NOT NULL, static TEXT NOT NULL,
+                device TEXT NOT NULL, ok INTEGER NOT NULL, summary TEXT NOT NULL,
+                code TEXT, report TEXT
+            );
+            PRAGMA user_version = 1;
+            """
+        )
+        raw.execute(
+            "INSERT INTO runs VALUES (7, 1700000000.0, 'scale', 'f32[8]', '[]', 'cpu', 1, ?, ?, ?)",
+            (json.dumps(numbers(report)), "def scale(x): ...", json.dumps(report)),
+        )
+        raw.execute(
+            "INSERT INTO runs VALUES (8, 1700000001.0, 'scale', 'f32[8]', '[]', 'cpu', 1, ?, "
+            "NULL, NULL)",
+            (json.dumps(numbers(report)),),
+        )
+
+
+def test_a_v1_file_migrates_forward_and_keeps_its_runs(tmp_path, reports):
+    path = tmp_path / "old.sqlite"
+    public = {k: v for k, v in reports["scale8"].items() if k != "graph_models"}
+    write_v1_file(path, public)
+    db = History(path)
+    assert db.schema_version() == SCHEMA_VERSION == 2
+    old, bare = db.get(7), db.get(8)
+    assert old.full and old.source == "unknown" and db.code(7) == "def scale(x): ..."
+    assert db.report(7)["compiled"]["text"] == public["compiled"]["text"]
+    assert not bare.full and db.code(8) is None
+    assert db.report(8)["compiled"]["kernel_count"] == public["compiled"]["kernel_count"]
+    new = db.record(reports["matmul"], code="y")
+    assert new == 9 and db.count() == 3  # ids continue after the migrated ones
+
+
+def test_a_file_from_a_newer_jitscope_is_refused_with_a_clear_error(tmp_path):
+    path = tmp_path / "new.sqlite"
+    with sqlite3.connect(path) as raw:
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(HistoryError, match="newer than this"):
+        History(path).runs()
+
+
+def test_reports_are_stored_compressed(db, reports):
+    run_id = db.record(reports["scale64"])
+    with sqlite3.connect(db.path) as raw:
+        (payload,) = raw.execute(
+            "SELECT payload FROM reports WHERE run_id = ?", (run_id,)
+        ).fetchone()
+    assert len(payload) < len(json.dumps(reports["scale64"])) / 3
+    assert json.loads(zlib.decompress(payload))["function"] == "scale"
+
+
+# --------------------------------------------------------------------------- Python API
+
+
+def test_the_python_api_records_only_when_asked(jitscope_home):
+    db = History()
+    assert db.path == jitscope_home / "history.sqlite"
+    before = db.count() if db.path.exists() else 0
+    analyze(scale, "f32[4]", runs=0)
+    assert (db.count() if db.path.exists() else 0) == before
+    report = analyze(scale, "f32[5]", runs=0, history=True)
+    run = db.runs()[0]
+    assert db.count() == before + 1
+    assert (run.function, run.args, run.source) == ("scale", "f32[5]", "api")
+    assert run.summary["counts"]["compiled.kernel_count"] == report.compiled["kernel_count"]
+    assert "def scale(x):" in db.code(run.id)  # the source file the function came from

@@ -1,0 +1,111 @@
+"""The history commands of the CLI: `python -m viz history` and `python -m viz diff A B`,
+and the recording of every `python -m viz analyze` (unless `--no-history`).
+
+`--json OUT` writes JSON to a file, or to standard output when OUT is `-` (then
+nothing else is printed there). A and B of `diff` are history ids (`12` or `#12`)
+or report JSON files. Exit status 2 for an unknown id or an unreadable file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+from viz.diff import diff_reports, summarize
+from viz.history import History, HistoryError, Run, sample_of
+
+
+class CliError(Exception):
+    """Misuse the user can fix: printed, exit status 2."""
+
+
+def add_commands(sub: Any) -> None:
+    history = sub.add_parser("history", help="list the runs recorded in history.sqlite")
+    history.add_argument("--function", metavar="NAME", help="only runs of this function")
+    history.add_argument("--limit", type=int, default=50, help="newest runs to list")
+    history.add_argument("--json", metavar="OUT", help="write the runs as JSON (- = stdout)")
+    diff = sub.add_parser("diff", help="what changed between two runs")
+    diff.add_argument("a", help="history id (12 or #12) or report JSON file")
+    diff.add_argument("b", help="history id (12 or #12) or report JSON file")
+    diff.add_argument("--json", metavar="OUT", help="write the diff as JSON (- = stdout)")
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        if args.command == "history":
+            runs = History().runs(function=args.function, limit=args.limit)
+            _emit([r.to_dict() for r in runs], args.json, lambda: history_table(runs))
+        else:
+            diff = diff_reports(load(args.a), load(args.b))
+            _emit(diff, args.json, lambda: summarize(diff))
+    except (CliError, HistoryError, sqlite3.Error) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def record(report: dict[str, Any], code: str) -> None:
+    """Record a CLI analysis; a history that cannot be written is a warning only."""
+    try:
+        run_id = History().record(report, code=code, sample=sample_of(code), source="cli")
+    except (sqlite3.Error, OSError, HistoryError) as exc:
+        print(f"warning: not recorded in history: {exc}", file=sys.stderr)
+        return
+    print(f"recorded as #{run_id} (python -m viz history)", file=sys.stderr)
+
+
+def load(ref: str) -> dict[str, Any]:
+    """A report by history id (`12`, `#12`) or from a JSON file."""
+    if re.fullmatch(r"#?\d+", ref) and not Path(ref).exists():
+        report = History().report(int(ref.lstrip("#")))
+        if report is None:
+            raise CliError(f"no run #{ref.lstrip('#')} in history (python -m viz history)")
+        return report
+    path = Path(ref)
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read a report from {ref}: {exc}") from None
+    if not isinstance(report, dict):
+        raise CliError(f"{ref} is not a report (a JSON object)")
+    return report
+
+
+def _emit(data: Any, out: str | None, text: Any) -> None:
+    if out == "-":
+        print(json.dumps(data, indent=2, default=str))
+        return
+    print(text())
+    if out:
+        Path(out).write_text(json.dumps(data, indent=2, default=str))
+
+
+def history_table(runs: list[Run]) -> str:
+    if not runs:
+        return "no runs recorded yet"
+    rows = [f"{'id':>5}  {'when':<19}  {'function(args)':<40} counts          compile    run"]
+    for r in runs:
+        c, t = r.summary.get("counts", {}), r.summary.get("timings", {})
+        chain = "→".join(
+            "-" if c.get(k) is None else str(c[k])
+            for k in ("jaxpr.eqn_count", "stablehlo.op_count", "compiled.kernel_count")
+        )
+        compile_s = sum(t.get(k) or 0 for k in ("trace_s", "lower_s", "compile_s"))
+        call = f"{r.function}({r.args})"
+        line = f"#{r.id:>4}  {r.when}  {call[:40]:<40} {chain:<15} {_ms(compile_s):>8} "
+        line += f"{_ms(t.get('run_median_s')):>9}  {r.device}"
+        if r.options_text:
+            line += f"  [{r.options_text}]"
+        if not r.ok:
+            line += f"  error: {r.error_kind}"
+        rows.append(line)
+    return "\n".join(rows)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if not seconds else f"{seconds * 1e3:.2f} ms"
