@@ -127,3 +127,12 @@ def test_donation_names_varargs_leaves_as_jax_does():
         ("xs[0]", 0),
         ("xs[1]", 1),
     ]
+
+
+def test_options_text_and_the_offered_set():
+    from viz.options import FUSION_OFF, offered, parse_options
+
+    text = "xla_disable_hlo_passes=fusion\n# a comment\n\nxla_backend_optimization_level = 0\n"
+    assert parse_options(text) == {**FUSION_OFF, "xla_backend_optimization_level": 0}
+    assert offered(FUSION_OFF) and not offered({"xla_dump_to": "/tmp/x"})
+    assert not offered({"xla_backend_optimization_level": 7})

@@ -9,7 +9,6 @@ Every `analyze` is recorded in the run history unless `--no-history`.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from viz import cli_history
 from viz.cache.signature import reason_text
+from viz.options import parse_option
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
 
 
@@ -29,14 +29,10 @@ def _target(text: str) -> tuple[str, str | None]:
 
 
 def _option(text: str) -> tuple[str, Any]:
-    """KEY=VALUE; the value is a Python literal (True, 3, 0.5) or else a string."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     try:
-        return key.strip(), ast.literal_eval(value.strip())
-    except (ValueError, SyntaxError):
-        return key.strip(), value.strip()
+        return parse_option(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
