@@ -125,10 +125,13 @@ def handle(op: str, kwargs: dict[str, Any], progress: Progress) -> dict[str, Any
 
 
 # -- cache sessions: the real jitted function stays alive between requests ----
-# keyed by (owner, code, function, static): each browser session has its own; the
-# least recently used is dropped beyond MAX_SESSIONS to keep the worker's memory bounded
+# keyed by (owner, code, function, static): each browser session has its own. Beyond
+# MAX_SESSIONS per owner that owner's least recently used one is dropped, and beyond
+# MAX_ALL the worker's, so memory stays bounded and sessions sharing a worker keep
+# their own state.
 _sessions: OrderedDict[tuple[str, str, str | None, tuple[str, ...]], Any] = OrderedDict()
 MAX_SESSIONS = 4
+MAX_ALL = 32
 
 
 def use_persistent_cache(enabled: bool) -> None:
@@ -149,7 +152,10 @@ def _session(code: str, function: str | None, static: list[str] | None, owner: s
     if key not in _sessions:
         module, fn = load_function(code, function)
         _sessions[key] = CacheSession(fn, list(static or ()), vars(module))
-        while len(_sessions) > MAX_SESSIONS:
+        mine = [k for k in _sessions if k[0] == owner]
+        for old in mine[: max(len(mine) - MAX_SESSIONS, 0)]:
+            del _sessions[old]
+        while len(_sessions) > MAX_ALL:
             _sessions.popitem(last=False)
     _sessions.move_to_end(key)
     return _sessions[key]
