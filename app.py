@@ -23,6 +23,7 @@ navigation = st.navigation(
         ],
     }
 )
+ui.safety_notes()
 ui.device_picker()
 navigation.run()
 ui.worker_status()

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from viz import charts
+from viz import charts, demo
 from viz.export import html_report
 from viz.source import list_functions
 
@@ -42,6 +42,9 @@ def apply_query_params() -> bool:
     st.session_state.query_applied = True  # only a session's first run reads the link
     if not ("sample" in q or "code" in q):
         return False
+    if demo.enabled() and "code" in q:
+        st.toast("Demo mode: links cannot carry code; this one is ignored.")
+        return False
     if "sample" in q and q["sample"] in {s for s in ui.samples_by_title().values()}:
         st.session_state.program = ui.program_from_sample(q["sample"])
     prog = ui.program()
@@ -73,17 +76,11 @@ def inputs() -> tuple[bool, int]:
             on_change=load_sample,
             placeholder="your own code",
         )
-        st.session_state.setdefault("code_w", prog["code"])
-        code = st.text_area(
-            "Code",
-            key="code_w",
-            height=380,
-            help="A Python module: imports, helpers, the function to jit",
-        )
-        if code != prog["code"]:
-            prog.update(code=code, sample=None)
-        with st.expander("Highlighted, with line numbers"):
-            st.code(code, language="python", line_numbers=True)
+        if demo.enabled():  # no code widget: the code is the sample file's
+            code = prog["code"]
+            st.code(code, language="python", line_numbers=True, height=380)
+        else:
+            code = code_editor(prog)
     with right:
         functions = [f.name for f in list_functions(code)]
         if prog["function"] not in functions and functions:
@@ -99,7 +96,7 @@ def inputs() -> tuple[bool, int]:
         runs = st.number_input(
             "Timed runs",
             0,
-            200,
+            demo.LIMITS.runs if demo.enabled() else 200,
             20,
             key="runs_w",
             help="0 = compile only: inputs are never allocated",
@@ -110,6 +107,21 @@ def inputs() -> tuple[bool, int]:
             f"{', '.join(prog['static']) or 'none'}"
         )
     return clicked, int(runs)
+
+
+def code_editor(prog: dict[str, Any]) -> str:
+    st.session_state.setdefault("code_w", prog["code"])
+    code = st.text_area(
+        "Code",
+        key="code_w",
+        height=380,
+        help="A Python module: imports, helpers, the function to jit",
+    )
+    if code != prog["code"]:
+        prog.update(code=code, sample=None)
+    with st.expander("Highlighted, with line numbers"):
+        st.code(code, language="python", line_numbers=True)
+    return code
 
 
 def argument_table(code: str, prog: dict[str, Any]) -> tuple[str, list[str]]:
@@ -153,8 +165,19 @@ def analyze(runs: int) -> None:
     report["_stamp"] = ui.stamp()
     history = st.session_state.setdefault("results", [])
     history.append(report)
+    trim_history(history)
     st.session_state.shown = len(history) - 1
     st.query_params.from_dict(share_params(prog))
+
+
+FULL_RESULTS = 8  # results that keep their graph models (each can be tens of MB)
+
+
+def trim_history(history: list[dict[str, Any]]) -> None:
+    """Older results keep their numbers and texts but drop their graph models."""
+    for old in history[:-FULL_RESULTS]:
+        if old.pop("graph_models", None) is not None:
+            old["_trimmed"] = True
 
 
 def share_params(prog: dict[str, Any]) -> dict[str, str]:
@@ -164,7 +187,7 @@ def share_params(prog: dict[str, Any]) -> dict[str, str]:
         "static": ",".join(prog["static"]),
         "device": ui.device(),
     }
-    if prog.get("sample"):
+    if prog.get("sample") or demo.enabled():
         params["sample"] = prog["sample"]
     else:
         params["code"] = prog["code"]
@@ -202,6 +225,10 @@ def overview(r: dict[str, Any]) -> None:
 
 def ir_tab(r: dict[str, Any], ir: str, index: int) -> None:
     section = r.get(ir) or {}
+    if r.get("_trimmed"):
+        st.caption(
+            f"Only the last {FULL_RESULTS} results keep their graphs: analyze again to see it."
+        )
     if ir in r.get("graph_models", {}):
         ui.graph_panel(
             ir,
@@ -248,6 +275,9 @@ def fusion_tab(r: dict[str, Any], index: int) -> None:
 
 def pass_by_pass(r: dict[str, Any], index: int) -> None:
     """XLA's own per-pass dumps, on request (a second, dumping compile)."""
+    if demo.enabled():
+        st.caption("The op count after every XLA pass is off in demo mode: it writes dumps.")
+        return
     if "_passes" not in r:
         if not st.button(
             "Show the op count after every XLA pass",

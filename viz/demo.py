@@ -31,13 +31,22 @@ def enabled() -> bool:
     return os.environ.get("JITSCOPE_DEMO", "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def exposed(address: str | None) -> bool:
+    """Whether a server bound to `address` (Streamlit's server.address) is reachable
+    from other machines. Unset means every interface."""
+    if not address or not address.strip():
+        return True
+    host = address.strip().strip("[]").lower()
+    return not (host == "localhost" or host == "::1" or host.startswith("127."))
+
+
 @dataclass(frozen=True)
 class Limits:
     """How big a demo request may be (a shared machine, an audience waiting)."""
 
     runs: int = 50  # timed runs per analysis
     calls: int = 32  # calls in one cache-lab sweep
-    sizes: int = 12  # sizes in a lesson's sweep, buckets in a plan
+    sizes: int = 32  # sizes in a lesson's sweep, buckets measured at once
     size: int = 4096  # the largest swept dimension or bucket
     loop_n: int = 256  # the longest loop in "compile vs program size"
     elements: int = 1 << 24  # elements of one array in a spec (64 MiB of f32)
@@ -86,8 +95,8 @@ def admit(op: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         raise Refused(f"Demo mode does not accept {', '.join(unknown)} for `{op}`.")
     if op == "ping":
         return dict(kwargs)
-    out = dict(kwargs)
-    code = _sample_code(out.pop("sample", None))
+    out = dict(kwargs)  # keeps `sample`: the child admits the request again
+    code = _sample_code(out.get("sample"))
     out["code"] = code  # never the code the request carried
     defined = {f.name for f in list_functions(code)}
     for key in _FUNCTION_ARGS:

@@ -284,13 +284,11 @@ class Worker:
         budget: MemoryBudget | None = None,
         demo: bool | None = None,
     ):
-        from viz import demo as demo_mode
-
         self.device = device
         self.timeout_s = timeout_s
         self.budget = budget or MemoryBudget(memory_limit_bytes or default_memory_limit())
         self.budget.join(self)
-        self.demo = demo_mode.enabled() if demo is None else demo
+        self._demo = demo  # None: follow JITSCOPE_DEMO, read on every request
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: _Reader | None = None
         self._lock = threading.RLock()  # lifecycle: start, kill, restart
@@ -302,6 +300,12 @@ class Worker:
         self.generation = 0
         self.reason = ""
         self._cancelled = False
+
+    @property
+    def demo(self) -> bool:
+        from viz import demo
+
+        return demo.enabled() if self._demo is None else self._demo
 
     @property
     def memory_limit(self) -> int:
@@ -673,6 +677,7 @@ def _handle(op: str, kwargs: dict[str, Any], progress: Callback) -> dict[str, An
             kwargs = demo.admit(op, kwargs)
         except demo.Refused as exc:
             return error_result("demo_refused", str(exc), exc.hint)
+    kwargs = {k: v for k, v in kwargs.items() if k != "sample"}  # the code says it all
     captured = io.StringIO()
     with contextlib.redirect_stdout(captured):
         result = handlers.handle(op, kwargs, progress)
