@@ -47,6 +47,7 @@ DEFAULT_TIMEOUT_S = 60.0
 LESSON_TIMEOUT_S = 300.0
 POLL_S = 0.05
 QUEUE_POLL_S = 0.25
+STARTUP_S = 120.0  # a fresh child's JAX import, not counted against a request's limit
 MAX_FRAME = 512 << 20  # a larger header is garbage, not a report
 PROTOCOL_EXIT = 75  # the child's exit status when user code broke its pipes
 _HEADER = struct.Struct("!Q")
@@ -240,6 +241,41 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+def _stat(pid: int | str) -> tuple[int, int] | None:
+    """(parent pid, start time) of a process, from /proc; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return int(fields[1]), int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _descendants(root: int) -> dict[int, int]:
+    """pid -> start time of every process below `root`. The child is a subreaper, so
+    even daemons that left its process group still hang below it while it lives."""
+    children: dict[int, list[tuple[int, int]]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(entry)):
+            children.setdefault(stat[0], []).append((int(entry), stat[1]))
+    found: dict[int, int] = {}
+    stack = list(children.get(root, []))
+    while stack:
+        pid, started = stack.pop()
+        found[pid] = started
+        stack.extend(children.get(pid, []))
+    return found
+
+
+def _kill_family(family: dict[int, int]) -> None:
+    """SIGKILL each process that is still the one seen (same pid and start time)."""
+    for pid, started in family.items():
+        stat = _stat(pid)
+        if stat and stat[1] == started:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
 class MemoryBudget:
     """One memory budget shared by every worker of a pool: a request that pushes the
     pool's total resident memory over it stops (the worker running it is the one
@@ -299,6 +335,9 @@ class Worker:
         self.restarts = 0
         self.generation = 0
         self.reason = ""
+        self.startup_s = 0.0  # the last request's wait for the child to pick it up
+        self._family: dict[int, int] = {}  # the child's descendants at the last look
+        self._looked = 0.0
         self._cancelled = False
 
     @property
@@ -329,10 +368,15 @@ class Worker:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        # the group id is the child's pid; killing before reaping keeps that id ours
+        # the group id is the child's pid; killing before reaping keeps that id ours.
+        # Descendants in sessions of their own are found below the child, or, if it
+        # died first, among those seen below it at the last look.
+        family = {**self._family, **_descendants(proc.pid)}
         _kill_group(proc.pid)
+        _kill_family(family)
         proc.wait()
         _kill_group(proc.pid)  # anything the child forked while dying
+        self._family = {}
         for stream in (proc.stdin, proc.stdout):
             if stream:
                 with contextlib.suppress(OSError):
@@ -482,8 +526,10 @@ class Worker:
     def _wait(
         self, request_id: int, timeout_s: float, on_progress: Callback | None, ticket: _Ticket
     ) -> dict[str, Any] | None:
-        """The result; None when the child died before it started the request."""
-        deadline = time.monotonic() + timeout_s
+        """The result; None when the child died before it started the request. The
+        limit counts from when the child starts the request (after its imports)."""
+        sent = time.monotonic()
+        deadline = sent + STARTUP_S + timeout_s
         started = False
         assert self._proc is not None and self._reader is not None
         while True:
@@ -497,7 +543,10 @@ class Worker:
                 kind, payload = message["kind"], message.get("payload")
                 if kind == "started":
                     started = True
+                    self.startup_s = time.monotonic() - sent
+                    deadline = time.monotonic() + timeout_s
                 elif kind == "result":
+                    self._look_at_family(every_s=0)
                     return payload if isinstance(payload, dict) else self._garbled("result")
                 elif kind == "progress" and on_progress:
                     on_progress(payload)  # then check the limits like any other pass
@@ -511,6 +560,15 @@ class Worker:
                 )
             if over := self._over_budget():
                 return over
+            self._look_at_family()
+
+    def _look_at_family(self, every_s: float = 1.0) -> None:
+        """Remember the child's descendants now and then, so that they can be killed
+        even after the child died without a word."""
+        now = time.monotonic()
+        if self._proc is not None and now - self._looked >= every_s:
+            self._looked = now
+            self._family.update(_descendants(self._proc.pid))
 
     def _over_budget(self) -> dict[str, Any] | None:
         rss = self.rss()
@@ -628,6 +686,15 @@ class WorkerPool:
 
 
 # -- the child side ----------------------------------------------------------
+def _become_subreaper() -> None:
+    """Orphans of the user's code (daemons that double-forked) reparent to this child
+    instead of init, so the parent can find and kill them with it (Linux only)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
 def _protocol_pipes() -> tuple[int, int]:
     """Move the protocol to high, close-on-exec fds; point 0 at /dev/null and 1 at
     stderr, so user code that reads, writes or closes its stdin/stdout touches
@@ -699,6 +766,7 @@ def serve() -> None:
     """The child's loop: answer requests until the parent goes away, then take the
     whole process group down (subprocesses the user's code left behind included)."""
     channel = _Channel(*_protocol_pipes())
+    _become_subreaper()
     from viz import handlers  # noqa: F401  (import jax before the first request)
 
     try:
