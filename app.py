@@ -25,5 +25,6 @@ navigation = st.navigation(
 )
 ui.safety_notes()
 ui.device_picker()
+ui.restarted_elsewhere()
 navigation.run()
 ui.worker_status()

@@ -142,7 +142,6 @@ def device_picker() -> None:
 def worker_status() -> None:
     """Drawn after the page ran, so it shows the worker as the page left it."""
     with st.sidebar:
-        restarted_elsewhere()
         status = worker().status()
         memory = f"{status.rss_bytes / 2**20:.0f} MiB" if status.rss_bytes else "not started"
         state = "alive" if status.alive else "idle"
@@ -163,7 +162,8 @@ def worker_status() -> None:
 
 def restarted_elsewhere() -> None:
     """Tell this session when one of its workers was replaced by someone else's
-    request (a restart, timeout or crash): its jit caches and cache-lab state are gone."""
+    request (a restart, timeout or crash): its jit caches and cache-lab state are gone.
+    Runs before the page, so the page never shows a table from the old worker."""
     for role in ("main", "lessons"):
         key, target = f"{device()}#{role}", worker(role)
         if key in seen() and seen()[key] != target.generation:
@@ -175,7 +175,7 @@ def restarted_elsewhere() -> None:
             for name in [k for k in st.session_state if re.fullmatch(r"cache_-?\d+", k)]:
                 del st.session_state[name]  # the cache lab's tables of that worker
     if st.session_state.get("worker_notice"):
-        st.warning(st.session_state.worker_notice, icon=":material/restart_alt:")
+        st.sidebar.warning(st.session_state.worker_notice, icon=":material/restart_alt:")
 
 
 def safety_notes() -> None:

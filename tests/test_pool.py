@@ -232,3 +232,26 @@ def test_two_app_sessions_one_restart_the_other_keeps_its_cache_table(monkeypatc
     finally:
         ui.pool().close()
         ui.pool.clear()
+
+
+def test_sessions_on_the_restarted_worker_are_told_and_drop_its_cache_table(monkeypatch) -> None:
+    import ui
+
+    monkeypatch.setenv("JITSCOPE_WORKERS", "1")
+    ui.pool.clear()  # one worker: both sessions share it
+    try:
+        sessions = [AppTest.from_file(APP, default_timeout=180) for _ in range(2)]
+        for at in sessions:
+            at.switch_page("views/cache.py").run()
+            next(b for b in at.button if b.label == "Call").click().run()
+        first, second = sessions
+        next(b for b in first.sidebar.button if b.label == "Restart worker").click().run()
+        second.run()
+        assert not second.exception, second.exception
+        notice = " ".join(w.value for w in second.sidebar.warning)
+        assert "was replaced" in notice and "Restart worker" in notice
+        assert any("Make a call" in i.value for i in second.info)  # the stale table is gone
+        assert not any("was replaced" in w.value for w in first.sidebar.warning)
+    finally:
+        ui.pool().close()
+        ui.pool.clear()

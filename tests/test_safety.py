@@ -558,3 +558,18 @@ def test_user_source_files_on_disk_are_bounded(monkeypatch, tmp_path: Path) -> N
     left = sorted((tmp_path / "src").glob("user_*.py"))
     assert len(left) == 4
     assert paths[-1] in left  # the newest stays
+
+
+def test_older_results_keep_their_numbers_but_drop_graph_models(monkeypatch) -> None:
+    monkeypatch.delenv("JITSCOPE_DEMO", raising=False)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    at.number_input(key="runs_w").set_value(0).run()
+    for _ in range(9):
+        next(b for b in at.button if b.label == "Analyze").click().run()
+    assert not at.exception, at.exception
+    history = at.session_state["results"]
+    assert len(history) == 10
+    assert [("graph_models" in r) for r in history] == [False] * 2 + [True] * 8
+    assert history[0]["jaxpr"]["eqn_count"] == 2  # the numbers stay
+    picker = next(s for s in at.selectbox if s.label == "Result")
+    assert picker.options[0].startswith("#1 ·") and picker.options[-1].startswith("#10 ·")
