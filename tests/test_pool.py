@@ -255,3 +255,17 @@ def test_sessions_on_the_restarted_worker_are_told_and_drop_its_cache_table(monk
     finally:
         ui.pool().close()
         ui.pool.clear()
+
+
+def test_a_waiting_request_interrupted_by_its_page_leaves_the_queue(worker) -> None:
+    first, _ = _run_in_thread(_sleep_request, worker, "a", 4)
+    time.sleep(0.5)
+
+    def rerun(ahead: int) -> None:
+        raise KeyboardInterrupt  # what Streamlit's rerun does to a waiting script thread
+
+    with pytest.raises(KeyboardInterrupt):
+        worker.request("ping", on_queue=rerun, client="b")
+    first.join()
+    assert worker.status().queued == 0
+    assert worker.request("ping", client="c")["ok"]  # the queue is not stuck

@@ -485,7 +485,13 @@ class Worker:
                     self._queue_changed.wait(QUEUE_POLL_S)
                     continue
             if on_queue and told != ahead:
-                on_queue(ahead)  # outside the lock: the callback may draw a page
+                try:  # outside the lock: the callback may draw a page…
+                    on_queue(ahead)
+                except BaseException:  # …or be interrupted by a rerun: leave the queue
+                    with self._queue_changed:
+                        self._queue.remove(ticket)
+                        self._queue_changed.notify_all()
+                    raise
             told = ahead
             if ahead == 0:
                 return True
