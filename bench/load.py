@@ -7,6 +7,10 @@ on the pages or logged by the server, and how the CPU time split between the
 browsers and the server (with its workers). Target with 8 sessions: 0 exceptions and
 p95 <= 4x the single-session figure. Needs Debian's chromium.
 
+Then, to tell the server's share from the browsers', the same N sessions without
+browsers: Streamlit's AppTest runs app.py for each in its own thread of this process,
+against one shared worker pool, as the server's session threads do.
+
 Usage: python bench/load.py [--sessions 8] [--workers N]
 """
 
@@ -20,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -173,6 +178,44 @@ async def run(args: argparse.Namespace) -> None:
         server.wait(timeout=30)
     logged = log.read_text().count("Traceback")
     report(args.sessions, solo, times, failures, shown_total, logged, before, after, wall, warm)
+    server_side([s.name for s in chosen], args.workers)
+
+
+def server_side(names: list[str], workers: int | None) -> None:
+    """The same sessions without browsers: AppTest threads on one shared pool."""
+    from streamlit.testing.v1 import AppTest
+
+    os.environ["JITSCOPE_HOME"] = tempfile.mkdtemp(prefix="jitscope-load-")
+    if workers:
+        os.environ["JITSCOPE_WORKERS"] = str(workers)
+
+    def session(name: str, out: dict) -> None:
+        start = time.perf_counter()
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+        at.query_params["sample"] = name
+        at.run()
+        charted = any(m.label == "jaxpr equations" for m in at.metric)
+        out[name] = (time.perf_counter() - start, len(at.exception) + (not charted))
+
+    session("dot_plus_one", {})  # workers warm
+    solo: dict = {}
+    for name in names:
+        session(name, solo)
+    shared: dict = {}
+    threads = [threading.Thread(target=session, args=(n, shared)) for n in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    single = statistics.median(t for t, _ in solo.values())
+    times = [t for t, _ in shared.values()]
+    p95 = percentile(times, 0.95)
+    print(
+        f"\nserver side only (AppTest, no browsers): single {single:.2f} s   "
+        f"{len(names)} at once p50 {percentile(times, 0.5):.2f} s   p95 {p95:.2f} s "
+        f"({p95 / single:.1f}x)   exceptions {sum(e for _, e in shared.values())}"
+    )
+    print(f"  serial work of the {len(names)} alone: {sum(t for t, _ in solo.values()):.1f} s")
 
 
 def percentile(values: list[float], q: float) -> float:

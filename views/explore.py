@@ -15,7 +15,8 @@ from viz.source import list_functions
 
 st.title("jitscope")
 st.caption(
-    "Paste a function, describe its inputs, and see what `jax.jit` makes of it: "
+    ("Pick a sample" if demo.enabled() else "Paste a function")
+    + ", describe its inputs, and see what `jax.jit` makes of it: "
     "trace → jaxpr, lower → StableHLO, compile → optimized HLO, run → timings."
 )
 
