@@ -71,8 +71,8 @@ def default_memory_limit() -> int:
 def default_pool_size() -> int:
     """JITSCOPE_WORKERS, else one worker per core, as many as 2 GiB each of the shared
     budget allow, at most 4 (each idle worker holds a JAX runtime, ~0.3 GiB)."""
-    if os.environ.get("JITSCOPE_WORKERS", "").strip():
-        return max(1, int(os.environ["JITSCOPE_WORKERS"]))
+    with contextlib.suppress(ValueError):  # unset or not a number: the default
+        return max(1, int(os.environ.get("JITSCOPE_WORKERS", "")))
     return max(1, min(os.cpu_count() or 1, default_memory_limit() // (2 << 30), 4))
 
 
