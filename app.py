@@ -28,6 +28,8 @@ navigation = st.navigation(
         ],
     }
 )
+ui.safety_notes()
 ui.device_picker()
+ui.restarted_elsewhere()
 navigation.run()
 ui.worker_status()

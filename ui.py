@@ -6,6 +6,7 @@ from `viz` as plain data; nothing here imports jax.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from pathlib import Path
@@ -14,12 +15,13 @@ from typing import Any
 import streamlit as st
 
 import viz.graph
+from viz import demo
 from viz.charts import fmt_seconds
 from viz.ir.model import Graph
 from viz.samples import default_sample, get_sample, list_samples
 from viz.source import list_functions
 from viz.spec import split_spec
-from viz.worker import WorkerPool, available_devices
+from viz.worker import Worker, WorkerPool, available_devices
 
 IR_TITLES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "compiled": "Compiled HLO"}
 
@@ -50,7 +52,8 @@ def leave_legacy_pages(*, in_app: bool = False) -> None:
 
 @st.cache_resource
 def pool() -> WorkerPool:
-    """One worker per device for the whole server, shared by every session."""
+    """The server's worker pool (JITSCOPE_WORKERS per device), built once and shared
+    by every session; each session is pinned to one of its workers."""
     workers = WorkerPool()
     workers.warm("cpu")  # the first Analyze should not wait for JAX to import
     return workers
@@ -67,9 +70,40 @@ def device() -> str:
     return st.session_state.get("device", "cpu")
 
 
-def request(op: str, **kwargs: Any) -> dict[str, Any]:
-    """Send a request to the current device's worker; errors come back as data."""
-    return pool().get(device()).request(op, **kwargs)
+def worker(role: str = "main") -> Worker:
+    """This session's worker for the current device (sessions are pinned to one)."""
+    return pool().worker_for(owner(), device(), role)
+
+
+def request(op: str, role: str = "main", on_progress: Any = None, **kwargs: Any) -> dict[str, Any]:
+    """Send a request to this session's worker; errors come back as data. While it
+    waits behind other sessions' requests, the page says its place in the queue. In
+    demo mode the request names its sample: the worker reads the code from there."""
+    if demo.enabled() and op != "ping":
+        kwargs["sample"] = program().get("sample")
+    st.session_state.pop("worker_notice", None)
+    target = worker(role)
+    waiting = st.empty()
+
+    def queued(ahead: int) -> None:
+        if ahead:
+            waiting.info(
+                f"Waiting for the worker: {ahead} request{'s' if ahead > 1 else ''} "
+                "ahead of yours…",
+                icon=":material/hourglass_top:",
+            )
+        else:
+            waiting.empty()
+
+    result = target.request(op, on_progress=on_progress, on_queue=queued, client=owner(), **kwargs)
+    waiting.empty()
+    seen()[f"{device()}#{role}"] = target.generation  # its own failures show as errors
+    return result
+
+
+def seen() -> dict[str, int]:
+    """The generation of each of this session's workers when it last used it."""
+    return st.session_state.setdefault("worker_seen", {})
 
 
 # -- the current program (shared by every page) --------------------------------
@@ -78,7 +112,13 @@ def program() -> dict[str, Any]:
     switches (which drop widget state) lose nothing."""
     if "program" not in st.session_state:
         st.session_state.program = program_from_sample(default_sample().name)
-    return st.session_state.program
+    prog = st.session_state.program
+    if demo.enabled():  # whatever the session state says, the code is the sample's
+        names = {s.name for s in list_samples()}
+        if prog.get("sample") not in names:
+            prog.update(program_from_sample(default_sample().name))
+        prog["code"] = get_sample(prog["sample"]).code
+    return prog
 
 
 def program_from_sample(name: str) -> dict[str, Any]:
@@ -126,16 +166,60 @@ def device_picker() -> None:
 def worker_status() -> None:
     """Drawn after the page ran, so it shows the worker as the page left it."""
     with st.sidebar:
-        status = pool().get(device()).status()
+        status = worker().status()
         memory = f"{status.rss_bytes / 2**20:.0f} MiB" if status.rss_bytes else "not started"
         state = "alive" if status.alive else "idle"
+        queue = f" · {status.queued} waiting" if status.queued else ""
         st.caption(
-            f"Worker {state} · {memory} of {status.memory_limit_bytes / 2**30:.0f} GiB · "
-            f"{status.requests} requests · {status.restarts} restarts"
+            f"Worker {pool().slot(owner()) + 1} of {pool().size} · {state} · {memory} · "
+            f"pool budget {status.memory_limit_bytes / 2**30:.0f} GiB · "
+            f"{status.requests} requests · {status.restarts} restarts{queue}"
         )
-        if st.button("Restart worker", help="kill the worker process; its jit caches go too"):
-            pool().get(device()).restart()
+        if st.button(
+            "Restart worker",
+            help="kill your worker process; its jit caches go too (sessions sharing it are told)",
+        ):
+            worker().restart(reason="a session sharing it pressed Restart worker")
+            seen()[f"{device()}#main"] = worker().generation
             st.rerun()
+
+
+def restarted_elsewhere() -> None:
+    """Tell this session when one of its workers was replaced by someone else's
+    request (a restart, timeout or crash): its jit caches and cache-lab state are gone.
+    Runs before the page, so the page never shows a table from the old worker."""
+    for role in ("main", "lessons"):
+        key, target = f"{device()}#{role}", worker(role)
+        if key in seen() and seen()[key] != target.generation:
+            seen()[key] = target.generation
+            st.session_state.worker_notice = (
+                f"Your {'lessons ' if role == 'lessons' else ''}worker was replaced "
+                f"({target.reason}): its jit caches and your cache-lab table are gone."
+            )
+            for name in [k for k in st.session_state if re.fullmatch(r"cache_-?\d+", k)]:
+                del st.session_state[name]  # the cache lab's tables of that worker
+    if st.session_state.get("worker_notice"):
+        st.sidebar.warning(st.session_state.worker_notice, icon=":material/restart_alt:")
+
+
+def safety_notes() -> None:
+    """The demo-mode banner, or a plain warning when anyone on the network can run code."""
+    if demo.enabled():
+        st.info(
+            "**Demo mode** · only the built-in samples run, loaded from their files; "
+            "arguments take the spec language and the sample's own names; sizes are bounded.",
+            icon=":material/co_present:",
+        )
+        return
+    address = st.get_option("server.address")
+    if demo.exposed(address):
+        where = f"address {address}" if address else "every network interface"
+        st.sidebar.error(
+            f"**This server listens on {where}, port {st.get_option('server.port')}.** "
+            "Anyone who can reach this port can run code on this machine. Serve on "
+            "127.0.0.1 (the default in .streamlit/config.toml), or set JITSCOPE_DEMO=1.",
+            icon=":material/warning:",
+        )
 
 
 def samples_by_title() -> dict[str, str]:
@@ -341,8 +425,8 @@ def open_diff(a: int | dict[str, Any], b: int | dict[str, Any]) -> None:
 
 
 # -- lessons: heavy jobs with a progress bar and a cancel button -----------------
-def lesson_worker() -> Any:
-    return pool().get(device(), role="lessons")
+def lesson_worker() -> Worker:
+    return worker("lessons")
 
 
 def run_lesson(op: str, label: str, **kwargs: Any) -> dict[str, Any]:
@@ -355,7 +439,7 @@ def run_lesson(op: str, label: str, **kwargs: Any) -> dict[str, Any]:
             p["done"] / max(p["total"], 1), f"{p.get('label', '')} ({p['done']}/{p['total']})"
         )
 
-    result = lesson_worker().request(op, on_progress=show, **kwargs)
+    result = request(op, role="lessons", on_progress=show, **kwargs)
     bar.empty()
     return result
 
@@ -365,9 +449,9 @@ def lesson_controls(run_label: str) -> bool:
     c1, c2, _ = st.columns([1, 1, 4])
     run = c1.button(run_label, type="primary", width="stretch")
     if c2.button(
-        "Cancel", width="stretch", help="stop the measurement (restarts the lessons worker)"
+        "Cancel", width="stretch", help="stop your measurement (restarts your lessons worker)"
     ):
-        lesson_worker().cancel()
+        lesson_worker().cancel(owner())
         st.toast("Cancelled")
     return run
 

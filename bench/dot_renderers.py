@@ -18,14 +18,14 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import viz.graph
+from viz import render
+from viz.pipeline import analyze
+from viz.samples import get_sample
+from viz.source import find_function, load_module
 
-from viz import graph as G  # noqa: E402
-from viz import render  # noqa: E402
-from viz.pipeline import analyze  # noqa: E402
-from viz.samples import get_sample  # noqa: E402
-from viz.source import find_function, load_module  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 TARGET_S = 1.0  # a 300-box view: what the app waits for before it draws
 
@@ -67,10 +67,10 @@ def main() -> None:
     print("renderers:", ", ".join(f"{n} ({p})" for n, p in programs.items()))
     worst = 0.0
     for ir, graph in report.graph_models.items():
-        for budget in (G.DEFAULT_NODES, G.MAX_NODES):
-            view = G.default_view(graph, max_nodes=budget)
-            dot = G.to_dot(view, f"{ir} · {budget}")
-            shown = len(G.visible(view)[0])
+        for budget in (viz.graph.DEFAULT_NODES, viz.graph.MAX_NODES):
+            view = viz.graph.default_view(graph, max_nodes=budget)
+            dot = viz.graph.to_dot(view, f"{ir} · {budget}")
+            shown = len(viz.graph.visible(view)[0])
             for name, program in programs.items():
                 seconds, svg = timed(dot, program)
                 worst = max(worst, seconds)

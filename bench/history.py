@@ -13,20 +13,17 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere
-os.environ["JITSCOPE_HOME"] = tempfile.mkdtemp(prefix="jitscope-bench-")
 
 from viz.diff import diff_reports
 from viz.handlers import analyze
 from viz.history import History
 from viz.samples import get_sample
+
+os.environ["JITSCOPE_HOME"] = tempfile.mkdtemp(prefix="jitscope-bench-")
 
 
 def report(name: str) -> dict[str, Any]:

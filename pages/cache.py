@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from viz import charts
+from viz import charts, demo
 from viz.cache.signature import reason_fix, reason_text
 from viz.spec import DTYPES, SpecError, array_item, array_item_parts, parse_sizes, resize
 
@@ -111,6 +111,7 @@ with st.container(border=True):
     disk = c[3].toggle(
         "Persistent cache (disk)",
         key="cache_disk",
+        disabled=demo.enabled(),  # it writes files
         help="JAX's on-disk compilation cache in a project-local folder: restart the worker "
         "(sidebar) and the next misses load from disk instead of compiling",
     )
@@ -156,9 +157,7 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
             calls = [resize(spec, names, param, int(axis), size) for size in sizes]
             bar = st.progress(0.0, "sweeping…")
             remember(
-                ui.pool()
-                .get(ui.device())
-                .request(
+                ui.request(
                     "cache_calls",
                     **session,
                     calls=calls,

@@ -11,7 +11,7 @@ import streamlit as st
 import editor
 import ui
 import ui_fusion
-from viz import charts
+from viz import charts, demo
 from viz.export import html_report
 from viz.history import History, HistoryError
 from viz.source import list_functions
@@ -20,7 +20,8 @@ ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
 st.title("jitscope")
 st.caption(
-    "Paste a function, describe its inputs, and see what `jax.jit` makes of it: "
+    ("Pick a sample" if demo.enabled() else "Paste a function")
+    + ", describe its inputs, and see what `jax.jit` makes of it: "
     "trace → jaxpr, lower → StableHLO, compile → optimized HLO, run → timings."
 )
 
@@ -46,6 +47,9 @@ def apply_query_params() -> bool:
         return False
     st.session_state.query_applied = True  # only a session's first run reads the link
     if not ("sample" in q or "code" in q):
+        return False
+    if demo.enabled() and "code" in q:
+        st.toast("Demo mode: links cannot carry code; this one is ignored.")
         return False
     if "sample" in q and q["sample"] in {s for s in ui.samples_by_title().values()}:
         st.session_state.program = ui.program_from_sample(q["sample"])
@@ -78,13 +82,18 @@ def inputs() -> tuple[bool, int]:
             on_change=load_sample,
             placeholder="your own code",
         )
-        edit = editor.code_editor(prog["code"], "code_w", **error_mark(prog["code"]))
-        code = edit.code
-        if code != prog["code"]:
-            prog.update(code=code, sample=None)
-        if editor.plain():
-            with st.expander("Highlighted, with line numbers"):
-                st.code(code, language="python", line_numbers=True)
+        submitted = False
+        if demo.enabled():  # no code widget: the code is the sample file's
+            code = prog["code"]
+            st.code(code, language="python", line_numbers=True, height=380)
+        else:
+            edit = editor.code_editor(prog["code"], "code_w", **error_mark(prog["code"]))
+            code, submitted = edit.code, edit.submitted
+            if code != prog["code"]:
+                prog.update(code=code, sample=None)
+            if editor.plain():
+                with st.expander("Highlighted, with line numbers"):
+                    st.code(code, language="python", line_numbers=True)
     with right:
         functions = [f.name for f in list_functions(code)]
         if prog["function"] not in functions and functions:
@@ -100,7 +109,7 @@ def inputs() -> tuple[bool, int]:
         runs = st.number_input(
             "Timed runs",
             0,
-            200,
+            demo.LIMITS.runs if demo.enabled() else 200,
             20,
             key="runs_w",
             help="0 = compile only: inputs are never allocated",
@@ -115,7 +124,7 @@ def inputs() -> tuple[bool, int]:
             f"args spec: `{prog['args'] or '(none)'}` · static: "
             f"{', '.join(prog['static']) or 'none'}"
         )
-    return clicked or edit.submitted, int(runs)
+    return clicked or submitted, int(runs)
 
 
 def error_mark(code: str) -> dict[str, Any]:
@@ -172,6 +181,7 @@ def analyze(runs: int) -> None:
     report["_history_id"] = record(report, prog)
     history = st.session_state.setdefault("results", [])
     history.append(report)
+    trim_history(history)
     st.session_state.shown = len(history) - 1
     st.query_params.from_dict(share_params(prog))
     if (report.get("error") or {}).get("line") and not editor.plain():
@@ -205,6 +215,16 @@ def vs_previous(r: dict[str, Any]) -> None:
         ui.open_diff(previous.id, run_id)
 
 
+FULL_RESULTS = 8  # results that keep their graph models (each can be tens of MB)
+
+
+def trim_history(history: list[dict[str, Any]]) -> None:
+    """Older results keep their numbers and texts but drop their graph models."""
+    for old in history[:-FULL_RESULTS]:
+        if old.pop("graph_models", None) is not None:
+            old["_trimmed"] = True
+
+
 def share_params(prog: dict[str, Any]) -> dict[str, str]:
     params = {
         "function": prog["function"],
@@ -212,7 +232,7 @@ def share_params(prog: dict[str, Any]) -> dict[str, str]:
         "static": ",".join(prog["static"]),
         "device": ui.device(),
     }
-    if prog.get("sample"):
+    if prog.get("sample") or demo.enabled():
         params["sample"] = prog["sample"]
     else:
         params["code"] = prog["code"]
@@ -269,6 +289,10 @@ def _open_tab(tab: str) -> None:
 
 def ir_tab(r: dict[str, Any], ir: str, index: int) -> None:
     section = r.get(ir) or {}
+    if r.get("_trimmed"):
+        st.caption(
+            f"Only the last {FULL_RESULTS} results keep their graphs: analyze again to see it."
+        )
     if ir in r.get("graph_models", {}):
         ui.graph_panel(
             ir,
@@ -300,6 +324,9 @@ def fusion_tab(r: dict[str, Any], index: int) -> None:
 
 def pass_by_pass(r: dict[str, Any], index: int) -> None:
     """XLA's own per-pass dumps, on request (a second, dumping compile)."""
+    if demo.enabled():
+        st.caption("The op count after every XLA pass is off in demo mode: it writes dumps.")
+        return
     if "_passes" not in r:
         if not st.button(
             "Show the op count after every XLA pass",

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from viz import charts
+from viz import charts, demo
 from viz.lessons.verdicts import unroll_break_even
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
@@ -28,8 +28,11 @@ step = c[0].selectbox(
     index=functions.index(step_default) if step_default in functions else 0,
 )
 args = c[1].text_input("args of step", "f32[64,64]" if step_default else prog["args"])
+largest = demo.LIMITS.loop_n if demo.enabled() else 512
 sizes = c[2].multiselect(
-    "N", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512], default=[1, 2, 4, 8, 16, 32, 64, 128, 256]
+    "N",
+    [n for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if n <= largest],
+    default=[n for n in (1, 2, 4, 8, 16, 32, 64, 128, 256) if n <= largest],
 )
 if not step_default:
     st.caption("Tip: the *Unrolled loop vs scan* sample has a ready `step`.")

@@ -11,9 +11,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from viz import analyze
-from viz import fusion_view as fv
-from viz import graph as views
+import viz.graph
+from viz import analyze, fusion_view
 from viz.fusion_report import add_fusion_map
 from viz.report import Report
 
@@ -48,16 +47,16 @@ def fills(dot: str) -> dict[str, str]:
 
 
 def test_kernel_colours_differ() -> None:
-    colours = fv.kernel_colours(f"k{i}" for i in range(40))
+    colours = fusion_view.kernel_colours(f"k{i}" for i in range(40))
     assert len(set(colours.values())) == 40
 
 
 def test_each_stablehlo_op_takes_its_kernels_colour(report: Report) -> None:
-    colours = fv.kernel_colours(e["kernel"] for e in report.fusion_map)
+    colours = fusion_view.kernel_colours(e["kernel"] for e in report.fusion_map)
     graph = report.graph_models["stablehlo"]
-    by_op = fv.ops_by_kernel(report.fusion_map, "stablehlo")
-    view = views.View(graph, frozenset(graph.groups))  # everything open: leaves only
-    drawn = fills(fv.paint(view, by_op, colours))
+    by_op = fusion_view.ops_by_kernel(report.fusion_map, "stablehlo")
+    view = viz.graph.View(graph, frozenset(graph.groups))  # everything open: leaves only
+    drawn = fills(fusion_view.paint(view, by_op, colours))
     single = [i for i, ks in by_op.items() if len(ks) == 1]
     assert single
     for op_id in single:
@@ -65,11 +64,11 @@ def test_each_stablehlo_op_takes_its_kernels_colour(report: Report) -> None:
 
 
 def test_a_collapsed_group_is_striped_with_its_kernels(report: Report) -> None:
-    colours = fv.kernel_colours(e["kernel"] for e in report.fusion_map)
+    colours = fusion_view.kernel_colours(e["kernel"] for e in report.fusion_map)
     graph = report.graph_models["stablehlo"]
-    by_op = fv.ops_by_kernel(report.fusion_map, "stablehlo")
-    view = views.View(graph, frozenset())  # every top-level group collapsed
-    drawn = fills(fv.paint(view, by_op, colours))
+    by_op = fusion_view.ops_by_kernel(report.fusion_map, "stablehlo")
+    view = viz.graph.View(graph, frozenset())  # every top-level group collapsed
+    drawn = fills(fusion_view.paint(view, by_op, colours))
     layer = drawn["g:layer0"]
     kernels = {k for n in graph.nodes if n.scope[:1] == ("layer0",) for k in by_op.get(n.id, [])}
     assert len(kernels) >= 2
@@ -80,10 +79,10 @@ def test_a_collapsed_group_is_striped_with_its_kernels(report: Report) -> None:
 
 def test_compiled_nodes_take_their_fusions_colour(report: Report) -> None:
     compiled = report.graph_models["compiled"]
-    node_kernels = fv.compiled_kernels(compiled)
-    colours = fv.kernel_colours(e["kernel"] for e in report.fusion_map)
-    view = views.View(compiled, frozenset(compiled.groups))
-    dot = fv.paint(view, node_kernels, colours)
+    node_kernels = fusion_view.compiled_kernels(compiled)
+    colours = fusion_view.kernel_colours(e["kernel"] for e in report.fusion_map)
+    view = viz.graph.View(compiled, frozenset(compiled.groups))
+    dot = fusion_view.paint(view, node_kernels, colours)
     drawn = fills(dot)
     inside = [n for n in compiled.nodes if n.scope and node_kernels[n.id]]
     assert inside
@@ -95,15 +94,17 @@ def test_compiled_nodes_take_their_fusions_colour(report: Report) -> None:
 
 def test_paint_dot_changes_only_the_named_statements() -> None:
     dot = 'digraph G {\n  "a" [label="x"];\n  "b" [label="y"];\n}'
-    out = fv.paint_dot(dot, {"a": {"fillcolor": "#123456"}})
+    out = fusion_view.paint_dot(dot, {"a": {"fillcolor": "#123456"}})
     assert '"a" [label="x", fillcolor="#123456"];' in out
     assert '"b" [label="y"];' in out
 
 
 def test_source_lines_are_tinted_by_kernel(report: Report) -> None:
     code = Path(two_layers.__code__.co_filename).read_text()
-    colours = fv.kernel_colours(e["kernel"] for e in report.fusion_map)
-    html = fv.tinted_source(code, report.fusion_map, colours, {two_layers.__code__.co_firstlineno})
+    colours = fusion_view.kernel_colours(e["kernel"] for e in report.fusion_map)
+    html = fusion_view.tinted_source(
+        code, report.fusion_map, colours, {two_layers.__code__.co_firstlineno}
+    )
     body = two_layers.__code__.co_firstlineno + 3  # the `x = jnp.tanh(x @ w) + 1.0` line
     row = next(r for r in html.split("<div") if f">{body:>4}</span>" in r)
     assert "background:#" in row
@@ -118,14 +119,14 @@ def test_kernel_table_sorts_by_time_when_profiled(report: Report) -> None:
             {"name": names[-1], "mean_s": 3e-3, "share": 0.6},
         ]
     }
-    rows = fv.kernel_rows(report.fusion_map, profile)
+    rows = fusion_view.kernel_rows(report.fusion_map, profile)
     assert rows[0]["kernel"] == names[-1] and rows[0]["time / step (ms)"] == 3.0
     assert rows[1]["share"] == 0.2
-    assert "time / step (ms)" not in fv.kernel_rows(report.fusion_map, None)[0]
+    assert "time / step (ms)" not in fusion_view.kernel_rows(report.fusion_map, None)[0]
 
 
 def test_heat_is_deepest_on_the_slowest_kernel() -> None:
-    heat = fv.heat_colours(
+    heat = fusion_view.heat_colours(
         {"kernels": [{"name": "a", "mean_s": 1.0}, {"name": "b", "mean_s": 0.01}]}
     )
     assert heat["a"] < heat["b"]  # less green/blue: a deeper red
@@ -135,6 +136,6 @@ def test_selection_view_shows_and_lights_the_ids(report: Report) -> None:
     graph = report.graph_models["stablehlo"]
     ids = [n.id for n in graph.nodes if n.op == "stablehlo.tanh"][:1]
     for focus in (False, True):
-        view = fv.selection_view(graph, ids, focus)
-        items, _ = views.visible(view)
+        view = fusion_view.selection_view(graph, ids, focus)
+        items, _ = viz.graph.visible(view)
         assert any(i.id == ids[0] and i.highlighted for i in items)

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from viz import samples as vs
+import viz.samples
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = REPO / "samples"
@@ -47,19 +47,19 @@ def test_read_metadata_literals_only():
         "lower = 1\n"  # not uppercase: skipped
         "def f():\n    INNER = 'x'\n"  # not top level: skipped
     )
-    assert vs.read_metadata(code) == {"TITLE": "T", "STATIC": ["n"], "ORDER": 3}
+    assert viz.samples.read_metadata(code) == {"TITLE": "T", "STATIC": ["n"], "ORDER": 3}
 
 
 @pytest.mark.parametrize("code", ["def f(:\n", "TITLE = 'unterminated\n", "\x00", ""])
 def test_read_metadata_tolerates_bad_source(code):
-    assert vs.read_metadata(code) == {}
+    assert viz.samples.read_metadata(code) == {}
 
 
 # ---------------------------------------------------------------- sample index
 
 
 def test_at_least_14_samples_unique_names():
-    samples = vs.list_samples()
+    samples = viz.samples.list_samples()
     names = [s.name for s in samples]
     assert len(samples) >= 14
     assert len(names) == len(set(names))
@@ -68,13 +68,13 @@ def test_at_least_14_samples_unique_names():
 
 
 def test_list_samples_sorted_by_order_then_name():
-    samples = vs.list_samples()
+    samples = viz.samples.list_samples()
     keys = [(s.order, s.name) for s in samples]
     assert keys == sorted(keys)
 
 
 def test_default_sample_is_dot_plus_one():
-    sample = vs.default_sample()
+    sample = viz.samples.default_sample()
     assert sample.name == "dot_plus_one"
     assert sample.function == "f"
     assert sample.args == "f32[256,512], f32[512,128]"
@@ -82,22 +82,22 @@ def test_default_sample_is_dot_plus_one():
 
 
 def test_get_sample():
-    s = vs.get_sample("arange_static")
+    s = viz.samples.get_sample("arange_static")
     assert s.static == ("n",)
     assert s.path == SAMPLES_DIR / "arange_static.py"
     assert s.code == s.path.read_text(encoding="utf-8")
-    assert vs.get_sample("arange_static.py") == s
+    assert viz.samples.get_sample("arange_static.py") == s
     with pytest.raises(KeyError, match=r"no_such_sample.*available samples: .*dot_plus_one"):
-        vs.get_sample("no_such_sample")
+        viz.samples.get_sample("no_such_sample")
 
 
 def test_sample_extra_metadata():
-    assert vs.get_sample("relu_python_if").extra == {"EXPECT_ERROR": "control_flow"}
-    assert vs.get_sample("nonzero_dynamic").expect_error == "value_dependent_shape"
-    assert vs.get_sample("outer_inner").extra == {"INNER": "f"}
-    assert vs.get_sample("unrolled_loop").extra == {"LOOP_STEP": "step"}
-    assert vs.get_sample("batched_model").extra == {"BATCH_ARG": "x"}
-    assert vs.get_sample("dot_plus_one").extra == {}
+    assert viz.samples.get_sample("relu_python_if").extra == {"EXPECT_ERROR": "control_flow"}
+    assert viz.samples.get_sample("nonzero_dynamic").expect_error == "value_dependent_shape"
+    assert viz.samples.get_sample("outer_inner").extra == {"INNER": "f"}
+    assert viz.samples.get_sample("unrolled_loop").extra == {"LOOP_STEP": "step"}
+    assert viz.samples.get_sample("batched_model").extra == {"BATCH_ARG": "x"}
+    assert viz.samples.get_sample("dot_plus_one").extra == {}
 
 
 def test_list_samples_other_directory(tmp_path):
@@ -109,15 +109,15 @@ def test_list_samples_other_directory(tmp_path):
     (tmp_path / "broken.py").write_text("def (:\n")  # unparsable: skipped
     (tmp_path / "nofunc.py").write_text("TITLE = 'x'\n")  # no FUNCTION/ARGS: skipped
     (tmp_path / "_private.py").write_text("FUNCTION = 'f'\nARGS = ''\n")
-    samples = vs.list_samples(tmp_path)
+    samples = viz.samples.list_samples(tmp_path)
     assert [s.name for s in samples] == ["a", "b"]
     a, b = samples
     assert (a.title, a.description, a.static, a.extra) == ("A", "d", ("n",), {"INNER": "h"})
     assert (b.title, b.description, b.static, b.order) == ("b", "", (), 1)
-    assert vs.default_sample(tmp_path).name == "a"
-    assert vs.list_samples(tmp_path / "missing") == []
+    assert viz.samples.default_sample(tmp_path).name == "a"
+    assert viz.samples.list_samples(tmp_path / "missing") == []
     with pytest.raises(LookupError):
-        vs.default_sample(tmp_path / "missing")
+        viz.samples.default_sample(tmp_path / "missing")
 
 
 def test_viz_samples_never_imports_jax():
@@ -138,7 +138,7 @@ def test_viz_samples_never_imports_jax():
 def test_sample_metadata(path: Path):
     assert re.fullmatch(r"[a-z][a-z0-9_]*", path.stem), "file names are snake_case"
     tree = _tree(path)
-    meta = vs.read_metadata(path.read_text(encoding="utf-8"))
+    meta = viz.samples.read_metadata(path.read_text(encoding="utf-8"))
     for key, typ in [("TITLE", str), ("DESCRIPTION", str), ("FUNCTION", str), ("ARGS", str)]:
         assert isinstance(meta.get(key), typ), f"{key} must be a {typ.__name__}"
         assert meta[key].strip(), f"{key} must not be empty"
@@ -153,7 +153,7 @@ def test_sample_metadata(path: Path):
         assert name in params, f"STATIC {name!r} is not a parameter of {meta['FUNCTION']}"
 
     if "EXPECT_ERROR" in meta:
-        assert meta["EXPECT_ERROR"] in vs.ERROR_KINDS
+        assert meta["EXPECT_ERROR"] in viz.samples.ERROR_KINDS
     for key in ("INNER", "LOOP_STEP"):
         if key in meta:
             assert meta[key] in functions, f"{key} {meta[key]!r} is not a function in the file"
@@ -172,7 +172,7 @@ def test_sample_metadata(path: Path):
 
 
 def test_sample_orders_unique():
-    orders = [s.order for s in vs.list_samples()]
+    orders = [s.order for s in viz.samples.list_samples()]
     assert len(orders) == len(set(orders))
 
 
@@ -204,7 +204,7 @@ def _sample_params():
 def test_sample_traces_and_compiles(path: Path):
     import jax
 
-    sample = vs.get_sample(path.stem)
+    sample = viz.samples.get_sample(path.stem)
     module = _load_module(path)
     fn = getattr(module, sample.function)
     args = _abstract_args(sample.args, module)

@@ -197,14 +197,15 @@ def test_a_handler_bug_is_an_internal_error_and_the_worker_keeps_serving(worker)
     assert worker.status().pid == pid
 
 
-def test_messages_are_length_prefixed_pickles():
+def test_messages_are_length_prefixed_json():
     import io
 
     stream = io.BytesIO()
     write_message(stream, (1, "ping", {"a": [1, 2]}))
     write_message(stream, "second")
+    assert stream.getvalue()[8:].startswith(b'[1,"ping"')  # JSON text, not a pickle
     stream.seek(0)
-    assert read_message(stream) == (1, "ping", {"a": [1, 2]})
+    assert read_message(stream) == [1, "ping", {"a": [1, 2]}]  # tuples come back as lists
     assert read_message(stream) == "second"
     with pytest.raises(EOFError):
         read_message(stream)

@@ -34,6 +34,7 @@ class ErrorKind(StrEnum):
     MEMORY = "memory"
     WORKER_CRASH = "worker_crash"
     CANCELLED = "cancelled"  # the user stopped a measurement
+    DEMO_REFUSED = "demo_refused"  # demo mode runs the built-in samples only
     BAD_REQUEST = "bad_request"  # an unknown worker op: a jitscope bug
     INTERNAL_ERROR = "internal_error"  # a bug in jitscope itself, reported instead of crashing
 

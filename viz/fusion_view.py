@@ -19,7 +19,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from viz import graph as views
+import viz.graph
 from viz.ir.kernels import kernel_of
 from viz.ir.model import Graph
 
@@ -72,21 +72,21 @@ def compiled_kernels(graph: Graph) -> dict[str, list[str]]:
     return out
 
 
-def paint(view: views.View, node_kernels: dict[str, list[str]], colours: dict[str, str]) -> str:
+def paint(view: viz.graph.View, node_kernels: dict[str, list[str]], colours: dict[str, str]) -> str:
     """The view's DOT, each item filled with its kernels' colours, and each open
     fusion's cluster with its kernel's colour."""
-    items, _ = views.visible(view)
+    items, _ = viz.graph.visible(view)
     fills = {item.id: _fill(_kernels_of(view, item, node_kernels), colours) for item in items}
     clusters = {}
     for path in view.expanded:
         group = view.graph.groups.get(path)
         if group is not None and group.kind == "fusion" and path[-1] in colours:
             clusters["cluster_" + "/".join(path)] = colours[path[-1]]
-    return paint_dot(views.to_dot(view), {k: v for k, v in fills.items() if v}, clusters)
+    return paint_dot(viz.graph.to_dot(view), {k: v for k, v in fills.items() if v}, clusters)
 
 
 def _kernels_of(
-    view: views.View, item: views.VisibleNode, node_kernels: dict[str, list[str]]
+    view: viz.graph.View, item: viz.graph.VisibleNode, node_kernels: dict[str, list[str]]
 ) -> Counter[str]:
     """How many ops of each kernel an item stands for."""
     if item.kind != "group":
@@ -138,13 +138,13 @@ def _unquote(text: str) -> str:
     return text.replace('\\"', '"').replace("\\\\", "\\")
 
 
-def selection_view(graph: Graph, ids: Iterable[str], focus: bool = False) -> views.View:
+def selection_view(graph: Graph, ids: Iterable[str], focus: bool = False) -> viz.graph.View:
     """The default view with `ids` highlighted and their groups opened, when that
-    stays drawable (at most views.MAX_NODES items); else only highlighted.
+    stays drawable (at most viz.graph.MAX_NODES items); else only highlighted.
 
     focus: show only `ids` and their direct neighbours, every group on the way open.
     """
-    view = views.default_view(graph)
+    view = viz.graph.default_view(graph)
     wanted = frozenset(ids)
     view.highlight = wanted
     if not wanted:
@@ -155,20 +155,20 @@ def selection_view(graph: Graph, ids: Iterable[str], focus: bool = False) -> vie
         for edge in graph.edges:
             if edge.src in wanted or edge.dst in wanted:
                 shown.update((edge.src, edge.dst))
-        if len(shown) <= views.MAX_NODES:
+        if len(shown) <= viz.graph.MAX_NODES:
             opened = {
                 n.scope[:d]
                 for i in shown
                 if (n := nodes.get(i))
                 for d in range(1, len(n.scope) + 1)
             }
-            return views.View(graph, frozenset(opened), wanted, frozenset(shown))
+            return viz.graph.View(graph, frozenset(opened), wanted, frozenset(shown))
     opened = set(view.expanded)
     for node_id in wanted:
         scope = nodes[node_id].scope if node_id in nodes else ()
         opened.update(scope[:d] for d in range(1, len(scope) + 1))
-    wider = views.View(view.graph, frozenset(opened), wanted)
-    if len(views.visible(wider)[0]) <= views.MAX_NODES:
+    wider = viz.graph.View(view.graph, frozenset(opened), wanted)
+    if len(viz.graph.visible(wider)[0]) <= viz.graph.MAX_NODES:
         return wider
     return view
 

@@ -128,10 +128,13 @@ def _failure(info: ErrorInfo) -> dict[str, Any]:
 
 
 # -- cache sessions: the real jitted function stays alive between requests ----
-# keyed by (owner, code, function, static): each browser session has its own; the
-# least recently used is dropped beyond MAX_SESSIONS to keep the worker's memory bounded
+# keyed by (owner, code, function, static, device): each browser session has its own.
+# Beyond MAX_SESSIONS per owner that owner's least recently used one is dropped, and
+# beyond MAX_ALL the worker's, so memory stays bounded and sessions sharing a worker
+# keep their own state.
 _sessions: OrderedDict[tuple[str, str, str | None, tuple[str, ...], str], Any] = OrderedDict()
 MAX_SESSIONS = 4
+MAX_ALL = 32
 
 
 @contextlib.contextmanager
@@ -181,7 +184,10 @@ def _session(
     if key not in _sessions:
         module, fn = load_function(code, function)
         _sessions[key] = CacheSession(fn, list(static or ()), vars(module), device)
-        while len(_sessions) > MAX_SESSIONS:
+        mine = [k for k in _sessions if k[0] == owner]
+        for old in mine[: max(len(mine) - MAX_SESSIONS, 0)]:
+            del _sessions[old]
+        while len(_sessions) > MAX_ALL:
             _sessions.popitem(last=False)
     _sessions.move_to_end(key)
     return _sessions[key]

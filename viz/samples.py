@@ -10,9 +10,12 @@ Streamlit server can list samples safely and cheaply.
 from __future__ import annotations
 
 import ast
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from viz.source import parse_python
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
 
@@ -47,7 +50,7 @@ def read_metadata(code: str) -> dict[str, Any]:
     ``{}``.
     """
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except (SyntaxError, ValueError):
         return {}
     meta: dict[str, Any] = {}
@@ -104,20 +107,47 @@ def _sample_from_file(path: Path) -> Sample | None:
     )
 
 
+_cache: dict[Path, tuple[tuple[tuple[str, int, int], ...], list[Sample]]] = {}
+_cache_lock = threading.Lock()
+
+
+def _signature(directory: Path) -> tuple[tuple[str, int, int], ...]:
+    """Name, mtime and size of each sample file: a change means read them again."""
+    found = []
+    for path in directory.glob("*.py"):
+        if path.name.startswith("_"):
+            continue
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        found.append((path.name, stat.st_mtime_ns, stat.st_size))
+    return tuple(sorted(found))
+
+
 def list_samples(directory: Path | None = None) -> list[Sample]:
     """All samples in ``directory`` (default ``<repo>/samples``), by ORDER then name.
 
     Files whose names start with ``_`` and files without a usable FUNCTION/ARGS are
-    skipped.
+    skipped. Read once and kept until a file changes; thread-safe (the app server
+    calls this from every session's thread). Returns a new list each call.
     """
-    directory = Path(directory) if directory is not None else SAMPLES_DIR
+    directory = (Path(directory) if directory is not None else SAMPLES_DIR).resolve()
     if not directory.is_dir():
         return []
+    with _cache_lock:
+        signature = _signature(directory)
+        cached = _cache.get(directory)
+        if cached is None or cached[0] != signature:
+            cached = signature, _read_samples(directory, signature)
+            _cache[directory] = cached
+        return list(cached[1])
+
+
+def _read_samples(directory: Path, signature: tuple[tuple[str, int, int], ...]) -> list[Sample]:
     samples = []
-    for path in directory.glob("*.py"):
-        if path.name.startswith("_"):
-            continue
-        sample = _sample_from_file(path)
+    for name, _, _ in signature:
+        sample = _sample_from_file(directory / name)
         if sample is not None:
             samples.append(sample)
     samples.sort(key=lambda s: (s.order, s.name))

@@ -9,10 +9,13 @@ ever running user code.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import importlib.util
 import os
 import sys
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -33,9 +36,20 @@ class FunctionInfo:
     line: int
 
 
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_python(text: str, mode: str = "exec") -> ast.AST:
+    """`ast.parse`, one thread at a time. CPython 3.11 keeps the AST converter's
+    recursion depth in global state: concurrent parses in the app server's session
+    threads fail with `SystemError: AST constructor recursion depth mismatch`."""
+    with _PARSE_LOCK:
+        return ast.parse(text, mode=mode)
+
+
 def check_syntax(code: str) -> ast.Module:
     try:
-        return ast.parse(code)
+        return parse_python(code)
     except SyntaxError as exc:
         raise UserCodeError(
             ErrorInfo(
@@ -52,8 +66,8 @@ def check_syntax(code: str) -> ast.Module:
 def list_functions(code: str) -> list[FunctionInfo]:
     """Top-level functions in definition order (no code is run). [] on a syntax error."""
     try:
-        tree = ast.parse(code)
-    except SyntaxError:
+        tree = parse_python(code)
+    except (SyntaxError, ValueError):
         return []
     found = []
     for node in tree.body:
@@ -64,15 +78,57 @@ def list_functions(code: str) -> list[FunctionInfo]:
     return found
 
 
+# Bounds: a long-running worker sees many programs. Older user modules leave
+# sys.modules (their cache sessions keep their own references) and older source
+# files leave the disk (least recently used first, never one loaded here).
+MAX_USER_MODULES = 32
+MAX_SOURCE_FILES = 256
+_loaded: OrderedDict[str, None] = OrderedDict()  # names this process added, oldest first
+
+
 def source_path(code: str) -> Path:
     digest = hashlib.sha256(code.encode()).hexdigest()[:16]
     path = home() / "src" / f"user_{digest}.py"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(code)
-        tmp.replace(path)
+    if path.exists():
+        with contextlib.suppress(OSError):
+            os.utime(path)  # recently used: pruned last
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(code)
+    tmp.replace(path)
+    prune_sources(path.parent, keep=path)
     return path
+
+
+def prune_sources(folder: Path, keep: Path | None = None) -> None:
+    """Delete the least recently used source files beyond MAX_SOURCE_FILES."""
+    loaded = {name.removeprefix("jitscope_user_") for name in _loaded}
+    files = []
+    for entry in folder.glob("user_*.py"):
+        with contextlib.suppress(OSError):
+            files.append((entry.stat().st_mtime_ns, entry))
+    if len(files) <= MAX_SOURCE_FILES:
+        return
+    files.sort()
+    excess = len(files) - MAX_SOURCE_FILES
+    for _, entry in files:
+        if excess <= 0:
+            break
+        if entry == keep or entry.stem in loaded:
+            continue
+        with contextlib.suppress(OSError):
+            entry.unlink()
+        excess -= 1
+
+
+def _register_module(name: str, module: ModuleType) -> None:
+    sys.modules[name] = module  # dataclasses and pickling look modules up by name
+    _loaded[name] = None
+    _loaded.move_to_end(name)
+    while len(_loaded) > MAX_USER_MODULES:
+        old, _ = _loaded.popitem(last=False)
+        sys.modules.pop(old, None)
 
 
 def load_module(code: str) -> ModuleType:
@@ -83,7 +139,7 @@ def load_module(code: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and pickling look modules up by name
+    _register_module(name, module)
     try:
         spec.loader.exec_module(module)
     except Exception as exc:

@@ -4,11 +4,11 @@ without compiling. The argument specs are read by `viz.spec` (no jax here)."""
 
 from __future__ import annotations
 
-import ast
 import keyword
 from collections.abc import Sequence
 
 from viz.cache.planner import _checked_buckets
+from viz.source import parse_python
 from viz.spec import SpecError, python_expression
 
 # Names the snippet defines or uses; a parameter with one of them would shadow it.
@@ -87,7 +87,7 @@ def precompile_snippet(
         batch=batch_arg,
         call_args=call_args,
     )
-    ast.parse(snippet)  # a bug here must never hand the user broken code
+    parse_python(snippet)  # a bug here must never hand the user broken code
     return snippet
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from viz.source import parse_python
+
 DTYPES: dict[str, np.dtype] = {
     "f16": np.dtype(np.float16),
     "bf16": np.dtype(ml_dtypes.bfloat16),
@@ -262,7 +264,7 @@ def _parse_ast(src: str, item: _Item) -> ast.Expression:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return ast.parse(src, mode="eval")
+            return parse_python(src, "eval")  # type: ignore[return-value]
     except SyntaxError as err:
         raise _Fail(_syntax_reason(err, item)) from None
     except ValueError as err:  # e.g. null bytes
@@ -336,6 +338,10 @@ def _set_leading_dimension(node: ast.Subscript, dim: ast.expr) -> None:
         node.slice = dim
 
 
+def _expression(text: str) -> ast.expr:
+    return parse_python(text, "eval").body  # type: ignore[attr-defined]
+
+
 class _ToPython(ast.NodeTransformer):
     """Spec syntax → the Python a user would write (see `python_expression`)."""
 
@@ -350,17 +356,17 @@ class _ToPython(ast.NodeTransformer):
         shape = ast.Tuple([self.visit(d) for d in _shape_nodes(node)])
         dtype = "bool_" if name == "bool" else DTYPES[name].name
         return ast.Call(
-            ast.parse("jax.ShapeDtypeStruct", mode="eval").body,
-            [shape, ast.parse(f"jnp.{dtype}", mode="eval").body],
+            _expression("jax.ShapeDtypeStruct"),
+            [shape, _expression(f"jnp.{dtype}")],
             [],
         )
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
-        return ast.parse("jax.random.key(0)", mode="eval").body if node.id == "key" else node
+        return _expression("jax.random.key(0)") if node.id == "key" else node
 
     def visit_Call(self, node: ast.Call) -> ast.expr:
         if isinstance(node.func, ast.Name) and node.func.id == "key":
-            node.func = ast.parse("jax.random.key", mode="eval").body
+            node.func = _expression("jax.random.key")
         return self.generic_visit(node)
 
 

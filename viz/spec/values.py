@@ -168,13 +168,14 @@ class ValueSpec:
 class _Ctx:
     ns: dict[str, Any]
     src: str
+    expressions: bool = True  # False: literals and the namespace's own names only
 
 
-def _parse_item(item: _Item, ns: dict[str, Any]) -> Any:
+def _parse_item(item: _Item, ns: dict[str, Any], expressions: bool = True) -> Any:
     if item.problem:
         raise _Fail(item.problem)
     src = "(\n" + _rewrite_empty_subscripts(item.text, item.masked) + "\n)"
-    ctx = _Ctx(ns, src)
+    ctx = _Ctx(ns, src, expressions)
     root = _parse_ast(src, item).body
     if _is_value_node(root, ctx):
         return ValueSpec(item.text, _eval(root, ctx))
@@ -291,6 +292,8 @@ def _segment(node: ast.expr, ctx: _Ctx) -> str:
 
 
 def _eval(node: ast.expr, ctx: _Ctx) -> Any:
+    if not ctx.expressions and not _is_plain(node, ctx.ns):
+        raise _Fail(f"only the spec language and names the code defines, not `{ast.unparse(node)}`")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)
@@ -300,6 +303,20 @@ def _eval(node: ast.expr, ctx: _Ctx) -> Any:
         raise _Fail(_name_error(err)) from None
     except (Exception, SystemExit) as err:
         raise _Fail(_describe(err)) from None
+
+
+def _is_plain(node: ast.expr, ns: dict[str, Any]) -> bool:
+    """A literal, or a bare name bound in `ns` to a value (not a module or function)."""
+    if isinstance(node, ast.Name):
+        value = ns.get(node.id)
+        return node.id in ns and not (callable(value) or isinstance(value, type(np)))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        return isinstance(node.operand, ast.Constant)
+    if isinstance(node, ast.Tuple | ast.List):
+        return all(_is_plain(e, ns) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(e is not None and _is_plain(e, ns) for e in [*node.keys, *node.values])
+    return isinstance(node, ast.Constant)
 
 
 def _name_error(err: NameError) -> str:
@@ -312,8 +329,18 @@ def _name_error(err: NameError) -> str:
 # --------------------------------------------------------------------------- public API
 
 
-def parse_spec(text: str, namespace: dict[str, Any] | None = None) -> list[Any]:
-    """Parse ``text`` into one pytree per positional argument. Raises SpecError only."""
+def parse_spec(
+    text: str, namespace: dict[str, Any] | None = None, expressions: bool | None = None
+) -> list[Any]:
+    """Parse ``text`` into one pytree per positional argument. Raises SpecError only.
+
+    ``expressions=False`` accepts only the spec language and bare names ``namespace``
+    binds to values (never calls, attributes or operators); None means False in demo
+    mode (``viz.demo``) and True otherwise."""
+    if expressions is None:
+        from viz import demo
+
+        expressions = not demo.enabled()
     if not isinstance(text, str):
         raise SpecError(f"spec must be a string, not {type(text).__name__}")
     defaults = {
@@ -326,12 +353,12 @@ def parse_spec(text: str, namespace: dict[str, Any] | None = None) -> list[Any]:
         items = _split(text)
     except Exception as err:  # pragma: no cover - the splitter is total
         raise SpecError(f"cannot split spec: {_describe(err)}") from err
-    return [_parse_one(item, ns) for item in items]
+    return [_parse_one(item, ns, expressions) for item in items]
 
 
-def _parse_one(item: _Item, ns: dict[str, Any]) -> Any:
+def _parse_one(item: _Item, ns: dict[str, Any], expressions: bool = True) -> Any:
     try:
-        return _parse_item(item, ns)
+        return _parse_item(item, ns, expressions)
     except _Fail as err:
         raise SpecError(err.reason, item.index, item.text) from None
     except Exception as err:  # e.g. RecursionError on absurd nesting
