@@ -24,6 +24,7 @@ OPTIONS = {
     "showLineNumbers": True,
     "wrap": False,
     "tabSize": 4,
+    "fontSize": 13,
     "useSoftTabs": True,
     # Ace completes on Enter: typing a newline would insert a keyword instead
     "enableLiveAutocompletion": False,
@@ -58,7 +59,7 @@ def code_editor(
     error_line: int | None = None,
     error_text: str = "",
     read_only: bool = False,
-    lines: tuple[int, int] = (16, 24),
+    lines: tuple[int, int] = (12, 20),
 ) -> Edit:
     """An editor holding `code`. A `code` that differs from what the editor last sent
     (a sample was loaded, a link was opened) replaces the editor's contents."""

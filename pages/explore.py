@@ -11,7 +11,9 @@ import streamlit as st
 import editor
 import ui
 from viz import charts
+from viz import graph as views
 from viz.export import html_report
+from viz.ir.model import Graph
 from viz.source import list_functions
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
@@ -213,9 +215,39 @@ def overview(r: dict[str, Any]) -> None:
     m[2].metric("FLOPs", _si(cost.get("flops")), help="XLA's cost analysis of the program")
     total_mem = sum(mem.get(k) or 0 for k in ("argument_bytes", "output_bytes", "temp_bytes"))
     m[3].metric("memory", _bytes(total_mem), help="arguments + outputs + XLA temporaries")
+    overview_graphs(r)
     left, right = st.columns(2)
     left.plotly_chart(charts.count_chain(r), width="stretch", key="ov_chain")
     right.plotly_chart(charts.stage_waterfall(r), width="stretch", key="ov_stages")
+
+
+OVERVIEW_GRAPHS = (
+    ("compiled", "After fusion: compiled HLO", "fusions are the filled clusters"),
+    ("stablehlo", "Before fusion: StableHLO", "what XLA was given"),
+)
+SIDE_BY_SIDE_NODES = 40  # two views this small fit side by side; larger: compiled alone
+
+
+def overview_graphs(r: dict[str, Any]) -> None:
+    """The compiled program in its default (collapsed) view, and beside it the StableHLO
+    it came from when both are small enough to read at half width; the IR tabs expand,
+    search and export them."""
+    models = r.get("graph_models") or {}
+    shown = []
+    for ir, title, note in OVERVIEW_GRAPHS:
+        if ir in models:
+            graph = Graph.from_dict(models[ir])
+            view = views.default_view(graph)
+            shown.append((ir, title, note, graph, view, len(views.visible(view)[0])))
+    if len(shown) == 2 and max(item[-1] for item in shown) > SIDE_BY_SIDE_NODES:
+        shown = shown[:1]
+    for column, (ir, title, note, graph, view, count) in zip(
+        st.columns(len(shown) or 1), shown, strict=False
+    ):
+        with column:
+            st.markdown(f"**{title}** · {note}")
+            st.caption(f"{count} of {len(graph.nodes)} nodes · open the {ui.IR_TITLES[ir]} tab")
+            ui.show_graph(views.to_dot(view), count, height=440)
 
 
 def ir_tab(r: dict[str, Any], ir: str, index: int) -> None:

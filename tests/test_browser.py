@@ -145,7 +145,9 @@ def test_explore_analyzes_the_default_sample_and_switches_tabs(page) -> None:
     page.goto(page.base_url)
     page.get_by_text("jaxpr equations").first.wait_for()
     page.locator(".js-plotly-plot").first.wait_for()
-    shot(page, "explore_overview")
+    graph(page).wait_for()  # the compiled program, on the first tab
+    assert graph_nodes(page).count() >= 3
+    shot(page, "explore_overview", page.get_by_text("After fusion").first)
     open_tab(page, "Compiled HLO")
     graph(page).wait_for()
     assert graph_nodes(page).count() >= 3
