@@ -5,7 +5,6 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
 import editor
@@ -293,7 +292,7 @@ def fusion_tab(r: dict[str, Any], index: int) -> None:
             }
             for k in kernels
         ]
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        st.dataframe(rows, hide_index=True, width="stretch")
 
 
 def pass_by_pass(r: dict[str, Any], index: int) -> None:

@@ -332,7 +332,9 @@ class WorkerPool:
     def warm(self, device: str) -> None:
         """Start `device`'s worker in the background (JAX imports take a while)."""
         worker = self.get(device)
-        threading.Thread(target=worker.request, args=("ping",), daemon=True).start()
+        threading.Thread(
+            target=worker.request, args=("ping",), kwargs={"warm": True}, daemon=True
+        ).start()
 
     def close(self) -> None:
         for worker in self._workers.values():
