@@ -22,7 +22,7 @@ import streamlit as st
 ERROR_CSS = ".jitscope-error{position:absolute;background:rgba(255,43,43,.16)}"
 OPTIONS = {
     "showLineNumbers": True,
-    "wrap": False,
+    "wrap": True,  # a half-width column: long lines wrap rather than hide
     "tabSize": 4,
     "fontSize": 13,
     "useSoftTabs": True,
