@@ -74,7 +74,11 @@ def code_editor(
     if state.get(base) is None or code not in (state.get(base), state.get(text)):
         state[base], state[gen] = code, state.get(gen, -1) + 1  # remount with the new code
     props: dict[str, Any] = {"readOnly": read_only}
+    rows = list(lines)
     if error_line:
+        # the component cannot scroll to a line: grow until the marked one shows
+        # (wrapped lines take extra rows), up to a page
+        rows[1] = min(max(rows[1], error_line + error_line // 3 + 4), 80)
         row = error_line - 1
         props["annotations"] = [{"row": row, "column": 0, "type": "error", "text": error_text}]
         props["markers"] = [
@@ -84,7 +88,7 @@ def code_editor(
     value = ace(
         state[base],
         lang="python",
-        height=list(lines),
+        height=rows,
         response_mode=["blur"],
         options=OPTIONS,
         props=props,
