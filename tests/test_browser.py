@@ -216,9 +216,12 @@ def test_the_24_layer_transformer_graph_renders_and_a_group_expands(page) -> Non
     page.goto(f"{page.base_url}/?sample=transformer_24")
     page.get_by_text("jaxpr equations").first.wait_for(timeout=120_000)
     open_tab(page, "Compiled HLO")
+    # a renderer lays it out on the server in well under a second; without one,
+    # Streamlit's chart lays it out in the browser (WebAssembly), slower
+    limit = 10 if render.dot_program() else 30
     start = time.time()
-    graph(page).wait_for(timeout=10_000)
-    assert time.time() - start < 10
+    graph(page).wait_for(timeout=limit * 1000)
+    assert time.time() - start < limit
     shot(page, "transformer24_compiled", graph(page))
     open_tab(page, "jaxpr")
     graph(page).wait_for()
