@@ -4,9 +4,9 @@ import streamlit as st
 
 import ui
 
+ui.pool()  # starts the worker first: the first Analyze waits for JAX to import in it
 ui.leave_legacy_pages(in_app=True)  # Streamlit's pages/ folder mode: see ui.leave_legacy_pages
 st.set_page_config(page_title="jitscope", page_icon=":material/biotech:", layout="wide")
-ui.pool()  # starts the worker now, while the page imports its libraries
 
 navigation = st.navigation(
     {

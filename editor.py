@@ -22,8 +22,9 @@ import streamlit as st
 ERROR_CSS = ".jitscope-error{position:absolute;background:rgba(255,43,43,.16)}"
 OPTIONS = {
     "showLineNumbers": True,
-    "wrap": False,
+    "wrap": True,  # a half-width column: long lines wrap rather than hide
     "tabSize": 4,
+    "fontSize": 13,
     "useSoftTabs": True,
     # Ace completes on Enter: typing a newline would insert a keyword instead
     "enableLiveAutocompletion": False,
@@ -58,7 +59,7 @@ def code_editor(
     error_line: int | None = None,
     error_text: str = "",
     read_only: bool = False,
-    lines: tuple[int, int] = (16, 24),
+    lines: tuple[int, int] = (12, 20),
 ) -> Edit:
     """An editor holding `code`. A `code` that differs from what the editor last sent
     (a sample was loaded, a link was opened) replaces the editor's contents."""
@@ -73,7 +74,11 @@ def code_editor(
     if state.get(base) is None or code not in (state.get(base), state.get(text)):
         state[base], state[gen] = code, state.get(gen, -1) + 1  # remount with the new code
     props: dict[str, Any] = {"readOnly": read_only}
+    rows = list(lines)
     if error_line:
+        # the component cannot scroll to a line: grow until the marked one shows
+        # (wrapped lines take extra rows), up to a page
+        rows[1] = min(max(rows[1], error_line + error_line // 3 + 4), 80)
         row = error_line - 1
         props["annotations"] = [{"row": row, "column": 0, "type": "error", "text": error_text}]
         props["markers"] = [
@@ -83,7 +88,7 @@ def code_editor(
     value = ace(
         state[base],
         lang="python",
-        height=list(lines),
+        height=rows,
         response_mode=["blur"],
         options=OPTIONS,
         props=props,

@@ -20,7 +20,6 @@ from viz.charts import fmt_seconds
 from viz.ir.model import Graph
 from viz.samples import default_sample, get_sample, list_samples
 from viz.source import list_functions
-from viz.spec import split_spec
 from viz.worker import Worker, WorkerPool, available_devices
 
 IR_TITLES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "compiled": "Compiled HLO"}
@@ -135,6 +134,8 @@ def program_from_sample(name: str) -> dict[str, Any]:
 
 def spec_rows(code: str, function: str, args: str) -> list[tuple[str, str]]:
     """(parameter, spec item) for each parameter of `function` in `code`."""
+    from viz.spec import split_spec  # numpy and ml_dtypes: after app.py has started the worker
+
     info = next((f for f in list_functions(code) if f.name == function), None)
     items = split_spec(args)
     params = list(info.params) if info else [f"arg{i}" for i in range(len(items))]

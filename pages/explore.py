@@ -11,9 +11,11 @@ import streamlit as st
 import editor
 import ui
 import ui_fusion
+import viz.graph
 from viz import charts, demo
 from viz.export import html_report
 from viz.history import History, HistoryError
+from viz.ir.model import Graph
 from viz.source import list_functions
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
@@ -264,6 +266,7 @@ def overview(r: dict[str, Any]) -> None:
     total_mem = sum(mem.get(k) or 0 for k in ("argument_bytes", "output_bytes", "temp_bytes"))
     m[3].metric("memory", _bytes(total_mem), help="arguments + outputs + XLA temporaries")
     fusion_link(r)
+    overview_graphs(r)
     left, right = st.columns(2)
     left.plotly_chart(charts.count_chain(r), width="stretch", key="ov_chain")
     right.plotly_chart(charts.stage_waterfall(r), width="stretch", key="ov_stages")
@@ -285,6 +288,35 @@ def fusion_link(r: dict[str, Any]) -> None:
 
 def _open_tab(tab: str) -> None:
     st.session_state.result_tab = tab
+
+
+OVERVIEW_GRAPHS = (
+    ("compiled", "After fusion: compiled HLO", "fusions are the filled clusters"),
+    ("stablehlo", "Before fusion: StableHLO", "what XLA was given"),
+)
+SIDE_BY_SIDE_NODES = 40  # two views this small fit side by side; larger: compiled alone
+
+
+def overview_graphs(r: dict[str, Any]) -> None:
+    """The compiled program in its default (collapsed) view, and beside it the StableHLO
+    it came from when both are small enough to read at half width; the IR tabs expand,
+    search and export them."""
+    models = r.get("graph_models") or {}
+    shown = []
+    for ir, title, note in OVERVIEW_GRAPHS:
+        if ir in models:
+            graph = Graph.from_dict(models[ir])
+            view = viz.graph.default_view(graph)
+            shown.append((ir, title, note, graph, view, len(viz.graph.visible(view)[0])))
+    if len(shown) == 2 and max(item[-1] for item in shown) > SIDE_BY_SIDE_NODES:
+        shown = shown[:1]
+    for column, (ir, title, note, graph, view, count) in zip(
+        st.columns(len(shown) or 1), shown, strict=False
+    ):
+        with column:
+            st.markdown(f"**{title}** · {note}")
+            st.caption(f"{count} of {len(graph.nodes)} nodes · open the {ui.IR_TITLES[ir]} tab")
+            ui.show_graph(viz.graph.to_dot(view), count, height=440)
 
 
 def ir_tab(r: dict[str, Any], ir: str, index: int) -> None:

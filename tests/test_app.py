@@ -62,6 +62,9 @@ def test_explore_opens_on_the_default_sample_already_analyzed() -> None:
     assert labels["jaxpr equations"] == "2"
     assert labels["compiled kernels"] not in ("", "None")
     assert at.selectbox(key="sample_pick").value == "Dot product plus one"
+    # the compiled program and its StableHLO, side by side on the Overview
+    assert len(at.get("iframe") or at.get("graphviz_chart")) == 2
+    assert any("fusions are the filled clusters" in m.value for m in at.markdown)
 
 
 @pytest.mark.parametrize(

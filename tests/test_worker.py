@@ -220,6 +220,14 @@ def test_cpu_worker_has_one_device(worker):
     assert (result["platform"], result["device_count"]) == ("cpu", 1)
 
 
+def test_a_warming_ping_runs_the_pipeline_once_and_answers(worker):
+    """WorkerPool.warm sends this at server start: a broken warm-up must show here,
+    not as a slower first Analyze."""
+    result = worker.request("ping", warm=True)
+    assert result["ok"], result.get("error")
+    assert result["platform"] == "cpu"
+
+
 def test_cpu8_worker_reports_eight_devices(worker8):
     result = worker8.request("ping")
     assert result["device_count"] == 8

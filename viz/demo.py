@@ -65,7 +65,7 @@ DEMO_COMPILER_OPTIONS: dict[str, frozenset[str]] = {
 _PROGRAM = {"sample", "code", "function", "static", "owner"}
 _CACHE = {"placements", "fail_on_recompile", "route", "persistent_cache", "x64", "device"}
 OPS: dict[str, set[str]] = {
-    "ping": set(),
+    "ping": {"warm"},
     "analyze": _PROGRAM
     | {"args", "device", "runs", "compiler_options", "donate", "x64", "profile", "mlir"},
     "cache_call": _PROGRAM | _CACHE | {"args"},

@@ -18,13 +18,17 @@ import jax
 
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError, classify
 from viz.report import Report
-from viz.source import find_function, load_module
+from viz.source import load_function
 from viz.stages import Target
 
 Progress = Callable[[Any], None]
 
 
-def ping(progress: Progress) -> dict[str, Any]:
+def ping(progress: Progress, warm: bool = False) -> dict[str, Any]:
+    """The worker is up; with `warm`, also run the pipeline once on a tiny program, so
+    the first real Analyze neither waits for nor measures XLA's start-up."""
+    if warm:
+        _warm_up()
     devices = jax.devices()
     return {
         "ok": True,
@@ -35,9 +39,15 @@ def ping(progress: Progress) -> dict[str, Any]:
     }
 
 
-def load_function(code: str, function: str | None) -> tuple[Any, Any]:
-    module = load_module(code)
-    return module, find_function(module, code, function)
+def _warm_up() -> None:
+    import jax.numpy as jnp
+
+    from viz.pipeline import analyze as run_pipeline
+
+    def warm_up(x: Any) -> Any:
+        return jnp.tanh(x @ x) + 1.0
+
+    run_pipeline(warm_up, "f32[8,8]", runs=1)
 
 
 def analyze(

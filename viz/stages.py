@@ -35,7 +35,7 @@ import jax
 
 from viz import events
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError, classify
-from viz.source import find_function, load_module
+from viz.source import load_function
 from viz.spec import SpecError, abstract_args, concrete_args, input_bytes, parse_spec, uses_x64
 from viz.timing import RunStats, time_calls
 
@@ -168,8 +168,8 @@ class Target:
     @classmethod
     def from_code(cls, code: str, function: str | None, **settings: Any) -> Target:
         """A target for `function` of freshly loaded user code (classified load errors)."""
-        module = load_module(code)
-        return cls.in_module(find_function(module, code, function), module, **settings)
+        module, fn = load_function(code, function)
+        return cls.in_module(fn, module, **settings)
 
     @property
     def name(self) -> str:

@@ -665,12 +665,13 @@ class WorkerPool:
         return self.get(device, role, self.slot(client))
 
     def warm(self, device: str) -> None:
-        """Start `device`'s main workers one after another in the background (JAX
-        imports take a while; the first Analyze should not wait for them)."""
+        """Start `device`'s main workers one after another in the background, each
+        warmed by one tiny analysis (JAX imports and XLA's start-up take a while; the
+        first Analyze should neither wait for them nor measure them)."""
 
         def ping_all() -> None:
             for slot in range(self.size):
-                self.get(device, "main", slot).request("ping")
+                self.get(device, "main", slot).request("ping", warm=True)
 
         threading.Thread(target=ping_all, daemon=True).start()
 
