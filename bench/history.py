@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from viz.diff import diff_reports
-from viz.handlers import analyze
 from viz.history import History
 from viz.samples import get_sample
+from viz.worker.handlers import analyze
 
 os.environ["JITSCOPE_HOME"] = tempfile.mkdtemp(prefix="jitscope-bench-")
 

@@ -26,7 +26,8 @@ from viz import demo, source
 from viz.samples import get_sample, list_samples
 from viz.source import list_functions
 from viz.spec import SpecError, parse_spec
-from viz.worker import MAX_FRAME, ProtocolError, Worker, decode, encode
+from viz.worker import Worker
+from viz.worker.protocol import MAX_FRAME, ProtocolError, decode, encode
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.usefixtures("navigation_mode", "plain_editor")

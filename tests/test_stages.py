@@ -209,7 +209,7 @@ def test_cli_cache_treats_f64_as_64_bit(tmp_path):
 
 
 def test_the_cache_labs_disk_cache_never_reaches_explore_or_pass_by_pass(tmp_path, monkeypatch):
-    from viz import handlers
+    from viz.worker import handlers
 
     monkeypatch.setenv("JITSCOPE_HOME", str(tmp_path))
     lab = "import jax.numpy as jnp\ndef f(x):\n    return jnp.cos(x) * 7 - 3\n"

@@ -18,10 +18,9 @@ from viz.worker import (
     WorkerPool,
     WorkerStatus,
     available_devices,
-    read_message,
     worker_env,
-    write_message,
 )
+from viz.worker.protocol import read_message, write_message
 
 OK_CODE = "def f(x):\n    return x * 2.0\n"
 GIB = 1 << 30

@@ -24,38 +24,30 @@ import jax.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import fcntl
-import io
-import json
 import os
-import select
-import shutil
-import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, is_dataclass
-from typing import Any, BinaryIO
+from dataclasses import asdict, dataclass
+from typing import Any
 
-from viz.errors import ErrorInfo
+from viz.worker.processes import _descendants, _kill_family, _kill_group, _rss_bytes
+from viz.worker.protocol import (
+    PROTOCOL_EXIT,
+    Callback,
+    ProtocolError,
+    _Reader,
+    encode,
+    error_result,
+)
 
 DEFAULT_TIMEOUT_S = 60.0
 LESSON_TIMEOUT_S = 300.0
 POLL_S = 0.05
 QUEUE_POLL_S = 0.25
 STARTUP_S = 120.0  # a fresh child's JAX import, not counted against a request's limit
-MAX_FRAME = 512 << 20  # a larger header is garbage, not a report
-PROTOCOL_EXIT = 75  # the child's exit status when user code broke its pipes
-_HEADER = struct.Struct("!Q")
-_HIGH_FD = 100  # the child's protocol pipes live above the fds user code plays with
-
-Callback = Callable[[Any], None]
 
 
 def default_memory_limit() -> int:
@@ -70,22 +62,6 @@ def default_memory_limit() -> int:
     return min(total // 2, 16 << 30)
 
 
-def default_pool_size() -> int:
-    """JITSCOPE_WORKERS, else one worker per core, as many as 2 GiB each of the shared
-    budget allow, at most 4 (each idle worker holds a JAX runtime, ~0.3 GiB)."""
-    with contextlib.suppress(ValueError):  # unset or not a number: the default
-        return max(1, int(os.environ.get("JITSCOPE_WORKERS", "")))
-    return max(1, min(os.cpu_count() or 1, default_memory_limit() // (2 << 30), 4))
-
-
-def available_devices() -> list[str]:
-    """Device configurations the worker can serve on this machine."""
-    devices = ["cpu", "cpu:8"]
-    if shutil.which("nvidia-smi"):
-        devices.insert(0, "gpu")
-    return devices
-
-
 def worker_env(device: str, memory_limit: int, demo: bool = False) -> dict[str, str]:
     env = dict(os.environ)
     platform, _, count = device.partition(":")
@@ -97,77 +73,9 @@ def worker_env(device: str, memory_limit: int, demo: bool = False) -> dict[str, 
     env["JITSCOPE_MEMORY_LIMIT_BYTES"] = str(memory_limit)
     env["JITSCOPE_DEMO"] = "1" if demo else ""
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env
-
-
-# -- frames: length-prefixed JSON ------------------------------------------------
-class ProtocolError(ValueError):
-    """A frame that is not what a worker sends: garbage on the pipe."""
-
-
-def _plain(value: Any) -> Any:
-    """JSON's fallback for what reports may hold besides dicts, lists and numbers."""
-    if hasattr(value, "item") and hasattr(value, "dtype"):  # numpy scalars
-        return value.item() if getattr(value, "ndim", 0) == 0 else value.tolist()
-    if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", "replace")
-    if isinstance(value, set | frozenset):
-        return sorted(value, key=str)
-    if is_dataclass(value) and not isinstance(value, type):
-        return asdict(value)
-    return str(value)
-
-
-def _keys_to_str(value: Any) -> Any:
-    """A copy whose dict keys are all strings (JSON refuses tuple keys)."""
-    if isinstance(value, dict):
-        return {k if isinstance(k, str) else str(k): _keys_to_str(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_keys_to_str(v) for v in value]
-    return value
-
-
-def encode(message: Any) -> bytes:
-    """One frame. NaN and ±inf travel as JSON's NaN/Infinity extensions (Python's json
-    reads them back); tuples become lists; bytes become text."""
-    try:
-        data = json.dumps(message, default=_plain, separators=(",", ":"))
-    except (TypeError, ValueError):  # tuple keys, or a cycle made of plain containers
-        data = json.dumps(_keys_to_str(message), default=_plain, separators=(",", ":"))
-    raw = data.encode("utf-8", "surrogatepass")
-    return _HEADER.pack(len(raw)) + raw
-
-
-def decode(data: bytes) -> Any:
-    try:
-        return json.loads(data.decode("utf-8", "surrogatepass"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ProtocolError(f"not a JSON frame: {type(exc).__name__}") from None
-
-
-def write_message(stream: BinaryIO, message: Any) -> None:
-    stream.write(encode(message))
-    stream.flush()
-
-
-def read_message(stream: BinaryIO) -> Any:
-    header = stream.read(_HEADER.size)
-    if len(header) < _HEADER.size:
-        raise EOFError
-    (size,) = _HEADER.unpack(header)
-    if size > MAX_FRAME:
-        raise ProtocolError(f"frame of {size} bytes")
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError
-    return decode(data)
-
-
-def error_result(kind: str, message: str, hint: str) -> dict[str, Any]:
-    """A failure the worker itself saw (the kind is checked like every other)."""
-    return {"ok": False, "error": ErrorInfo(kind, message, hint, stage="worker").to_dict()}
 
 
 @dataclass
@@ -185,87 +93,6 @@ class WorkerStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class _Reader:
-    """Reads frames from a pipe without ever blocking past a deadline."""
-
-    def __init__(self, fd: int):
-        self.fd = fd
-        self.buffer = b""
-        self._poller = select.poll()  # not select(): a busy server has fds above 1023
-        self._poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-
-    def poll(self, wait_s: float) -> Any | None:
-        """A message if one is complete within `wait_s`; None otherwise; EOFError if
-        closed; ProtocolError for garbage."""
-        if self._poller.poll(wait_s * 1000):
-            chunk = os.read(self.fd, 1 << 20)
-            if not chunk:
-                raise EOFError
-            self.buffer += chunk
-        if len(self.buffer) < _HEADER.size:
-            return None
-        (size,) = _HEADER.unpack_from(self.buffer)
-        if size > MAX_FRAME:
-            raise ProtocolError(f"frame of {size} bytes")
-        if len(self.buffer) < _HEADER.size + size:
-            return None
-        data = self.buffer[_HEADER.size : _HEADER.size + size]
-        self.buffer = self.buffer[_HEADER.size + size :]
-        message = decode(data)
-        if not (isinstance(message, dict) and isinstance(message.get("kind"), str)):
-            raise ProtocolError("a frame that is not a worker message")
-        return message
-
-
-def _rss_bytes(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _kill_group(pgid: int) -> None:
-    """SIGKILL every process in the group (the child and whatever it started)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def _stat(pid: int | str) -> tuple[int, int] | None:
-    """(parent pid, start time) of a process, from /proc; None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
-        return int(fields[1]), int(fields[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _descendants(root: int) -> dict[int, int]:
-    """pid -> start time of every process below `root`. The child is a subreaper, so
-    even daemons that left its process group still hang below it while it lives."""
-    children: dict[int, list[tuple[int, int]]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (stat := _stat(entry)):
-            children.setdefault(stat[0], []).append((int(entry), stat[1]))
-    found: dict[int, int] = {}
-    stack = list(children.get(root, []))
-    while stack:
-        pid, started = stack.pop()
-        found[pid] = started
-        stack.extend(children.get(pid, []))
-    return found
-
-
-def _kill_family(family: dict[int, int]) -> None:
-    """SIGKILL each process that is still the one seen (same pid and start time)."""
-    for pid, started in family.items():
-        stat = _stat(pid)
-        if stat and stat[1] == started:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
 
 
 class MemoryBudget:
@@ -612,187 +439,3 @@ class Worker:
             "look for os._exit, sys.exit or a native crash in your code; a fresh worker "
             "starts on the next request",
         )
-
-
-class WorkerPool:
-    """Per device, `size` slots, each a main worker and a lessons worker, created on
-    first use; all share one memory budget. Each client (browser session) is pinned
-    to one slot, the one with the fewest clients when it first asks. Thread-safe."""
-
-    MAX_CLIENTS = 4096  # pins remembered (browser sessions end without a word)
-
-    def __init__(
-        self,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        size: int | None = None,
-        memory_limit_bytes: int | None = None,
-        demo: bool | None = None,
-    ):
-        self.timeout_s = timeout_s
-        self.size = size or default_pool_size()
-        self.budget = MemoryBudget(memory_limit_bytes or default_memory_limit())
-        self.demo = demo
-        self._workers: dict[tuple[str, str, int], Worker] = {}
-        self._pins: OrderedDict[str, int] = OrderedDict()
-        self._lock = threading.Lock()
-        atexit.register(self.close)
-
-    def get(self, device: str, role: str = "main", slot: int = 0) -> Worker:
-        """Slot `slot`'s worker for `device`; lessons get workers of their own (role
-        'lessons') so that clearing caches for cold measurements never touches the
-        cache lab."""
-        with self._lock:
-            key = (device, role, slot % self.size)
-            if key not in self._workers:
-                timeout = self.timeout_s if role == "main" else LESSON_TIMEOUT_S
-                self._workers[key] = Worker(device, timeout, budget=self.budget, demo=self.demo)
-            return self._workers[key]
-
-    def slot(self, client: str) -> int:
-        """The slot `client` is pinned to (assigned on first call)."""
-        with self._lock:
-            if client not in self._pins:
-                load = [0] * self.size
-                for pinned in self._pins.values():
-                    load[pinned] += 1
-                self._pins[client] = load.index(min(load))
-                while len(self._pins) > self.MAX_CLIENTS:
-                    self._pins.popitem(last=False)
-            self._pins.move_to_end(client)
-            return self._pins[client]
-
-    def worker_for(self, client: str, device: str, role: str = "main") -> Worker:
-        return self.get(device, role, self.slot(client))
-
-    def warm(self, device: str) -> None:
-        """Start `device`'s main workers one after another in the background, each
-        warmed by one tiny analysis (JAX imports and XLA's start-up take a while; the
-        first Analyze should neither wait for them nor measure them)."""
-
-        def ping_all() -> None:
-            for slot in range(self.size):
-                self.get(device, "main", slot).request("ping", warm=True)
-
-        threading.Thread(target=ping_all, daemon=True).start()
-
-    def workers(self) -> list[Worker]:
-        with self._lock:
-            return list(self._workers.values())
-
-    def close(self) -> None:
-        for worker in self.workers():
-            worker.close()
-
-
-# -- the child side ----------------------------------------------------------
-def _become_subreaper() -> None:
-    """Orphans of the user's code (daemons that double-forked) reparent to this child
-    instead of init, so the parent can find and kill them with it (Linux only)."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-
-
-def _protocol_pipes() -> tuple[int, int]:
-    """Move the protocol to high, close-on-exec fds; point 0 at /dev/null and 1 at
-    stderr, so user code that reads, writes or closes its stdin/stdout touches
-    nothing of ours."""
-    fd_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, _HIGH_FD)
-    fd_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, _HIGH_FD)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    os.dup2(2, 1)
-    return fd_in, fd_out
-
-
-def _identity(fd: int) -> tuple[int, int] | None:
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-class _Channel:
-    """The child's end of the protocol; notices when user code broke it."""
-
-    def __init__(self, fd_in: int, fd_out: int):
-        self.fd_in, self.fd_out = fd_in, fd_out
-        self.stream_in = os.fdopen(fd_in, "rb", closefd=False)
-        self.ids = _identity(fd_in), _identity(fd_out)
-
-    def intact(self) -> bool:
-        return (_identity(self.fd_in), _identity(self.fd_out)) == self.ids
-
-    def send(self, message: dict[str, Any]) -> None:
-        data = encode(message)
-        while data:
-            data = data[os.write(self.fd_out, data) :]
-
-    def receive(self) -> Any:
-        return read_message(self.stream_in)
-
-
-def _handle(op: str, kwargs: dict[str, Any], progress: Callback) -> dict[str, Any]:
-    from viz import demo, handlers
-
-    if demo.enabled():  # the server checked too; this side loads samples from disk itself
-        try:
-            kwargs = demo.admit(op, kwargs)
-        except demo.Refused as exc:
-            return error_result("demo_refused", str(exc), exc.hint)
-    kwargs = {k: v for k, v in kwargs.items() if k != "sample"}  # the code says it all
-    captured = io.StringIO()
-    with contextlib.redirect_stdout(captured):
-        result = handlers.handle(op, kwargs, progress)
-    with contextlib.suppress(ValueError):  # user code may have closed it
-        if isinstance(result, dict) and captured.getvalue():
-            result.setdefault("stdout", captured.getvalue()[-20000:])
-    return result
-
-
-def _broken_pipes_result() -> dict[str, Any]:
-    return error_result(
-        "worker_crash",
-        "Your code closed or replaced the worker's own pipes; this worker stops here.",
-        "leave file descriptors you did not open alone; a fresh worker starts on the next request",
-    )
-
-
-def serve() -> None:
-    """The child's loop: answer requests until the parent goes away, then take the
-    whole process group down (subprocesses the user's code left behind included)."""
-    channel = _Channel(*_protocol_pipes())
-    _become_subreaper()
-    from viz import handlers  # noqa: F401  (import jax before the first request)
-
-    try:
-        while True:
-            try:
-                request = channel.receive()
-            except (EOFError, OSError, ProtocolError):
-                return
-            rid = request.get("id")
-            channel.send({"kind": "started", "id": rid})
-
-            def progress(payload: Any, rid: int = rid) -> None:
-                channel.send({"kind": "progress", "id": rid, "payload": payload})
-
-            result = _handle(request.get("op", ""), request.get("kwargs") or {}, progress)
-            if not channel.intact():
-                result = _broken_pipes_result()
-            try:
-                channel.send({"kind": "result", "id": rid, "payload": result})
-            except OSError:
-                os._exit(PROTOCOL_EXIT)
-            if not channel.intact():
-                os._exit(PROTOCOL_EXIT)
-    finally:
-        with contextlib.suppress(OSError):
-            os.killpg(os.getpgrp(), signal.SIGKILL)
-
-
-if __name__ == "__main__":
-    serve()

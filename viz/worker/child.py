@@ -1,0 +1,135 @@
+"""The child side: `python -m viz.worker` answers requests until its parent goes
+away. The protocol lives on high close-on-exec fds, so user code that closes its
+stdin/stdout breaks nothing, and code that breaks the pipes is blamed on its own
+request."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import os
+import signal
+from typing import Any
+
+from viz.worker.protocol import (
+    PROTOCOL_EXIT,
+    Callback,
+    ProtocolError,
+    encode,
+    error_result,
+    read_message,
+)
+
+_HIGH_FD = 100  # the child's protocol pipes live above the fds user code plays with
+
+
+# -- the child side ----------------------------------------------------------
+def _become_subreaper() -> None:
+    """Orphans of the user's code (daemons that double-forked) reparent to this child
+    instead of init, so the parent can find and kill them with it (Linux only)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _protocol_pipes() -> tuple[int, int]:
+    """Move the protocol to high, close-on-exec fds; point 0 at /dev/null and 1 at
+    stderr, so user code that reads, writes or closes its stdin/stdout touches
+    nothing of ours."""
+    fd_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, _HIGH_FD)
+    fd_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, _HIGH_FD)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return fd_in, fd_out
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+class _Channel:
+    """The child's end of the protocol; notices when user code broke it."""
+
+    def __init__(self, fd_in: int, fd_out: int):
+        self.fd_in, self.fd_out = fd_in, fd_out
+        self.stream_in = os.fdopen(fd_in, "rb", closefd=False)
+        self.ids = _identity(fd_in), _identity(fd_out)
+
+    def intact(self) -> bool:
+        return (_identity(self.fd_in), _identity(self.fd_out)) == self.ids
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = encode(message)
+        while data:
+            data = data[os.write(self.fd_out, data) :]
+
+    def receive(self) -> Any:
+        return read_message(self.stream_in)
+
+
+def _handle(op: str, kwargs: dict[str, Any], progress: Callback) -> dict[str, Any]:
+    from viz import demo
+    from viz.worker import handlers
+
+    if demo.enabled():  # the server checked too; this side loads samples from disk itself
+        try:
+            kwargs = demo.admit(op, kwargs)
+        except demo.Refused as exc:
+            return error_result("demo_refused", str(exc), exc.hint)
+    kwargs = {k: v for k, v in kwargs.items() if k != "sample"}  # the code says it all
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        result = handlers.handle(op, kwargs, progress)
+    with contextlib.suppress(ValueError):  # user code may have closed it
+        if isinstance(result, dict) and captured.getvalue():
+            result.setdefault("stdout", captured.getvalue()[-20000:])
+    return result
+
+
+def _broken_pipes_result() -> dict[str, Any]:
+    return error_result(
+        "worker_crash",
+        "Your code closed or replaced the worker's own pipes; this worker stops here.",
+        "leave file descriptors you did not open alone; a fresh worker starts on the next request",
+    )
+
+
+def serve() -> None:
+    """The child's loop: answer requests until the parent goes away, then take the
+    whole process group down (subprocesses the user's code left behind included)."""
+    channel = _Channel(*_protocol_pipes())
+    _become_subreaper()
+    from viz.worker import handlers  # noqa: F401  (import jax before the first request)
+
+    try:
+        while True:
+            try:
+                request = channel.receive()
+            except (EOFError, OSError, ProtocolError):
+                return
+            rid = request.get("id")
+            channel.send({"kind": "started", "id": rid})
+
+            def progress(payload: Any, rid: int = rid) -> None:
+                channel.send({"kind": "progress", "id": rid, "payload": payload})
+
+            result = _handle(request.get("op", ""), request.get("kwargs") or {}, progress)
+            if not channel.intact():
+                result = _broken_pipes_result()
+            try:
+                channel.send({"kind": "result", "id": rid, "payload": result})
+            except OSError:
+                os._exit(PROTOCOL_EXIT)
+            if not channel.intact():
+                os._exit(PROTOCOL_EXIT)
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpgrp(), signal.SIGKILL)

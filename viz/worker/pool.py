@@ -1,0 +1,105 @@
+"""A pool of workers per device: `JITSCOPE_WORKERS` main workers (plus a lessons
+worker each), one shared memory budget, and each browser session pinned to one."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import threading
+from collections import OrderedDict
+
+from viz.worker.client import (
+    DEFAULT_TIMEOUT_S,
+    LESSON_TIMEOUT_S,
+    MemoryBudget,
+    Worker,
+    default_memory_limit,
+)
+
+
+def default_pool_size() -> int:
+    """JITSCOPE_WORKERS, else one worker per core, as many as 2 GiB each of the shared
+    budget allow, at most 4 (each idle worker holds a JAX runtime, ~0.3 GiB)."""
+    with contextlib.suppress(ValueError):  # unset or not a number: the default
+        return max(1, int(os.environ.get("JITSCOPE_WORKERS", "")))
+    return max(1, min(os.cpu_count() or 1, default_memory_limit() // (2 << 30), 4))
+
+
+def available_devices() -> list[str]:
+    """Device configurations the worker can serve on this machine."""
+    devices = ["cpu", "cpu:8"]
+    if shutil.which("nvidia-smi"):
+        devices.insert(0, "gpu")
+    return devices
+
+
+class WorkerPool:
+    """Per device, `size` slots, each a main worker and a lessons worker, created on
+    first use; all share one memory budget. Each client (browser session) is pinned
+    to one slot, the one with the fewest clients when it first asks. Thread-safe."""
+
+    MAX_CLIENTS = 4096  # pins remembered (browser sessions end without a word)
+
+    def __init__(
+        self,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        size: int | None = None,
+        memory_limit_bytes: int | None = None,
+        demo: bool | None = None,
+    ):
+        self.timeout_s = timeout_s
+        self.size = size or default_pool_size()
+        self.budget = MemoryBudget(memory_limit_bytes or default_memory_limit())
+        self.demo = demo
+        self._workers: dict[tuple[str, str, int], Worker] = {}
+        self._pins: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+        atexit.register(self.close)
+
+    def get(self, device: str, role: str = "main", slot: int = 0) -> Worker:
+        """Slot `slot`'s worker for `device`; lessons get workers of their own (role
+        'lessons') so that clearing caches for cold measurements never touches the
+        cache lab."""
+        with self._lock:
+            key = (device, role, slot % self.size)
+            if key not in self._workers:
+                timeout = self.timeout_s if role == "main" else LESSON_TIMEOUT_S
+                self._workers[key] = Worker(device, timeout, budget=self.budget, demo=self.demo)
+            return self._workers[key]
+
+    def slot(self, client: str) -> int:
+        """The slot `client` is pinned to (assigned on first call)."""
+        with self._lock:
+            if client not in self._pins:
+                load = [0] * self.size
+                for pinned in self._pins.values():
+                    load[pinned] += 1
+                self._pins[client] = load.index(min(load))
+                while len(self._pins) > self.MAX_CLIENTS:
+                    self._pins.popitem(last=False)
+            self._pins.move_to_end(client)
+            return self._pins[client]
+
+    def worker_for(self, client: str, device: str, role: str = "main") -> Worker:
+        return self.get(device, role, self.slot(client))
+
+    def warm(self, device: str) -> None:
+        """Start `device`'s main workers one after another in the background, each
+        warmed by one tiny analysis (JAX imports and XLA's start-up take a while; the
+        first Analyze should neither wait for them nor measure them)."""
+
+        def ping_all() -> None:
+            for slot in range(self.size):
+                self.get(device, "main", slot).request("ping", warm=True)
+
+        threading.Thread(target=ping_all, daemon=True).start()
+
+    def workers(self) -> list[Worker]:
+        with self._lock:
+            return list(self._workers.values())
+
+    def close(self) -> None:
+        for worker in self.workers():
+            worker.close()
