@@ -358,7 +358,7 @@ PAN_ZOOM = Path(__file__).resolve().parent / "assets" / "pan_zoom.html"
 
 
 def show_graph(dot: str, nodes: int, height: int = 680) -> None:
-    """The graph as SVG (Graphviz's `dot`, or pip's graphviz-pure: viz.render) in a
+    """The graph as SVG (Graphviz's `dot`, or pip's graphviz-pure: viz.graph.render) in a
     pan-and-zoom frame: wheel zooms, drag pans, double-click fits. Without either,
     Streamlit's own chart."""
     try:

@@ -13,8 +13,8 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import viz.fusion.view
 import viz.graph
-from viz import fusion_view
 from viz.ir.model import Graph
 
 PROFILE_RUNS = 5
@@ -27,17 +27,17 @@ def fusion_map_view(r: dict[str, Any], index: int) -> None:
     if not fmap or not {"stablehlo", "compiled"} <= set(models):
         st.info("No fusion map for this result (it did not compile).")
         return
-    st.markdown(fusion_view.coverage_text(r.get("fusion_map_coverage")))
+    st.markdown(viz.fusion.view.coverage_text(r.get("fusion_map_coverage")))
     profile_button(r, index)
     stablehlo, compiled = Graph.from_dict(models["stablehlo"]), Graph.from_dict(models["compiled"])
     jaxpr = Graph.from_dict(models["jaxpr"]) if "jaxpr" in models else Graph("jaxpr")
-    colours = fusion_view.kernel_colours(e["kernel"] for e in fmap if e["kind"] != "no_kernel")
+    colours = viz.fusion.view.kernel_colours(e["kernel"] for e in fmap if e["kind"] != "no_kernel")
     chosen = selection(r, fmap, stablehlo, index)
     graphs(r, fmap, stablehlo, compiled, colours, chosen, index)
     left, right = st.columns([3, 2], gap="medium")
     with left:
         st.markdown("**Your code**, each line tinted by the kernel(s) its ops went into")
-        st.html(fusion_view.tinted_source(r.get("_code") or "", fmap, colours, chosen["lines"]))
+        st.html(viz.fusion.view.tinted_source(r.get("_code") or "", fmap, colours, chosen["lines"]))
     with right:
         details(fmap, stablehlo, jaxpr, chosen)
     kernel_table(r, fmap, index)
@@ -101,7 +101,7 @@ def selection(
         + (f" · {'/'.join(n.scope)}" if n.scope else ""): n.id
         for n in ops
     }
-    lines = sorted(fusion_view.line_kernels(fmap))
+    lines = sorted(viz.fusion.view.line_kernels(fmap))
     c1, c2, c3 = st.columns([3, 3, 1])
 
     def keep(which: str) -> None:  # one selection at a time
@@ -158,7 +158,7 @@ def _resolve(
             what=f"kernel {kernel}",
         )
     elif op:
-        kernels = fusion_view.ops_by_kernel(fmap, "stablehlo").get(op, [])
+        kernels = viz.fusion.view.ops_by_kernel(fmap, "stablehlo").get(op, [])
         node = stablehlo.node_map()[op]
         chosen.update(
             kernels=kernels,
@@ -169,7 +169,7 @@ def _resolve(
     elif line is not None:
         ops = [n.id for n in stablehlo.nodes if n.source and n.source.line == line]
         chosen.update(
-            kernels=fusion_view.line_kernels(fmap).get(line, []),
+            kernels=viz.fusion.view.line_kernels(fmap).get(line, []),
             ops=ops,
             lines={line},
             what=f"line {line}",
@@ -196,14 +196,14 @@ def graphs(
         value=True,
         key=f"fm_heat_{index}",
     )
-    node_kernels = fusion_view.compiled_kernels(compiled)
+    node_kernels = viz.fusion.view.compiled_kernels(compiled)
     lit = [n for n, ks in node_kernels.items() if set(ks) & set(chosen["kernels"])]
     left, right = st.columns(2, gap="small")
     panels = (
         (
             left,
             stablehlo,
-            fusion_view.ops_by_kernel(fmap, "stablehlo"),
+            viz.fusion.view.ops_by_kernel(fmap, "stablehlo"),
             colours,
             chosen["ops"],
             "StableHLO (before fusion)",
@@ -212,20 +212,20 @@ def graphs(
             right,
             compiled,
             node_kernels,
-            fusion_view.heat_colours(r.get("profile")) if heat else colours,
+            viz.fusion.view.heat_colours(r.get("profile")) if heat else colours,
             lit,
             "compiled HLO (after fusion)" + (": heat = time per step" if heat else ""),
         ),
     )
     for column, graph, kernels_of, fills, ids, title in panels:
-        view = fusion_view.selection_view(graph, ids, focus)
+        view = viz.fusion.view.selection_view(graph, ids, focus)
         shown, _ = viz.graph.visible(view)
         with column:
             st.caption(
                 f"{title} · {len(shown)} of {len(graph.nodes)} nodes"
                 + (f" · {chosen['what']} lit" if chosen["what"] else "")
             )
-            ui.show_graph(fusion_view.paint(view, kernels_of, fills), len(shown), height=600)
+            ui.show_graph(viz.fusion.view.paint(view, kernels_of, fills), len(shown), height=600)
 
 
 def details(
@@ -300,7 +300,7 @@ def _eqns(fmap: list[dict[str, Any]], jaxpr: Graph, chosen: dict[str, Any]) -> l
 
 
 def not_found(fmap: list[dict[str, Any]], stablehlo: Graph) -> None:
-    found = fusion_view.ops_by_kernel(fmap, "stablehlo")
+    found = viz.fusion.view.ops_by_kernel(fmap, "stablehlo")
     missing = [
         n
         for n in stablehlo.nodes
@@ -328,11 +328,11 @@ def kernel_table(r: dict[str, Any], fmap: list[dict[str, Any]], index: int) -> N
     profile = r.get("profile")
     if profile and profile.get("kernels"):
         st.plotly_chart(
-            fusion_view.kernel_time_chart(profile), width="stretch", key=f"fm_chart_{index}"
+            viz.fusion.view.kernel_time_chart(profile), width="stretch", key=f"fm_chart_{index}"
         )
     elif profile:
         st.info(f"{r.get('device', 'This platform')} emitted no per-kernel events in the trace.")
-    rows = fusion_view.kernel_rows(fmap, profile)
+    rows = viz.fusion.view.kernel_rows(fmap, profile)
     kernels = sum(1 for e in fmap if e["kind"] != "no_kernel")
     st.markdown(
         f"**{kernels} kernels** · the StableHLO ops and jaxpr equations each absorbed, "

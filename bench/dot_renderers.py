@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import viz.graph
-from viz import render
+from viz.graph import render
 from viz.pipeline import analyze
 from viz.samples import get_sample
 from viz.source import find_function, load_module

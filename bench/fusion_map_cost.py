@@ -3,7 +3,7 @@
 For the 24-layer transformer (samples/transformer_24.py) and a 24-op elementwise
 chain (samples/elementwise_chain.py), prints the bare
 `jax.jit(fn).trace(...).lower().compile()` time, the whole `analyze(runs=0)`, and
-the CPU time `viz.fusion_map.fusion_map` takes on that analysis' graph models (the
+the CPU time `viz.fusion.map.fusion_map` takes on that analysis' graph models (the
 only work the map adds: the readers keep a name stack and a column per node at
 no measurable cost). Medians; every compile on a fresh function with JAX's
 caches cleared. The map is computed eagerly while it stays within a few percent
@@ -21,7 +21,7 @@ import jax
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere
 from viz import analyze
-from viz.fusion_map import fusion_map
+from viz.fusion.map import fusion_map
 from viz.samples import get_sample
 from viz.source import find_function, load_module
 from viz.spec import abstract_args, parse_spec

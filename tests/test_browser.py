@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from viz import render
+from viz.graph import render
 
 # JITSCOPE_CHROMIUM=none runs the suite as on a machine without chromium (.ci/run)
 CHROMIUM = os.environ.get("JITSCOPE_CHROMIUM", "/usr/bin/chromium")

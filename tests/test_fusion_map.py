@@ -16,10 +16,10 @@ import pytest
 from conftest import sample_params
 
 from viz import analyze
-from viz.fusion_map import counted_ops, kernels_by_op
-from viz.fusion_report import add_fusion_map
+from viz.fusion.map import counted_ops, kernels_by_op
+from viz.fusion.profile import _union, summarize
+from viz.fusion.report import add_fusion_map
 from viz.ir.kernels import kernel_names
-from viz.profile import _union, summarize
 from viz.report import Report
 from viz.samples import Sample
 from viz.source import find_function, load_module

@@ -11,9 +11,10 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+import viz.fusion.view
 import viz.graph
-from viz import analyze, fusion_view
-from viz.fusion_report import add_fusion_map
+from viz import analyze
+from viz.fusion.report import add_fusion_map
 from viz.report import Report
 
 
@@ -47,16 +48,16 @@ def fills(dot: str) -> dict[str, str]:
 
 
 def test_kernel_colours_differ() -> None:
-    colours = fusion_view.kernel_colours(f"k{i}" for i in range(40))
+    colours = viz.fusion.view.kernel_colours(f"k{i}" for i in range(40))
     assert len(set(colours.values())) == 40
 
 
 def test_each_stablehlo_op_takes_its_kernels_colour(report: Report) -> None:
-    colours = fusion_view.kernel_colours(e["kernel"] for e in report.fusion_map)
+    colours = viz.fusion.view.kernel_colours(e["kernel"] for e in report.fusion_map)
     graph = report.graph_models["stablehlo"]
-    by_op = fusion_view.ops_by_kernel(report.fusion_map, "stablehlo")
+    by_op = viz.fusion.view.ops_by_kernel(report.fusion_map, "stablehlo")
     view = viz.graph.View(graph, frozenset(graph.groups))  # everything open: leaves only
-    drawn = fills(fusion_view.paint(view, by_op, colours))
+    drawn = fills(viz.fusion.view.paint(view, by_op, colours))
     single = [i for i, ks in by_op.items() if len(ks) == 1]
     assert single
     for op_id in single:
@@ -64,11 +65,11 @@ def test_each_stablehlo_op_takes_its_kernels_colour(report: Report) -> None:
 
 
 def test_a_collapsed_group_is_striped_with_its_kernels(report: Report) -> None:
-    colours = fusion_view.kernel_colours(e["kernel"] for e in report.fusion_map)
+    colours = viz.fusion.view.kernel_colours(e["kernel"] for e in report.fusion_map)
     graph = report.graph_models["stablehlo"]
-    by_op = fusion_view.ops_by_kernel(report.fusion_map, "stablehlo")
+    by_op = viz.fusion.view.ops_by_kernel(report.fusion_map, "stablehlo")
     view = viz.graph.View(graph, frozenset())  # every top-level group collapsed
-    drawn = fills(fusion_view.paint(view, by_op, colours))
+    drawn = fills(viz.fusion.view.paint(view, by_op, colours))
     layer = drawn["g:layer0"]
     kernels = {k for n in graph.nodes if n.scope[:1] == ("layer0",) for k in by_op.get(n.id, [])}
     assert len(kernels) >= 2
@@ -79,10 +80,10 @@ def test_a_collapsed_group_is_striped_with_its_kernels(report: Report) -> None:
 
 def test_compiled_nodes_take_their_fusions_colour(report: Report) -> None:
     compiled = report.graph_models["compiled"]
-    node_kernels = fusion_view.compiled_kernels(compiled)
-    colours = fusion_view.kernel_colours(e["kernel"] for e in report.fusion_map)
+    node_kernels = viz.fusion.view.compiled_kernels(compiled)
+    colours = viz.fusion.view.kernel_colours(e["kernel"] for e in report.fusion_map)
     view = viz.graph.View(compiled, frozenset(compiled.groups))
-    dot = fusion_view.paint(view, node_kernels, colours)
+    dot = viz.fusion.view.paint(view, node_kernels, colours)
     drawn = fills(dot)
     inside = [n for n in compiled.nodes if n.scope and node_kernels[n.id]]
     assert inside
@@ -94,15 +95,15 @@ def test_compiled_nodes_take_their_fusions_colour(report: Report) -> None:
 
 def test_paint_dot_changes_only_the_named_statements() -> None:
     dot = 'digraph G {\n  "a" [label="x"];\n  "b" [label="y"];\n}'
-    out = fusion_view.paint_dot(dot, {"a": {"fillcolor": "#123456"}})
+    out = viz.fusion.view.paint_dot(dot, {"a": {"fillcolor": "#123456"}})
     assert '"a" [label="x", fillcolor="#123456"];' in out
     assert '"b" [label="y"];' in out
 
 
 def test_source_lines_are_tinted_by_kernel(report: Report) -> None:
     code = Path(two_layers.__code__.co_filename).read_text()
-    colours = fusion_view.kernel_colours(e["kernel"] for e in report.fusion_map)
-    html = fusion_view.tinted_source(
+    colours = viz.fusion.view.kernel_colours(e["kernel"] for e in report.fusion_map)
+    html = viz.fusion.view.tinted_source(
         code, report.fusion_map, colours, {two_layers.__code__.co_firstlineno}
     )
     body = two_layers.__code__.co_firstlineno + 3  # the `x = jnp.tanh(x @ w) + 1.0` line
@@ -119,14 +120,14 @@ def test_kernel_table_sorts_by_time_when_profiled(report: Report) -> None:
             {"name": names[-1], "mean_s": 3e-3, "share": 0.6},
         ]
     }
-    rows = fusion_view.kernel_rows(report.fusion_map, profile)
+    rows = viz.fusion.view.kernel_rows(report.fusion_map, profile)
     assert rows[0]["kernel"] == names[-1] and rows[0]["time / step (ms)"] == 3.0
     assert rows[1]["share"] == 0.2
-    assert "time / step (ms)" not in fusion_view.kernel_rows(report.fusion_map, None)[0]
+    assert "time / step (ms)" not in viz.fusion.view.kernel_rows(report.fusion_map, None)[0]
 
 
 def test_heat_is_deepest_on_the_slowest_kernel() -> None:
-    heat = fusion_view.heat_colours(
+    heat = viz.fusion.view.heat_colours(
         {"kernels": [{"name": "a", "mean_s": 1.0}, {"name": "b", "mean_s": 0.01}]}
     )
     assert heat["a"] < heat["b"]  # less green/blue: a deeper red
@@ -136,6 +137,6 @@ def test_selection_view_shows_and_lights_the_ids(report: Report) -> None:
     graph = report.graph_models["stablehlo"]
     ids = [n.id for n in graph.nodes if n.op == "stablehlo.tanh"][:1]
     for focus in (False, True):
-        view = fusion_view.selection_view(graph, ids, focus)
+        view = viz.fusion.view.selection_view(graph, ids, focus)
         items, _ = viz.graph.visible(view)
         assert any(i.id == ids[0] and i.highlighted for i in items)

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import pytest
 
 import viz.graph
-from viz import render
+from viz.graph import render
 from viz.ir.hlo import read_hlo
 from viz.ir.jaxpr import read_jaxpr
 from viz.ir.model import Edge, Graph, Group, Node, SourceLoc, op_histogram, register_scopes

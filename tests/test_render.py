@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from viz import render
+from viz.graph import render
 
 CLUSTERED = """digraph {
   subgraph "cluster_layer0" { label="layer0"; a [label="dot_general f32[8,128]"]; b; }

@@ -188,7 +188,7 @@ def _write_exports(args: argparse.Namespace, report: dict[str, Any], mlir: str |
         else:
             print("no StableHLO to write (the function did not lower)", file=sys.stderr)
     if args.trace:
-        from viz.profile import save_trace
+        from viz.fusion.profile import save_trace
 
         try:
             save_trace(report.get("profile") or {}, args.trace)

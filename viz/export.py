@@ -11,8 +11,9 @@ import html
 import json
 from typing import Any
 
+import viz.fusion.view
 import viz.graph
-from viz import charts, fusion_view
+from viz import charts
 from viz.ir.model import Graph
 
 _STYLE = """
@@ -76,7 +77,7 @@ def html_report(report: dict[str, Any]) -> str:
     ]
     for i, fig in enumerate(figures):
         parts.append(fig.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False))
-    parts.append(fusion_view.html_section(report))  # issue #12: the map and kernel times
+    parts.append(viz.fusion.view.html_section(report))  # issue #12: the map and kernel times
     models = report.get("graph_models") or {}
     for ir, title in (("jaxpr", "jaxpr"), ("stablehlo", "StableHLO"), ("compiled", "Compiled HLO")):
         section = report.get(ir) or {}

@@ -15,7 +15,7 @@ import jax
 import viz.graph
 from viz.donation import UNUSABLE_WARNING, Donation, read_donation
 from viz.errors import UserCodeError
-from viz.fusion_report import PROFILE_RUNS, add_profile
+from viz.fusion.report import PROFILE_RUNS, add_profile
 from viz.ir import model
 from viz.ir.hlo import fusion_count, kernel_count, kernels, read_hlo
 from viz.ir.jaxpr import read_jaxpr

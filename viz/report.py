@@ -148,7 +148,7 @@ class Report:
     donation: Donation | None = None
     compile_events: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    # issue #12: kernels and what went into them (viz.fusion_map), per-kernel time
+    # issue #12: kernels and what went into them (viz.fusion.map), per-kernel time
     fusion_map: list[dict[str, Any]] = field(default_factory=list)
     fusion_map_coverage: dict[str, Any] | None = None
     profile: dict[str, Any] | None = None
@@ -171,7 +171,7 @@ class Report:
         """Plain data: the JSON of DESIGN.md's report contract. The fusion map is built
         here, on request, rather than by every analysis (it costs a few percent of a
         compile): every JSON the worker, the CLI and the API write carries it."""
-        from viz.fusion_report import add_fusion_map
+        from viz.fusion.report import add_fusion_map
 
         add_fusion_map(self)
         data = {f.name: getattr(self, f.name) for f in fields(self)}

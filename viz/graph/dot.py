@@ -192,9 +192,9 @@ def _q(text: str) -> str:
 
 
 def to_svg(dot: str) -> str:
-    """Render DOT to SVG with Graphviz's `dot` or pip's graphviz-pure (viz.render);
-    RuntimeError (viz.render.DotNotFound) when neither is installed."""
-    from viz import render
+    """Render DOT to SVG with Graphviz's `dot` or pip's graphviz-pure (viz.graph.render);
+    RuntimeError (viz.graph.render.DotNotFound) when neither is installed."""
+    from viz.graph import render
 
     return render.svg(dot)
 

@@ -2,7 +2,7 @@
 
 `add_fusion_map` runs on request (`Report.to_dict()` asks for it); the pipeline
 calls `add_profile` after timing when asked to profile. The work itself lives in
-`viz.fusion_map` and `viz.profile`. Never raise: a failure becomes a warning and
+`viz.fusion.map` and `viz.fusion.profile`. Never raise: a failure becomes a warning and
 the other results stay.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from viz.fusion_map import fusion_map
+from viz.fusion.map import fusion_map
 from viz.ir.kernels import kernel_names
 from viz.report import Report
 
@@ -50,7 +50,7 @@ def add_profile(
     compiled = report.graph_models.get("compiled")
     if compiled is None or not report.ok:
         return
-    from viz.profile import profile_kernels
+    from viz.fusion.profile import profile_kernels
 
     try:
         result = profile_kernels(call, block, kernel_names(compiled), min(runs, PROFILE_RUNS))
