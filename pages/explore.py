@@ -8,10 +8,9 @@ from typing import Any
 
 import streamlit as st
 
-import editor
 import ui
-import ui_fusion
 import viz.graph
+from ui import editor, fusion
 from viz import charts, demo
 from viz.export import html_report
 from viz.history import History, HistoryError
@@ -349,7 +348,7 @@ def ir_tab(r: dict[str, Any], ir: str, index: int) -> None:
 
 
 def fusion_tab(r: dict[str, Any], index: int) -> None:
-    ui_fusion.fusion_map_view(r, index)  # issue #12: the fusion map is the tab's main view
+    fusion.fusion_map_view(r, index)  # issue #12: the fusion map is the tab's main view
     st.plotly_chart(charts.op_counts(r), width="stretch", key="fu_ops")
     pass_by_pass(r, index)
 

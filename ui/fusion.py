@@ -12,9 +12,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-import ui
 import viz.fusion.view
 import viz.graph
+from ui.cards import error_card, seconds
+from ui.graphs import show_graph
+from ui.workers import device, request
 from viz.ir.model import Graph
 
 PROFILE_RUNS = 5
@@ -49,7 +51,7 @@ def profile_button(r: dict[str, Any], index: int) -> None:
         p = r["profile"]
         st.caption(
             f"Profiled with {p['source']}: {p['runs']} runs, "
-            f"{ui.seconds(p['step_s'])} per step, {ui.seconds(p['unattributed_s'])} outside "
+            f"{seconds(p['step_s'])} per step, {seconds(p['unattributed_s'])} outside "
             "any kernel"
             + (" · kernels overlapped: shares add up to more than 1" if p.get("concurrent") else "")
         )
@@ -62,13 +64,13 @@ def profile_button(r: dict[str, Any], index: int) -> None:
     ):
         return
     with st.spinner("Running under jax.profiler…"):
-        result = ui.request(
+        result = request(
             "analyze",
             code=r["_code"],
             function=r["function"],
             args=r["args"],
             static=r["static"],
-            device=ui.device(),
+            device=device(),
             runs=PROFILE_RUNS,
             profile=True,
         )
@@ -78,7 +80,7 @@ def profile_button(r: dict[str, Any], index: int) -> None:
         if warning.startswith("profile"):
             st.warning(warning)
     if result.get("error"):
-        ui.error_card(result["error"], r.get("_code"))
+        error_card(result["error"], r.get("_code"))
     if r.get("profile"):
         st.rerun()
 
@@ -225,7 +227,7 @@ def graphs(
                 f"{title} · {len(shown)} of {len(graph.nodes)} nodes"
                 + (f" · {chosen['what']} lit" if chosen["what"] else "")
             )
-            ui.show_graph(viz.fusion.view.paint(view, kernels_of, fills), len(shown), height=600)
+            show_graph(viz.fusion.view.paint(view, kernels_of, fills), len(shown), height=600)
 
 
 def details(

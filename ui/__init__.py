@@ -1,0 +1,64 @@
+"""Streamlit pieces shared by the pages, one module per concern. Layout only: numbers
+and graphs come from `viz` as plain data; nothing here imports jax.
+
+- `navigation`: leaving Streamlit's legacy pages/ mode, opening the diff view;
+- `workers`: the server's worker pool and this session's requests;
+- `program`: the current program shared by every page, samples, spec rows;
+- `sidebar`: device picker, worker status, notices;
+- `cards`: error cards and formatting;
+- `graphs`: graph panels and the pan-and-zoom frame;
+- `lessons`: the lesson pages' run/cancel controls;
+- `editor`: the code editor; `fusion`: the Fusion tab's map views.
+
+Pages use the names re-exported here (`ui.request`, `ui.graph_panel`, ...).
+"""
+
+from ui.cards import error_card, excerpt, report_json, seconds, stamp
+from ui.graphs import IR_TITLES, fusion_compare, graph_of, graph_panel, node_details, show_graph
+from ui.lessons import lesson_controls, show_lesson_error
+from ui.navigation import leave_legacy_pages, open_diff
+from ui.program import (
+    functions_of,
+    join_spec,
+    program,
+    program_from_sample,
+    samples_by_title,
+    spec_rows,
+)
+from ui.sidebar import device_picker, restarted_elsewhere, safety_notes, worker_status
+from ui.workers import device, lesson_worker, owner, pool, request, run_lesson, worker
+
+__all__ = [
+    "IR_TITLES",
+    "device",
+    "device_picker",
+    "error_card",
+    "excerpt",
+    "functions_of",
+    "fusion_compare",
+    "graph_of",
+    "graph_panel",
+    "join_spec",
+    "leave_legacy_pages",
+    "lesson_controls",
+    "lesson_worker",
+    "node_details",
+    "open_diff",
+    "owner",
+    "pool",
+    "program",
+    "program_from_sample",
+    "report_json",
+    "request",
+    "restarted_elsewhere",
+    "run_lesson",
+    "safety_notes",
+    "samples_by_title",
+    "seconds",
+    "show_graph",
+    "show_lesson_error",
+    "spec_rows",
+    "stamp",
+    "worker",
+    "worker_status",
+]

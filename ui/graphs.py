@@ -1,0 +1,166 @@
+"""Graph panels: find, expand/collapse, neighbourhood, node details, DOT/SVG, and
+the pan-and-zoom frame they are drawn in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+import viz.graph
+from viz.ir.model import Graph
+
+IR_TITLES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "compiled": "Compiled HLO"}
+
+
+def graph_of(model: dict[str, Any]) -> Graph:
+    """The Graph of a model dict kept in this session's results, rebuilt once: the same
+    Graph object across reruns, so `viz.graph`'s index of it is reused."""
+    built = st.session_state.setdefault("_graphs", {})
+    hit = built.get(id(model))
+    if hit is None or hit[0] is not model:
+        if len(built) >= 8:
+            built.clear()
+        hit = built[id(model)] = (model, Graph.from_dict(model))
+    return hit[1]
+
+
+def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> None:
+    """A graph with find, expand/collapse, neighbourhood and DOT/SVG export."""
+    graph = graph_of(model)
+    view = viz.graph.default_view(graph)
+    groups = sorted(graph.groups, key=lambda p: (len(p), p))
+    labels = {"/".join(p): p for p in groups}
+    c1, c2, c3 = st.columns([2, 2, 1])
+    query = c1.text_input(
+        "Find", key=f"{key}_find", placeholder="op (dot), shape (f32[8,128]) or line (:12)"
+    )
+    opened = c2.multiselect(
+        "Expand groups", list(labels), key=f"{key}_open", placeholder=f"{len(groups)} groups"
+    )
+    depth = c3.number_input(
+        "Expand depth", 0, 12, value=None, key=f"{key}_depth", placeholder="auto"
+    )
+    if depth is not None:
+        view = viz.graph.expand_to_depth(graph, int(depth))
+    for name in opened:
+        view = viz.graph.expand(view, labels[name])
+    if query:
+        found = viz.graph.find(graph, query)
+        st.caption(f"{len(found)} matches for “{query}”")
+        if found:
+            view = viz.graph.neighbourhood(graph, found[0], radius=2)
+            view.highlight = frozenset(found)
+    focus = st.session_state.get(f"{key}_focus")
+    if focus in graph.node_map():
+        view = viz.graph.neighbourhood(graph, focus, radius=2)
+        if st.button(
+            f"Show the whole graph (now: the neighbourhood of {focus})", key=f"{key}_unfocus"
+        ):
+            del st.session_state[f"{key}_focus"]
+            st.rerun()
+    visible, _ = viz.graph.visible(view)
+    if len(visible) > viz.graph.MAX_NODES:  # laying out thousands of boxes takes dot minutes
+        st.warning(
+            f"That view has {len(visible)} nodes; jitscope draws at most {viz.graph.MAX_NODES}. "
+            "Expand fewer groups, or use Find to focus on a neighbourhood."
+        )
+        view = viz.graph.default_view(graph)
+        visible, _ = viz.graph.visible(view)
+    dot = viz.graph.to_dot(view, title)
+    st.caption(
+        f"Showing {len(visible)} of {len(graph.nodes)} nodes · expand a group above, "
+        "or search to focus on a neighbourhood"
+    )
+    show_graph(dot, len(visible))
+    node_details(graph, visible, key)
+    d1, d2, _ = st.columns([1, 1, 4])
+    d1.download_button("DOT", dot, f"{ir}.dot", "text/vnd.graphviz", key=f"{key}_dot")
+    # rendered only when clicked: dot can take seconds on a large view
+    d2.download_button(
+        "SVG",
+        lambda: viz.graph.to_svg(dot),
+        f"{ir}.svg",
+        "image/svg+xml",
+        key=f"{key}_svg",
+        on_click="ignore",
+    )
+
+
+def fusion_compare(before: dict[str, Any], after: dict[str, Any], key: str) -> None:
+    """One name-scope region before fusion (StableHLO) and after (compiled HLO)."""
+    graphs = graph_of(before), graph_of(after)
+    common = [r for r in viz.graph.regions(graphs[0]) if r in set(viz.graph.regions(graphs[1]))]
+    st.markdown("**Before and after fusion** · the same region of your program in both IRs")
+    if not common:
+        st.caption(
+            "No name scope appears in both IRs: wrap parts of your function in "
+            "`jax.named_scope('…')` to compare them here."
+        )
+        return
+    region = st.selectbox("Region (name scope)", common, key=f"{key}_region")
+    columns = st.columns(2)
+    for column, graph, title in zip(
+        columns, graphs, ("before fusion: StableHLO", "after fusion: compiled HLO"), strict=True
+    ):
+        view = viz.graph.region_view(graph, region)
+        shown, _ = viz.graph.visible(view)
+        column.caption(f"{title} · {len(shown)} nodes")
+        with column:
+            show_graph(viz.graph.to_dot(view, f"{region} · {title}"), len(shown), height=560)
+
+
+PAN_ZOOM = Path(__file__).resolve().parent.parent / "assets" / "pan_zoom.html"
+
+
+def show_graph(dot: str, nodes: int, height: int = 680) -> None:
+    """The graph as SVG (Graphviz's `dot`, or pip's graphviz-pure: viz.graph.render) in a
+    pan-and-zoom frame: wheel zooms, drag pans, double-click fits. Without either,
+    Streamlit's own chart."""
+    try:
+        svg = viz.graph.to_svg(dot)
+    except RuntimeError:
+        st.graphviz_chart(dot, width="stretch" if nodes > 24 else "content")
+        return
+    svg = svg[svg.index("<svg") :]  # drop the XML prologue and doctype
+    # the SVG is Graphviz's output (labels XML-escaped), never raw user HTML
+    st.iframe(PAN_ZOOM.read_text().replace("__SVG__", svg), height=height)
+
+
+def node_details(graph: Graph, visible: list[Any], key: str) -> None:
+    """Op, types, attributes and source line of one node of the current view."""
+    items = {
+        f"{v.label.splitlines()[0]} · {v.type or v.kind}"
+        + (f" · line {v.source.line}" if v.source else ""): v
+        for v in visible
+    }
+    choice = st.selectbox(
+        "Node details",
+        list(items),
+        index=None,
+        key=f"{key}_node",
+        placeholder=f"pick one of the {len(items)} shown nodes or groups",
+    )
+    if choice is None:
+        return
+    item = items[choice]
+    node = graph.node_map().get(item.id)
+    rows = {
+        "op": item.op or item.kind,
+        "type": item.type or "–",
+        "group": "/".join(item.path) or "(top level)",
+    }
+    if item.kind == "group":
+        rows["ops inside"] = ", ".join(f"{op} ×{n}" for op, n in item.top_ops) or "–"
+    if node is not None:
+        rows.update({k: str(v) for k, v in node.attrs.items()})
+    source = item.source or (node.source if node else None)
+    if source:
+        rows["source"] = str(source)
+    st.dataframe(
+        [{"field": k, "value": v} for k, v in rows.items()], hide_index=True, width="stretch"
+    )
+    if node is not None and st.button("Show its neighbourhood", key=f"{key}_hood"):
+        st.session_state[f"{key}_focus"] = node.id  # read before drawing, on the rerun
+        st.rerun()

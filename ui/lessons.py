@@ -1,0 +1,31 @@
+"""Lesson pages' shared controls: run/cancel and their error display."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from ui.cards import error_card
+from ui.program import program
+from ui.workers import lesson_worker, owner
+
+
+def lesson_controls(run_label: str) -> bool:
+    """A Run button and a Cancel button; returns True when Run was pressed."""
+    c1, c2, _ = st.columns([1, 1, 4])
+    run = c1.button(run_label, type="primary", width="stretch")
+    if c2.button(
+        "Cancel", width="stretch", help="stop your measurement (restarts your lessons worker)"
+    ):
+        lesson_worker().cancel(owner())
+        st.toast("Cancelled")
+    return run
+
+
+def show_lesson_error(result: dict[str, Any]) -> bool:
+    """Render an error result; True when there was one."""
+    if result.get("ok", True):
+        return False
+    error_card(result["error"], program()["code"])
+    return True

@@ -1,0 +1,83 @@
+"""The sidebar: device picker, worker status, restart notices and safety notes."""
+
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from ui.workers import device, owner, pool, seen, worker
+from viz import demo
+from viz.worker import available_devices
+
+
+def device_picker() -> None:
+    devices = available_devices()
+    if "device" not in st.session_state and st.query_params.get("device") in devices:
+        st.session_state.device = st.query_params["device"]  # a shared link's device
+    with st.sidebar:
+        st.selectbox(
+            "Device",
+            devices,
+            key="device",
+            help="cpu:8 simulates 8 devices (XLA_FLAGS in the worker) for sharding",
+        )
+
+
+def worker_status() -> None:
+    """Drawn after the page ran, so it shows the worker as the page left it."""
+    with st.sidebar:
+        status = worker().status()
+        memory = f"{status.rss_bytes / 2**20:.0f} MiB" if status.rss_bytes else "not started"
+        state = "alive" if status.alive else "idle"
+        queue = f" · {status.queued} waiting" if status.queued else ""
+        st.caption(
+            f"Worker {pool().slot(owner()) + 1} of {pool().size} · {state} · {memory} · "
+            f"pool budget {status.memory_limit_bytes / 2**30:.0f} GiB · "
+            f"{status.requests} requests · {status.restarts} restarts{queue}"
+        )
+        if st.button(
+            "Restart worker",
+            help="kill your worker process; its jit caches go too (sessions sharing it are told)",
+        ):
+            worker().restart(reason="a session sharing it pressed Restart worker")
+            seen()[f"{device()}#main"] = worker().generation
+            st.rerun()
+
+
+def restarted_elsewhere() -> None:
+    """Tell this session when one of its workers was replaced by someone else's
+    request (a restart, timeout or crash): its jit caches and cache-lab state are gone.
+    Runs before the page, so the page never shows a table from the old worker."""
+    for role in ("main", "lessons"):
+        key, target = f"{device()}#{role}", worker(role)
+        if key in seen() and seen()[key] != target.generation:
+            seen()[key] = target.generation
+            st.session_state.worker_notice = (
+                f"Your {'lessons ' if role == 'lessons' else ''}worker was replaced "
+                f"({target.reason}): its jit caches and your cache-lab table are gone."
+            )
+            for name in [k for k in st.session_state if re.fullmatch(r"cache_-?\d+", k)]:
+                del st.session_state[name]  # the cache lab's tables of that worker
+    if st.session_state.get("worker_notice"):
+        st.sidebar.warning(st.session_state.worker_notice, icon=":material/restart_alt:")
+
+
+def safety_notes() -> None:
+    """The demo-mode banner, or a plain warning when anyone on the network can run code."""
+    if demo.enabled():
+        st.info(
+            "**Demo mode** · only the built-in samples run, loaded from their files; "
+            "arguments take the spec language and the sample's own names; sizes are bounded.",
+            icon=":material/co_present:",
+        )
+        return
+    address = st.get_option("server.address")
+    if demo.exposed(address):
+        where = f"address {address}" if address else "every network interface"
+        st.sidebar.error(
+            f"**This server listens on {where}, port {st.get_option('server.port')}.** "
+            "Anyone who can reach this port can run code on this machine. Serve on "
+            "127.0.0.1 (the default in .streamlit/config.toml), or set JITSCOPE_DEMO=1.",
+            icon=":material/warning:",
+        )

@@ -1,0 +1,87 @@
+"""This session's workers: the server's pool (built once), the session's owner id and
+device, and requests that go to the worker the session is pinned to."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import streamlit as st
+
+from ui.program import program
+from viz import demo
+from viz.worker import Worker, WorkerPool
+
+
+def pool() -> WorkerPool:
+    """The server's worker pool (JITSCOPE_WORKERS per device), built once and shared
+    by every session; each session is pinned to one of its workers."""
+    workers = WorkerPool()
+    workers.warm("cpu")  # the first Analyze should not wait for JAX to import
+    return workers
+
+
+def owner() -> str:
+    """This browser session's id: the worker keeps a cache session per owner."""
+    if "owner" not in st.session_state:
+        st.session_state.owner = uuid.uuid4().hex
+    return st.session_state.owner
+
+
+def device() -> str:
+    return st.session_state.get("device", "cpu")
+
+
+def worker(role: str = "main") -> Worker:
+    """This session's worker for the current device (sessions are pinned to one)."""
+    return pool().worker_for(owner(), device(), role)
+
+
+def request(op: str, role: str = "main", on_progress: Any = None, **kwargs: Any) -> dict[str, Any]:
+    """Send a request to this session's worker; errors come back as data. While it
+    waits behind other sessions' requests, the page says its place in the queue. In
+    demo mode the request names its sample: the worker reads the code from there."""
+    if demo.enabled() and op != "ping":
+        kwargs["sample"] = program().get("sample")
+    st.session_state.pop("worker_notice", None)
+    target = worker(role)
+    waiting = st.empty()
+
+    def queued(ahead: int) -> None:
+        if ahead:
+            waiting.info(
+                f"Waiting for the worker: {ahead} request{'s' if ahead > 1 else ''} "
+                "ahead of yours…",
+                icon=":material/hourglass_top:",
+            )
+        else:
+            waiting.empty()
+
+    result = target.request(op, on_progress=on_progress, on_queue=queued, client=owner(), **kwargs)
+    waiting.empty()
+    seen()[f"{device()}#{role}"] = target.generation  # its own failures show as errors
+    return result
+
+
+def seen() -> dict[str, int]:
+    """The generation of each of this session's workers when it last used it."""
+    return st.session_state.setdefault("worker_seen", {})
+
+
+def lesson_worker() -> Worker:
+    return worker("lessons")
+
+
+def run_lesson(op: str, label: str, **kwargs: Any) -> dict[str, Any]:
+    """Run a lesson measurement in the lessons worker, showing progress; Cancel (rendered
+    by `lesson_controls`) kills that worker."""
+    bar = st.progress(0.0, f"{label}…")
+
+    def show(p: dict[str, Any]) -> None:
+        bar.progress(
+            p["done"] / max(p["total"], 1), f"{p.get('label', '')} ({p['done']}/{p['total']})"
+        )
+
+    result = request(op, role="lessons", on_progress=show, **kwargs)
+    bar.empty()
+    return result
