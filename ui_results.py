@@ -216,7 +216,7 @@ def donation_panel(report: dict[str, Any]) -> None:
     m[1].metric(
         "with donation",
         fmt_bytes(without - alias),
-        delta=f"−{fmt_bytes(alias)}" if alias else None,
+        delta=f"-{fmt_bytes(alias)}" if alias else None,
         delta_color="inverse",
         help="minus XLA's alias bytes: outputs written into donated inputs",
     )

@@ -49,14 +49,14 @@ def options_input(prog: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     title = "Compiler options" + (f" · {count} set" if count else "")
     options: dict[str, Any] = {}
     with st.expander(title, expanded=bool(count), icon=":material/tune:"):
-        st.caption("XLA options for this compile only (`Lowered.compile(compiler_options=…)`)")
+        st.caption("For this compile only: `Lowered.compile(compiler_options=…)`")
         for option in COMMON_OPTIONS:
             on_key, value_key = f"in_opt_on_{option.key}", f"in_opt_val_{option.key}"
             st.session_state.setdefault(on_key, option.key in picked)
             st.session_state.setdefault(value_key, picked.get(option.key, option.values[0]))
-            left, right = st.columns([5, 2], vertical_alignment="center")
-            on = left.checkbox(f"`{option.key}`", key=on_key, help=option.explanation)
-            value = right.selectbox(
+            on = st.checkbox(f"`{option.key}`", key=on_key)
+            value_column, text_column = st.columns([2, 3])
+            value = value_column.selectbox(
                 option.key,
                 option.values,
                 key=value_key,
@@ -64,7 +64,7 @@ def options_input(prog: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
                 label_visibility="collapsed",
                 disabled=not on,
             )
-            left.caption(option.explanation)
+            text_column.caption(option.explanation)
             if on:
                 options[option.key] = value
         if demo.enabled():  # demo mode: only the offered options, with their values
@@ -180,7 +180,7 @@ def quick_variants(res: Result) -> None:
     """One click re-runs the shown result with one change and opens the diff view."""
     settings = res.settings()
     options = [fusion_off(settings), donate_arrays(settings), batch_x2(settings)]
-    text, *columns = st.columns([2, 1, 1, 1], vertical_alignment="center")
+    text, *columns = st.columns([3, 2, 3, 2], vertical_alignment="center")
     text.markdown("**Quick variants** · re-run with one change, then compare")
     chosen = None
     for column, variant in zip(columns, options, strict=True):

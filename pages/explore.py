@@ -155,7 +155,7 @@ def argument_table(code: str, prog: dict[str, Any]) -> tuple[str, list[str], lis
     """One row per parameter: its spec, static, and donate (only for a dynamic one).
     Returns (spec, static names, donated names)."""
     rows = ui.spec_rows(code, prog["function"], prog["args"])
-    widths = [2, 4, 1, 1]
+    widths = [5, 8, 3, 4]
     head = st.columns(widths)
     for column, text in zip(head, ("parameter", "spec", "static", "donate"), strict=True):
         column.caption(text)
