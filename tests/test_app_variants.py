@@ -188,3 +188,21 @@ def test_a_link_carries_donations_and_options():
     assert report["compiler_options"] == {"xla_disable_hlo_passes": "fusion"}
     assert at.checkbox(key="in_donate_chain_x").value
     assert at.checkbox(key="in_opt_on_xla_disable_hlo_passes").value
+
+
+def test_reopening_a_run_from_history_restores_its_donations_and_options():
+    at = chain_app()
+    at.checkbox(key="in_donate_chain_x").check()
+    at.checkbox(key="in_opt_on_xla_disable_hlo_passes").check().run()
+    button(at, "Analyze").click().run()
+    run = History().runs()[0]
+    fresh = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    fresh.session_state["results"] = []
+    fresh.run()
+    fresh.switch_page("pages/history.py").run()
+    fresh.selectbox(key="hist_pick").select(run.id).run()
+    next(b for b in fresh.button if b.label == "Open in Explore").click().run()
+    assert not fresh.exception, fresh.exception
+    assert fresh.checkbox(key="in_donate_chain_x").value
+    assert fresh.checkbox(key="in_opt_on_xla_disable_hlo_passes").value
+    assert fresh.session_state["results"] == []  # nothing ran
