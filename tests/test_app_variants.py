@@ -206,3 +206,14 @@ def test_reopening_a_run_from_history_restores_its_donations_and_options():
     assert fresh.checkbox(key="in_donate_chain_x").value
     assert fresh.checkbox(key="in_opt_on_xla_disable_hlo_passes").value
     assert fresh.session_state["results"] == []  # nothing ran
+
+
+def test_profile_kernels_keeps_its_answer_beside_the_report():
+    at = chain_app()
+    at.session_state["result_tab"] = "Fusion"
+    at.run()
+    button(at, "Profile kernels").click().run()
+    assert not at.exception, at.exception
+    (result,) = at.session_state["results"]
+    assert result.profile and result.profile["runs"] >= 1
+    assert result.report.get("profile") is None  # the first report stays as it came
