@@ -10,11 +10,12 @@ import streamlit as st
 
 import ui
 import viz.graph
-from ui import editor, fusion
+from ui import editor, fusion, results, variants
+from ui.results import FULL_RESULTS, Result, fmt_bytes, fmt_si
 from viz import charts, demo
-from viz.export import html_report
 from viz.history import History, HistoryError
 from viz.ir.model import Graph
+from viz.options import parse_option
 from viz.source import list_functions
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
@@ -54,12 +55,18 @@ def apply_query_params() -> bool:
         return False
     if "sample" in q and q["sample"] in {s for s in ui.samples_by_title().values()}:
         st.session_state.program = ui.program_from_sample(q["sample"])
-    prog = ui.program()
+    prog = variants.settings_of(ui.program())
     for field in ("code", "function", "args"):
         if field in q:
             prog[field] = q[field]
-    if "static" in q:
-        prog["static"] = [s for s in q["static"].split(",") if s]
+    for field in ("static", "donate"):
+        if field in q:
+            prog[field] = [s for s in q[field].split(",") if s]
+    if "option" in q:
+        try:
+            prog["compiler_options"] = dict(parse_option(o) for o in q.get_all("option"))
+        except ValueError as exc:
+            st.toast(f"This link's compiler options are ignored: {exc}")
     reset_inputs()
     if "code" in q:
         st.session_state.results = []  # nothing runs until the user presses Analyze
@@ -68,9 +75,10 @@ def apply_query_params() -> bool:
     return True
 
 
-def inputs() -> tuple[bool, int]:
-    """The code editor and the argument table; returns (analyze clicked, runs)."""
-    prog = ui.program()
+def inputs() -> tuple[bool, int, str | None]:
+    """The code editor, the argument table and the compiler options; returns (analyze
+    clicked, runs, an error that forbids sending the request)."""
+    prog = variants.settings_of(ui.program())
     titles = ui.samples_by_title()
     current = next((t for t, n in titles.items() if n == prog.get("sample")), None)
     left, right = st.columns([3, 2], gap="large")
@@ -106,7 +114,10 @@ def inputs() -> tuple[bool, int]:
             "Function", functions, key="fn_w", help="the function to jit"
         )
         st.markdown("**Arguments** · spec per parameter, e.g. `f32[8,128]`, `3`, `key`, `params`")
-        prog["args"], prog["static"] = argument_table(code, prog)
+        prog["args"], prog["static"], prog["donate"] = argument_table(code, prog)
+        options, problem = variants.options_input(prog)
+        if problem is None:
+            prog["compiler_options"] = options
         runs = st.number_input(
             "Timed runs",
             0,
@@ -121,45 +132,50 @@ def inputs() -> tuple[bool, int]:
             width="stretch",
             help=None if editor.plain() else "or Ctrl+Enter (⌘+Enter) in the editor",
         )
-        st.caption(
-            f"args spec: `{prog['args'] or '(none)'}` · static: "
-            f"{', '.join(prog['static']) or 'none'}"
-        )
-    return clicked or submitted, int(runs)
+        st.caption(variants.settings_caption(prog))
+    return clicked or submitted, int(runs), problem
 
 
 def error_mark(code: str) -> dict[str, Any]:
     """The shown result's error line, for the editor to mark while it holds that code."""
-    history = st.session_state.get("results") or []
-    if not history:
+    shown = results.shown()
+    if shown is None:
         return {}
-    r = history[min(st.session_state.get("shown", len(history) - 1), len(history) - 1)]
-    error = r.get("error") or {}
-    if not error.get("line") or r.get("_code") != code:
+    res = shown[1]
+    error = res.report.get("error") or {}
+    if not error.get("line") or res.code != code:
         return {}
     return {"error_line": error["line"], "error_text": f"{error['kind']}: {error['message']}"}
 
 
-def argument_table(code: str, prog: dict[str, Any]) -> tuple[str, list[str]]:
+def argument_table(code: str, prog: dict[str, Any]) -> tuple[str, list[str], list[str]]:
+    """One row per parameter: its spec, static, and donate (only for a dynamic one).
+    Returns (spec, static names, donated names)."""
     rows = ui.spec_rows(code, prog["function"], prog["args"])
-    head = st.columns([2, 4, 1])
-    head[0].caption("parameter")
-    head[1].caption("spec")
-    head[2].caption("static")
-    items, static = [], []
+    widths = [5, 8, 3, 4]
+    head = st.columns(widths)
+    for column, text in zip(head, ("parameter", "spec", "static", "donate"), strict=True):
+        column.caption(text)
+    items, static, donate = [], [], []
     for name, item in rows:
-        cols = st.columns([2, 4, 1], vertical_alignment="center")
+        cols = st.columns(widths, vertical_alignment="center")
         cols[0].markdown(f"`{name}`")
-        spec_key, static_key = (
-            f"in_spec_{prog['function']}_{name}",
-            f"in_static_{prog['function']}_{name}",
+        key = f"{prog['function']}_{name}"
+        st.session_state.setdefault(f"in_spec_{key}", item)
+        st.session_state.setdefault(f"in_static_{key}", name in prog["static"])
+        st.session_state.setdefault(f"in_donate_{key}", name in prog["donate"])
+        items.append(cols[1].text_input(name, key=f"in_spec_{key}", label_visibility="collapsed"))
+        is_static = cols[2].checkbox("static", key=f"in_static_{key}", label_visibility="collapsed")
+        static += [name] if is_static else []
+        donated = cols[3].checkbox(
+            "donate",
+            key=f"in_donate_{key}",
+            label_visibility="collapsed",
+            disabled=is_static,
+            help="a static argument is not a buffer" if is_static else "donate its buffer",
         )
-        st.session_state.setdefault(spec_key, item)
-        st.session_state.setdefault(static_key, name in prog["static"])
-        items.append(cols[1].text_input(name, key=spec_key, label_visibility="collapsed"))
-        if cols[2].checkbox("static", key=static_key, label_visibility="collapsed"):
-            static.append(name)
-    return ui.join_spec(items), static
+        donate += [name] if donated and not is_static else []
+    return ui.join_spec(items), static, donate
 
 
 def analyze(runs: int) -> None:
@@ -171,36 +187,25 @@ def analyze(runs: int) -> None:
             function=prog["function"],
             args=prog["args"],
             static=prog["static"],
+            donate=prog["donate"],
+            compiler_options=prog["compiler_options"],
             device=ui.device(),
             runs=runs,
         )
     # a timeout or crash comes back as a bare error: give it what the history shows
     for field in ("function", "args", "static"):
         report.setdefault(field, prog[field])
-    report["_code"] = prog["code"]
-    report["_stamp"] = ui.stamp()
-    report["_history_id"] = record(report, prog)
-    history = st.session_state.setdefault("results", [])
-    history.append(report)
-    trim_history(history)
-    st.session_state.shown = len(history) - 1
+    res = Result(report, prog["code"], sample=prog.get("sample"))
+    res.history_id = results.record(report, res.code, res.sample)
+    results.add(res)
     st.query_params.from_dict(share_params(prog))
     if (report.get("error") or {}).get("line") and not editor.plain():
         st.rerun()  # the editor above was drawn before the error: mark its line
 
 
-def record(report: dict[str, Any], prog: dict[str, Any]) -> int | None:
-    """Every analysis goes into the run history (the History page reads it back)."""
-    try:
-        return History().record(report, code=prog["code"], sample=prog.get("sample"), source="app")
-    except (sqlite3.Error, OSError, HistoryError) as exc:
-        st.toast(f"Not recorded in the history: {exc}", icon=":material/warning:")
-        return None
-
-
-def vs_previous(r: dict[str, Any]) -> None:
+def vs_previous(res: Result) -> None:
     """This run against the previous run of the same function, in the diff view."""
-    run_id = r.get("_history_id")
+    run_id = res.history_id
     if run_id is None:
         return
     try:
@@ -208,7 +213,7 @@ def vs_previous(r: dict[str, Any]) -> None:
     except (sqlite3.Error, OSError, HistoryError):
         return
     if previous is not None and st.button(
-        f"Diff with the previous run of {r['function']} (#{previous.id})",
+        f"Diff with the previous run of {res.function} (#{previous.id})",
         icon=":material/difference:",
         help=f"#{previous.id} {previous.function}({previous.args}) → #{run_id}",
         key=f"vs_prev_{run_id}",
@@ -216,23 +221,17 @@ def vs_previous(r: dict[str, Any]) -> None:
         ui.open_diff(previous.id, run_id)
 
 
-FULL_RESULTS = 8  # results that keep their graph models (each can be tens of MB)
-
-
-def trim_history(history: list[dict[str, Any]]) -> None:
-    """Older results keep their numbers and texts but drop their graph models."""
-    for old in history[:-FULL_RESULTS]:
-        if old.pop("graph_models", None) is not None:
-            old["_trimmed"] = True
-
-
-def share_params(prog: dict[str, Any]) -> dict[str, str]:
-    params = {
+def share_params(prog: dict[str, Any]) -> dict[str, str | list[str]]:
+    params: dict[str, str | list[str]] = {
         "function": prog["function"],
         "args": prog["args"],
         "static": ",".join(prog["static"]),
         "device": ui.device(),
     }
+    if prog["donate"]:
+        params["donate"] = ",".join(prog["donate"])
+    if prog["compiler_options"]:
+        params["option"] = [f"{k}={v}" for k, v in prog["compiler_options"].items()]
     if prog.get("sample") or demo.enabled():
         params["sample"] = prog["sample"]
     else:
@@ -249,6 +248,7 @@ def overview(r: dict[str, Any]) -> None:
     m[1].metric("StableHLO ops", s.get("op_count"), help=defs.get("stablehlo.op_count"))
     m[2].metric("compiled kernels", c.get("kernel_count"), help=defs.get("compiled.kernel_count"))
     m[3].metric("fusions", c.get("fusion_count"), help=defs.get("compiled.fusion_count"))
+    variants.compile_settings_caption(r)
     m = st.columns(4)
     compile_total = sum(t.get(k) or 0 for k in ("trace_s", "lower_s", "compile_s"))
     m[0].metric(
@@ -261,9 +261,9 @@ def overview(r: dict[str, Any]) -> None:
         ui.seconds(t.get("run_median_s")),
         help="steady-state time per call of the compiled program",
     )
-    m[2].metric("FLOPs", _si(cost.get("flops")), help="XLA's cost analysis of the program")
+    m[2].metric("FLOPs", fmt_si(cost.get("flops")), help="XLA's cost analysis of the program")
     total_mem = sum(mem.get(k) or 0 for k in ("argument_bytes", "output_bytes", "temp_bytes"))
-    m[3].metric("memory", _bytes(total_mem), help="arguments + outputs + XLA temporaries")
+    m[3].metric("memory", fmt_bytes(total_mem), help="arguments + outputs + XLA temporaries")
     fusion_link(r)
     overview_graphs(r)
     left, right = st.columns(2)
@@ -318,9 +318,10 @@ def overview_graphs(r: dict[str, Any]) -> None:
             ui.show_graph(viz.graph.to_dot(view), count, height=440)
 
 
-def ir_tab(r: dict[str, Any], ir: str, index: int) -> None:
+def ir_tab(res: Result, ir: str, index: int) -> None:
+    r = res.report
     section = r.get(ir) or {}
-    if r.get("_trimmed"):
+    if res.trimmed:
         st.caption(
             f"Only the last {FULL_RESULTS} results keep their graphs: analyze again to see it."
         )
@@ -347,18 +348,19 @@ def ir_tab(r: dict[str, Any], ir: str, index: int) -> None:
         )
 
 
-def fusion_tab(r: dict[str, Any], index: int) -> None:
-    fusion.fusion_map_view(r, index)  # issue #12: the fusion map is the tab's main view
-    st.plotly_chart(charts.op_counts(r), width="stretch", key="fu_ops")
-    pass_by_pass(r, index)
+def fusion_tab(res: Result, index: int) -> None:
+    fusion.fusion_map_view(res, index)  # issue #12: the fusion map is the tab's main view
+    st.plotly_chart(charts.op_counts(res.report), width="stretch", key="fu_ops")
+    pass_by_pass(res, index)
 
 
-def pass_by_pass(r: dict[str, Any], index: int) -> None:
-    """XLA's own per-pass dumps, on request (a second, dumping compile)."""
+def pass_by_pass(res: Result, index: int) -> None:
+    """XLA's own per-pass dumps, on request (a second, dumping compile with the
+    analysed run's device, x64, donations and compiler options)."""
     if demo.enabled():
         st.caption("The op count after every XLA pass is off in demo mode: it writes dumps.")
         return
-    if "_passes" not in r:
+    if res.passes is None:
         if not st.button(
             "Show the op count after every XLA pass",
             key=f"passes_{index}",
@@ -366,16 +368,10 @@ def pass_by_pass(r: dict[str, Any], index: int) -> None:
         ):
             return
         with st.spinner("Compiling with XLA's pass dumps…"):
-            r["_passes"] = ui.request(
-                "passes",
-                code=r["_code"],
-                function=r["function"],
-                args=r["args"],
-                static=r["static"],
-            )
-    result = r["_passes"]
+            res.passes = ui.request("passes", **res.settings())
+    result = res.passes
     if not result.get("ok"):
-        ui.error_card(result["error"], r.get("_code"))
+        ui.error_card(result["error"], res.code)
         return
     steps = result["steps"]
     st.plotly_chart(charts.pass_chart(steps), width="stretch", key=f"fu_passes_{index}")
@@ -386,106 +382,23 @@ def pass_by_pass(r: dict[str, Any], index: int) -> None:
     )
 
 
-def timing_tab(r: dict[str, Any]) -> None:
-    t = r["timings"]
-    m = st.columns(4)
-    m[0].metric("first call", ui.seconds(t.get("first_call_s")))
-    m[1].metric("jit (median)", ui.seconds(t.get("run_median_s")))
-    m[2].metric("eager (median)", ui.seconds(t.get("eager_median_s")))
-    calls = charts.break_even_calls(r)
-    m[3].metric(
-        "compile pays off after",
-        "never" if calls == float("inf") else (f"{calls:,.0f} calls" if calls else "–"),
-        help="trace+lower+compile time ÷ (eager − jit) time per call",
-    )
-    left, right = st.columns(2)
-    left.plotly_chart(charts.stage_waterfall(r), width="stretch", key="ti_stages")
-    right.plotly_chart(charts.run_distribution(r), width="stretch", key="ti_runs")
-
-
-def cost_tab(r: dict[str, Any]) -> None:
-    cost, mem = r.get("cost") or {}, r.get("memory") or {}
-    flops, moved = cost.get("flops"), cost.get("bytes_accessed")
-    m = st.columns(4)
-    m[0].metric("FLOPs", _si(flops))
-    m[1].metric("bytes accessed", _bytes(moved))
-    m[2].metric(
-        "arithmetic intensity",
-        f"{flops / moved:.2f} FLOP/B" if flops and moved else "–",
-        help="FLOPs per byte moved: low means memory-bound",
-    )
-    m[3].metric("transcendentals", _si(cost.get("transcendentals")))
-    m = st.columns(4)
-    for col, (label, key) in zip(
-        m,
-        (
-            ("arguments", "argument_bytes"),
-            ("outputs", "output_bytes"),
-            ("temporaries", "temp_bytes"),
-            ("generated code", "generated_code_bytes"),
-        ),
-        strict=True,
-    ):
-        col.metric(label, _bytes(mem.get(key)))
-
-
-def export_tab(r: dict[str, Any], index: int) -> None:
-    name = r.get("function") or "report"
-    c = st.columns(3)
-    c[0].download_button(
-        "JSON report", ui.report_json(r), f"{name}.json", "application/json", key=f"json_{index}"
-    )
-    c[1].download_button(
-        "HTML report (offline)",
-        lambda: html_report(r),
-        f"{name}.html",
-        "text/html",
-        key=f"html_{index}",
-        on_click="ignore",
-    )
-    c[2].markdown("Share: copy this page's URL — it carries the code, function, args and device.")
-
-
-def _si(value: float | None) -> str:
-    if value is None:
-        return "–"
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if value >= scale:
-            return f"{value / scale:.2f} {unit}"
-    return f"{value:.0f}"
-
-
-def _bytes(value: float | None) -> str:
-    if value is None:
-        return "–"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value >= scale:
-            return f"{value / scale:.1f} {unit}"
-    return f"{value:.0f} B"
-
-
-def results() -> None:
-    history = st.session_state.get("results") or []
+def show_results() -> None:
+    history = results.results()
     if not history:
         st.info("Pick a sample or paste your code, then press **Analyze**.")
         return
     if len(history) > 1:
-        labels = [
-            f"#{i + 1} · {h.get('function')}({h.get('args')}) · {h.get('_stamp')}"
-            + ("" if h.get("ok") else f" · {(h.get('error') or {}).get('kind', 'error')}")
-            for i, h in enumerate(history)
-        ]
         st.session_state.shown = st.selectbox(
             "Result",
             range(len(history)),
-            index=st.session_state.get("shown", len(history) - 1),
-            format_func=lambda i: labels[i],
+            index=results.shown()[0],
+            format_func=lambda i: history[i].label(i),
         )
-    index = st.session_state.get("shown", len(history) - 1)
-    r = history[index]
-    vs_previous(r)
+    index, res = results.shown()
+    r = res.report
+    vs_previous(res)
     if r.get("error"):
-        ui.error_card(r["error"], r.get("_code"))
+        ui.error_card(r["error"], res.code)
     for warning in r.get("warnings") or []:
         st.warning(warning)
     if r.get("stdout"):
@@ -493,16 +406,17 @@ def results() -> None:
             st.text(r["stdout"])
     if not r.get("jaxpr"):
         return
+    variants.quick_variants(res)
     # Stateful tabs: only the open one runs, so a big graph is drawn only when asked for.
     render = {
         "Overview": lambda: overview(r),
-        "jaxpr": lambda: ir_tab(r, "jaxpr", index),
-        "StableHLO": lambda: ir_tab(r, "stablehlo", index),
-        "Compiled HLO": lambda: ir_tab(r, "compiled", index),
-        "Fusion": lambda: fusion_tab(r, index),
-        "Timing": lambda: timing_tab(r),
-        "Cost & memory": lambda: cost_tab(r),
-        "Export": lambda: export_tab(r, index),
+        "jaxpr": lambda: ir_tab(res, "jaxpr", index),
+        "StableHLO": lambda: ir_tab(res, "stablehlo", index),
+        "Compiled HLO": lambda: ir_tab(res, "compiled", index),
+        "Fusion": lambda: fusion_tab(res, index),
+        "Timing": lambda: results.timing_tab(r),
+        "Cost & memory": lambda: results.cost_tab(r),
+        "Export": lambda: results.export_tab(r, index),
     }
     tabs = st.tabs(list(render), key="result_tab", on_change="rerun")
     for draw, tab in zip(render.values(), tabs, strict=True):
@@ -515,8 +429,10 @@ def results() -> None:
 if "reopened" in st.session_state:  # the History page loaded a run: it waits for Analyze
     st.toast(f"Run #{st.session_state.pop('reopened')} loaded: press Analyze to run it.")
 auto = apply_query_params() or "results" not in st.session_state
-clicked, runs = inputs()
-if clicked or auto:
+clicked, runs, problem = inputs()
+if problem and (clicked or auto):
+    st.error(f"Nothing was sent. {problem}", icon=":material/error:")
+elif clicked or auto:
     analyze(runs)
 st.divider()
-results()
+show_results()

@@ -68,7 +68,13 @@ def reopen(run: Run) -> None:
             "code": code,
             "extra": dict(sample.extra) if sample else {},
         }
-    program.update(function=run.function, args=run.args, static=list(run.static))
+    program.update(
+        function=run.function,
+        args=run.args,
+        static=list(run.static),
+        donate=list(run.donate),
+        compiler_options=dict(run.compiler_options),
+    )
     st.session_state.program = program
     for key in list(st.session_state):
         if key.startswith(("in_", "code_w", "fn_w")) or key == "sample_pick":

@@ -114,7 +114,8 @@ def test_a_syntax_error_keeps_the_code_and_earlier_results() -> None:
     assert "syntax error" in at.error[0].value
     assert at.text_area(key="code_w").value == broken
     results = at.session_state["results"]
-    assert len(results) == 2 and results[0]["ok"]
+    assert len(results) == 2 and results[0].ok
+    assert results[1].code == broken and results[1].report["error"]["kind"] == "syntax_error"
 
 
 def test_static_toggle_and_spec_rows_drive_the_analysis() -> None:
@@ -264,7 +265,7 @@ def test_a_worker_crash_stays_in_the_history_next_to_earlier_results() -> None:
     assert not at.exception, at.exception
     assert "worker crash" in at.error[0].value
     history = at.session_state["results"]
-    assert [h["ok"] for h in history] == [True, False] and history[1]["function"] == "f"
+    assert [h.ok for h in history] == [True, False] and history[1].function == "f"
 
 
 def test_a_link_with_code_fills_the_editor_but_runs_nothing() -> None:
@@ -282,7 +283,7 @@ def test_the_editor_component_holds_the_program_until_the_browser_sends_an_edit(
 ) -> None:
     monkeypatch.delenv("JITSCOPE_EDITOR")
     at = open_app()
-    assert not at.get("text_area"), "the component, not the fallback"
+    assert not [t for t in at.text_area if t.key == "code_w"], "the component, not the fallback"
     labels = {m.label: m.value for m in at.metric}
     assert labels["jaxpr equations"] == "2"
     assert at.session_state["program"]["sample"] == "dot_plus_one"

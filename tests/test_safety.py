@@ -304,7 +304,7 @@ def test_demo_app_never_runs_code_forged_into_session_state(demo_mode, canary) -
     at.run()
     next(b for b in at.button if b.label == "Analyze").click().run()
     assert not at.exception, at.exception
-    assert all(r["ok"] for r in at.session_state["results"])
+    assert all(r.report["ok"] for r in at.session_state["results"])
     assert _analyzed(at)["jaxpr equations"] == "2"
     assert not canary.exists()
 
@@ -322,7 +322,7 @@ def test_demo_links_cannot_carry_code_or_expressions(demo_mode, canary) -> None:
     link.query_params["args"] = f"open({str(canary)!r}, 'w'), f32[512,128]"
     link.run()
     assert not link.exception, link.exception
-    assert link.session_state["results"][-1]["error"]["kind"] == "demo_refused"
+    assert link.session_state["results"][-1].report["error"]["kind"] == "demo_refused"
     assert not canary.exists()
 
 
@@ -572,7 +572,8 @@ def test_older_results_keep_their_numbers_but_drop_graph_models(monkeypatch) -> 
     assert not at.exception, at.exception
     history = at.session_state["results"]
     assert len(history) == 10
-    assert [("graph_models" in r) for r in history] == [False] * 2 + [True] * 8
-    assert history[0]["jaxpr"]["eqn_count"] == 2  # the numbers stay
+    assert [("graph_models" in r.report) for r in history] == [False] * 2 + [True] * 8
+    assert [r.trimmed for r in history] == [True] * 2 + [False] * 8
+    assert history[0].report["jaxpr"]["eqn_count"] == 2  # the numbers stay
     picker = next(s for s in at.selectbox if s.label == "Result")
     assert picker.options[0].startswith("#1 ·") and picker.options[-1].startswith("#10 ·")

@@ -16,39 +16,42 @@ import viz.fusion.view
 import viz.graph
 from ui.cards import error_card, seconds
 from ui.graphs import show_graph
-from ui.workers import device, request
+from ui.results import Result
+from ui.workers import request
 from viz.ir.model import Graph
 
 PROFILE_RUNS = 5
 
 
-def fusion_map_view(r: dict[str, Any], index: int) -> None:
+def fusion_map_view(res: Result, index: int) -> None:
     """Coverage, selection, both graphs coloured by kernel, tinted source, kernel
     table and (when profiled) the time per kernel."""
+    r, profile = res.report, res.profile or res.report.get("profile")
     fmap, models = r.get("fusion_map") or [], r.get("graph_models") or {}
     if not fmap or not {"stablehlo", "compiled"} <= set(models):
         st.info("No fusion map for this result (it did not compile).")
         return
     st.markdown(viz.fusion.view.coverage_text(r.get("fusion_map_coverage")))
-    profile_button(r, index)
+    profile_button(res, index)
     stablehlo, compiled = Graph.from_dict(models["stablehlo"]), Graph.from_dict(models["compiled"])
     jaxpr = Graph.from_dict(models["jaxpr"]) if "jaxpr" in models else Graph("jaxpr")
     colours = viz.fusion.view.kernel_colours(e["kernel"] for e in fmap if e["kind"] != "no_kernel")
     chosen = selection(r, fmap, stablehlo, index)
-    graphs(r, fmap, stablehlo, compiled, colours, chosen, index)
+    graphs(profile, fmap, stablehlo, compiled, colours, chosen, index)
     left, right = st.columns([3, 2], gap="medium")
     with left:
         st.markdown("**Your code**, each line tinted by the kernel(s) its ops went into")
-        st.html(viz.fusion.view.tinted_source(r.get("_code") or "", fmap, colours, chosen["lines"]))
+        st.html(viz.fusion.view.tinted_source(res.code, fmap, colours, chosen["lines"]))
     with right:
         details(fmap, stablehlo, jaxpr, chosen)
-    kernel_table(r, fmap, index)
+    kernel_table(profile, fmap, r.get("device") or "This platform", index)
 
 
-def profile_button(r: dict[str, Any], index: int) -> None:
-    """'Profile kernels': analyze again in the worker under jax.profiler."""
-    if r.get("profile"):
-        p = r["profile"]
+def profile_button(res: Result, index: int) -> None:
+    """'Profile kernels': analyze again in the worker under jax.profiler, with the
+    analysed run's settings (another compile would have other kernels)."""
+    p = res.profile or res.report.get("profile")
+    if p:
         st.caption(
             f"Profiled with {p['source']}: {p['runs']} runs, "
             f"{seconds(p['step_s'])} per step, {seconds(p['unattributed_s'])} outside "
@@ -64,24 +67,14 @@ def profile_button(r: dict[str, Any], index: int) -> None:
     ):
         return
     with st.spinner("Running under jax.profiler…"):
-        result = request(
-            "analyze",
-            code=r["_code"],
-            function=r["function"],
-            args=r["args"],
-            static=r["static"],
-            device=device(),
-            runs=PROFILE_RUNS,
-            profile=True,
-        )
-    if result.get("profile"):
-        r["profile"] = result["profile"]
+        result = request("analyze", **res.settings(), runs=PROFILE_RUNS, profile=True)
+    res.profile = result.get("profile") or res.profile
     for warning in result.get("warnings") or []:
         if warning.startswith("profile"):
             st.warning(warning)
     if result.get("error"):
-        error_card(result["error"], r.get("_code"))
-    if r.get("profile"):
+        error_card(result["error"], res.code)
+    if res.profile:
         st.rerun()
 
 
@@ -180,7 +173,7 @@ def _resolve(
 
 
 def graphs(
-    r: dict[str, Any],
+    profile: dict[str, Any] | None,
     fmap: list[dict[str, Any]],
     stablehlo: Graph,
     compiled: Graph,
@@ -193,7 +186,7 @@ def graphs(
     focus = bool(chosen["what"]) and t1.toggle(
         "Only the selection and its neighbours", value=True, key=f"fm_focus_{index}"
     )
-    heat = bool(r.get("profile")) and t2.toggle(
+    heat = bool(profile) and t2.toggle(
         "Heat: colour the compiled graph by time per kernel",
         value=True,
         key=f"fm_heat_{index}",
@@ -214,7 +207,7 @@ def graphs(
             right,
             compiled,
             node_kernels,
-            viz.fusion.view.heat_colours(r.get("profile")) if heat else colours,
+            viz.fusion.view.heat_colours(profile) if heat else colours,
             lit,
             "compiled HLO (after fusion)" + (": heat = time per step" if heat else ""),
         ),
@@ -326,14 +319,15 @@ def not_found(fmap: list[dict[str, Any]], stablehlo: Graph) -> None:
         )
 
 
-def kernel_table(r: dict[str, Any], fmap: list[dict[str, Any]], index: int) -> None:
-    profile = r.get("profile")
+def kernel_table(
+    profile: dict[str, Any] | None, fmap: list[dict[str, Any]], device: str, index: int
+) -> None:
     if profile and profile.get("kernels"):
         st.plotly_chart(
             viz.fusion.view.kernel_time_chart(profile), width="stretch", key=f"fm_chart_{index}"
         )
     elif profile:
-        st.info(f"{r.get('device', 'This platform')} emitted no per-kernel events in the trace.")
+        st.info(f"{device} emitted no per-kernel events in the trace.")
     rows = viz.fusion.view.kernel_rows(fmap, profile)
     kernels = sum(1 for e in fmap if e["kind"] != "no_kernel")
     st.markdown(

@@ -1,0 +1,58 @@
+"""Donation, compiler options and a quick variant in a real browser (Debian's headless
+Chromium), on a server with an empty history of its own. Screenshots at 1440×900 and
+1280×720 land in screenshots/ for a person to look at.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+from test_browser import CHROMIUM, browser, page, shot  # noqa: F401
+from test_browser_history import home, results, server  # noqa: F401
+
+from viz.history import History
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
+    ),
+]
+
+SMALL = {"width": 1280, "height": 720}
+
+
+def both_sizes(page, name: str, anchor) -> None:  # noqa: F811
+    shot(page, name, anchor)
+    page.set_viewport_size(SMALL)
+    shot(page, f"{name}_1280", anchor)
+    page.set_viewport_size({"width": 1440, "height": 900})
+
+
+def test_donation_options_and_the_fusion_off_variant(page, home) -> None:  # noqa: F811
+    link = urlencode({"sample": "elementwise_chain", "args": "f32[128,128]", "donate": "x"})
+    page.goto(f"{page.base_url}/?{link}")  # a sample's link runs at once
+    results(page)
+    page.get_by_text("Compiler options").first.click()  # the expander
+    page.get_by_text("every op becomes its own kernel").first.wait_for()
+    both_sizes(page, "explore_options", page.get_by_text("Compiler options").first)
+
+    page.get_by_role("tab", name="Cost & memory", exact=True).click()
+    panel = page.get_by_text("a donated input's buffer may become an output's").first
+    panel.wait_for()
+    page.get_by_text("reused in place").first.wait_for()
+    both_sizes(page, "explore_donation", panel)
+
+    page.get_by_role("button", name="Fusion off").click()
+    page.get_by_role("heading", name="Diff").wait_for()
+    runs = History(home / "history.sqlite").runs()
+    assert runs[0].compiler_options == {"xla_disable_hlo_passes": "fusion"}
+    assert runs[0].donate == runs[1].donate == ["x"]
+    kernels = [r.summary["counts"]["compiled.kernel_count"] for r in (runs[1], runs[0])]
+    page.get_by_text(f"{kernels[0]} → {kernels[1]}").first.wait_for()  # compiled kernels
+    assert kernels[1] >= 10 * kernels[0]
+    page.locator("[data-testid=stDataFrame]").nth(2).wait_for()
+    both_sizes(page, "diff_variant_fusion_off", page.get_by_role("heading", name="Diff"))
