@@ -1,26 +1,6 @@
-"""The worker: user code runs here, in a child process, never in the caller.
-
-A `Worker` is a client for one `python -m viz.worker` child whose environment is set
-before JAX starts (`cpu:8` sets XLA_FLAGS to simulate 8 devices). A `WorkerPool`
-holds, per device, `JITSCOPE_WORKERS` such workers (plus one lessons worker each)
-and pins every browser session to one of them, so its cache lab sees one real jit
-cache and nobody else's restart.
-
-Frames are length-prefixed JSON in both directions. The server never unpickles
-what a child sends: a process that runs user code could craft a pickle that runs
-code in the server, while JSON only ever decodes to plain data.
-
-The parent enforces the limits; each failure ends only the request in flight:
-- time: a request that outlives its timeout kills the child (`timeout`);
-- memory: all workers of a pool share one budget (`JITSCOPE_MEMORY_LIMIT_GB`); a
-  child whose request pushes the total over it is killed (`memory`);
-- crashes: a child that dies mid-request (segfault, `os._exit`, closing the
-  worker's own pipes) is reported as `worker_crash` for that request.
-Killing a child kills its whole process group, so subprocesses the user's code left
-behind go with it. A child that died between requests is replaced and the request
-is sent again: it never started, so it cannot be blamed. This module does not
-import jax.
-"""
+"""A `Worker`: the server side of one `python -m viz.worker` child: its environment,
+its limits (time, shared memory budget), its request queue, and replacing it when it
+dies. The package docstring (`viz/worker/__init__.py`) describes the whole design."""
 
 from __future__ import annotations
 
