@@ -210,6 +210,17 @@ def test_a_worker_over_the_shared_budget_is_stopped_as_memory() -> None:
 # --------------------------------------------------------------------------- in the app
 
 
+def test_the_server_builds_its_pool_once_for_every_session_and_rerun() -> None:
+    import ui
+
+    ui.pool.clear()
+    try:
+        assert ui.pool() is ui.pool()  # a new pool per call would start new workers
+    finally:
+        ui.pool().close()
+        ui.pool.clear()
+
+
 def test_two_app_sessions_one_restart_the_other_keeps_its_cache_table(monkeypatch) -> None:
     import ui
 

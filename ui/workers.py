@@ -13,6 +13,7 @@ from viz import demo
 from viz.worker import Worker, WorkerPool
 
 
+@st.cache_resource
 def pool() -> WorkerPool:
     """The server's worker pool (JITSCOPE_WORKERS per device), built once and shared
     by every session; each session is pinned to one of its workers."""
