@@ -20,23 +20,10 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
+sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' server and Chromium helpers
+from serving import CHROMIUM, CHROMIUM_ARGS, free_port, start_server, stop  # noqa: E402
+
 TARGET_S = 5.0
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def graph_node(page):
@@ -51,26 +38,7 @@ def one_cold_start(browser) -> dict[str, float]:
     drawn) is the cold-start figure."""
     port = free_port()
     start = time.perf_counter()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server = start_server(port, subprocess.DEVNULL)
     marks: dict[str, float] = {}
     try:
         while True:  # the server takes a moment to listen
@@ -95,8 +63,7 @@ def one_cold_start(browser) -> dict[str, float]:
         page.close()
         return marks
     finally:
-        server.terminate()
-        server.wait()
+        stop(server)
 
 
 def main() -> None:

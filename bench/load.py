@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,60 +31,10 @@ from playwright.async_api import async_playwright
 from viz.samples import list_samples
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' server and Chromium helpers
+from serving import CHROMIUM, CHROMIUM_ARGS, free_port, start_server, stop, wait_listening  # noqa: E402
 
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SLOW = {"transformer_24"}  # a minute of compiling on its own: not a load test
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(port: int, workers: int | None, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "JITSCOPE_HOME": tempfile.mkdtemp(prefix="jitscope-load-")}
-    if workers:
-        env["JITSCOPE_WORKERS"] = str(workers)
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.fileWatcherType",
-            "none",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-    )
-
-
-def wait_listening(port: int, within_s: float = 60) -> None:
-    deadline = time.time() + within_s
-    while time.time() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise TimeoutError("the server did not listen")
 
 
 # -- CPU time per process tree (from /proc) ------------------------------------------
@@ -142,7 +90,10 @@ async def run(args: argparse.Namespace) -> None:
         chosen = [samples[i % len(samples)] for i in range(args.sessions)]
     port = free_port()
     log = Path(tempfile.mkdtemp()) / "server.log"
-    server = start_server(port, args.workers, log)
+    env = {"JITSCOPE_HOME": tempfile.mkdtemp(prefix="jitscope-load-")}
+    if args.workers:
+        env["JITSCOPE_WORKERS"] = str(args.workers)
+    server = start_server(port, log, env)
     base = f"http://127.0.0.1:{port}/?sample="
     try:
         wait_listening(port)
@@ -174,8 +125,7 @@ async def run(args: argparse.Namespace) -> None:
                 print(f"  shared {sample.name:<18} {seconds:6.2f} s  exceptions {shown}")
             await browser.close()
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)
     logged = log.read_text().count("Traceback")
     report(args.sessions, solo, times, failures, shown_total, logged, before, after, wall, warm)
     server_side([s.name for s in chosen], args.workers)

@@ -14,7 +14,6 @@ from ui import editor, fusion, results, variants
 from ui.results import FULL_RESULTS, Result, fmt_bytes, fmt_si
 from viz import charts, demo
 from viz.history import History, HistoryError
-from viz.ir.model import Graph
 from viz.options import parse_option
 from viz.source import list_functions
 
@@ -304,7 +303,7 @@ def overview_graphs(r: dict[str, Any]) -> None:
     shown = []
     for ir, title, note in OVERVIEW_GRAPHS:
         if ir in models:
-            graph = Graph.from_dict(models[ir])
+            graph = ui.graph_of(models[ir])
             view = viz.graph.default_view(graph)
             shown.append((ir, title, note, graph, view, len(viz.graph.visible(view)[0])))
     if len(shown) == 2 and max(item[-1] for item in shown) > SIDE_BY_SIDE_NODES:

@@ -5,22 +5,15 @@ Screenshots (1440×900) land in screenshots/ for a person to look at.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from serving import CHROMIUM, CHROMIUM_ARGS, ROOT, running_server
 
 from viz.graph import render
 
-# JITSCOPE_CHROMIUM=none runs the suite as on a machine without chromium (.ci/run)
-CHROMIUM = os.environ.get("JITSCOPE_CHROMIUM", "/usr/bin/chromium")
-ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "screenshots"
 
 pytestmark = [
@@ -31,70 +24,11 @@ pytestmark = [
     ),
 ]
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def running_server(log_path: Path) -> Iterator[str]:
-    """`streamlit run app.py` on a free port; yields its URL once it listens."""
-    port = _free_port()
-    env = {**os.environ, "JITSCOPE_HOME": str(ROOT / ".jitscope")}
-    log = log_path.open("w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.2)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        if proc.poll() is not None:  # the server died mid-suite: show why
-            log.flush()
-            print(log_path.read_text()[-5000:])
-        proc.terminate()
-        proc.wait(timeout=20)
-        log.close()
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with running_server(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
+    log = tmp_path_factory.mktemp("streamlit") / "server.log"
+    with running_server(log, {"JITSCOPE_HOME": str(ROOT / ".jitscope")}) as url:
         yield url
 
 
@@ -257,7 +191,7 @@ def test_fusion_map_lights_up_a_kernel_and_profiles(page) -> None:
     page.get_by_text("jaxpr equations").first.wait_for()
     page.get_by_role("button", name="Open the fusion map").click()  # Overview's link
     page.get_by_text("found in the compiled program").first.wait_for()
-    frames = page.frame_locator("iframe")
+    frames = page.frame_locator("[data-testid=stIFrame]")
     frames.first.locator("svg g.node").first.wait_for()
     shot_from(page, "fusion_block_map", page.get_by_text("Found in the compiled program").first)
     pick(page, "Kernel", "kLoop")
@@ -281,7 +215,7 @@ def test_fusion_map_reads_on_the_24_layer_transformer(page) -> None:
     page.get_by_text("jaxpr equations").first.wait_for(timeout=120_000)
     open_tab(page, "Fusion")
     page.get_by_text("found in the compiled program").first.wait_for(timeout=60_000)
-    page.frame_locator("iframe").first.locator("svg g.node").first.wait_for()
+    page.frame_locator("[data-testid=stIFrame]").first.locator("svg g.node").first.wait_for()
     shot_from(page, "fusion_t24_map", page.get_by_text("Found in the compiled program").first)
     pick(page, "StableHLO op", "layer7/mlp")
     page.get_by_text("lit").first.wait_for()
@@ -338,6 +272,8 @@ def test_lesson_pages_measure_and_draw(page, path: str, button: str, marker: str
 NAVIGATION = [
     "Explore",
     "Cache lab",
+    "History",
+    "Diff",
     "Where to jit",
     "Compile vs program size",
     "Shape sweep",

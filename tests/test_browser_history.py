@@ -6,17 +6,13 @@ runs made here. Screenshots (1440×900) land in screenshots/ for a person to loo
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from test_browser import CHROMIUM, ROOT, _free_port, browser, page, shot  # noqa: F401
+from serving import CHROMIUM, running_server
+from test_browser import browser, page, shot  # noqa: F401
 
 from viz.history import History
 from viz.samples import get_sample
@@ -37,39 +33,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(home: Path) -> Iterator[str]:
-    port = _free_port()
-    log = (home / "server.log").open("w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "JITSCOPE_HOME": str(home)},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=20)
-    log.close()
+    with running_server(home / "server.log", {"JITSCOPE_HOME": str(home)}) as url:
+        yield url
 
 
 def results(tab) -> None:
@@ -103,7 +68,7 @@ def test_two_runs_diff_side_by_side_and_history_reopens_one(page, home) -> None:
     shot(page, "diff_ir_text")
     page.get_by_role("tab", name="Compiled graphs", exact=True).click()
     for frame in (0, 1):
-        page.frame_locator("iframe").nth(frame).locator("svg g.node").first.wait_for()
+        page.frame_locator("[data-testid=stIFrame]").nth(frame).locator("svg g.node").first.wait_for()
     shot(page, "diff_compiled_graphs", page.locator("iframe").first)
 
     page.get_by_role("link", name="History").click()

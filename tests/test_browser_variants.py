@@ -9,7 +9,8 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from test_browser import CHROMIUM, browser, page, shot  # noqa: F401
+from serving import CHROMIUM
+from test_browser import browser, page, shot  # noqa: F401
 from test_browser_history import home, results, server  # noqa: F401
 
 from viz.history import History

@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
 import tomllib
@@ -19,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from serving import free_port, start_server, stop
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
@@ -67,29 +66,8 @@ def _listening_addresses(port: int) -> set[str]:
 
 @pytest.mark.slow
 def test_streamlit_run_from_the_project_listens_on_loopback_only(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.fileWatcherType",
-            "none",
-        ],
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "JITSCOPE_WORKERS": "1"},
-    )
+    port = free_port()
+    proc = start_server(port, tmp_path / "server.log", {"JITSCOPE_WORKERS": "1"})
     try:
         deadline = time.time() + 60
         while time.time() < deadline and not _listening_addresses(port):
@@ -98,8 +76,7 @@ def test_streamlit_run_from_the_project_listens_on_loopback_only(tmp_path: Path)
         assert addresses == {"0100007F"}, addresses  # 127.0.0.1, and nothing else
         assert "Network URL" not in (tmp_path / "server.log").read_text()
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc)
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import streamlit as st
 import viz.fusion.view
 import viz.graph
 from ui.cards import error_card, seconds
-from ui.graphs import show_graph
+from ui.graphs import graph_of, show_graph
 from ui.results import Result
 from ui.workers import request
 from viz.ir.model import Graph
@@ -33,8 +33,8 @@ def fusion_map_view(res: Result, index: int) -> None:
         return
     st.markdown(viz.fusion.view.coverage_text(r.get("fusion_map_coverage")))
     profile_button(res, index)
-    stablehlo, compiled = Graph.from_dict(models["stablehlo"]), Graph.from_dict(models["compiled"])
-    jaxpr = Graph.from_dict(models["jaxpr"]) if "jaxpr" in models else Graph("jaxpr")
+    stablehlo, compiled = graph_of(models["stablehlo"]), graph_of(models["compiled"])
+    jaxpr = graph_of(models["jaxpr"]) if "jaxpr" in models else Graph("jaxpr")
     colours = viz.fusion.view.kernel_colours(e["kernel"] for e in fmap if e["kind"] != "no_kernel")
     chosen = selection(r, fmap, stablehlo, index)
     graphs(profile, fmap, stablehlo, compiled, colours, chosen, index)
