@@ -467,3 +467,13 @@ def test_hlo_modules_parsed_back_from_text_read_the_same():
     assert sorted(map(repr, again.edges)) == sorted(map(repr, graph.edges))
     assert op_histogram(again) == op_histogram(graph)
     assert fusion_count(again) == fusion_count(graph) and kernels(again) == kernels(graph)
+
+
+def test_compiled_inputs_are_labelled_with_the_argument_path_as_written() -> None:
+    def f(params, x):
+        return x @ params["w"] + params["b"]
+
+    params = {"w": jnp.ones((4, 4)), "b": jnp.ones(4)}
+    _, _, compiled = graphs(f, params, jnp.ones((2, 4)))
+    labels = {n.label for n in compiled.nodes if n.kind == "input"}
+    assert {"params['w']", "params['b']"} <= labels, labels  # not HLO's escaped params[\'w\']

@@ -395,9 +395,15 @@ def _read_inst(reader: _Reader, inst: _Inst, operands: list[Producers], path: Pa
     return _add_node(reader, inst, operands, path)
 
 
+def _unescape(text: str) -> str:
+    """An HLO text string's value (`params[\\'w\\']` → `params['w']`)."""
+    return re.sub(r"\\(.)", r"\1", text)
+
+
 def _add_node(reader: _Reader, inst: _Inst, operands: list[Producers], path: Path) -> Producers:
     if inst.opcode == "parameter":
-        label, kind, attrs = inst.op_name or inst.name, "input", {}
+        # the argument's path as the user wrote it: op_name is an escaped HLO string
+        label, kind, attrs = _unescape(inst.op_name) or inst.name, "input", {}
     else:
         label, kind = inst.target, "op"
         attrs = (
