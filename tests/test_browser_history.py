@@ -67,8 +67,9 @@ def test_two_runs_diff_side_by_side_and_history_reopens_one(page, home) -> None:
     page.locator("[data-testid=stCode]").first.wait_for()
     shot(page, "diff_ir_text")
     page.get_by_role("tab", name="Compiled graphs", exact=True).click()
+    frames = page.frame_locator("[data-testid=stIFrame]")
     for frame in (0, 1):
-        page.frame_locator("[data-testid=stIFrame]").nth(frame).locator("svg g.node").first.wait_for()
+        frames.nth(frame).locator("svg g.node").first.wait_for()
     shot(page, "diff_compiled_graphs", page.locator("iframe").first)
 
     page.get_by_role("link", name="History").click()
