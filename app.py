@@ -1,35 +1,48 @@
-"""jitscope: see what jax.jit does to your function. `streamlit run app.py`."""
+"""jitscope: see what jax.jit does to your function. `streamlit run app.py`.
+
+This file has two roles. `streamlit run app.py` imports it as a module to find the
+server's `st.App`, whose start-up starts the workers (the first visitor should not
+wait for JAX to import); each browser session then runs it as the script (`__main__`):
+navigation and sidebar.
+"""
 
 import streamlit as st
 
 import ui
 
-ui.pool()  # starts the worker first: the first Analyze waits for JAX to import in it
-ui.leave_legacy_pages(in_app=True)  # Streamlit's pages/ folder mode: see ui.leave_legacy_pages
-st.set_page_config(page_title="jitscope", page_icon=":material/biotech:", layout="wide")
+if __name__ != "__main__":  # imported by `streamlit run`: the server
+    app = st.App(__file__, lifespan=ui.start_with_server)
+else:  # a session's run
+    ui.pool()  # built at the server's start; without a server (AppTest), here, first
+    ui.leave_legacy_pages(in_app=True)  # Streamlit's pages/ folder mode: see ui.leave_legacy_pages
+    st.set_page_config(page_title="jitscope", page_icon=":material/biotech:", layout="wide")
 
-navigation = st.navigation(
-    {
-        "Compile": [
-            st.Page("pages/explore.py", title="Explore", icon=":material/biotech:", default=True),
-            st.Page("pages/cache.py", title="Cache lab", icon=":material/cached:"),
-        ],
-        "Runs": [
-            st.Page("pages/history.py", title="History", icon=":material/history:"),
-            st.Page("pages/diff.py", title="Diff", icon=":material/difference:"),
-        ],
-        "Lessons": [
-            st.Page("pages/placement.py", title="Where to jit", icon=":material/place:"),
-            st.Page(
-                "pages/scaling.py", title="Compile vs program size", icon=":material/trending_up:"
-            ),
-            st.Page("pages/shapes.py", title="Shape sweep", icon=":material/straighten:"),
-            st.Page("pages/buckets.py", title="Batch buckets", icon=":material/inventory_2:"),
-        ],
-    }
-)
-ui.safety_notes()
-ui.device_picker()
-ui.restarted_elsewhere()
-navigation.run()
-ui.worker_status()
+    navigation = st.navigation(
+        {
+            "Compile": [
+                st.Page(
+                    "pages/explore.py", title="Explore", icon=":material/biotech:", default=True
+                ),
+                st.Page("pages/cache.py", title="Cache lab", icon=":material/cached:"),
+            ],
+            "Runs": [
+                st.Page("pages/history.py", title="History", icon=":material/history:"),
+                st.Page("pages/diff.py", title="Diff", icon=":material/difference:"),
+            ],
+            "Lessons": [
+                st.Page("pages/placement.py", title="Where to jit", icon=":material/place:"),
+                st.Page(
+                    "pages/scaling.py",
+                    title="Compile vs program size",
+                    icon=":material/trending_up:",
+                ),
+                st.Page("pages/shapes.py", title="Shape sweep", icon=":material/straighten:"),
+                st.Page("pages/buckets.py", title="Batch buckets", icon=":material/inventory_2:"),
+            ],
+        }
+    )
+    ui.safety_notes()
+    ui.device_picker()
+    ui.restarted_elsewhere()
+    navigation.run()
+    ui.worker_status()

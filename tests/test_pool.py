@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from serving import free_port, start_server, stop, wait_listening
 from streamlit.testing.v1 import AppTest
 
 from viz.worker import (
@@ -208,6 +209,36 @@ def test_a_worker_over_the_shared_budget_is_stopped_as_memory() -> None:
 
 
 # --------------------------------------------------------------------------- in the app
+
+
+def _workers_of(server_pid: int) -> list[int]:
+    """The `python -m viz.worker` children of a process (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == server_pid and b"viz.worker" in command:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+def test_the_server_starts_a_worker_before_anyone_connects(tmp_path: Path) -> None:
+    """app.py's st.App lifespan: JAX imports while the first browser is still loading."""
+    port = free_port()
+    server = start_server(port, tmp_path / "server.log", {"JITSCOPE_WORKERS": "1"})
+    try:
+        wait_listening(port)
+        deadline = time.time() + 30
+        while not _workers_of(server.pid) and time.time() < deadline:
+            time.sleep(0.2)
+        assert _workers_of(server.pid), (tmp_path / "server.log").read_text()[-2000:]
+        assert "missing ScriptRunContext" not in (tmp_path / "server.log").read_text()
+    finally:
+        stop(server)
 
 
 def test_the_server_builds_its_pool_once_for_every_session_and_rerun() -> None:

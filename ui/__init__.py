@@ -26,7 +26,16 @@ from ui.program import (
     spec_rows,
 )
 from ui.sidebar import device_picker, restarted_elsewhere, safety_notes, worker_status
-from ui.workers import device, lesson_worker, owner, pool, request, run_lesson, worker
+from ui.workers import (
+    device,
+    lesson_worker,
+    owner,
+    pool,
+    request,
+    run_lesson,
+    start_with_server,
+    worker,
+)
 
 __all__ = [
     "IR_TITLES",
@@ -59,6 +68,7 @@ __all__ = [
     "show_lesson_error",
     "spec_rows",
     "stamp",
+    "start_with_server",
     "worker",
     "worker_status",
 ]

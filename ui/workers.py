@@ -3,7 +3,10 @@ device, and requests that go to the worker the session is pinned to."""
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import streamlit as st
@@ -20,6 +23,20 @@ def pool() -> WorkerPool:
     workers = WorkerPool()
     workers.warm("cpu")  # the first Analyze should not wait for JAX to import
     return workers
+
+
+@asynccontextmanager
+async def start_with_server(_app: Any) -> AsyncIterator[None]:
+    """The server's start-up (app.py's `st.App` lifespan): build the pool now, so its
+    first worker imports JAX while the first visitor's browser is still loading."""
+    context = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
+    level = context.level
+    context.setLevel(logging.ERROR)  # st.cache_resource outside a session: expected here
+    try:
+        pool()
+    finally:
+        context.setLevel(level)
+    yield
 
 
 def owner() -> str:
