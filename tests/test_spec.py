@@ -361,6 +361,14 @@ def test_error_negative_dimension_from_a_name():
     assert str(error_of("f32[n]", {"n": -2})) == "item 1 'f32[n]': dimension n = -2 is negative"
 
 
+def test_shapes_jax_or_xla_cannot_hold_are_spec_errors_not_crashes() -> None:
+    many = "f32[" + ",".join(["1"] * 65) + "]"
+    assert "65 dimensions: JAX arrays have at most 64" in str(error_of(many))
+    assert "has more elements than XLA can count" in str(error_of("f32[4294967296,4294967296]"))
+    assert "has more elements than XLA can count" in str(error_of("f32[0,99999999999999999999]"))
+    assert parse_spec("f32[" + ",".join(["1"] * 64) + "]")  # the limit itself is fine
+
+
 def test_error_fractional_dimension():
     assert str(error_of("f32[2.5]")) == "item 1 'f32[2.5]': dimension 2.5 is not an integer"
 

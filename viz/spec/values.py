@@ -246,9 +246,18 @@ def _key_spec(node: ast.Call, ctx: _Ctx) -> KeySpec:
     return KeySpec(operator.index(seed))
 
 
+MAX_RANK = 64  # numpy's limit on dimensions, and so JAX's
+MAX_ELEMENTS = 2**63 - 1  # XLA counts an array's elements in an int64
+
+
 def _shape(node: ast.expr, ctx: _Ctx) -> tuple[int, ...]:
     dims = node.elts if isinstance(node, ast.Tuple) else [node]
-    return tuple(_dimension(d, ctx) for d in dims)
+    if len(dims) > MAX_RANK:
+        raise _Fail(f"{len(dims)} dimensions: JAX arrays have at most {MAX_RANK}")
+    shape = tuple(_dimension(d, ctx) for d in dims)
+    if max(shape, default=0) > MAX_ELEMENTS or math.prod(shape) > MAX_ELEMENTS:
+        raise _Fail(f"shape {list(shape)} has more elements than XLA can count (2**63 - 1)")
+    return shape
 
 
 def _dimension(node: ast.expr, ctx: _Ctx) -> int:
