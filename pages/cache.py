@@ -99,7 +99,7 @@ with st.container(border=True):
     st.markdown("**Next call**")
     spec, placements = argument_controls()
     st.caption(f"args spec: `{spec}`")
-    c = st.columns([1, 1, 1.4, 1.8, 1.6])
+    c = st.columns([1, 1, 1.8, 1.9, 1.4])
     x64_choice = c[4].selectbox(
         "x64",
         list(X64_CHOICES),

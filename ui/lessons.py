@@ -13,11 +13,9 @@ from ui.workers import lesson_worker, owner
 
 def lesson_controls(run_label: str) -> bool:
     """A Run button and a Cancel button; returns True when Run was pressed."""
-    c1, c2, _ = st.columns([1, 1, 4])
-    run = c1.button(run_label, type="primary", width="stretch")
-    if c2.button(
-        "Cancel", width="stretch", help="stop your measurement (restarts your lessons worker)"
-    ):
+    row = st.container(horizontal=True)  # buttons as wide as their labels, side by side
+    run = row.button(run_label, type="primary")
+    if row.button("Cancel", help="stop your measurement (restarts your lessons worker)"):
         lesson_worker().cancel(owner())
         st.toast("Cancelled")
     return run
