@@ -28,6 +28,20 @@ CHROMIUM_ARGS = [
 ]
 
 
+def browser_marks() -> list:
+    """`pytestmark` for a browser test module: marked `browser`, skipped with the reason
+    when Debian's chromium is absent (or JITSCOPE_CHROMIUM=none)."""
+    import pytest
+
+    return [
+        pytest.mark.browser,
+        pytest.mark.skipif(
+            not Path(CHROMIUM).exists(),
+            reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
+        ),
+    ]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

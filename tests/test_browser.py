@@ -10,19 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serving import CHROMIUM, CHROMIUM_ARGS, ROOT, running_server
+from serving import CHROMIUM, CHROMIUM_ARGS, ROOT, browser_marks, running_server
 
 from viz.graph import render
 
 SHOTS = ROOT / "screenshots"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(),
-        reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
-    ),
-]
+pytestmark = browser_marks()
 
 
 @pytest.fixture(scope="module")

@@ -11,19 +11,13 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from serving import CHROMIUM, running_server
+from serving import browser_marks, running_server
 from test_browser import browser, page, shot  # noqa: F401
 
 from viz.history import History
 from viz.samples import get_sample
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(),
-        reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
-    ),
-]
+pytestmark = browser_marks()
 
 
 @pytest.fixture(scope="module")

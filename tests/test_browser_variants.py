@@ -5,23 +5,15 @@ Chromium), on a server with an empty history of its own. Screenshots at 1440×90
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import urlencode
 
-import pytest
-from serving import CHROMIUM
+from serving import browser_marks
 from test_browser import browser, page, shot  # noqa: F401
 from test_browser_history import home, results, server  # noqa: F401
 
 from viz.history import History
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(),
-        reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
-    ),
-]
+pytestmark = browser_marks()
 
 SMALL = {"width": 1280, "height": 720}
 

@@ -29,7 +29,10 @@ import difflib
 import re
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
+
+from viz.report import Cost, Memory, Timings
 
 COUNT_PATHS = {
     "jaxpr.eqn_count": ("jaxpr", "eqn_count"),
@@ -38,25 +41,16 @@ COUNT_PATHS = {
     "compiled.kernel_count": ("compiled", "kernel_count"),
     "compiled.fusion_count": ("compiled", "fusion_count"),
 }
-TIMING_KEYS = (
-    "trace_s",
-    "lower_s",
-    "compile_s",
-    "first_call_s",
-    "run_median_s",
-    "run_min_s",
-    "run_p90_s",
-    "eager_median_s",
-    "runs",
-)
-COST_KEYS = ("flops", "bytes_accessed", "transcendentals")
-MEMORY_KEYS = (
-    "argument_bytes",
-    "output_bytes",
-    "temp_bytes",
-    "alias_bytes",
-    "generated_code_bytes",
-)
+
+
+def _numbers(section: type) -> tuple[str, ...]:
+    """A report section's numeric fields, in its order (a flag is not a number)."""
+    return tuple(f.name for f in fields(section) if f.type != "bool")
+
+
+TIMING_KEYS = _numbers(Timings)
+COST_KEYS = _numbers(Cost)
+MEMORY_KEYS = _numbers(Memory)
 IRS = ("jaxpr", "stablehlo", "compiled")
 MAX_DIFF_LINES = 3000  # a diff of two 24-layer programs can be tens of thousands of lines
 
