@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,21 @@ def test_the_pinned_streamlit_sets_the_legacy_pages_flag_we_clear() -> None:
     PagesManager.uses_pages_directory = None
     PagesManager(APP)
     assert PagesManager.uses_pages_directory is True  # pages/ sits beside app.py
+    PagesManager.uses_pages_directory = None
+
+
+@pytest.mark.legacy_pages
+def test_the_servers_start_up_leaves_legacy_pages_mode_before_any_session() -> None:
+    import ui
+
+    PagesManager.uses_pages_directory = None
+    PagesManager(APP)  # what Streamlit's first session sets: pages/ sits beside app.py
+
+    async def start_up() -> None:
+        async with ui.start_with_server(None):
+            assert PagesManager.uses_pages_directory is False
+
+    asyncio.run(start_up())
     PagesManager.uses_pages_directory = None
 
 

@@ -31,6 +31,15 @@ def leave_legacy_pages(*, in_app: bool = False) -> None:
         st.rerun()
 
 
+def navigation_from_the_start() -> None:
+    """At server start, before any session: settle Streamlit's pages/ flag (see
+    `leave_legacy_pages`) as `st.navigation` would, so no first request, deep link or
+    not, runs in legacy mode or pays the rerun that leaves it."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    PagesManager.uses_pages_directory = False
+
+
 def open_diff(a: int | dict[str, Any], b: int | dict[str, Any]) -> None:
     """Show the diff view of A → B: two history run ids, or two report dicts (e.g. a
     quick variant and its original). Switches page; does not return."""

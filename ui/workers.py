@@ -11,6 +11,7 @@ from typing import Any
 
 import streamlit as st
 
+from ui.navigation import navigation_from_the_start
 from ui.program import program
 from viz import demo
 from viz.worker import Worker, WorkerPool
@@ -28,7 +29,8 @@ def pool() -> WorkerPool:
 @asynccontextmanager
 async def start_with_server(_app: Any) -> AsyncIterator[None]:
     """The server's start-up (app.py's `st.App` lifespan): build the pool now, so its
-    first worker imports JAX while the first visitor's browser is still loading."""
+    first worker imports JAX while the first visitor's browser is still loading, and
+    leave Streamlit's legacy pages/ mode before the first session enters it."""
     context = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
     level = context.level
     context.setLevel(logging.ERROR)  # st.cache_resource outside a session: expected here
@@ -36,6 +38,7 @@ async def start_with_server(_app: Any) -> AsyncIterator[None]:
         pool()
     finally:
         context.setLevel(level)
+    navigation_from_the_start()
     yield
 
 
