@@ -218,13 +218,13 @@ def test_fusion_map_reads_on_the_24_layer_transformer(page) -> None:
 
 
 def test_cache_lab_sweep_fills_the_table_and_timeline(page) -> None:
+    # a new browser session starts with an empty cache of its own: no Clear first (a
+    # click that lands while Clear's rerun is still running can be dropped)
     page.goto(f"{page.base_url}/cache")
-    page.get_by_role("button", name="Clear cache").click()
     page.get_by_text("Sweep: many calls").click()
     page.get_by_role("button", name="Run sweep").click()
-    page.get_by_text("Cache table").first.wait_for()
+    page.get_by_text("7 compiled entries").first.wait_for()
     page.locator(".js-plotly-plot").first.wait_for()
-    assert page.get_by_text("7 compiled entries").count() == 1
     shot(page, "cache_lab", page.get_by_text("Cache table").first)
 
 
