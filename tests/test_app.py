@@ -191,6 +191,16 @@ def _lesson(page: str, sample: str) -> AppTest:
 
 
 @pytest.mark.slow
+def test_a_link_to_a_lesson_page_loads_the_sample_it_names() -> None:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["sample"] = "outer_inner"
+    at.switch_page("pages/placement.py").run()
+    assert not at.exception, at.exception
+    assert at.session_state["program"]["sample"] == "outer_inner"
+    chosen = {box.label: box.value for box in at.selectbox}
+    assert chosen["outer function (g)"] == "g" and chosen["inner function (f)"] == "f"
+
+
 def test_placement_page_measures_four_strategies() -> None:
     at = _lesson("pages/placement.py", "outer_inner")
     button(at, "Measure the four strategies").click().run()

@@ -15,8 +15,11 @@ from viz.source import list_functions
 def program() -> dict[str, Any]:
     """code, function, args, static, sample: kept outside widget keys so that page
     switches (which drop widget state) lose nothing."""
-    if "program" not in st.session_state:
-        st.session_state.program = program_from_sample(default_sample().name)
+    if "program" not in st.session_state:  # a session's first run: a link may name a sample
+        linked = st.query_params.get("sample")
+        known = {s.name for s in list_samples()}
+        name = linked if linked in known else default_sample().name
+        st.session_state.program = program_from_sample(name)
     prog = st.session_state.program
     if demo.enabled():  # whatever the session state says, the code is the sample's
         names = {s.name for s in list_samples()}
