@@ -52,7 +52,7 @@ def apply_query_params() -> bool:
     if demo.enabled() and "code" in q:
         st.toast("Demo mode: links cannot carry code; this one is ignored.")
         return False
-    if "sample" in q and q["sample"] in {s for s in ui.samples_by_title().values()}:
+    if "sample" in q and q["sample"] in ui.sample_names():
         st.session_state.program = ui.program_from_sample(q["sample"])
     prog = variants.settings_of(ui.program())
     for field in ("code", "function", "args"):

@@ -22,6 +22,7 @@ from ui.program import (
     join_spec,
     program,
     program_from_sample,
+    sample_names,
     samples_by_title,
     spec_rows,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "restarted_elsewhere",
     "run_lesson",
     "safety_notes",
+    "sample_names",
     "samples_by_title",
     "seconds",
     "show_graph",

@@ -17,13 +17,11 @@ def program() -> dict[str, Any]:
     switches (which drop widget state) lose nothing."""
     if "program" not in st.session_state:  # a session's first run: a link may name a sample
         linked = st.query_params.get("sample")
-        known = {s.name for s in list_samples()}
-        name = linked if linked in known else default_sample().name
+        name = linked if linked in sample_names() else default_sample().name
         st.session_state.program = program_from_sample(name)
     prog = st.session_state.program
     if demo.enabled():  # whatever the session state says, the code is the sample's
-        names = {s.name for s in list_samples()}
-        if prog.get("sample") not in names:
+        if prog.get("sample") not in sample_names():
             prog.update(program_from_sample(default_sample().name))
         prog["code"] = get_sample(prog["sample"]).code
     return prog
@@ -57,6 +55,11 @@ def join_spec(items: list[str]) -> str:
     while items and not items[-1].strip():
         items = items[:-1]
     return ", ".join(item.strip() for item in items)
+
+
+def sample_names() -> set[str]:
+    """The built-in samples' names: the only programs a link or demo mode may name."""
+    return {s.name for s in list_samples()}
 
 
 def samples_by_title() -> dict[str, str]:
