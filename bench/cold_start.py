@@ -10,7 +10,6 @@ Usage: python bench/cold_start.py [--runs 3]
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' server and Chromium helpers
-from serving import CHROMIUM, CHROMIUM_ARGS, free_port, start_server, stop  # noqa: E402
+from serving import CHROMIUM, CHROMIUM_ARGS, free_port, start_server, stop, wait_listening  # noqa: E402
 
 TARGET_S = 5.0
 
@@ -41,13 +40,7 @@ def one_cold_start(browser) -> dict[str, float]:
     server = start_server(port, subprocess.DEVNULL)
     marks: dict[str, float] = {}
     try:
-        while True:  # the server takes a moment to listen
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if time.perf_counter() - start > 60:
-                raise TimeoutError("the server did not listen within 60 s")
-            time.sleep(0.02)
+        wait_listening(port, poll_s=0.02)  # polled finely: its time is a milestone
         marks["listening"] = time.perf_counter() - start
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.goto(f"http://127.0.0.1:{port}/", timeout=60000)

@@ -52,27 +52,31 @@ def start_server(port: int, log: Path | int, env: dict[str, str] | None = None) 
     """`streamlit run app.py` from the project, headless, on `port`; `env` adds to
     this process's environment. `log` is a path or a subprocess constant."""
     out = log.open("w") if isinstance(log, Path) else log
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
-        ],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        stdout=out,
-        stderr=subprocess.STDOUT,
-    )
+    try:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.headless",
+                "true",
+                "--server.port",
+                str(port),
+                "--browser.gatherUsageStats",
+                "false",
+                "--server.fileWatcherType",
+                "none",
+            ],
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    finally:
+        if out is not log:  # the server has its own copy of the file
+            out.close()
 
 
 def wait_listening(port: int, within_s: float = 60, poll_s: float = 0.05) -> None:
