@@ -211,6 +211,46 @@ def test_a_worker_over_the_shared_budget_is_stopped_as_memory() -> None:
 # --------------------------------------------------------------------------- in the app
 
 
+def _until(condition, within_s: float = 60) -> bool:
+    deadline = time.time() + within_s
+    while not condition() and time.time() < deadline:
+        time.sleep(0.1)
+    return condition()
+
+
+def test_only_the_first_slot_warms_at_start_and_the_next_when_its_session_comes() -> None:
+    """On a small machine a second JAX import would slow the first visitor's page."""
+    workers = WorkerPool(timeout_s=60, size=2, demo=False)
+    try:
+        workers.warm("cpu", others_after_s=600)
+        first = workers.get("cpu")
+        assert _until(lambda: first.status().requests == 1)  # its warming analysis began
+        assert workers.workers() == [first]  # slot 1: nobody asked for it yet
+        workers.slot("first visitor")
+        second = workers.worker_for("second visitor", "cpu")
+        assert second is not first
+        assert _until(lambda: second.status().requests == 1)  # warming as the session came
+    finally:
+        workers.close()
+
+
+def test_the_other_slots_warm_after_a_while_without_a_session() -> None:
+    workers = WorkerPool(timeout_s=60, size=2, demo=False)
+    try:
+        workers.warm("cpu", others_after_s=0.2)
+        assert _until(lambda: len(workers.workers()) == 2, within_s=10)
+    finally:
+        workers.close()
+
+
+def test_closing_the_pool_cancels_the_later_warm_up() -> None:
+    workers = WorkerPool(timeout_s=60, size=2, demo=False)
+    workers.warm("cpu", others_after_s=0.5)
+    workers.close()
+    time.sleep(1.0)
+    assert len(workers.workers()) == 1  # no worker started after close
+
+
 def _workers_of(server_pid: int) -> list[int]:
     """The `python -m viz.worker` children of a process (from /proc)."""
     found = []

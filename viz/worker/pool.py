@@ -55,6 +55,8 @@ class WorkerPool:
         self.demo = demo
         self._workers: dict[tuple[str, str, int], Worker] = {}
         self._pins: OrderedDict[str, int] = OrderedDict()
+        self._warmed: set[str] = set()  # devices whose main workers warm as they start
+        self._later: list[threading.Timer] = []  # the other slots' warm-ups, to cancel
         self._lock = threading.Lock()
         atexit.register(self.close)
 
@@ -66,7 +68,12 @@ class WorkerPool:
             key = (device, role, slot % self.size)
             if key not in self._workers:
                 timeout = self.timeout_s if role == "main" else LESSON_TIMEOUT_S
-                self._workers[key] = Worker(device, timeout, budget=self.budget, demo=self.demo)
+                worker = Worker(device, timeout, budget=self.budget, demo=self.demo)
+                self._workers[key] = worker
+                if role == "main" and device in self._warmed:
+                    threading.Thread(
+                        target=worker.request, args=("ping",), kwargs={"warm": True}, daemon=True
+                    ).start()
             return self._workers[key]
 
     def slot(self, client: str) -> int:
@@ -85,21 +92,29 @@ class WorkerPool:
     def worker_for(self, client: str, device: str, role: str = "main") -> Worker:
         return self.get(device, role, self.slot(client))
 
-    def warm(self, device: str) -> None:
-        """Start `device`'s main workers one after another in the background, each
-        warmed by one tiny analysis (JAX imports and XLA's start-up take a while; the
-        first Analyze should neither wait for them nor measure them)."""
-
-        def ping_all() -> None:
-            for slot in range(self.size):
-                self.get(device, "main", slot).request("ping", warm=True)
-
-        threading.Thread(target=ping_all, daemon=True).start()
+    def warm(self, device: str, others_after_s: float = 20.0) -> None:
+        """Start `device`'s main workers in the background, each warmed by one tiny
+        analysis (JAX imports and XLA's start-up take a while; the first Analyze should
+        neither wait for them nor measure them). Slot 0's starts now, for the first
+        session; each other slot's when a session is first pinned to it, or after
+        `others_after_s`: on a small machine their JAX imports would slow the first
+        session's page."""
+        with self._lock:
+            self._warmed.add(device)
+        self.get(device, "main", 0)
+        others = threading.Timer(
+            others_after_s, lambda: [self.get(device, "main", s) for s in range(self.size)]
+        )
+        others.daemon = True
+        self._later.append(others)
+        others.start()
 
     def workers(self) -> list[Worker]:
         with self._lock:
             return list(self._workers.values())
 
     def close(self) -> None:
+        for timer in self._later:
+            timer.cancel()
         for worker in self.workers():
             worker.close()
