@@ -12,6 +12,7 @@ import streamlit as st
 import ui
 
 if __name__ != "__main__":  # imported by `streamlit run`: the server
+    ui.start_workers()
     app = st.App(__file__, lifespan=ui.start_with_server)
 else:  # a session's run
     ui.pool()  # built at the server's start; without a server (AppTest), here, first

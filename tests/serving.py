@@ -42,6 +42,13 @@ def browser_marks() -> list:
     ]
 
 
+def overview_charts(page):
+    """The Explore Overview's two charts, once drawn (Vega-Lite's SVG or canvas)."""
+    return page.locator(
+        "[data-testid=stVegaLiteChart] svg.marks, [data-testid=stVegaLiteChart] canvas"
+    )
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -66,8 +73,6 @@ def start_server(port: int, log: Path | int, env: dict[str, str] | None = None) 
                 str(port),
                 "--browser.gatherUsageStats",
                 "false",
-                "--server.fileWatcherType",
-                "none",
             ],
             cwd=ROOT,
             env={**os.environ, **(env or {})},

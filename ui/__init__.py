@@ -35,6 +35,7 @@ from ui.workers import (
     request,
     run_lesson,
     start_with_server,
+    start_workers,
     worker,
 )
 
@@ -71,6 +72,7 @@ __all__ = [
     "spec_rows",
     "stamp",
     "start_with_server",
+    "start_workers",
     "worker",
     "worker_status",
 ]

@@ -3,7 +3,9 @@ device, and requests that go to the worker the session is pinned to."""
 
 from __future__ import annotations
 
+import importlib
 import logging
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,11 +28,10 @@ def pool() -> WorkerPool:
     return workers
 
 
-@asynccontextmanager
-async def start_with_server(_app: Any) -> AsyncIterator[None]:
-    """The server's start-up (app.py's `st.App` lifespan): build the pool now, so its
-    first worker imports JAX while the first visitor's browser is still loading, and
-    leave Streamlit's legacy pages/ mode before the first session enters it."""
+def start_workers() -> None:
+    """Build the pool as the server imports app.py, the earliest moment this project's
+    code runs: its first worker imports JAX and warms while Streamlit finishes starting
+    and the first visitor's browser loads."""
     context = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
     level = context.level
     context.setLevel(logging.ERROR)  # st.cache_resource outside a session: expected here
@@ -38,8 +39,26 @@ async def start_with_server(_app: Any) -> AsyncIterator[None]:
         pool()
     finally:
         context.setLevel(level)
+
+
+@asynccontextmanager
+async def start_with_server(_app: Any) -> AsyncIterator[None]:
+    """The server's start-up (app.py's `st.App` lifespan): leave Streamlit's legacy
+    pages/ mode before the first session enters it, and import the first screen's
+    modules in the background."""
     navigation_from_the_start()
+    threading.Thread(target=_import_first_screen, daemon=True).start()
     yield
+
+
+# What the Explore page imports beyond `ui` (pandas and pyarrow among them): ~0.5 s
+# that the first visitor's first run need not spend, imported while their browser loads.
+FIRST_SCREEN = ("ui.editor", "ui.fusion", "ui.results", "ui.variants", "viz.graph", "viz.history")
+
+
+def _import_first_screen() -> None:
+    for name in FIRST_SCREEN:
+        importlib.import_module(name)
 
 
 def owner() -> str:
