@@ -32,7 +32,15 @@ from viz.samples import list_samples
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' server and Chromium helpers
-from serving import CHROMIUM, CHROMIUM_ARGS, free_port, start_server, stop, wait_listening  # noqa: E402
+from serving import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    free_port,
+    overview_charts,
+    start_server,
+    stop,
+    wait_listening,
+)
 
 SLOW = {"transformer_24"}  # a minute of compiling on its own: not a load test
 
@@ -77,7 +85,7 @@ async def first_chart(browser, url: str) -> tuple[float, int, object]:
     page = await context.new_page()
     start = time.perf_counter()
     await page.goto(url, timeout=120_000)
-    await page.locator(".js-plotly-plot").first.wait_for(timeout=300_000)
+    await overview_charts(page).first.wait_for(timeout=300_000)
     elapsed = time.perf_counter() - start
     shown = await page.locator('[data-testid="stException"]').count()
     return elapsed, shown, context

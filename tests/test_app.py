@@ -81,6 +81,8 @@ def test_explore_opens_on_the_default_sample_already_analyzed() -> None:
     # the compiled program and its StableHLO, side by side on the Overview
     assert len(at.get("iframe") or at.get("graphviz_chart")) == 2
     assert any("fusions are the filled clusters" in m.value for m in at.markdown)
+    # its charts are Vega-Lite: the first screen never loads Plotly's 4.7 MB bundle
+    assert len(at.get("vega_lite_chart")) == 2 and not at.get("plotly_chart")
 
 
 @pytest.mark.parametrize(

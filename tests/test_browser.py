@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serving import CHROMIUM, CHROMIUM_ARGS, ROOT, browser_marks, running_server
+from serving import CHROMIUM, CHROMIUM_ARGS, ROOT, browser_marks, overview_charts, running_server
 
 from viz.graph import render
 
@@ -72,7 +72,7 @@ def graph_nodes(page):
 def test_explore_analyzes_the_default_sample_and_switches_tabs(page) -> None:
     page.goto(page.base_url)
     page.get_by_text("jaxpr equations").first.wait_for()
-    page.locator(".js-plotly-plot").first.wait_for()
+    overview_charts(page).nth(1).wait_for()
     graph(page).wait_for()  # the compiled program, on the first tab
     assert graph_nodes(page).count() >= 3
     shot(page, "explore_overview", page.get_by_text("After fusion").first)

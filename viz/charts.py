@@ -38,8 +38,8 @@ def ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e3
 
 
-def stage_waterfall(report: dict[str, Any]) -> go.Figure:
-    """trace → lower → compile → first call → steady-state call, end to end."""
+def stage_spans(report: dict[str, Any]) -> list[tuple[str, float, float]]:
+    """(stage, start s, seconds) from jit(f)'s call to a steady-state call, end to end."""
     t = report.get("timings") or {}
     stages = [
         ("trace", t.get("trace_s")),
@@ -48,11 +48,19 @@ def stage_waterfall(report: dict[str, Any]) -> go.Figure:
         ("first call", t.get("first_call_s")),
         ("steady state", t.get("run_median_s")),
     ]
-    fig = go.Figure()
-    start = 0.0
+    spans, start = [], 0.0
     for name, seconds in stages:
-        if seconds is None:
-            continue
+        if seconds is not None:
+            spans.append((name, start, seconds))
+            start += seconds
+    return spans
+
+
+def stage_waterfall(report: dict[str, Any]) -> go.Figure:
+    """trace → lower → compile → first call → steady-state call, end to end."""
+    fig = go.Figure()
+    end = 0.0
+    for name, start, seconds in stage_spans(report):
         fig.add_bar(
             y=[name],
             x=[seconds * 1e3],
@@ -64,10 +72,13 @@ def stage_waterfall(report: dict[str, Any]) -> go.Figure:
             textposition="outside",
             cliponaxis=False,
         )
-        start += seconds
+        end = start + seconds
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title="milliseconds since jit(f) was called", range=[0, start * 1e3 * 1.18])
+    fig.update_xaxes(title=WATERFALL_AXIS, range=[0, end * 1e3 * 1.18])
     return _layout(fig, "Where the time goes", 300).update_layout(showlegend=False)
+
+
+WATERFALL_AXIS = "milliseconds since jit(f) was called"
 
 
 def run_distribution(report: dict[str, Any]) -> go.Figure:
@@ -111,15 +122,20 @@ def op_counts(report: dict[str, Any], top: int = 15) -> go.Figure:
     return _layout(fig, "Ops before and after fusion", height)
 
 
-def count_chain(report: dict[str, Any]) -> go.Figure:
-    """jaxpr eqns → StableHLO ops → compiled ops → kernels, as a funnel."""
+def count_stages(report: dict[str, Any]) -> list[tuple[str, int]]:
+    """jaxpr eqns → StableHLO ops → compiled ops → kernels, those the report has."""
     stages = [
         ("jaxpr equations", (report.get("jaxpr") or {}).get("eqn_count")),
         ("StableHLO ops", (report.get("stablehlo") or {}).get("op_count")),
         ("compiled ops", (report.get("compiled") or {}).get("op_count")),
         ("kernels", (report.get("compiled") or {}).get("kernel_count")),
     ]
-    stages = [(k, v) for k, v in stages if v is not None]
+    return [(k, v) for k, v in stages if v is not None]
+
+
+def count_chain(report: dict[str, Any]) -> go.Figure:
+    """jaxpr eqns → StableHLO ops → compiled ops → kernels, as a funnel."""
+    stages = count_stages(report)
     fig = go.Figure(
         go.Funnel(
             y=[k for k, _ in stages],

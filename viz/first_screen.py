@@ -1,0 +1,100 @@
+"""The Overview's two charts as Vega-Lite specs (no jax, no streamlit).
+
+The first screen draws them with Streamlit's own chart engine rather than Plotly:
+Plotly's 4.7 MB bundle takes ~1.5 s of a fresh tab's main thread on a 2-core
+machine, a third of the first screen's budget (bench/cold_start.py). The tabs, the
+lessons and the HTML export keep Plotly (viz/charts.py); the data comes from the
+same functions there, so both draw the same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from viz.charts import STAGE_COLOURS, WATERFALL_AXIS, count_stages, fmt_seconds, stage_spans
+
+BAR = "#4C78A8"
+# one row per stage, in the order given, every label shown
+STAGE_AXIS = {
+    "field": "stage",
+    "type": "nominal",
+    "sort": None,
+    "title": None,
+    "axis": {"labelOverlap": False, "labelLimit": 160},
+}
+
+
+def _title(text: str) -> dict[str, Any]:
+    return {"text": text, "anchor": "start", "fontSize": 15}
+
+
+def count_chain(report: dict[str, Any]) -> dict[str, Any]:
+    """How the op count falls: one bar per stage, its count at its end."""
+    rows = [{"stage": name, "count": n} for name, n in count_stages(report)]
+    return {
+        "title": _title("How the op count falls"),
+        "height": 200,
+        "data": {"values": rows},
+        "encoding": {
+            "y": STAGE_AXIS,
+            "x": {
+                "field": "count",
+                "type": "quantitative",
+                "title": "ops",
+                "axis": {"tickMinStep": 1, "format": "d"},
+            },
+        },
+        "layer": [
+            {"mark": {"type": "bar", "color": BAR}},
+            {
+                "mark": {"type": "text", "align": "left", "dx": 4},
+                "encoding": {"text": {"field": "count", "type": "quantitative"}},
+            },
+        ],
+    }
+
+
+def stage_waterfall(report: dict[str, Any]) -> dict[str, Any]:
+    """Where the time goes: each stage from its start to its end, in milliseconds."""
+    rows = [
+        {
+            "stage": name,
+            "start": start * 1e3,
+            "end": (start + seconds) * 1e3,
+            "label": fmt_seconds(seconds),
+        }
+        for name, start, seconds in stage_spans(report)
+    ]
+    return {
+        "title": _title("Where the time goes"),
+        "height": 200,
+        "data": {"values": rows},
+        "encoding": {
+            "y": STAGE_AXIS,
+            "x": {"field": "start", "type": "quantitative", "title": WATERFALL_AXIS},
+        },
+        "layer": [
+            {
+                "mark": "bar",
+                "encoding": {
+                    "x2": {"field": "end"},
+                    "color": {
+                        "field": "stage",
+                        "type": "nominal",
+                        "scale": {
+                            "domain": list(STAGE_COLOURS),
+                            "range": list(STAGE_COLOURS.values()),
+                        },
+                        "legend": None,
+                    },
+                },
+            },
+            {
+                "mark": {"type": "text", "align": "left", "dx": 4},
+                "encoding": {
+                    "x": {"field": "end", "type": "quantitative"},
+                    "text": {"field": "label"},
+                },
+            },
+        ],
+    }
