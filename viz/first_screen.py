@@ -28,12 +28,17 @@ def _title(text: str) -> dict[str, Any]:
     return {"text": text, "anchor": "start", "fontSize": 15}
 
 
+def _room_for_labels(largest: float) -> dict[str, Any]:
+    """An x scale that ends past the longest bar, so the label at its end fits."""
+    return {"domain": [0, max(largest, 1e-9) * 1.22], "nice": False}
+
+
 def count_chain(report: dict[str, Any]) -> dict[str, Any]:
     """How the op count falls: one bar per stage, its count at its end."""
     rows = [{"stage": name, "count": n} for name, n in count_stages(report)]
     return {
         "title": _title("How the op count falls"),
-        "height": 200,
+        "height": 210,
         "data": {"values": rows},
         "encoding": {
             "y": STAGE_AXIS,
@@ -41,7 +46,8 @@ def count_chain(report: dict[str, Any]) -> dict[str, Any]:
                 "field": "count",
                 "type": "quantitative",
                 "title": "ops",
-                "axis": {"tickMinStep": 1, "format": "d"},
+                "axis": {"tickMinStep": 1, "format": "d", "labelFlush": True},
+                "scale": _room_for_labels(max((r["count"] for r in rows), default=0)),
             },
         },
         "layer": [
@@ -67,11 +73,17 @@ def stage_waterfall(report: dict[str, Any]) -> dict[str, Any]:
     ]
     return {
         "title": _title("Where the time goes"),
-        "height": 200,
+        "height": 210,
         "data": {"values": rows},
         "encoding": {
             "y": STAGE_AXIS,
-            "x": {"field": "start", "type": "quantitative", "title": WATERFALL_AXIS},
+            "x": {
+                "field": "start",
+                "type": "quantitative",
+                "title": WATERFALL_AXIS,
+                "axis": {"labelFlush": True},
+                "scale": _room_for_labels(max((r["end"] for r in rows), default=0)),
+            },
         },
         "layer": [
             {
