@@ -21,6 +21,7 @@ STAGE_COLOURS = {
     "steady state": "#54A24B",
 }
 HIT, MISS, AOT = "#54A24B", "#E45756", "#4C78A8"
+WATERFALL_AXIS = "milliseconds since jit(f) was called"
 
 
 def _layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
@@ -76,9 +77,6 @@ def stage_waterfall(report: dict[str, Any]) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(title=WATERFALL_AXIS, range=[0, end * 1e3 * 1.18])
     return _layout(fig, "Where the time goes", 300).update_layout(showlegend=False)
-
-
-WATERFALL_AXIS = "milliseconds since jit(f) was called"
 
 
 def run_distribution(report: dict[str, Any]) -> go.Figure:
