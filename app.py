@@ -1,10 +1,10 @@
 """jitscope: see what jax.jit does to your function. `streamlit run app.py`.
 
 This file has two roles. `streamlit run app.py` imports it as a module to find the
-server's `st.App`, whose start-up starts the workers and leaves Streamlit's legacy
-pages/ mode (the first visitor should wait neither for JAX to import nor for a
-rerun); each browser session then runs it as the script (`__main__`): navigation and
-sidebar.
+server's `st.App`: that import starts the workers, and the app's start-up leaves
+Streamlit's legacy pages/ mode (the first visitor should wait neither for JAX to
+import nor for a rerun); each browser session then runs it as the script
+(`__main__`): navigation and sidebar.
 """
 
 import streamlit as st

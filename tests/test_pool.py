@@ -267,15 +267,13 @@ def _workers_of(server_pid: int) -> list[int]:
 
 @pytest.mark.slow
 def test_the_server_starts_a_worker_before_anyone_connects(tmp_path: Path) -> None:
-    """app.py's st.App lifespan: JAX imports while the first browser is still loading."""
+    """app.py, imported by the server: JAX imports while the first browser is loading."""
     port = free_port()
     server = start_server(port, tmp_path / "server.log", {"JITSCOPE_WORKERS": "1"})
     try:
         wait_listening(port)
-        deadline = time.time() + 30
-        while not _workers_of(server.pid) and time.time() < deadline:
-            time.sleep(0.2)
-        assert _workers_of(server.pid), (tmp_path / "server.log").read_text()[-2000:]
+        started = _until(lambda: _workers_of(server.pid), within_s=30)
+        assert started, (tmp_path / "server.log").read_text()[-2000:]
         assert "missing ScriptRunContext" not in (tmp_path / "server.log").read_text()
     finally:
         stop(server)
