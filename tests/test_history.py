@@ -211,7 +211,7 @@ def test_a_v1_file_migrates_forward_and_keeps_its_runs(tmp_path, reports):
     public = {k: v for k, v in reports["scale8"].items() if k != "graph_models"}
     write_v1_file(path, public)
     db = History(path)
-    assert db.schema_version() == SCHEMA_VERSION == 2
+    assert db.schema_version() == SCHEMA_VERSION == 3
     old, bare = db.get(7), db.get(8)
     assert old.full and old.source == "unknown" and db.code(7) == "def scale(x): ..."
     assert db.report(7)["compiled"]["text"] == public["compiled"]["text"]

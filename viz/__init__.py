@@ -7,7 +7,7 @@ samples, reports, the worker client) without it.
 
 from typing import Any
 
-__all__ = ["analyze"]
+__all__ = ["analyze", "recording"]
 
 
 def __getattr__(name: str) -> Any:
@@ -15,4 +15,8 @@ def __getattr__(name: str) -> Any:
         from viz.pipeline import analyze
 
         return analyze
+    if name == "recording":
+        from viz.recorder import recording
+
+        return recording
     raise AttributeError(name)

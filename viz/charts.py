@@ -11,6 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from viz.format import seconds as fmt_seconds
 from viz.lessons.verdicts import break_even
 
 STAGE_COLOURS = {
@@ -69,7 +70,7 @@ def stage_waterfall(report: dict[str, Any]) -> go.Figure:
             orientation="h",
             marker_color=STAGE_COLOURS[name],
             name=name,
-            text=[_fmt_s(seconds)],
+            text=[fmt_seconds(seconds)],
             textposition="outside",
             cliponaxis=False,
         )
@@ -187,17 +188,6 @@ def cache_timeline(events: list[dict[str, Any]]) -> go.Figure:
     fig.update_xaxes(title="call #", dtick=1 if len(calls) <= 20 else None)
     fig.update_yaxes(title="ms")
     return _layout(fig, "Calls: green = cache hit, red = miss (recompiled), blue = AOT bucket", 340)
-
-
-def _fmt_s(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.0f} µs"
-
-
-fmt_seconds = _fmt_s
 
 
 # -- lessons -------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Command line: `python -m viz analyze|cache PATH::FUNC ...`, `history`, `diff A B`.
+"""Command line: `python -m viz analyze|cache PATH::FUNC ...`, `history`, `diff A B`,
+`record -- SCRIPT ARGS`.
 
 User code runs in the worker (time and memory limits, crash isolation, and
 `cpu:8` really gets 8 devices). Exit status 0 when the analysis ran, even if
@@ -17,6 +18,7 @@ from typing import Any
 from viz import cli_history
 from viz.cache.signature import reason_text
 from viz.options import parse_option
+from viz.recorder import cli as recorder_cli
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
 
 
@@ -102,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
         help="args spec of one call (repeat for a sequence)",
     )
     cli_history.add_commands(sub)
+    recorder_cli.add_command(sub)
     return parser
 
 
@@ -197,6 +200,9 @@ def _write_exports(args: argparse.Namespace, report: dict[str, Any], mlir: str |
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["record"]:  # the program's own arguments follow: record parses them
+        return recorder_cli.main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command in ("history", "diff"):
         return cli_history.main(args)

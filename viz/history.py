@@ -33,6 +33,7 @@ from viz.source import home
 FILE_NAME = "history.sqlite"
 DEFAULT_KEEP_REPORTS = 100  # full reports (the largest sample's is ~200 KB compressed)
 DEFAULT_KEEP_RUNS = 5000  # summary rows (about 2 KB each)
+DEFAULT_KEEP_RECORDINGS = 200  # whole-program recordings (bounded detail each)
 
 
 class HistoryError(RuntimeError):
@@ -143,10 +144,21 @@ def _migrate_1_to_2(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX runs_function ON runs(function, id)")
 
 
+# Version 3 adds recordings of whole programs (`python -m viz record`), beside the runs.
+_V3 = """
+CREATE TABLE recordings (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, created REAL NOT NULL, name TEXT NOT NULL,
+    argv TEXT NOT NULL, cwd TEXT NOT NULL, wall_s REAL, exit_code INTEGER,
+    compiles INTEGER NOT NULL, compile_s REAL NOT NULL, functions INTEGER NOT NULL,
+    payload BLOB NOT NULL
+);
+"""
+
 # MIGRATIONS[v] turns a version-v file into version v + 1.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     0: lambda db: _script(db, _V1),
     1: _migrate_1_to_2,
+    2: lambda db: _script(db, _V3),
 }
 SCHEMA_VERSION = max(MIGRATIONS) + 1
 
@@ -365,6 +377,52 @@ class History:
             ).fetchone()
         return row[0] if row else None
 
+    # -- recordings of whole programs ------------------------------------------
+    def record_recording(self, recording: dict[str, Any]) -> int:
+        """Store a Recording JSON (`Recording.to_dict()`); returns its id. Keeps the
+        newest DEFAULT_KEEP_RECORDINGS."""
+        program, summary = recording["program"], recording["summary"]
+        row = (
+            program.get("started") or time.time(),
+            program.get("name") or " ".join(program.get("argv") or []) or "?",
+            json.dumps(program.get("argv") or []),
+            program.get("cwd") or "",
+            program.get("wall_s"),
+            program.get("exit_code"),
+            summary.get("compiles", 0),
+            summary.get("compile_s", 0.0),
+            summary.get("functions", 0),
+            zlib.compress(json.dumps(recording, default=str).encode()),
+        )
+        with self._connect(write=True) as db:
+            cursor = db.execute(
+                "INSERT INTO recordings (created, name, argv, cwd, wall_s, exit_code, "
+                "compiles, compile_s, functions, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+            db.execute(
+                "DELETE FROM recordings WHERE id NOT IN "
+                "(SELECT id FROM recordings ORDER BY id DESC LIMIT ?)",
+                (DEFAULT_KEEP_RECORDINGS,),
+            )
+        return int(cursor.lastrowid or 0)
+
+    def recordings(self, limit: int = 200) -> list[RecordingRow]:
+        """The newest recordings first."""
+        with self._connect() as db:
+            rows = db.execute(
+                f"SELECT {_RECORDING_COLUMNS} FROM recordings ORDER BY id DESC LIMIT ?", (limit,)
+            ).fetchall()
+        return [RecordingRow(r[0], r[1], r[2], json.loads(r[3]), *r[4:]) for r in rows]
+
+    def recording(self, recording_id: int) -> dict[str, Any] | None:
+        """The Recording JSON of one recording, None for an unknown id."""
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT payload FROM recordings WHERE id = ?", (recording_id,)
+            ).fetchone()
+        return json.loads(zlib.decompress(row[0])) if row else None
+
     def previous(self, run_id: int) -> Run | None:
         """The newest run of the same function recorded before `run_id`."""
         with self._connect() as db:
@@ -392,6 +450,31 @@ class History:
             "source": run.source,
         }
         return report
+
+
+@dataclass(frozen=True)
+class RecordingRow:
+    """One recorded program, as the Recordings list shows it."""
+
+    id: int
+    created: float
+    name: str
+    argv: list[str]
+    cwd: str
+    wall_s: float | None
+    exit_code: int | None
+    compiles: int
+    compile_s: float
+    functions: int
+
+    @property
+    def when(self) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created))
+
+
+_RECORDING_COLUMNS = (
+    "id, created, name, argv, cwd, wall_s, exit_code, compiles, compile_s, functions"
+)
 
 
 def skeleton(run: Run) -> dict[str, Any]:

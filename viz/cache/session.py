@@ -17,73 +17,14 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from viz import events
+from viz.cache.keys import call_signature
 from viz.cache.router import BucketRouter, RoutedEvent
-from viz.cache.signature import ArgSig, LeafSig, Signature, explain_miss
+from viz.cache.signature import Signature, explain_miss
 from viz.record import Record
-from viz.spec import DTYPES, NARROWED, array_specs
+from viz.spec import NARROWED, array_specs
 from viz.stages import Args, Target, block
 
 PLACEMENTS = ("default", "replicated", "sharded")  # plus 'device:N'
-
-
-_SHORT_NAMES = {dtype: name for name, dtype in DTYPES.items()}
-
-
-def dtype_name(dtype: Any) -> str:
-    """numpy dtype → jaxpr spelling (float32 → f32, key<fry> stays as is)."""
-    try:
-        return _SHORT_NAMES.get(np.dtype(dtype), str(dtype))
-    except TypeError:  # extended dtypes such as PRNG keys
-        return str(dtype)
-
-
-def _sharding_text(x: Any) -> tuple[str, str]:
-    """(sharding, device) of a leaf as the cache sees them."""
-    sharding = getattr(x, "sharding", None)
-    if isinstance(sharding, NamedSharding):
-        axes = ",".join(f"{k}={v}" for k, v in sharding.mesh.shape.items())
-        return f"{sharding.spec} over mesh({axes})", "default"
-    if getattr(x, "committed", False) and sharding is not None:
-        (device,) = sharding.device_set
-        return "default", f"{device.platform}:{device.id}"
-    return "default", "default"
-
-
-def leaf_signature(path: str, x: Any) -> LeafSig:
-    python_scalar = isinstance(x, bool | int | float | complex)
-    aval = jax.typeof(x)
-    sharding, device = _sharding_text(x) if isinstance(x, jax.Array) else ("default", "default")
-    return LeafSig(
-        path,
-        tuple(aval.shape),
-        dtype_name(aval.dtype),
-        bool(aval.weak_type),
-        python_scalar,
-        sharding,
-        device,
-    )
-
-
-def call_signature(
-    names: list[str], values: list[Any], static: tuple[int, ...], x64: bool
-) -> Signature:
-    """The call as the jit cache keys it: each argument, and the x64 setting."""
-    args = []
-    for i, (name, value) in enumerate(zip(names, values, strict=True)):
-        if i in static:
-            args.append(ArgSig(name, True, value=repr(value)))
-            continue
-        leaves, tree = jax.tree_util.tree_flatten_with_path(value)
-        sigs = tuple(
-            leaf_signature(name + jax.tree_util.keystr(path), leaf) for path, leaf in leaves
-        )
-        args.append(ArgSig(name, False, tree=_tree_text(tree), leaves=sigs))
-    return Signature(tuple(args), (("jax_enable_x64", "on" if x64 else "off"),))
-
-
-def _tree_text(tree: Any) -> str:
-    text = str(tree)
-    return text.removeprefix("PyTreeDef(").removesuffix(")")
 
 
 def place(value: Any, placement: str, platform: str = "cpu") -> Any:

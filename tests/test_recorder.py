@@ -1,0 +1,272 @@
+"""The recorder in-process (`viz.recording()`): what each compile records and why."""
+
+from __future__ import annotations
+
+import json
+import threading
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import viz
+from viz.history import History
+from viz.recorder.journal import read_journal
+from viz.recorder.model import Recording
+from viz.spec import abstract_args, parse_spec
+
+
+@jax.jit
+def step(w, x):
+    return jnp.tanh(x @ w).sum()
+
+
+@partial(jax.jit, static_argnames="n")
+def power(x, n):
+    for _ in range(n):
+        x = x * x
+    return x
+
+
+@jax.jit
+def scale(x, s):
+    return x * s
+
+
+@jax.jit
+def tree_sum(params):
+    return sum(jnp.sum(v) for v in jax.tree_util.tree_leaves(params))
+
+
+def kinds_of(rec, name: str) -> list[list[str]]:
+    return [[r.kind for r in c.reasons] for c in rec.compiles if c.function == name]
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    jax.clear_caches()
+
+
+def test_a_new_shape_is_a_shape_reason_against_the_closest_earlier_compile():
+    w = jnp.ones((4, 4))
+    with viz.recording() as rec:
+        for batch in (8, 9, 8, 10):
+            step(w, jnp.ones((batch, 4)))
+    compiles = [c for c in rec.compiles if c.function == "step"]
+    assert len(compiles) == 3  # batch 8 hit the cache the second time
+    assert [r.kind for r in compiles[0].reasons] == ["new_function"]
+    last = compiles[2].reasons
+    assert [(r.arg, r.kind) for r in last] == [("x", "shape")]
+    assert last[0].after == "f32[10,4]"
+    stats = rec.recording().function(compiles[0].key)
+    assert stats is not None and stats.compiles == 3
+    assert stats.advice.startswith("x dim 0 took 3 values (8, 9, 10) → pad")
+
+
+def test_static_values_dtypes_weak_types_and_pytrees_are_named():
+    with viz.recording() as rec:
+        power(jnp.ones(3), 1)
+        power(jnp.ones(3), 2)
+        scale(jnp.ones(3), 2.0)
+        scale(jnp.ones(3), jnp.float32(2.0))
+        scale(jnp.ones(3, jnp.int32), jnp.float32(2.0))
+        tree_sum({"a": jnp.ones(2)})
+        tree_sum({"a": jnp.ones(2), "b": jnp.ones(2)})
+    assert kinds_of(rec, "power")[1] == ["static_value"]
+    assert kinds_of(rec, "scale")[1:] == [["weak_type"], ["dtype"]]
+    assert kinds_of(rec, "tree_sum")[1] == ["pytree"]
+    weak = next(c for c in rec.compiles if c.function == "scale")
+    s_leaf = next(leaf for leaf in weak.signature if leaf.arg == "s")
+    assert s_leaf.weak_type and s_leaf.python_scalar
+    n_leaf = next(
+        leaf
+        for c in rec.compiles
+        if c.function == "power"
+        for leaf in c.signature
+        if leaf.arg == "n"
+    )
+    assert n_leaf.static_value == "1" and n_leaf.shape is None
+    power_compiles = [c for c in rec.compiles if c.function == "power"]
+    assert power_compiles[0].static == ["n"] and power_compiles[0].spec == "f32[3], 1"
+
+
+def test_a_jit_made_in_a_loop_is_a_new_function_object_at_its_line():
+    with viz.recording() as rec:
+        for _ in range(3):
+            jax.jit(lambda v: v + 1)(jnp.ones(2))
+    lambdas = [c for c in rec.compiles if c.function == "<lambda>"]
+    assert len(lambdas) == 3
+    assert all(c.reasons[0].kind == "new_function" for c in lambdas)
+    assert "a new function object" in lambdas[1].reasons[0].after
+    stats = rec.recording().function(lambdas[0].key)
+    assert stats is not None and "a new function object on each call at" in stats.advice
+    assert stats.advice.endswith("create the jit once, outside the loop")
+
+
+def test_the_x64_setting_is_a_config_reason():
+    try:
+        with viz.recording() as rec:
+            scale(jnp.ones(3), 2.0)
+            jax.config.update("jax_enable_x64", True)
+            scale(jnp.ones(3), 2.0)
+    finally:
+        jax.config.update("jax_enable_x64", False)
+    kinds = kinds_of(rec, "scale")
+    assert "config" in kinds[1], kinds
+
+
+def test_call_site_stack_and_stage_times_are_recorded():
+    with viz.recording() as rec:
+        step(jnp.ones((4, 4)), jnp.ones((2, 4)))
+    (c,) = [c for c in rec.compiles if c.function == "step"]
+    assert c.call_site.startswith(__file__ + ":")
+    assert c.stack[-1].startswith(c.call_site) and "test_call_site" in c.stack[-1]
+    assert c.defined_at.startswith(__file__ + ":")
+    assert c.trace_s > 0 and c.lower_s > 0 and c.compile_s > 0
+    assert c.t_s >= 0 and c.persistent_cache is False
+    assert all("site-packages" not in frame for frame in c.stack)
+
+
+def test_the_recorded_spec_reproduces_the_compiled_signature():
+    x = jnp.ones((5, 3), jnp.bfloat16)
+    params = {"w": jnp.ones((3, 2)), "b": [jnp.zeros(2), np.ones(2, np.int32)]}
+
+    @jax.jit
+    def f(params, x, s):
+        return x.astype(jnp.float32) @ params["w"] + params["b"][0] + s
+
+    with viz.recording() as rec:
+        f(params, x, 1.5)
+    (c,) = [c for c in rec.compiles if c.function == "f"]
+    assert c.spec is not None, c.spec_reason
+    items = parse_spec(c.spec)
+    shapes = [(a.shape, str(a.dtype)) for a in jax.tree_util.tree_leaves(abstract_args(items)[:2])]
+    assert shapes == [((2,), "float32"), ((2,), "int32"), ((3, 2), "float32"), ((5, 3), "bfloat16")]
+    assert items[2].value == 1.5  # a Python float: weak, as it was called
+
+
+def test_an_argument_the_spec_cannot_write_is_named_with_the_reason():
+    from typing import NamedTuple
+
+    class State(NamedTuple):
+        count: jax.Array
+
+    @jax.jit
+    def g(state):
+        return state.count + 1
+
+    with viz.recording() as rec:
+        g(State(jnp.zeros(())))
+    (c,) = [c for c in rec.compiles if c.function == "g"]
+    assert c.spec is None
+    assert "`state` is a" in c.spec_reason and "State" in c.spec_reason
+
+
+def test_op_by_op_compiles_are_counted_apart_and_kept_only_when_asked():
+    with viz.recording() as hidden:
+        jnp.arange(7.0) * 3
+    assert not hidden.compiles
+    assert hidden.recording().summary.eager_compiles >= 1
+    with viz.recording(eager=True) as kept:
+        jnp.arange(9.0) * 3
+    assert kept.compiles and all(c.eager for c in kept.compiles)
+    assert kept.recording().summary.compiles == 0
+
+
+def test_details_are_bounded_and_counts_stay_exact():
+    with viz.recording(details=3) as rec:
+        for _ in range(12):
+            jax.jit(lambda v: v * 2)(jnp.ones(2))
+    recording = rec.recording()
+    assert len([c for c in recording.compiles if c.function == "<lambda>"]) == 3
+    (stats,) = [f for f in recording.functions if f.name == "<lambda>"]
+    assert stats.compiles == 12 and stats.reasons["new_function"] == 12
+    assert recording.summary.details_dropped == 9
+
+
+def test_two_threads_compiling_at_once_are_both_recorded():
+    barrier = threading.Barrier(2)
+
+    def work(size: int) -> None:
+        barrier.wait()
+        for k in range(3):
+            step(jnp.ones((4, 4)), jnp.ones((size + k, 4)))
+
+    with viz.recording() as rec:
+        threads = [threading.Thread(target=work, args=(s,), name=f"w{s}") for s in (10, 20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    compiles = [c for c in rec.compiles if c.function == "step"]
+    assert len(compiles) == 6
+    assert {c.thread for c in compiles} == {"w10", "w20"}
+    assert sorted(c.seq for c in rec.compiles) == list(range(1, len(rec.compiles) + 1))
+    assert all(c.compile_s > 0 for c in compiles)
+
+
+def test_recording_does_not_change_results_or_stay_subscribed():
+    x = jnp.arange(6.0).reshape(2, 3)
+    expected = np.asarray(step(jnp.ones((3, 3)), x))
+    jax.clear_caches()
+    with viz.recording() as rec:
+        got = np.asarray(step(jnp.ones((3, 3)), x))
+    np.testing.assert_array_equal(got, expected)
+    before = len(rec.compiles)
+    step(jnp.ones((3, 3)), jnp.ones((7, 3)))  # after the block: not recorded
+    assert len(rec.compiles) == before
+
+
+def test_journal_json_and_history_hold_the_same_recording(tmp_path):
+    journal = tmp_path / "j.jsonl"
+    with viz.recording(journal=journal, name="unit") as rec:
+        power(jnp.ones(2), 3)
+        power(jnp.ones(2), 4)
+    with journal.open("a") as f:
+        f.write('{"type": "compile", "seq"')  # a torn last line, as a kill leaves it
+    from_disk = read_journal(journal)
+    assert [c.seq for c in from_disk.compiles] == [c.seq for c in rec.compiles]
+    rid = rec.save(tmp_path / "r.json")
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert set(data) >= {"program", "summary", "functions", "compiles"}
+    assert set(data["program"]) >= {"argv", "cwd", "started", "wall_s", "exit_code"}
+    assert set(data["summary"]) >= {"compiles", "compile_s", "functions", "eager_compiles"}
+    assert set(data["functions"][0]) >= {
+        "name",
+        "defined_at",
+        "compiles",
+        "compile_s",
+        "reasons",
+        "advice",
+    }
+    assert set(data["compiles"][0]) >= {
+        "seq",
+        "t_s",
+        "function",
+        "defined_at",
+        "call_site",
+        "stack",
+        "signature",
+        "spec",
+        "static",
+        "reasons",
+        "trace_s",
+        "lower_s",
+        "compile_s",
+        "persistent_cache",
+    }
+    assert set(data["compiles"][0]["signature"][0]) >= {
+        "arg",
+        "shape",
+        "dtype",
+        "weak_type",
+        "sharding",
+        "static_value",
+    }
+    stored = History().recording(rid)
+    assert stored == data
+    assert Recording.from_dict(stored).to_dict() == data
+    (row,) = [r for r in History().recordings() if r.id == rid]
+    assert row.name == "unit" and row.compiles == 2

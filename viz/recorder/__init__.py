@@ -1,0 +1,60 @@
+"""Record a whole program: every compilation, why it happened, and where.
+
+`python -m viz record -- train.py ARGS` runs the program as `python train.py ARGS`
+would, in a child process (`viz.recorder.run`) whose compilations are appended to a
+journal as they happen; the parent (`viz.recorder.cli`) prints the summary at exit
+and stores the recording in history. In a notebook or a test:
+
+    with viz.recording() as rec:
+        train()
+    rec.compiles, rec.summary(), rec.save()
+
+Modules: `model` (the Recording JSON as dataclasses), `listener` (JAX's monitoring
+events and the live stack), `session` (`Recorder`: a compile described, its reasons),
+`journal` (the file written as it goes, and read back), `advice`, `summary`, `store`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from viz.recorder.session import Recorder
+
+
+@contextlib.contextmanager
+def recording(
+    details: int | None = None,
+    eager: bool = False,
+    journal: Path | str | None = None,
+    name: str | None = None,
+) -> Iterator[Recorder]:
+    """Record every compilation made while the block runs (any thread). `details`:
+    compiles kept with details per function (counts stay exact); `eager`: keep JAX's
+    op-by-op compiles too; `journal`: also append each compile to this file."""
+    from viz.recorder.model import DEFAULT_DETAILS, Program
+    from viz.recorder.session import Recorder
+
+    program = Program(
+        argv=list(sys.argv),
+        cwd=os.getcwd(),
+        started=time.time(),
+        name=name or os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "python"),
+        path=sys.path[0] if sys.path else "",
+    )
+    recorder = Recorder(
+        program,
+        Path(journal) if journal else None,
+        DEFAULT_DETAILS if details is None else details,
+        eager,
+    ).start()
+    try:
+        yield recorder
+    finally:
+        recorder.stop()

@@ -1,0 +1,90 @@
+"""What made a function compile again, in words, with the fix (stdlib only).
+
+`advise` reads one function's totals and its compiles (those kept with details) and
+names the dominant reason among its *recompiles*: the first compile of a function
+is no fault of anyone's.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from viz.recorder.model import Compile, FunctionStats, short_path
+
+FIXES = {
+    "shape": "pad to a few bucket sizes (Batch buckets page)",
+    "new_function": "create the jit once, outside the loop",
+    "static_value": "every new value compiles again: make it a dynamic argument if it varies",
+    "weak_type": "pass one kind every call (always a Python scalar, or always an array)",
+    "dtype": "cast once where data enters, e.g. x.astype(jnp.float32)",
+    "pytree": "keep the structure fixed: same keys, same lengths",
+    "sharding": "place inputs the same way every call (jax.device_put)",
+    "device": "put inputs on the same device every call",
+    "config": "set it once, before the first call",
+}
+
+
+def recompile_kinds(stats: FunctionStats) -> Counter[str]:
+    """Reason kinds over the recompiles (the first compile's new_function left out)."""
+    kinds = Counter(stats.reasons)
+    if kinds["new_function"]:
+        kinds["new_function"] -= 1
+    return +kinds
+
+
+def advise(stats: FunctionStats, compiles: list[Compile], cwd: str) -> str:
+    """'x dim 0 took 3 values (8, 9, 10) → pad to buckets (…)', or '' for one compile."""
+    kinds = recompile_kinds(stats)
+    if stats.compiles <= 1 or not kinds:
+        return ""
+    kind = kinds.most_common(1)[0][0]
+    what = _describe(kind, stats, compiles, cwd)
+    return f"{what} → {FIXES[kind]}" if kind in FIXES else what
+
+
+def _describe(kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str) -> str:
+    reasons = [r for c in compiles for r in c.reasons if r.kind == kind]
+    args = Counter(r.arg for r in reasons)
+    arg = args.most_common(1)[0][0] if args else "?"
+    if kind == "shape":
+        return _shape_text(arg, compiles)
+    if kind == "new_function":
+        where = short_path(stats.defined_at, cwd)
+        return f"a new function object on each call at {where}"
+    if kind == "static_value":
+        values = _distinct(
+            leaf.static_value for c in compiles for leaf in c.signature if leaf.arg == arg
+        )
+        return f"static {arg} took {len(values)} values ({_list(values)})"
+    if kind == "weak_type":
+        first = next(r for r in reasons if r.arg == arg)
+        return f"weak type of {arg} changed: {first.before}, then {first.after}"
+    if kind == "dtype":
+        values = _distinct(leaf.dtype for c in compiles for leaf in c.signature if leaf.arg == arg)
+        return f"dtype of {arg} took {len(values)} values ({_list(values)})"
+    if kind == "config":
+        return f"setting {arg} changed"
+    return f"{kind.replace('_', ' ')} of {arg} changed"
+
+
+def _shape_text(arg: str, compiles: list[Compile]) -> str:
+    shapes = _distinct(
+        tuple(leaf.shape or ()) for c in compiles for leaf in c.signature if leaf.arg == arg
+    )
+    if len({len(s) for s in shapes}) == 1 and shapes:
+        varying = [d for d in range(len(shapes[0])) if len({s[d] for s in shapes}) > 1]
+        if len(varying) == 1:
+            dim = varying[0]
+            sizes = _distinct(s[dim] for s in shapes)
+            return f"{arg} dim {dim} took {len(sizes)} values ({_list(sizes)})"
+    texts = ["[" + ",".join(map(str, s)) + "]" for s in shapes]
+    return f"{arg} took {len(shapes)} shapes ({_list(texts)})"
+
+
+def _distinct(values: object) -> list:
+    return list(dict.fromkeys(v for v in values if v is not None))  # type: ignore[attr-defined]
+
+
+def _list(values: list, most: int = 6) -> str:
+    shown = ", ".join(str(v) for v in values[:most])
+    return shown + (", …" if len(values) > most else "")

@@ -1,0 +1,142 @@
+"""`python -m viz record [OPTIONS] -- SCRIPT [ARGS]` and `... record [OPTIONS] -m MODULE [ARGS]`.
+
+The program runs in a child process (`viz.recorder.run`) and appends each compile to
+a journal under `$JITSCOPE_HOME/recordings/`. This process waits for it, whatever
+way it ends (an exception, `sys.exit(3)`, `os._exit`, SIGKILL), then reads the
+journal, prints the summary on stderr, stores the recording in history (unless
+`--no-history`), writes `--json OUT`, and exits with the program's own status
+(128 + N when signal N ended it, as a shell reports it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from viz.history import HistoryError
+from viz.recorder.journal import read_journal
+from viz.recorder.model import DEFAULT_DETAILS
+from viz.recorder.run import BOOT, CONFIG_ENV
+from viz.recorder.store import save
+from viz.recorder.summary import summary_text
+from viz.source import home
+
+USAGE = (
+    "python -m viz record [--json OUT] [--no-history] [--eager] [--name NAME] "
+    "[--details N] -- SCRIPT [ARGS ...]  (or: ... -m MODULE [ARGS ...])"
+)
+
+
+def add_command(sub: argparse._SubParsersAction) -> None:
+    """For `python -m viz --help` only: `main` parses record's own arguments."""
+    record = sub.add_parser(
+        "record", help="run a program and record every compilation", usage=USAGE
+    )
+    record.add_argument("program", nargs=argparse.REMAINDER, help="-- SCRIPT ARGS or -m MODULE")
+
+
+def _options() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m viz record", usage=USAGE, description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--json", metavar="OUT", help="write the Recording JSON here (- = stdout)")
+    parser.add_argument("--no-history", action="store_true", help="do not store it in history")
+    parser.add_argument(
+        "--eager",
+        action="store_true",
+        help="keep JAX's op-by-op compiles (counted apart otherwise)",
+    )
+    parser.add_argument("--name", help="the recording's name (default: the script or module)")
+    parser.add_argument(
+        "--details",
+        type=int,
+        default=DEFAULT_DETAILS,
+        metavar="N",
+        help=f"compiles kept with details per function (default {DEFAULT_DETAILS})",
+    )
+    return parser
+
+
+def split_argv(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
+    """(record's options, -m MODULE or None, the program's argv). SystemExit(2) on misuse."""
+    for i, word in enumerate(argv):
+        if word == "--":
+            return argv[:i], None, argv[i + 1 :]
+        if word == "-m" and i + 1 < len(argv):
+            return argv[:i], argv[i + 1], argv[i + 2 :]
+        if not word.startswith("-") and (
+            i == 0 or argv[i - 1] not in ("--json", "--name", "--details")
+        ):
+            return argv[:i], None, argv[i:]
+    return argv, None, []
+
+
+def main(argv: list[str]) -> int:
+    own, module, target = split_argv(argv)
+    args = _options().parse_args(own)
+    if module is None and not target:
+        _options().error("name a program: -- SCRIPT [ARGS] or -m MODULE [ARGS]")
+    if module is None and not Path(target[0]).is_file():
+        _options().error(f"no such file: {target[0]}")
+    started = time.time()
+    folder = home() / "recordings"
+    folder.mkdir(parents=True, exist_ok=True)
+    journal = folder / f"{int(started * 1000)}-{os.getpid()}.jsonl"
+    name = args.name or module or os.path.basename(target[0])
+    config = {
+        "journal": str(journal),
+        "details": args.details,
+        "eager": args.eager,
+        "started": started,
+        "name": name,
+        "module": module,
+        "argv": ([module] if module else []) + target,
+    }
+    viz_parent = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, CONFIG_ENV: json.dumps(config)}
+    command = [sys.executable, "-c", BOOT.format(viz_parent=viz_parent), *target]
+    status = _run(command, env)
+    return _finish(journal, args, status, time.time() - started)
+
+
+def _run(command: list[str], env: dict[str, str]) -> int:
+    """Run the program; Ctrl+C reaches it from the terminal, SIGTERM is passed on."""
+    child = subprocess.Popen(command, env=env)
+    previous = {
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, lambda n, _: child.send_signal(n)),
+    }
+    try:
+        return child.wait()
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _finish(journal: Path, args: argparse.Namespace, status: int, wall_s: float) -> int:
+    recording = read_journal(journal)
+    recording.program.wall_s = wall_s
+    exit_code = status if status >= 0 else 128 - status
+    recording.program.exit_code = exit_code
+    if status < 0:
+        recording.program.signal = signal.Signals(-status).name
+    print(summary_text(recording), file=sys.stderr)
+    try:
+        saved = save(recording, json_path=args.json, history=not args.no_history)
+    except (sqlite3.Error, OSError, HistoryError) as exc:
+        print(f"jitscope: not saved ({exc}); the journal stays at {journal}", file=sys.stderr)
+        return exit_code
+    where = [f"recording #{saved} (streamlit run app.py → Recordings)"] if saved else []
+    if args.json and args.json != "-":
+        where.append(args.json)
+    if where:
+        print(f"jitscope: saved as {' and '.join(where)}", file=sys.stderr)
+    journal.unlink(missing_ok=True)
+    return exit_code

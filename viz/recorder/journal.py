@@ -1,0 +1,132 @@
+"""The recording as it is written: one JSON line per event, appended as it happens.
+
+A line is `{"type": "program" | "compile" | "count" | "end", ...}`. `compile` lines
+carry a whole `Compile`; `count` lines only what the totals need (for compiles past
+the per-function detail bound, and for hidden op-by-op compiles), so a program that
+compiles 10,000 times writes bounded detail and exact counts. Each line is one
+`write` to a file opened for appending: a program killed with SIGKILL, or one that
+calls `os._exit`, leaves every line written before that point.
+
+`Tally` turns lines into a `Recording`, whether they come from the live recorder or
+from a journal file read back. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from viz.recorder.advice import advise
+from viz.recorder.model import (
+    Compile,
+    FunctionStats,
+    Program,
+    Recording,
+    function_key,
+    hidden_eager,
+)
+
+
+class Journal:
+    """Appends lines to one file; safe from many threads."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._lock = threading.Lock()
+
+    def write(self, line: dict[str, Any]) -> None:
+        data = (json.dumps(line, default=str, separators=(",", ":")) + "\n").encode()
+        with self._lock:
+            if self._fd >= 0:
+                os.write(self._fd, data)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+
+class Tally:
+    """Exact totals and the kept details, from journal lines in order."""
+
+    def __init__(self, program: Program | None = None):
+        self.program = program or Program(argv=[], cwd=os.getcwd(), started=0.0)
+        self.functions: dict[str, FunctionStats] = {}
+        self.compiles: list[Compile] = []
+        self.eager = hidden_eager()
+        self.details_dropped = 0
+
+    def add(self, line: dict[str, Any]) -> None:
+        kind = line.get("type")
+        if kind == "program":
+            self.program = Program(**{k: v for k, v in line.items() if k != "type"})
+        elif kind == "compile":
+            self.add_compile(Compile.from_dict(line))
+        elif kind == "count":
+            self.add_count(line)
+        elif kind == "end":
+            self.program.exit_code = line.get("exit_code", self.program.exit_code)
+            self.program.wall_s = line.get("wall_s", self.program.wall_s)
+
+    def add_compile(self, compile: Compile) -> None:
+        self.compiles.append(compile)
+        self._stats(compile.function, compile.defined_at, compile.eager).add(
+            compile.total_s, [r.kind for r in compile.reasons]
+        )
+
+    def add_count(self, line: dict[str, Any]) -> None:
+        stats = (
+            self.eager
+            if line.get("hidden")
+            else self._stats(line["function"], line["defined_at"], bool(line.get("eager")))
+        )
+        stats.add(float(line.get("total_s", 0.0)), list(line.get("kinds", [])))
+        if not line.get("hidden"):
+            self.details_dropped += 1
+
+    def _stats(self, name: str, defined_at: str, eager: bool) -> FunctionStats:
+        key = function_key(name, defined_at)
+        stats = self.functions.get(key)
+        if stats is None:
+            stats = self.functions[key] = FunctionStats(name, defined_at, eager=eager)
+        return stats
+
+    def recording(self) -> Recording:
+        """The recording so far: functions ranked by compile time, each with advice."""
+        functions = sorted(self.functions.values(), key=lambda f: (-f.compile_s, f.name))
+        by_key: dict[str, list[Compile]] = {}
+        for c in self.compiles:
+            by_key.setdefault(c.key, []).append(c)
+        ranked = []
+        for stats in functions:
+            copy = FunctionStats(**asdict(stats))
+            copy.advice = advise(copy, by_key.get(copy.key, []), self.program.cwd)
+            ranked.append(copy)
+        return Recording(
+            program=Program(**asdict(self.program)),
+            functions=ranked,
+            compiles=list(self.compiles),
+            eager=FunctionStats(**asdict(self.eager)),
+            details_dropped=self.details_dropped,
+        )
+
+
+def read_journal(path: Path) -> Recording:
+    """A recording from its journal; a torn last line (the writer was killed) is skipped."""
+    tally = Tally()
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for text in lines:
+            try:
+                line = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(line, dict):
+                tally.add(line)
+    return tally.recording()

@@ -1,0 +1,216 @@
+"""A recording as plain data: the program, each compilation, and per-function totals.
+
+`Recording.to_dict()` is the public Recording JSON (../shared/DESIGN.md); keys are
+added, never renamed. Stdlib only: the app server reads recordings without jax.
+
+Times: `t_s` is when a compilation started (its trace, or its lowering when the
+trace was cached), in seconds since the program started; `trace_s`, `lower_s` and
+`compile_s` are JAX's own monitoring durations for the three stages.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+DEFAULT_DETAILS = 100  # compiles kept with details, per function
+FIRST_COMPILE = "not compiled before"  # `before` of the first compile's new_function reason
+
+
+@dataclass(frozen=True)
+class ArgLeaf:
+    """One argument leaf as the jit cache keyed it (a static argument has only a value)."""
+
+    arg: str  # 'x', "params['w']", 'n'
+    shape: list[int] | None = None
+    dtype: str | None = None
+    weak_type: bool = False
+    sharding: str | None = None  # None: the default placement
+    static_value: str | None = None  # repr of a static argument, truncated
+    python_scalar: bool = False
+
+    @property
+    def text(self) -> str:
+        if self.static_value is not None:
+            return f"{self.arg}={self.static_value}"
+        shape = ",".join(map(str, self.shape or []))
+        weak = "weak " if self.weak_type else ""
+        where = f" @ {self.sharding}" if self.sharding else ""
+        return f"{self.arg}: {weak}{self.dtype}[{shape}]{where}"
+
+
+@dataclass(frozen=True)
+class Reason:
+    arg: str
+    kind: str  # the Cache JSON's vocabulary: viz.cache.signature.REASON_KINDS
+    before: str
+    after: str
+
+
+@dataclass
+class Compile:
+    """One compilation of a jitted function."""
+
+    seq: int  # 1, 2, ... in the order compilations finished
+    t_s: float
+    function: str  # __name__, '<lambda>' for a lambda
+    defined_at: str  # 'path:line'
+    call_site: str  # 'path:line': the innermost frame outside JAX and site-packages
+    stack: list[str] = field(default_factory=list)  # 'path:line in name', outermost first
+    signature: list[ArgLeaf] = field(default_factory=list)
+    spec: str | None = None  # in the args-spec language, when it can express the call
+    spec_reason: str | None = None  # why `spec` is None
+    static: list[str] = field(default_factory=list)  # static parameters, by name
+    reasons: list[Reason] = field(default_factory=list)
+    trace_s: float = 0.0
+    lower_s: float = 0.0
+    compile_s: float = 0.0
+    persistent_cache: bool = False  # the persistent compilation cache served the executable
+    eager: bool = False  # JAX's own op-by-op compile (a primitive or a JAX helper)
+    thread: str = ""
+
+    @property
+    def total_s(self) -> float:
+        return self.trace_s + self.lower_s + self.compile_s
+
+    @property
+    def key(self) -> str:
+        return function_key(self.function, self.defined_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Compile:
+        known = cls.__dataclass_fields__
+        values = {k: v for k, v in data.items() if k in known}
+        values["signature"] = [ArgLeaf(**leaf) for leaf in data.get("signature") or []]
+        values["reasons"] = [Reason(**r) for r in data.get("reasons") or []]
+        return cls(**values)
+
+
+def hidden_eager() -> FunctionStats:
+    """The totals of op-by-op compiles that are counted but not listed."""
+    return FunctionStats("(op-by-op)", "", eager=True)
+
+
+def function_key(name: str, defined_at: str) -> str:
+    return f"{name} @ {defined_at}"
+
+
+@dataclass
+class FunctionStats:
+    """Exact totals for one function, however many of its compiles keep details."""
+
+    name: str
+    defined_at: str
+    compiles: int = 0
+    compile_s: float = 0.0
+    reasons: dict[str, int] = field(default_factory=dict)  # kind → compiles it explained
+    advice: str = ""
+    eager: bool = False
+
+    @property
+    def key(self) -> str:
+        return function_key(self.name, self.defined_at)
+
+    def add(self, compile_s: float, kinds: list[str]) -> None:
+        self.compiles += 1
+        self.compile_s += compile_s
+        for kind in dict.fromkeys(kinds):  # a compile counts once per kind
+            self.reasons[kind] = self.reasons.get(kind, 0) + 1
+
+
+@dataclass
+class Program:
+    argv: list[str]
+    cwd: str
+    started: float  # Unix time
+    wall_s: float | None = None
+    exit_code: int | None = None  # None while it runs (or if the recorder never saw it end)
+    name: str = ""
+    path: str = ""  # the program's sys.path[0]: Open in Explore puts it on the worker's path
+    signal: str | None = None  # 'SIGKILL' when a signal ended it
+
+
+@dataclass
+class Summary:
+    compiles: int
+    compile_s: float
+    functions: int
+    eager_compiles: int
+    eager_compile_s: float = 0.0
+    details_dropped: int = 0  # compiles counted in the totals but kept without details
+
+
+@dataclass
+class Recording:
+    program: Program
+    functions: list[FunctionStats]
+    compiles: list[Compile]
+    eager: FunctionStats = field(
+        default_factory=lambda: FunctionStats("(op-by-op)", "", eager=True)
+    )
+    details_dropped: int = 0
+
+    @property
+    def summary(self) -> Summary:
+        """Totals of the jitted functions; op-by-op compiles are counted apart, whether
+        they are kept (`--eager`) or hidden."""
+        jitted = [f for f in self.functions if not f.eager]
+        eager = [self.eager, *(f for f in self.functions if f.eager)]
+        return Summary(
+            compiles=sum(f.compiles for f in jitted),
+            compile_s=sum(f.compile_s for f in jitted),
+            functions=len(jitted),
+            eager_compiles=sum(f.compiles for f in eager),
+            eager_compile_s=sum(f.compile_s for f in eager),
+            details_dropped=self.details_dropped,
+        )
+
+    def function(self, key: str) -> FunctionStats | None:
+        return next((f for f in self.functions if f.key == key), None)
+
+    def compiles_of(self, key: str) -> list[Compile]:
+        return [c for c in self.compiles if c.key == key]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "program": asdict(self.program),
+            "summary": asdict(self.summary),
+            "functions": [asdict(f) for f in self.functions],
+            "compiles": [c.to_dict() for c in self.compiles],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Recording:
+        summary = data.get("summary") or {}
+        functions = [FunctionStats(**f) for f in data.get("functions") or []]
+        kept = [f for f in functions if f.eager]
+        eager = FunctionStats(  # the hidden op-by-op compiles: what the kept ones leave
+            "(op-by-op)",
+            "",
+            compiles=summary.get("eager_compiles", 0) - sum(f.compiles for f in kept),
+            compile_s=summary.get("eager_compile_s", 0.0) - sum(f.compile_s for f in kept),
+            eager=True,
+        )
+        return cls(
+            program=Program(**data["program"]),
+            functions=functions,
+            compiles=[Compile.from_dict(c) for c in data.get("compiles") or []],
+            eager=eager,
+            details_dropped=summary.get("details_dropped", 0),
+        )
+
+
+def short_path(location: str, cwd: str) -> str:
+    """'path:line' relative to the program's folder when it lies inside it."""
+    path, sep, line = location.rpartition(":")
+    if not sep:
+        return location
+    try:
+        rel = os.path.relpath(path, cwd)
+    except ValueError:
+        return location
+    return f"{rel}:{line}" if not rel.startswith("..") else location

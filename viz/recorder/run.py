@@ -1,0 +1,85 @@
+"""The recorded program's own process: run SCRIPT (or -m MODULE) as `python` would.
+
+Started by `viz.recorder.cli` as `python -c BOOT ARGS...`, with its settings in the
+environment variable CONFIG_ENV (removed before the program starts, so the program's
+own subprocesses are not recorded twice). The program sees its own `sys.argv`,
+`__main__` and `sys.path[0]` (the script's folder, or the working folder for -m);
+stdin, stdout and stderr are inherited. An uncaught exception prints as Python prints
+it (without this module's frames) and exits 1; `sys.exit(n)` exits n.
+
+The recorder stays subscribed until the process ends, so compiles made by `atexit`
+handlers and by threads that outlive the main script are recorded too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import signal
+import sys
+from pathlib import Path
+from types import TracebackType
+
+CONFIG_ENV = "JITSCOPE_RECORD_CONFIG"
+BOOT = "import sys; sys.path.insert(0, {viz_parent!r}); from viz.recorder.run import main; main()"
+
+
+def main() -> None:
+    config = json.loads(os.environ.pop(CONFIG_ENV))
+    sys.path.pop(0)  # the folder BOOT put first to find viz; viz is imported now
+    target = sys.argv[1:]
+    module = config.get("module")
+    if module:
+        sys.path[0] = os.getcwd()
+        first = target[0] if target else module
+    else:
+        script = os.path.abspath(target[0])
+        sys.path[0] = os.path.dirname(script)
+        first = script
+    _start_recorder(config, sys.path[0])
+    try:
+        if module:
+            sys.argv = [module, *target]
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = list(target)
+            runpy.run_path(script, run_name="__main__")
+    except SystemExit:
+        raise
+    except BaseException as exc:  # as Python prints it: the program's frames only
+        tb = _from_program(exc.__traceback__, first if not module else None)
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        if isinstance(exc, KeyboardInterrupt):  # die of SIGINT, as python does
+            sys.stderr.flush()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        sys.exit(1)
+
+
+def _start_recorder(config: dict, path: str) -> None:
+    from viz.recorder.model import Program
+    from viz.recorder.session import Recorder
+
+    program = Program(
+        argv=list(config["argv"]),
+        cwd=os.getcwd(),
+        started=float(config["started"]),
+        name=config.get("name") or "",
+        path=path,
+    )
+    Recorder(
+        program, Path(config["journal"]), int(config["details"]), bool(config["eager"])
+    ).start()
+
+
+def _from_program(tb: TracebackType | None, script: str | None) -> TracebackType | None:
+    """Drop the frames of this module and runpy above the program's first frame."""
+    skip = {os.path.abspath(__file__), os.path.abspath(runpy.__file__)}
+    first = tb
+    while first is not None:
+        filename = os.path.abspath(first.tb_frame.f_code.co_filename)
+        if (script and filename == script) or (not script and filename not in skip):
+            return first
+        first = first.tb_next
+    return tb
