@@ -210,3 +210,31 @@ def test_cache_cli_reports_a_failing_call_as_an_event_and_exits_zero(tmp_path):
     assert done.returncode == 0, done.stderr
     events = json.loads(out.read_text())["events"]
     assert events[0]["hit"] is False and events[1]["error"]["kind"] == "spec_error"
+
+
+def test_a_file_elsewhere_imports_its_sibling_modules(tmp_path):
+    """As `python main.py` does: the file's folder is on sys.path, wherever we run from."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "helpers.py").write_text("def twice(x):\n    return x * 2\n")
+    (project / "main.py").write_text(
+        "from helpers import twice\n\ndef f(x):\n    return twice(x)\n"
+    )
+    out = tmp_path / "r.json"
+    done = cli(
+        "analyze",
+        f"{project}/main.py::f",
+        "--args",
+        "f32[3]",
+        "--runs",
+        "0",
+        "--no-history",
+        "--json",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["ok"], report["error"]
+    assert report["jaxpr"]["primitives"] == {"mul": 1}
+    calls = cli("cache", f"{project}/main.py::f", "--call", "f32[3]", "--call", "f32[4]")
+    assert calls.returncode == 0 and calls.stdout.count("MISS") == 2, calls.stdout

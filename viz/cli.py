@@ -22,12 +22,13 @@ from viz.recorder import cli as recorder_cli
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
 
 
-def _target(text: str) -> tuple[str, str | None]:
+def _target(text: str) -> tuple[str, str | None, str]:
+    """(the file's code, the function, the file's folder: its imports look there)."""
     path, _, func = text.partition("::")
     file = Path(path)
     if not file.is_file():
         raise argparse.ArgumentTypeError(f"no such file: {path}")
-    return file.read_text(), func or None
+    return file.read_text(), func or None, str(file.resolve().parent)
 
 
 def _option(text: str) -> tuple[str, Any]:
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in ("history", "diff"):
         return cli_history.main(args)
-    code, function = args.target
+    code, function, folder = args.target
     worker = Worker(args.device, timeout_s=args.timeout)
     try:
         if args.command == "analyze":
@@ -222,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                 compiler_options=dict(args.option),
                 profile=args.profile or args.trace is not None,
                 mlir=args.mlir is not None,
+                folder=folder,
             )
             if not args.no_history:
                 cli_history.record(report, code)
@@ -237,7 +239,12 @@ def main(argv: list[str] | None = None) -> int:
                 args.html.write_text(html_report(report))
         else:
             result = worker.request(
-                "cache_calls", code=code, function=function, static=args.static, calls=args.call
+                "cache_calls",
+                code=code,
+                function=function,
+                static=args.static,
+                calls=args.call,
+                folder=folder,
             )
             events = result.get("events", [])
             if result.get("error"):  # the worker itself failed (a call's error is an event)

@@ -131,9 +131,21 @@ def _register_module(name: str, module: ModuleType) -> None:
         sys.modules.pop(old, None)
 
 
-def load_module(code: str) -> ModuleType:
-    """Run `code` as a fresh module (a new module object on every call)."""
+def add_import_folder(folder: str | None) -> None:
+    """Put the folder a program's file lives in first on `sys.path`, as `python FILE`
+    does, so its own imports (a sibling module, a package beside it) work. It stays:
+    a function may import lazily when it is called."""
+    if folder:
+        folder = os.path.abspath(folder)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+
+
+def load_module(code: str, folder: str | None = None) -> ModuleType:
+    """Run `code` as a fresh module (a new module object on every call); `folder` is
+    where the code's file lives, for its imports."""
     check_syntax(code)
+    add_import_folder(folder)
     path = source_path(code)
     name = f"jitscope_user_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
@@ -188,7 +200,9 @@ def find_function(module: ModuleType, code: str, name: str | None) -> Any:
     return fn
 
 
-def load_function(code: str, name: str | None) -> tuple[ModuleType, Any]:
+def load_function(
+    code: str, name: str | None, folder: str | None = None
+) -> tuple[ModuleType, Any]:
     """The user's module, freshly loaded, and its function `name` (classified errors)."""
-    module = load_module(code)
+    module = load_module(code, folder)
     return module, find_function(module, code, name)

@@ -166,9 +166,12 @@ class Target:
         return cls(fn, namespace=vars(module), user_file=module.__file__, **settings)
 
     @classmethod
-    def from_code(cls, code: str, function: str | None, **settings: Any) -> Target:
-        """A target for `function` of freshly loaded user code (classified load errors)."""
-        module, fn = load_function(code, function)
+    def from_code(
+        cls, code: str, function: str | None, folder: str | None = None, **settings: Any
+    ) -> Target:
+        """A target for `function` of freshly loaded user code (classified load errors);
+        `folder`: where the code's file lives, put on sys.path for its imports."""
+        module, fn = load_function(code, function, folder)
         return cls.in_module(fn, module, **settings)
 
     @property

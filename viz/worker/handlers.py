@@ -64,6 +64,7 @@ def analyze(
     compiler_options: dict[str, Any] | None = None,
     profile: bool = False,
     mlir: bool = False,
+    folder: str | None = None,
 ) -> dict[str, Any]:
     from viz.pipeline import analyze_target
     from viz.stages import DEFAULT_MEMORY_LIMIT
@@ -74,6 +75,7 @@ def analyze(
         target = Target.from_code(
             code,
             function,
+            folder=folder,
             static=static,
             device=device,
             x64=x64,
@@ -186,13 +188,18 @@ def _configure(settings: dict[str, Any], compilation_cache: Any) -> None:
 
 
 def _session(
-    code: str, function: str | None, static: list[str] | None, owner: str, device: str
+    code: str,
+    function: str | None,
+    static: list[str] | None,
+    owner: str,
+    device: str,
+    folder: str | None = None,
 ) -> Any:
     from viz.cache.session import CacheSession
 
     key = (owner, code, function, tuple(static or ()), device)
     if key not in _sessions:
-        module, fn = load_function(code, function)
+        module, fn = load_function(code, function, folder)
         _sessions[key] = CacheSession(fn, list(static or ()), vars(module), device)
         mine = [k for k in _sessions if k[0] == owner]
         for old in mine[: max(len(mine) - MAX_SESSIONS, 0)]:
@@ -245,9 +252,10 @@ def cache_calls(
     route: bool = False,
     x64: bool | None = None,
     device: str = "cpu",
+    folder: str | None = None,
 ) -> dict[str, Any]:
     """A sweep: many calls in one request (progress after each)."""
-    session = _session(code, function, static, owner, device)
+    session = _session(code, function, static, owner, device, folder)
     events = []
     with disk_cache(persistent_cache):
         for i, args in enumerate(calls):
