@@ -30,6 +30,11 @@ else:  # a session's run
             "Runs": [
                 st.Page("pages/history.py", title="History", icon=":material/history:"),
                 st.Page("pages/diff.py", title="Diff", icon=":material/difference:"),
+                st.Page(
+                    "pages/recordings.py",
+                    title="Recordings",
+                    icon=":material/radio_button_checked:",
+                ),
             ],
             "Lessons": [
                 st.Page("pages/placement.py", title="Where to jit", icon=":material/place:"),

@@ -82,6 +82,8 @@ def inputs() -> tuple[bool, int, str | None]:
     current = next((t for t, n in titles.items() if n == prog.get("sample")), None)
     left, right = st.columns([3, 2], gap="large")
     with left:
+        if prog.get("origin"):  # opened from a recording: where the code came from
+            st.info(prog["origin"], icon=":material/radio_button_checked:")
         st.selectbox(
             "Sample",
             list(titles),
@@ -190,6 +192,7 @@ def analyze(runs: int) -> None:
             compiler_options=prog["compiler_options"],
             device=ui.device(),
             runs=runs,
+            **({"folder": prog["folder"]} if prog.get("folder") else {}),  # a file on disk
         )
     # a timeout or crash comes back as a bare error: give it what the history shows
     for field in ("function", "args", "static"):

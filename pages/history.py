@@ -11,7 +11,6 @@ import ui
 from viz import demo
 from viz.history import History, HistoryError, Run, sample_runs
 from viz.samples import get_sample
-from viz.worker import available_devices
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -75,14 +74,7 @@ def reopen(run: Run) -> None:
         donate=list(run.donate),
         compiler_options=dict(run.compiler_options),
     )
-    st.session_state.program = program
-    for key in list(st.session_state):
-        if key.startswith(("in_", "code_w", "fn_w")) or key == "sample_pick":
-            del st.session_state[key]
-    st.session_state.setdefault("results", [])  # Explore must not auto-analyze
-    st.session_state.query_applied = True
-    if run.device in available_devices():
-        st.session_state.device = run.device
+    ui.open_program(program, run.device)
     st.session_state.reopened = run.id
 
 

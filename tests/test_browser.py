@@ -268,6 +268,7 @@ NAVIGATION = [
     "Cache lab",
     "History",
     "Diff",
+    "Recordings",
     "Where to jit",
     "Compile vs program size",
     "Shape sweep",

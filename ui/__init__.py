@@ -20,6 +20,7 @@ from ui.navigation import leave_legacy_pages, open_diff
 from ui.program import (
     functions_of,
     join_spec,
+    open_program,
     program,
     program_from_sample,
     sample_names,
@@ -55,6 +56,7 @@ __all__ = [
     "lesson_worker",
     "node_details",
     "open_diff",
+    "open_program",
     "owner",
     "pool",
     "program",

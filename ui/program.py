@@ -68,3 +68,18 @@ def samples_by_title() -> dict[str, str]:
 
 def functions_of(code: str) -> list[str]:
     return [f.name for f in list_functions(code)]
+
+
+def open_program(program: dict[str, Any], device: str | None = None) -> None:
+    """Make `program` Explore's current program, with fresh widgets and nothing run:
+    Explore shows it and waits for Analyze (History and Recordings open runs this way)."""
+    from viz.worker import available_devices
+
+    st.session_state.program = program
+    for key in list(st.session_state):
+        if key.startswith(("in_", "code_w", "fn_w")) or key == "sample_pick":
+            del st.session_state[key]
+    st.session_state.setdefault("results", [])  # Explore must not auto-analyze
+    st.session_state.query_applied = True
+    if device in available_devices():
+        st.session_state.device = device

@@ -312,3 +312,62 @@ def pass_chart(steps: list[dict[str, Any]]) -> go.Figure:
     fig.update_xaxes(title="XLA pass (only passes that changed the module)")
     fig.update_yaxes(title="count")
     return _layout(fig, "How the op count falls, pass by pass", 340)
+
+
+# -- recordings ----------------------------------------------------------------
+FUNCTION_COLOURS = (
+    "#4C78A8", "#F58518", "#E45756", "#72B7B2", "#54A24B",
+    "#EECA3B", "#B279A2", "#FF9DA6", "#9D755D", "#BAB0AC",
+)  # fmt: skip
+
+
+def recording_timeline(recording: Any) -> go.Figure:
+    """Each compile as a bar over the program's wall time, as long as its compile
+    (trace + lower + XLA), one row and one colour per function."""
+    fig = go.Figure()
+    names = [f.name for f in recording.functions]
+    for i, f in enumerate(recording.functions):
+        mine = recording.compiles_of(f.key)
+        if not mine:
+            continue
+        fig.add_bar(
+            y=[f.name] * len(mine),
+            x=[c.total_s for c in mine],
+            base=[c.t_s for c in mine],
+            orientation="h",
+            name=f.name,
+            marker_color=FUNCTION_COLOURS[i % len(FUNCTION_COLOURS)],
+            customdata=[[c.seq, fmt_seconds(c.total_s)] for c in mine],
+            hovertemplate="#%{customdata[0]} at %{base:.2f} s, %{customdata[1]}<extra>%{y}</extra>",
+        )
+    wall = recording.program.wall_s or max(
+        (c.t_s + c.total_s for c in recording.compiles), default=1
+    )
+    fig.update_xaxes(title="seconds since the program started", range=[0, wall])
+    fig.update_yaxes(categoryorder="array", categoryarray=names[::-1])
+    fig.update_layout(barmode="overlay", showlegend=False, bargap=0.35)
+    return _layout(fig, "Compiles over the program's run", height=max(180, 44 + 34 * len(names)))
+
+
+def call_tree_chart(nodes: list[Any]) -> go.Figure:
+    """The call-site trie as an icicle: each code path sized by the compile time under it."""
+    fig = go.Figure(
+        go.Icicle(
+            ids=[n.id for n in nodes],
+            parents=[n.parent for n in nodes],
+            labels=[n.label for n in nodes],
+            values=[n.seconds for n in nodes],
+            branchvalues="total",
+            customdata=[[n.compiles, fmt_seconds(n.seconds)] for n in nodes],
+            hovertemplate="%{label}<br>%{customdata[0]} compiles, %{customdata[1]}<extra></extra>",
+            texttemplate="%{label}<br>%{customdata[0]} compiles · %{customdata[1]}",
+            tiling={"orientation": "v"},
+            root={"color": "#f4f4f4"},
+        )
+    )
+    depth = max((n.id.count(" ← ") for n in nodes), default=0) + 1
+    return _layout(
+        fig,
+        "Where compiles came from (call sites, outermost first)",
+        height=min(120 + 70 * depth, 640),
+    )

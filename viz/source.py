@@ -200,9 +200,7 @@ def find_function(module: ModuleType, code: str, name: str | None) -> Any:
     return fn
 
 
-def load_function(
-    code: str, name: str | None, folder: str | None = None
-) -> tuple[ModuleType, Any]:
+def load_function(code: str, name: str | None, folder: str | None = None) -> tuple[ModuleType, Any]:
     """The user's module, freshly loaded, and its function `name` (classified errors)."""
     module = load_module(code, folder)
     return module, find_function(module, code, name)

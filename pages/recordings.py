@@ -1,0 +1,179 @@
+"""Recordings: every compile a whole program made (`python -m viz record`), why, and from
+where; any compile one click from Explore."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from viz import charts, demo
+from viz.format import seconds
+from viz.history import History, HistoryError, RecordingRow
+from viz.recorder.model import Compile, Recording, short_path
+from viz.recorder.views import call_tree, compile_rows, explore_target, function_rows
+
+ui.leave_legacy_pages()  # a deep link may start here, without app.py
+
+st.title("Recordings")
+st.caption(
+    "Every compilation of a real program: run it as `python -m viz record -- train.py ARGS` "
+    "(or `-m pytest tests/`), and each compile it made lands here with its call site, "
+    "its signature and why it missed the cache."
+)
+
+
+def list_table(rows: list[RecordingRow]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "recording": f"#{r.id}",
+                "when": r.when,
+                "program": r.name,
+                "exit": "–" if r.exit_code is None else r.exit_code,
+                "wall time": seconds(r.wall_s) if r.wall_s else "–",
+                "compiles": r.compiles,
+                "compile time": seconds(r.compile_s),
+                "share": f"{r.compile_s / r.wall_s:.0%}" if r.wall_s else "–",
+                "functions": r.functions,
+            }
+            for r in rows
+        ]
+    )
+
+
+def overview(rec: Recording) -> None:
+    s, program = rec.summary, rec.program
+    cols = st.columns(5)
+    cols[0].metric("compiles", s.compiles)
+    cols[1].metric("compile time", seconds(s.compile_s))
+    cols[2].metric("wall time", seconds(program.wall_s) if program.wall_s else "–")
+    share = s.compile_s / program.wall_s if program.wall_s else None
+    cols[3].metric("compiling", f"{share:.0%}" if share is not None else "–")
+    cols[4].metric("functions", s.functions)
+    ended = f"exit status {program.exit_code}" + (f" ({program.signal})" if program.signal else "")
+    extra = (
+        f" · {s.eager_compiles} op-by-op compiles of JAX's own not listed"
+        if s.eager_compiles
+        else ""
+    )
+    st.caption(f"`{' '.join(program.argv)}` in `{program.cwd}` · {ended}{extra}")
+
+
+def functions(rec: Recording) -> str | None:
+    st.subheader("Functions, by compile time")
+    st.dataframe(pd.DataFrame(function_rows(rec)), hide_index=True, width="stretch")
+    keys = [f.key for f in rec.functions]
+    if not keys:
+        return None
+    by_key = {f.key: f for f in rec.functions}
+    return st.selectbox(
+        "Function",
+        keys,
+        format_func=lambda k: (
+            f"{by_key[k].name} · {by_key[k].compiles} compiles · "
+            f"{short_path(by_key[k].defined_at, rec.program.cwd)}"
+        ),
+        key="rec_function",
+    )
+
+
+def compiles_of(rec: Recording, key: str) -> list[Compile]:
+    mine = rec.compiles_of(key)
+    stats = rec.function(key)
+    st.subheader(
+        f"Compiles of {stats.name if stats else '?'}, each against the closest earlier one"
+    )
+    if stats and stats.advice:
+        st.info(stats.advice, icon=":material/lightbulb:")
+    if stats and stats.compiles > len(mine):
+        st.caption(
+            f"{stats.compiles - len(mine)} later compiles are counted but kept without details."
+        )
+    st.dataframe(
+        pd.DataFrame(compile_rows(mine, rec.program.cwd)), hide_index=True, width="stretch"
+    )
+    return mine
+
+
+def open_in_explore(rec: Recording, mine: list[Compile]) -> None:
+    if not mine:
+        return
+    by_seq = {c.seq: c for c in mine}
+    seq = st.selectbox(
+        "Compile",
+        list(by_seq),
+        format_func=lambda n: f"#{n} · {by_seq[n].spec or '(no spec)'}",
+        key="rec_compile",
+    )
+    target = explore_target(by_seq[seq], rec.program)
+    if demo.enabled():
+        st.caption("Demo mode opens no files: a recording can be viewed, not opened.")
+        return
+    if target.problem:
+        st.warning(target.problem, icon=":material/block:")
+        return
+    if target.note:
+        st.warning(target.note, icon=":material/edit_note:")
+    if st.button(
+        "Open in Explore",
+        icon=":material/biotech:",
+        type="primary",
+        help=f"loads {target.file} with this compile's arguments; nothing runs until Analyze",
+    ):
+        ui.open_program(
+            {
+                "sample": None,
+                "code": target.code,
+                "function": target.function,
+                "args": target.args,
+                "static": list(target.static),
+                "extra": {},
+                "folder": target.folder,
+                "origin": f"From recording #{st.session_state.rec_pick}, compile #{seq}: "
+                f"`{target.file}`, its imports looking in `{target.folder}`. "
+                "The file runs as a module: its `if __name__ == '__main__':` block does not.",
+            }
+        )
+        st.switch_page("pages/explore.py")
+
+
+def page() -> None:
+    try:
+        db = History()
+        rows = db.recordings()
+    except (sqlite3.Error, OSError, HistoryError) as exc:
+        st.error(f"The recordings cannot be read: {exc}", icon=":material/error:")
+        return
+    if not rows:
+        st.info("No recordings yet: `python -m viz record -- your_script.py`.")
+        return
+    st.dataframe(
+        list_table(rows), hide_index=True, width="stretch", height=min(38 + 35 * len(rows), 250)
+    )
+    by_id = {r.id: r for r in rows}
+    pick = st.selectbox(
+        "Recording",
+        list(by_id),
+        format_func=lambda i: f"#{i} · {by_id[i].name} · {by_id[i].when}",
+        key="rec_pick",
+    )
+    data = db.recording(pick)
+    if data is None:
+        st.warning("That recording is gone (the history keeps the newest ones).")
+        return
+    rec = Recording.from_dict(data)
+    overview(rec)
+    if rec.compiles:
+        st.plotly_chart(charts.recording_timeline(rec), width="stretch")
+    key = functions(rec)
+    if key is not None:
+        open_in_explore(rec, compiles_of(rec, key))
+    if rec.compiles:
+        st.subheader("Call sites")
+        st.plotly_chart(charts.call_tree_chart(call_tree(rec)), width="stretch")
+
+
+page()

@@ -1,0 +1,79 @@
+"""The Recordings page in a real browser: a recorded training loop (5 functions, 22
+compiles), its timeline, functions, compiles with reasons, call sites, and Open in
+Explore ending in an analyzed result. Screenshots (1440×900) land in screenshots/."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from serving import ROOT, browser_marks, running_server
+from test_browser import browser, shot  # noqa: F401
+
+pytestmark = [*browser_marks(), pytest.mark.slow]
+
+PROGRAM = ROOT / "tests" / "programs" / "train_loop.py"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("recordings-home")
+    done = subprocess.run(
+        [sys.executable, "-m", "viz", "record", "--", str(PROGRAM), "8"],
+        cwd=ROOT,
+        env={**os.environ, "JITSCOPE_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "22 compiles of 5 function(s)" in done.stderr, done.stderr
+    return home
+
+
+@pytest.fixture(scope="module")
+def server(home: Path) -> Iterator[str]:
+    with running_server(home / "server.log", {"JITSCOPE_HOME": str(home)}) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser, server):  # noqa: F811
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    page.base_url = server
+    yield page
+    context.close()
+
+
+def test_a_recording_shows_its_compiles_and_opens_one_in_explore(page) -> None:
+    page.goto(f"{page.base_url}/recordings")
+    page.get_by_role("heading", name="Recordings", level=1).wait_for()
+    page.locator("[data-testid=stMetricValue]", has_text="22").first.wait_for()
+    timeline = page.locator(".js-plotly-plot").first
+    timeline.wait_for()
+    assert timeline.locator("g.bars path").count() >= 22  # one bar per compile
+    shot(page, "recordings_overview")
+    page.get_by_role("heading", name="Functions, by compile time").wait_for()
+    advice = page.locator("[data-testid=stAlert]", has_text="x dim 0 took 5 values")
+    advice.get_by_text("(32, 48, 64, 80, 96) → pad to a few bucket sizes").wait_for()
+    compiles = page.get_by_role("heading", name="Compiles of train_step")
+    compiles.scroll_into_view_if_needed()
+    shot(page, "recordings_compiles", compiles)
+    page.get_by_role("heading", name="Call sites").scroll_into_view_if_needed()
+    page.locator(".js-plotly-plot").nth(1).locator("g.slice").first.wait_for()
+    shot(page, "recordings_call_sites")
+
+    page.get_by_role("button", name="Open in Explore").click()
+    page.get_by_text("From recording #1, compile #").wait_for()
+    page.get_by_role("button", name="Analyze").click()
+    page.locator("[data-testid=stMetricLabel]", has_text="jaxpr equations").first.wait_for(
+        timeout=180_000
+    )
+    assert page.locator("[data-testid=stAlertContentError]").count() == 0
+    shot(page, "recordings_opened_in_explore")

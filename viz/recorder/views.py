@@ -1,0 +1,141 @@
+"""What the Recordings page shows, as plain rows (stdlib only: the app server uses it).
+
+- `function_rows` and `compile_rows`: the functions table and one function's compiles
+  side by side with their reasons, in the cache lab's words (`reason_text`);
+- `call_tree`: tlparse's stack trie: every code path that led to a compile, with the
+  compiles and compile seconds under each frame;
+- `explore_target`: what Open in Explore loads for one compile (the function's file,
+  its function, the recorded spec and static arguments, the program's folder), or why
+  it cannot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from viz.cache.signature import reason_text
+from viz.format import seconds
+from viz.recorder.model import Compile, Program, Reason, Recording, short_path
+from viz.source import list_functions
+
+
+def function_rows(recording: Recording) -> list[dict[str, Any]]:
+    cwd = recording.program.cwd
+    return [
+        {
+            "function": f.name,
+            "defined at": short_path(f.defined_at, cwd),
+            "compiles": f.compiles,
+            "compile time": seconds(f.compile_s),
+            "why": ", ".join(f"{kind} ×{n}" for kind, n in sorted(f.reasons.items())),
+            "advice": f.advice or "–",
+        }
+        for f in recording.functions
+    ]
+
+
+def compile_rows(compiles: list[Compile], cwd: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "#": c.seq,
+            "at": f"{c.t_s:.2f} s",
+            "why": "; ".join(_reason(r) for r in c.reasons),
+            "called from": short_path(c.call_site, cwd),
+            "signature": " · ".join(leaf.text for leaf in c.signature) or "–",
+            "trace": seconds(c.trace_s),
+            "lower": seconds(c.lower_s),
+            "compile": seconds(c.compile_s),
+            "disk cache": "hit" if c.persistent_cache else "",
+        }
+        for c in compiles
+    ]
+
+
+def _reason(reason: Reason) -> str:
+    """The cache lab's words; a new function is a first compile or a new object."""
+    if reason.kind == "new_function":
+        return reason.after
+    return reason_text(reason.__dict__)
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    id: str  # the frames from the outermost down to this one, joined
+    parent: str  # '' for a root
+    label: str  # 'train.py:45 in main'
+    compiles: int
+    seconds: float
+
+
+def call_tree(recording: Recording) -> list[TreeNode]:
+    """Each frame of the stacks that led to compiles, outermost first; a node's totals
+    include everything under it."""
+    cwd = recording.program.cwd
+    totals: dict[tuple[str, ...], list[float]] = {}
+    for c in recording.compiles:
+        path: tuple[str, ...] = ()
+        for frame in c.stack or [f"{c.call_site} in ?"]:
+            path = (*path, frame)
+            entry = totals.setdefault(path, [0, 0.0])
+            entry[0] += 1
+            entry[1] += c.total_s
+    return [
+        TreeNode(
+            id=" ← ".join(path),
+            parent=" ← ".join(path[:-1]),
+            label=_frame_label(path[-1], cwd),
+            compiles=int(n),
+            seconds=s,
+        )
+        for path, (n, s) in totals.items()
+    ]
+
+
+def _frame_label(frame: str, cwd: str) -> str:
+    location, _, function = frame.partition(" in ")
+    return f"{short_path(location, cwd)} in {function}" if function else short_path(frame, cwd)
+
+
+@dataclass(frozen=True)
+class ExploreTarget:
+    """What Open in Explore loads. `problem`: why it cannot (nothing else is set)."""
+
+    code: str = ""
+    function: str = ""
+    args: str = ""
+    static: tuple[str, ...] = ()
+    folder: str = ""  # the program's sys.path[0]: the file's own imports look there
+    file: str = ""
+    note: str = ""  # e.g. which argument the spec could not write
+    problem: str = ""
+
+
+def explore_target(compile: Compile, program: Program) -> ExploreTarget:
+    """Read the function's file from disk (its code is never run here)."""
+    path, _, _ = compile.defined_at.rpartition(":")
+    if not path or compile.eager:
+        return ExploreTarget(problem="this compile is JAX's own, not a function of the program")
+    file = Path(path)
+    try:
+        code = file.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        return ExploreTarget(problem=f"cannot read {path}: {exc}")
+    if compile.function not in {f.name for f in list_functions(code)}:
+        return ExploreTarget(
+            problem=f"`{compile.function}` is not a top-level function of {file.name} "
+            "(a lambda or a nested function): Explore opens top-level functions"
+        )
+    note = ""
+    if compile.spec is None:
+        note = f"The args spec cannot express this call: {compile.spec_reason}. Fill it in."
+    return ExploreTarget(
+        code=code,
+        function=compile.function,
+        args=compile.spec or "",
+        static=tuple(compile.static),
+        folder=program.path or str(file.parent),
+        file=str(file),
+        note=note,
+    )
