@@ -108,10 +108,10 @@ def open_in_explore(rec: Recording, mine: list[Compile]) -> None:
         format_func=lambda n: f"#{n} · {by_seq[n].spec or '(no spec)'}",
         key="rec_compile",
     )
-    target = explore_target(by_seq[seq], rec.program)
     if demo.enabled():
         st.caption("Demo mode opens no files: a recording can be viewed, not opened.")
         return
+    target = explore_target(by_seq[seq], rec.program)
     if target.problem:
         st.warning(target.problem, icon=":material/block:")
         return

@@ -263,7 +263,8 @@ def test_the_server_side_never_imports_jax() -> None:
 
     check = (
         "import sys, ui, viz.charts, viz.export, viz.cache.planner, viz.cache.snippet, "
-        "viz.cache.signature, viz.lessons.verdicts, viz.spec.text, viz.report, viz.cli; "
+        "viz.cache.signature, viz.lessons.verdicts, viz.spec.text, viz.report, viz.cli, "
+        "viz.recorder.cli, viz.recorder.views, viz.history; "
         "assert 'jax' not in sys.modules, 'the app server imported jax'"
     )
     root = Path(APP).parent

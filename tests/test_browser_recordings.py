@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from serving import ROOT, browser_marks, running_server
-from test_browser import browser, shot  # noqa: F401
+from test_browser import browser, page, shot  # noqa: F401
 
 pytestmark = [*browser_marks(), pytest.mark.slow]
 
@@ -41,17 +41,7 @@ def server(home: Path) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-def page(browser, server):  # noqa: F811
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(90_000)
-    page.base_url = server
-    yield page
-    context.close()
-
-
-def test_a_recording_shows_its_compiles_and_opens_one_in_explore(page) -> None:
+def test_a_recording_shows_its_compiles_and_opens_one_in_explore(page) -> None:  # noqa: F811
     page.goto(f"{page.base_url}/recordings")
     page.get_by_role("heading", name="Recordings", level=1).wait_for()
     page.locator("[data-testid=stMetricValue]", has_text="22").first.wait_for()

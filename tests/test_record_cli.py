@@ -24,6 +24,19 @@ def step(x):
 """
 
 
+def viz(*args: str, cwd: Path, stdin: str = "", env: dict[str, str] | None = None):
+    """`python -m viz ARGS` as a user runs it, from `cwd`."""
+    return subprocess.run(
+        [sys.executable, "-m", "viz", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+    )
+
+
 def record(
     tmp_path: Path,
     body: str,
@@ -36,26 +49,10 @@ def record(
     script.parent.mkdir(exist_ok=True)
     script.write_text(STEP + textwrap.dedent(body))
     out = tmp_path / "rec.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "viz",
-            "record",
-            "--json",
-            str(out),
-            *extra,
-            "--",
-            str(script),
-            *args,
-        ],
-        cwd=tmp_path,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-    )
+    done = viz(
+        "record", "--json", str(out), *extra, "--", str(script), *args,
+        cwd=tmp_path, stdin=stdin, env=env,
+    )  # fmt: skip
     data = json.loads(out.read_text()) if out.exists() else None
     return done, data
 
@@ -167,27 +164,18 @@ def test_a_module_runs_under_dash_m_as_pytest(tmp_path):
         """)
     )
     out = tmp_path / "rec.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "viz",
-            "record",
-            "--no-history",
-            "--json",
-            str(out),
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(tests),
-        ],
+    done = viz(
+        "record",
+        "--no-history",
+        "--json",
+        str(out),
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        str(tests),
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
@@ -200,25 +188,16 @@ def test_a_module_runs_under_dash_m_as_pytest(tmp_path):
 
 def test_a_failing_pytest_run_keeps_its_exit_status(tmp_path):
     (tmp_path / "test_fail.py").write_text("def test_no():\n    assert False\n")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "viz",
-            "record",
-            "--no-history",
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(tmp_path / "test_fail.py"),
-        ],
+    done = viz(
+        "record",
+        "--no-history",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        str(tmp_path / "test_fail.py"),
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert done.returncode == 1 and "1 failed" in done.stdout
 
@@ -228,12 +207,5 @@ def test_a_failing_pytest_run_keeps_its_exit_status(tmp_path):
     [([], "name a program"), (["--", "nope.py"], "no such file: nope.py")],
 )
 def test_misuse_exits_two(argv, complaint, tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "viz", "record", *argv],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    done = viz("record", *argv, cwd=tmp_path)
     assert done.returncode == 2 and complaint in done.stderr

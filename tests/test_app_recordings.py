@@ -1,0 +1,48 @@
+"""The Recordings page, driven headless with AppTest, on a recording made in-process
+(`viz.recording()`) and stored in this test's own JITSCOPE_HOME."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import viz
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+
+pytestmark = pytest.mark.usefixtures("navigation_mode", "plain_editor")
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("JITSCOPE_HOME", str(tmp_path))
+    return tmp_path
+
+
+def recordings_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.switch_page("pages/recordings.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_no_recordings_says_how_to_make_one():
+    at = recordings_page()
+    assert any("python -m viz record" in i.value for i in at.info)
+
+
+def test_a_lambda_made_in_a_loop_cannot_open_and_says_why():
+    with viz.recording(name="loop") as rec:
+        for _ in range(3):
+            jax.jit(lambda v: v * 3)(jnp.ones(4))
+    rec.save()
+    at = recordings_page()
+    assert [m.value for m in at.metric][:1] == ["3"]
+    assert any("a new function object on each call" in i.value for i in at.info)
+    assert any("not a top-level function" in w.value for w in at.warning)
+    assert not [b for b in at.button if b.label == "Open in Explore"]
