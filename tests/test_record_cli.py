@@ -132,7 +132,7 @@ def test_compiles_from_two_threads_at_once(tmp_path):
     assert len({c["thread"] for c in data["compiles"]}) == 2
 
 
-def test_sharding_changes_are_a_sharding_reason_on_eight_devices(tmp_path):
+def test_sharding_and_device_changes_are_named_on_eight_devices(tmp_path):
     body = """
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
@@ -140,14 +140,17 @@ def test_sharding_changes_are_a_sharding_reason_on_eight_devices(tmp_path):
     x = jnp.ones((16, 4))
     step(jax.device_put(x, NamedSharding(mesh, P("data"))))
     step(jax.device_put(x, NamedSharding(mesh, P(None, None))))
+    step(jax.device_put(x, jax.devices()[0]))
+    step(jax.device_put(x, jax.devices()[1]))
     """
     flags = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
     done, data = record(tmp_path, body, env=flags)
     assert done.returncode == 0, done.stderr
-    first, second = data["compiles"]
+    first, second, _, on_device_1 = data["compiles"]
     assert first["signature"][0]["sharding"] == "P('data',) over mesh(data=8)"
     assert [r["kind"] for r in second["reasons"]] == ["sharding"]
     assert first["spec"] is None and "spread over 8 devices" in first["spec_reason"]
+    assert [r["kind"] for r in on_device_1["reasons"]] == ["device"]
 
 
 def test_a_module_runs_under_dash_m_as_pytest(tmp_path):
