@@ -1,5 +1,4 @@
-"""Command line: `python -m viz analyze|cache PATH::FUNC ...`, `history`, `diff A B`,
-`record -- SCRIPT ARGS`.
+"""Command line: `python -m viz analyze|cache PATH::FUNC`, `record`, `history`, `diff A B`.
 
 User code runs in the worker (time and memory limits, crash isolation, and
 `cpu:8` really gets 8 devices). Exit status 0 when the analysis ran, even if
