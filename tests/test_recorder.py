@@ -270,3 +270,19 @@ def test_journal_json_and_history_hold_the_same_recording(tmp_path):
     assert Recording.from_dict(stored).to_dict() == data
     (row,) = [r for r in History().recordings() if r.id == rid]
     assert row.name == "unit" and row.compiles == 2
+
+
+def test_a_recorder_failure_is_counted_and_never_reaches_the_program(monkeypatch):
+    from viz.recorder import session
+
+    def broken(call):
+        raise RuntimeError("describe failed")
+
+    x = jnp.ones(3)  # made before the block: the one compile inside is scale's
+    monkeypatch.setattr(session, "_describe", broken)
+    with viz.recording() as rec:
+        out = np.asarray(scale(x, 2.0))
+    np.testing.assert_array_equal(out, np.full(3, 2.0, np.float32))
+    recording = rec.recording()
+    assert not recording.compiles and recording.summary.recorder_errors == 1
+    assert "1 compile(s) the recorder failed to describe" in rec.summary()

@@ -64,16 +64,18 @@ def _options() -> argparse.ArgumentParser:
     return parser
 
 
+TAKE_VALUE = ("--json", "--name", "--details")  # record's options that take a value (above)
+
+
 def split_argv(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
-    """(record's options, -m MODULE or None, the program's argv). SystemExit(2) on misuse."""
+    """(record's options, -m MODULE or None, the program's argv): the program starts at
+    `--`, at `-m`, or at the first word that is not an option or an option's value."""
     for i, word in enumerate(argv):
         if word == "--":
             return argv[:i], None, argv[i + 1 :]
         if word == "-m" and i + 1 < len(argv):
             return argv[:i], argv[i + 1], argv[i + 2 :]
-        if not word.startswith("-") and (
-            i == 0 or argv[i - 1] not in ("--json", "--name", "--details")
-        ):
+        if not word.startswith("-") and (i == 0 or argv[i - 1] not in TAKE_VALUE):
             return argv[:i], None, argv[i:]
     return argv, None, []
 

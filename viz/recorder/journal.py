@@ -62,6 +62,7 @@ class Tally:
         self.compiles: list[Compile] = []
         self.eager = hidden_eager()
         self.details_dropped = 0
+        self.recorder_errors = 0  # compiles the recorder failed to describe (counted only)
 
     def add(self, line: dict[str, Any]) -> None:
         kind = line.get("type")
@@ -71,6 +72,8 @@ class Tally:
             self.add_compile(Compile.from_dict(line))
         elif kind == "count":
             self.add_count(line)
+        elif kind == "error":
+            self.recorder_errors += 1
         elif kind == "end":
             self.program.exit_code = line.get("exit_code", self.program.exit_code)
             self.program.wall_s = line.get("wall_s", self.program.wall_s)
@@ -115,6 +118,7 @@ class Tally:
             compiles=list(self.compiles),
             eager=FunctionStats(**asdict(self.eager)),
             details_dropped=self.details_dropped,
+            recorder_errors=self.recorder_errors,
         )
 
 

@@ -142,6 +142,7 @@ class Summary:
     eager_compiles: int
     eager_compile_s: float = 0.0
     details_dropped: int = 0  # compiles counted in the totals but kept without details
+    recorder_errors: int = 0  # compiles the recorder failed to describe (a jitscope bug)
 
 
 @dataclass
@@ -153,6 +154,7 @@ class Recording:
         default_factory=lambda: FunctionStats("(op-by-op)", "", eager=True)
     )
     details_dropped: int = 0
+    recorder_errors: int = 0
 
     @property
     def summary(self) -> Summary:
@@ -167,6 +169,7 @@ class Recording:
             eager_compiles=sum(f.compiles for f in eager),
             eager_compile_s=sum(f.compile_s for f in eager),
             details_dropped=self.details_dropped,
+            recorder_errors=self.recorder_errors,
         )
 
     def function(self, key: str) -> FunctionStats | None:
@@ -201,6 +204,7 @@ class Recording:
             compiles=[Compile.from_dict(c) for c in data.get("compiles") or []],
             eager=eager,
             details_dropped=summary.get("details_dropped", 0),
+            recorder_errors=summary.get("recorder_errors", 0),
         )
 
 

@@ -30,25 +30,20 @@ def main() -> None:
     sys.path.pop(0)  # the folder BOOT put first to find viz; viz is imported now
     target = sys.argv[1:]
     module = config.get("module")
-    if module:
-        sys.path[0] = os.getcwd()
-        first = target[0] if target else module
-    else:
-        script = os.path.abspath(target[0])
-        sys.path[0] = os.path.dirname(script)
-        first = script
+    script = None if module else os.path.abspath(target[0])
+    sys.path[0] = os.path.dirname(script) if script else os.getcwd()
     _start_recorder(config, sys.path[0])
     try:
-        if module:
-            sys.argv = [module, *target]
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-        else:
+        if script:
             sys.argv = list(target)
             runpy.run_path(script, run_name="__main__")
+        else:
+            sys.argv = [module, *target]
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit:
         raise
     except BaseException as exc:  # as Python prints it: the program's frames only
-        tb = _from_program(exc.__traceback__, first if not module else None)
+        tb = _from_program(exc.__traceback__, script)
         sys.excepthook(type(exc), exc.with_traceback(tb), tb)
         if isinstance(exc, KeyboardInterrupt):  # die of SIGINT, as python does
             sys.stderr.flush()

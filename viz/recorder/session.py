@@ -49,6 +49,7 @@ from viz.recorder.model import (
 from viz.spec import ArraySpec, KeySpec, ValueSpec, format_spec
 
 MAX_VALUE_TEXT = 80  # characters of a static value's repr
+MAX_IDENTITIES = 100  # function objects and jit wrappers remembered per function
 
 
 @dataclass
@@ -74,7 +75,6 @@ class Recorder:
         self.keep_eager = eager
         self.journal = Journal(journal) if journal else None
         self.tally = Tally(self.program)
-        self.errors = 0  # the recorder's own failures (the program never sees them)
         self._state: dict[str, _FunctionState] = {}
         self._lock = threading.Lock()
         self._seq = 0
@@ -110,11 +110,10 @@ class Recorder:
 
     def recording(self) -> Recording:
         with self._lock:
-            if self.program.wall_s is None:  # still running: the wall time so far
-                recording = self.tally.recording()
-                recording.program.wall_s = time.time() - self.program.started
-                return recording
-            return self.tally.recording()
+            recording = self.tally.recording()
+        if recording.program.wall_s is None:  # still running: the wall time so far
+            recording.program.wall_s = time.time() - self.program.started
+        return recording
 
     def summary(self) -> str:
         from viz.recorder.summary import summary_text
@@ -135,8 +134,11 @@ class Recorder:
     def _on_compile(self, finished: listener.Finished) -> None:
         try:
             self._record(finished)
-        except Exception:  # never into the program: count it, keep going
-            self.errors += 1
+        except Exception as exc:  # never into the program: count it, keep going
+            line = {"type": "error", "message": f"{type(exc).__name__}: {exc}"}
+            with self._lock:
+                self.tally.add(line)
+            self._write(line)
 
     def _record(self, finished: listener.Finished) -> None:
         call = finished.call
@@ -205,7 +207,7 @@ class Recorder:
         new_object = call is not None and not _seen(state, call.fun)
         new_jit = call is not None and id(call.jit_info) not in state.jit_infos
         if call is not None:
-            state.jit_infos[:] = [*state.jit_infos[-self.details :], id(call.jit_info)]
+            state.jit_infos[:] = [*state.jit_infos[1 - MAX_IDENTITIES :], id(call.jit_info)]
         if state.compiles == 0:
             return [Reason("(function)", "new_function", FIRST_COMPILE, "first compile")]
         reasons: list[Reason] = []
@@ -240,7 +242,7 @@ def _seen(state: _FunctionState, fun: Callable) -> bool:
             live.append(weakref.ref(fun))
         except TypeError:  # not weakly referable: identity cannot be tracked
             seen = True
-    state.objects[:] = live[-DEFAULT_DETAILS:]
+    state.objects[:] = live[-MAX_IDENTITIES:]
     return seen
 
 

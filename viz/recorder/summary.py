@@ -24,6 +24,11 @@ def summary_text(recording: Recording) -> str:
         )
     if s.details_dropped:
         lines.append(f"  {s.details_dropped} compile(s) kept in the counts only (--details N)")
+    if s.recorder_errors:
+        lines.append(
+            f"  {s.recorder_errors} compile(s) the recorder failed to describe: a jitscope "
+            "bug, please report it (the journal's error lines say what failed)"
+        )
     ranked = [f for f in recording.functions if not f.eager][:MAX_FUNCTIONS]
     if ranked:
         width = max(len(f.name) for f in ranked)
