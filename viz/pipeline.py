@@ -15,7 +15,7 @@ import jax
 import viz.graph
 from viz.donation import UNUSABLE_WARNING, Donation, read_donation
 from viz.errors import UserCodeError
-from viz.fusion.report import PROFILE_RUNS, add_profile
+from viz.fusion.report import PROFILE_RUNS, add_fusion_map, add_profile
 from viz.ir import model
 from viz.ir.hlo import fusion_count, kernel_count, kernels, read_hlo
 from viz.ir.jaxpr import read_jaxpr
@@ -107,6 +107,7 @@ def analyze_target(
             report.mlir = lowered.text(debug_info=True)
         compiled = lowered.compile()
         _read_compiled(report, compiled)
+        add_fusion_map(report)
         if runs > 0:
             _time_runs(report, compiled, runs, budget_s)
         if profile:  # with runs=0 there is nothing to profile: add_profile says so

@@ -168,12 +168,7 @@ class Report:
     }
 
     def to_dict(self, include_models: bool = False) -> dict[str, Any]:
-        """Plain data: the JSON of DESIGN.md's report contract. The fusion map is built
-        here, on request, rather than by every analysis (it costs a few percent of a
-        compile): every JSON the worker, the CLI and the API write carries it."""
-        from viz.fusion.report import add_fusion_map
-
-        add_fusion_map(self)
+        """Plain data: the JSON of DESIGN.md's report contract (serializes only)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         for name in self.SECTIONS:
             section = data[name]

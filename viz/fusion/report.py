@@ -1,7 +1,7 @@
 """The fusion map and the kernel profile, added to a Report by the pipeline.
 
-`add_fusion_map` runs on request (`Report.to_dict()` asks for it); the pipeline
-calls `add_profile` after timing when asked to profile. The work itself lives in
+The pipeline calls `add_fusion_map` once XLA has compiled, and `add_profile` after
+timing when asked to profile. The work itself lives in
 `viz.fusion.map` and `viz.fusion.profile`. Never raise: a failure becomes a warning and
 the other results stay.
 """
@@ -20,12 +20,9 @@ PROFILE_RUNS = 5
 
 def add_fusion_map(report: Report) -> Report:
     """`fusion_map` and `fusion_map_coverage` from the report's graph models (lines
-    of `report.source_file` only), once; returns the report.
-
-    Computed on request, not by `analyze()`: on the 24-layer transformer it costs
-    a few percent of the compile (bench/fusion_map_cost.py). `Report.to_dict()`
-    asks for it, so the worker's, the CLI's and the API's JSON all carry it.
-    """
+    of `report.source_file` only), once; returns the report. Every report JSON
+    carries it, so the pipeline builds it (bench/fusion_map_cost.py: a few percent
+    of the compile on the 24-layer transformer)."""
     if report.fusion_map_coverage is not None or "compiled" not in report.graph_models:
         return report
     try:

@@ -1,0 +1,47 @@
+"""The report JSON of three samples, byte for byte against files written before the
+typed-report refactor (issue #19): the public contract must not move. Measured times
+vary run to run, so they are compared by presence only.
+
+Regenerate (only when the contract grows on purpose): `python tests/test_golden.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+GOLDEN_SAMPLES = ("dot_plus_one", "mlp", "relu_python_if")
+TIMED = ("timings", "compile_events")  # measured now: compared by which keys hold a value
+
+
+def golden_dict(name: str) -> dict[str, Any]:
+    from viz.pipeline import analyze_target
+    from viz.samples import get_sample
+    from viz.stages import Target
+
+    sample = get_sample(name)
+    target = Target.from_code(sample.code, sample.function, static=list(sample.static))
+    data = analyze_target(target, sample.args, runs=0).to_dict()
+    for key in TIMED:
+        data[key] = {k: v if isinstance(v, bool) else v is not None for k, v in data[key].items()}
+    data["source_file"] = data["source_file"] is not None
+    return json.loads(json.dumps(data, sort_keys=True))
+
+
+@pytest.mark.parametrize("name", GOLDEN_SAMPLES)
+def test_the_report_json_of_a_sample_is_what_it_was_before(name: str) -> None:
+    expected = json.loads((GOLDEN_DIR / f"{name}.json").read_text())
+    assert golden_dict(name) == expected
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent.parent))
+    for sample in GOLDEN_SAMPLES:
+        text = json.dumps(golden_dict(sample), indent=1, sort_keys=True)
+        (GOLDEN_DIR / f"{sample}.json").write_text(text + "\n")
+        print("wrote", sample)
