@@ -34,8 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import viz.graph
-from viz.ir.hlo import kernel_count, read_hlo
+from viz.ir.hlo import read_hlo
 from viz.ir.jaxpr import read_jaxpr
+from viz.ir.kernels import kernel_count
 from viz.ir.model import op_histogram
 from viz.ir.stablehlo import read_stablehlo
 

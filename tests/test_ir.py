@@ -14,8 +14,9 @@ import pytest
 from jax import lax
 
 from viz.ir import hlo
-from viz.ir.hlo import fusion_count, kernel_count, kernels, read_hlo
+from viz.ir.hlo import read_hlo
 from viz.ir.jaxpr import read_jaxpr
+from viz.ir.kernels import fusion_count, kernel_count, kernels
 from viz.ir.model import Graph, SourceLoc, op_histogram
 from viz.ir.stablehlo import read_stablehlo
 

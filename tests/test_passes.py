@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from viz.ir.hlo import kernel_count, read_hlo
+from viz.ir.hlo import read_hlo
+from viz.ir.kernels import kernel_count
 from viz.ir.model import op_histogram
 from viz.passes import pass_by_pass
 from viz.stages import Target

@@ -16,7 +16,8 @@ from typing import Any
 
 from jaxlib import _hlo
 
-from viz.ir.hlo import fusion_count, read_hlo_modules
+from viz.ir.hlo import read_hlo_modules
+from viz.ir.kernels import fusion_count
 from viz.ir.model import op_histogram
 from viz.stages import Lowered
 

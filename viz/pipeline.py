@@ -17,8 +17,9 @@ from viz.donation import UNUSABLE_WARNING, Donation, read_donation
 from viz.errors import UserCodeError
 from viz.fusion.report import PROFILE_RUNS, add_fusion_map, add_profile
 from viz.ir import model
-from viz.ir.hlo import fusion_count, kernel_count, kernels, read_hlo
+from viz.ir.hlo import read_hlo
 from viz.ir.jaxpr import read_jaxpr
+from viz.ir.kernels import fusion_count, kernel_count, kernels
 from viz.ir.stablehlo import read_stablehlo
 from viz.report import (
     CompiledSection,

@@ -28,8 +28,7 @@ What the counts count: `model.op_histogram(graph)`: instructions that run as
 separate ops: each fusion once (its fused ops are opaque), each
 while/conditional/call once, every other non-parameter instruction of the walked
 computations. Kernel counts and tables (`fusion_count`, `kernel_count`,
-`kernels`) live in `viz.ir.kernels`, which reads the graph only; they are
-importable from here too.
+`kernels`) live in `viz.ir.kernels`, which reads the graph only.
 """
 
 from __future__ import annotations
@@ -40,16 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from viz.ir.kernels import (  # noqa: F401 (kernel analysis, importable from here too)
-    COLLECTIVE_OPS,
-    COLOUR_CLASSES,
-    PLUMBING_OPS,
-    REDUCTION_OPS,
-    fusion_colour,
-    fusion_count,
-    kernel_count,
-    kernels,
-)
+from viz.ir.kernels import fusion_colour
 from viz.ir.model import (
     Edge,
     Graph,

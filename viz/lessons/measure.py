@@ -20,7 +20,8 @@ from jax import lax
 from jax.extend.core import jaxpr_as_fun
 
 from viz import events
-from viz.ir.hlo import kernel_count, read_hlo
+from viz.ir.hlo import read_hlo
+from viz.ir.kernels import kernel_count
 from viz.lessons.verdicts import break_even, fit_exponent
 from viz.source import find_function, load_module
 from viz.spec import resize
