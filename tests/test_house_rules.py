@@ -1,0 +1,486 @@
+"""The house rules of DESIGN.md, read from the source with `ast`:
+
+- the server side (app.py, pages/, ui/) never imports jax, neither directly nor through
+  the project modules it imports at module level, however deep;
+- viz/ never imports Streamlit, at any level (function bodies included).
+
+Every module of app.py, pages/, ui/ and viz/ is walked; nothing is listed by hand. A
+module-level import is one outside every function body; one under `if TYPE_CHECKING:`
+never runs, so it does not count for jax. `from pkg import name` also follows what a
+package's `__getattr__` imports for that name.
+
+Two tests run real code in a fresh interpreter, for what `ast` cannot see: one imports
+every module the walk finds jax-free (a third-party package that imports jax), one shows
+every page and result tab (a function that imports jax when a page calls it).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER_SIDE = ("app.py", "pages", "ui")  # runs in the Streamlit server process
+ENGINE = "viz"
+JAX = ("jax", "jaxlib", "flax", "optax")
+STREAMLIT = ("streamlit",)
+IMPORTERS = ("import_module", "__import__")  # importlib.import_module("x"), __import__("x")
+
+# Known breaks of a rule: module (as a chain names it) -> the chain that breaks it. Each
+# is marked xfail(strict) until the module itself is fixed; none at present.
+KNOWN: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class Module:
+    """One project module: its dotted name, its file (relative to the project's root),
+    whether it is a package."""
+
+    name: str
+    path: Path
+    is_package: bool
+
+    @property
+    def is_script(self) -> bool:
+        """app.py and the pages are run by Streamlit, never imported."""
+        return self.name == "app" or self.name.startswith("pages.")
+
+    @property
+    def shown(self) -> str:
+        """How a chain names it: a script by its file, a module by its dotted name."""
+        return self.path.as_posix() if self.is_script else self.name
+
+    @property
+    def package(self) -> str:
+        """The package a relative import starts from."""
+        return self.name if self.is_package else self.name.rpartition(".")[0]
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported module (absolute name), its line, and whether it runs when the
+    module that holds the import is imported."""
+
+    target: str
+    line: int
+    module_level: bool  # outside every function body and outside `if TYPE_CHECKING:`
+
+
+def _parents(target: str) -> list[str]:
+    """`import a.b.c` runs a, a.b and a.b.c."""
+    parts = target.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _importer_call(node: ast.AST) -> ast.expr | None:
+    """The argument of `importlib.import_module(x)` or `__import__(x)`, else None."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return node.args[0] if called in IMPORTERS else None
+
+
+def _constant_string(node: ast.expr | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+class Project:
+    """The modules of app.py, pages/, ui/ and viz/ under one root, and their imports."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        files = [root / "app.py"] if (root / "app.py").exists() else []
+        for folder in ("pages", "ui", ENGINE):
+            files += sorted((root / folder).rglob("*.py"))
+        self.modules: dict[str, Module] = {}
+        for path in files:
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            is_package = parts[-1] == "__init__"
+            name = ".".join(parts[:-1] if is_package else parts)
+            self.modules[name] = Module(name, path.relative_to(root), is_package)
+        self._trees: dict[str, ast.Module] = {}
+        self._imports: dict[str, tuple[Import, ...]] = {}
+
+    def in_folder(self, folder: str) -> list[Module]:
+        """The modules of one of SERVER_SIDE or ENGINE."""
+        return [m for m in self.modules.values() if m.path.parts[0] == folder]
+
+    def tree(self, name: str) -> ast.Module:
+        if name not in self._trees:
+            path = self.root / self.modules[name].path
+            self._trees[name] = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        return self._trees[name]
+
+    def imports(self, name: str) -> tuple[Import, ...]:
+        """Every import of one project module, in source order."""
+        if name not in self._imports:
+            collector = _Imports(self, self.modules[name])
+            collector.visit(self.tree(name))
+            self._imports[name] = tuple(collector.found)
+        return self._imports[name]
+
+    def from_name(self, base: str, name: str) -> list[str]:
+        """What `from base import name` imports beyond `base`: the submodule
+        `base.name`, or what `base`'s module-level `__getattr__` imports for `name`."""
+        if f"{base}.{name}" in self.modules:
+            return [f"{base}.{name}"]
+        if base not in self.modules or name in self._bound_names(base):
+            return []
+        lazy = [
+            node
+            for node in self.tree(base).body
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+        ]
+        return self._lazy_imports(self.modules[base], lazy[0], name) if lazy else []
+
+    def _bound_names(self, name: str) -> set[str]:
+        """Names a module binds at module level (`__getattr__` is never asked for them)."""
+        bound = set()
+        for node in self.tree(name).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                bound.add(node.name)
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                bound |= {t.id for t in targets if isinstance(t, ast.Name)}
+        return bound - {"__getattr__"}
+
+    def _lazy_imports(self, module: Module, getattr_: ast.FunctionDef, name: str) -> list[str]:
+        """The imports a package's `__getattr__` makes for `name`: those under
+        `if name == "<name>":`; where it looks names up otherwise, every import in it
+        and, for `import_module(<not a constant>)`, every project module its package
+        names in a string."""
+        branch = [
+            node
+            for node in getattr_.body
+            if isinstance(node, ast.If)
+            and isinstance(node.test, ast.Compare)
+            and _constant_string(node.test.comparators[0]) == name
+        ]
+        scope = ast.Module(body=branch, type_ignores=[]) if branch else getattr_
+        collector = _Imports(self, module)
+        collector.visit(scope)
+        targets = [i.target for i in collector.found]
+        calls = [_importer_call(node) for node in ast.walk(scope)]
+        if any(arg is not None and _constant_string(arg) is None for arg in calls):
+            strings = {_constant_string(node) for node in ast.walk(self.tree(module.name))}
+            targets += sorted(s for s in strings if s in self.modules)
+        return targets
+
+    def chain(self, start: str, packages: tuple[str, ...]) -> list[str] | None:
+        """The shortest chain of module-level imports from project module `start` to one
+        of `packages`, in the names a reader knows (`pages/explore.py`, `viz.x`, `jax`)."""
+        came_from: dict[str, str | None] = {start: None}
+        queue = deque([start])
+        while queue:
+            name = queue.popleft()
+            for imp in self.imports(name):
+                if not imp.module_level:
+                    continue
+                if _outside(imp.target, packages):
+                    chain, at = [imp.target.split(".")[0]], name
+                    while at is not None:
+                        chain.append(self.modules[at].shown)
+                        at = came_from[at]
+                    return chain[::-1]
+                if imp.target in self.modules and imp.target not in came_from:
+                    came_from[imp.target] = name
+                    queue.append(imp.target)
+        return None
+
+
+class _Imports(ast.NodeVisitor):
+    """Collects every import of one module, tagged module-level or not."""
+
+    def __init__(self, project: Project, module: Module) -> None:
+        self.project = project
+        self.module = module
+        self.found: list[Import] = []
+        self.in_function = 0
+        self.in_type_checking = 0
+
+    def _add(self, targets: list[str], node: ast.stmt | ast.expr) -> None:
+        level = not self.in_function and not self.in_type_checking
+        self.found += [Import(target, node.lineno, level) for target in targets]
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._add(_parents(alias.name), node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = node.module or ""
+        if node.level:  # relative: from the package, up level - 1 packages
+            package = self.module.package.split(".")
+            package = package[: len(package) - (node.level - 1)]
+            base = ".".join(package + ([node.module] if node.module else []))
+        self._add(_parents(base), node)
+        for alias in node.names:
+            self._add(self.project.from_name(base, alias.name), node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        target = _constant_string(_importer_call(node))
+        if target:
+            self._add(_parents(target), node)
+        self.generic_visit(node)
+
+    def _in_function(self, node: ast.AST) -> None:
+        self.in_function += 1
+        self.generic_visit(node)
+        self.in_function -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _in_function
+
+    def visit_If(self, node: ast.If) -> None:
+        if not _is_type_checking(node.test):
+            self.generic_visit(node)
+            return
+        self.in_type_checking += 1
+        for child in node.body:
+            self.visit(child)
+        self.in_type_checking -= 1
+        for child in node.orelse:
+            self.visit(child)
+
+
+def _outside(target: str, packages: tuple[str, ...]) -> bool:
+    return target.split(".")[0] in packages
+
+
+PROJECT = Project(ROOT)
+
+
+def _cases(folders: tuple[str, ...]) -> list[pytest.ParameterSet]:
+    """One test case per module, a known break marked xfail (strict: it must break)."""
+    cases = []
+    for folder in folders:
+        for module in PROJECT.in_folder(folder):
+            reason = KNOWN.get(module.shown)
+            marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+            cases.append(pytest.param(module.name, id=module.shown, marks=marks))
+    return cases
+
+
+# --------------------------------------------------------------------------- the walk itself
+
+
+def _write(root: Path, files: dict[str, str]) -> Project:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return Project(root)
+
+
+def test_the_walk_finds_every_module_of_the_app_and_the_engine() -> None:
+    names = set(PROJECT.modules)
+    assert {"app", "pages.explore", "ui", "ui.results", "viz", "viz.cache.router"} <= names
+    assert len(PROJECT.in_folder("pages")) == len(list((ROOT / "pages").glob("*.py")))
+    assert len(PROJECT.in_folder(ENGINE)) == len(list((ROOT / ENGINE).rglob("*.py")))
+
+
+def test_a_chain_follows_module_level_imports_through_project_modules(tmp_path: Path) -> None:
+    project = _write(
+        tmp_path,
+        {
+            "pages/explore.py": "import ui\n",
+            "ui/__init__.py": "from ui.cards import card\n",
+            "ui/cards.py": "from viz import x\n",
+            "viz/__init__.py": "",
+            "viz/x.py": "from .y import z\n",
+            "viz/y.py": "import numpy\nimport jax.numpy as jnp\n",
+        },
+    )
+    chain = project.chain("pages.explore", JAX)
+    assert chain == ["pages/explore.py", "ui", "ui.cards", "viz.x", "viz.y", "jax"]
+
+
+def test_imports_in_a_function_or_under_type_checking_do_not_count(tmp_path: Path) -> None:
+    project = _write(
+        tmp_path,
+        {
+            "ui/__init__.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    import jax\nelse:\n    import json\n"
+                "def run():\n    import jax\n"
+                "class Lazy:\n    def go(self):\n        from viz import heavy\n"
+            ),
+            "viz/__init__.py": "",
+            "viz/heavy.py": "import jax\n",
+        },
+    )
+    assert project.chain("ui", JAX) is None
+    assert {(i.target, i.module_level) for i in project.imports("ui")} == {
+        ("typing", True),
+        ("jax", False),
+        ("json", True),
+        ("viz", False),
+        ("viz.heavy", False),
+    }
+
+
+def test_a_class_body_and_a_dynamic_import_run_at_module_level(tmp_path: Path) -> None:
+    project = _write(
+        tmp_path,
+        {
+            "ui/__init__.py": "class Panel:\n    import viz.a\n",
+            "ui/b.py": "import importlib\nJAX = importlib.import_module('jax.numpy')\n",
+            "viz/__init__.py": "",
+            "viz/a.py": "import flax\n",
+        },
+    )
+    assert project.chain("ui", JAX) == ["ui", "viz.a", "flax"]
+    assert project.chain("ui.b", JAX) == ["ui.b", "jax"]
+
+
+def test_relative_imports_resolve_from_the_package(tmp_path: Path) -> None:
+    project = _write(
+        tmp_path,
+        {
+            "viz/__init__.py": "",
+            "viz/cache/__init__.py": "from . import keys\n",
+            "viz/cache/keys.py": "from ..spec import parse\nfrom .. import errors\n",
+            "viz/spec.py": "",
+            "viz/errors.py": "",
+        },
+    )
+    targets = {i.target for i in project.imports("viz.cache")}
+    assert targets == {"viz.cache", "viz", "viz.cache.keys"}
+    assert {i.target for i in project.imports("viz.cache.keys")} == {
+        "viz",
+        "viz.spec",
+        "viz.errors",
+    }
+
+
+def test_a_lazy_package_attribute_follows_its_getattr_branch(tmp_path: Path) -> None:
+    project = _write(
+        tmp_path,
+        {
+            "viz/__init__.py": (
+                "def __getattr__(name):\n"
+                "    if name == 'analyze':\n        from viz.pipeline import analyze\n"
+                "        return analyze\n"
+                "    if name == 'history':\n        from viz.store import history\n"
+                "        return history\n"
+                "    raise AttributeError(name)\n"
+            ),
+            "viz/ir/__init__.py": (
+                "from importlib import import_module\n"
+                "_READERS = {'read_hlo': 'viz.ir.hlo'}\n"
+                "def __getattr__(name):\n"
+                "    return getattr(import_module(_READERS[name]), name)\n"
+            ),
+            "viz/ir/hlo.py": "import jaxlib\n",
+            "viz/pipeline.py": "import jax\n",
+            "viz/store.py": "",
+            "ui/a.py": "from viz import analyze\n",
+            "ui/b.py": "from viz import history\n",
+            "ui/c.py": "from viz.ir import read_hlo\n",
+        },
+    )
+    assert project.chain("ui.a", JAX) == ["ui.a", "viz.pipeline", "jax"]
+    assert project.chain("ui.b", JAX) is None
+    assert project.chain("ui.c", JAX) == ["ui.c", "viz.ir.hlo", "jaxlib"]
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+@pytest.mark.parametrize("name", _cases(SERVER_SIDE))
+def test_the_server_side_imports_no_jax(name: str) -> None:
+    chain = PROJECT.chain(name, JAX)
+    assert chain is None, "imports jax at module level: " + " -> ".join(chain or [])
+
+
+@pytest.mark.parametrize("name", _cases((ENGINE,)))
+def test_the_engine_never_imports_streamlit(name: str) -> None:
+    found = [i for i in PROJECT.imports(name) if _outside(i.target, STREAMLIT)]
+    where = PROJECT.modules[name].path
+    assert not found, "; ".join(f"{where}:{i.line} imports {i.target}" for i in found)
+
+
+def jax_free_modules() -> list[str]:
+    """Every importable project module the walk finds jax-free at module level (not
+    the scripts Streamlit runs, not the `__main__` entry points)."""
+    return sorted(
+        m.name
+        for m in PROJECT.modules.values()
+        if not m.is_script
+        and not m.name.endswith("__main__")
+        and PROJECT.chain(m.name, JAX) is None
+    )
+
+
+def test_every_module_the_walk_finds_jax_free_imports_without_jax() -> None:
+    """Real imports, in a fresh interpreter: name the first module that brings jax in."""
+    names = jax_free_modules()
+    server_side = {
+        m.name
+        for folder in SERVER_SIDE
+        for m in PROJECT.in_folder(folder)
+        if not m.is_script and m.shown not in KNOWN
+    }
+    assert server_side <= set(names)
+    check = (
+        "import importlib, sys\n"
+        f"for name in {names!r}:\n"
+        "    importlib.import_module(name)\n"
+        "    assert 'jax' not in sys.modules, f'importing {name} imported jax'\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# Run in a fresh interpreter: open the app (Explore analyses its default sample in the
+# worker), open every result tab it offers, then every page.
+RENDER_EVERYTHING = """
+import sys
+from streamlit.testing.v1 import AppTest
+
+at = AppTest.from_file({app!r}, default_timeout=180)
+at.run()
+assert not at.exception, at.exception
+tabs = [tab.label for tab in at.tabs]
+assert tabs, "Explore shows no result tabs"
+for tab in tabs:
+    at.session_state["result_tab"] = tab
+    at.run()
+    assert not at.exception, (tab, at.exception)
+    assert "jax" not in sys.modules, f"showing the {{tab}} tab imported jax"
+for page in {pages!r}:
+    at.switch_page(page).run()
+    assert not at.exception, (page, at.exception)
+    assert "jax" not in sys.modules, f"showing {{page}} imported jax"
+"""
+
+
+def test_showing_every_page_and_result_tab_leaves_jax_out_of_the_server() -> None:
+    """What `ast` cannot see: a page that calls a viz function importing jax when it runs."""
+    pages = [str(ROOT / m.path) for m in PROJECT.in_folder("pages")]
+    check = RENDER_EVERYTHING.format(app=str(ROOT / "app.py"), pages=pages)
+    env = {**os.environ, "JITSCOPE_EDITOR": "plain"}  # AppTest cannot drive the component
+    proc = subprocess.run(
+        [sys.executable, "-c", check],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
