@@ -17,7 +17,7 @@ from viz.ir import hlo
 from viz.ir.hlo import read_hlo
 from viz.ir.jaxpr import read_jaxpr
 from viz.ir.kernels import fusion_count, kernel_count, kernels
-from viz.ir.model import Graph, SourceLoc, op_histogram
+from viz.ir.model import Graph, SourceLoc, connect, op_histogram
 from viz.ir.stablehlo import read_stablehlo
 
 HERE = __file__
@@ -478,3 +478,12 @@ def test_compiled_inputs_are_labelled_with_the_argument_path_as_written() -> Non
     _, _, compiled = graphs(f, params, jnp.ones((2, 4)))
     labels = {n.label for n in compiled.nodes if n.kind == "input"}
     assert {"params['w']", "params['b']"} <= labels, labels  # not HLO's escaped params[\'w\']
+
+
+def test_connect_draws_one_edge_per_producer_typed_by_its_first_operand() -> None:
+    graph = Graph("jaxpr")
+    connect(graph, [(("a",), "f32[2]"), (("a", "b"), "f32[3]"), ((), "i32[]")], "c")
+    assert [(e.src, e.dst, e.type) for e in graph.edges] == [
+        ("a", "c", "f32[2]"),
+        ("b", "c", "f32[3]"),
+    ]

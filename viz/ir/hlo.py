@@ -41,11 +41,12 @@ from typing import Any
 
 from viz.ir.kernels import fusion_colour
 from viz.ir.model import (
-    Edge,
     Graph,
     Node,
     Path,
+    Producers,
     SourceLoc,
+    connect,
     name_parts,
     register_scopes,
     source_loc,
@@ -70,8 +71,6 @@ _SRC_LINE = re.compile(r"\bsource_line=(\d+)")
 _HEAD_OR_ROOT = re.compile(r"\n(ENTRY %|%|  ROOT %)([^ \n]*)")  # computation / ROOT lines
 _ENTRY = re.compile(r"^ENTRY %?([^\s(]+)", re.M)
 _TABLE_ROW = re.compile(r'^(\d+) (?:"((?:[^"\\]|\\.)*)"|\{([^}]*)\})$')
-
-Producers = tuple[tuple[str, ...], str]
 
 
 @dataclass(slots=True)
@@ -135,8 +134,7 @@ def _read_module(module: Any, graph: Graph) -> None:
     root, _ = _read_comp(reader, entry, (), None)
     out = Node(reader.new_id("out"), "output", "out", root[1], kind="output")
     graph.nodes.append(out)
-    for src in root[0]:
-        graph.edges.append(Edge(src, out.id, root[1]))
+    connect(graph, [root], out.id)
 
 
 def _entry_name(text: str) -> str | None:
@@ -404,7 +402,7 @@ def _add_node(reader: _Reader, inst: _Inst, operands: list[Producers], path: Pat
     id_ = reader.new_id(inst.name)
     node = Node(id_, inst.opcode, label, inst.type, path, inst.source, kind, attrs)
     reader.graph.nodes.append(node)
-    _connect(reader.graph, operands, node.id)
+    connect(reader.graph, operands, node.id)
     return (node.id,), inst.type
 
 
@@ -459,16 +457,3 @@ def _sub_computations(
             for i, name in enumerate(called.get("branches", []))
         ]
     return [("call", name, operands) for name in called.get("to_apply", [])]
-
-
-def _connect(graph: Graph, operands: list[Producers], dst: str) -> None:
-    edges = graph.edges
-    if len(operands) == 1 and len(operands[0][0]) == 1:  # the common case
-        edges.append(Edge(operands[0][0][0], dst, operands[0][1]))
-        return
-    seen: set[str] = set()
-    for ids, type_ in operands:
-        for src in ids:
-            if src not in seen:
-                seen.add(src)
-                edges.append(Edge(src, dst, type_))

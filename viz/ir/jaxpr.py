@@ -22,24 +22,30 @@ across group boundaries.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from jax._src import source_info_util
 from jax.extend import core
 
-from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, name_parts, register_scopes, source_loc
+from viz.ir.model import (
+    Graph,
+    Node,
+    Path,
+    Producers,
+    SourceLoc,
+    connect,
+    name_parts,
+    register_scopes,
+    source_loc,
+)
 
 # Container primitives and the kind of group they become; any other primitive
 # whose params hold a jaxpr becomes a 'call' group.
 LOOP_PRIMITIVES = frozenset({"scan", "while"})
 BRANCH_PRIMITIVES = frozenset({"cond"})
 
-
-# A value's producers (node ids; several for a value merged from cond branches)
-# and its type string.
-Producers = tuple[tuple[str, ...], str]
 Env = dict[Any, Producers]
 
 
@@ -67,7 +73,7 @@ def read_jaxpr(closed_jaxpr: Any, arg_names: Sequence[str] | None = None) -> Gra
     for i, (ids, type_) in enumerate(outs):
         node = Node(f"out{i}", "output", f"out{i}", type_, kind="output")
         reader.graph.nodes.append(node)
-        _connect(reader.graph, ids, node.id, type_)
+        connect(reader.graph, [(ids, type_)], node.id)
     return register_scopes(reader.graph)
 
 
@@ -118,7 +124,7 @@ def _read_op(
     if stack:  # the raw name stack (transforms kept): the fusion map matches on it
         node.attrs["name_stack"] = stack
     reader.graph.nodes.append(node)
-    _connect_operands(reader.graph, eqn.invars, env, node.id)
+    connect(reader.graph, [_lookup(env, v) for v in eqn.invars], node.id)
     return [((node.id,), type_) for type_ in types]
 
 
@@ -255,18 +261,3 @@ def _lookup(env: Env, var: Any) -> Producers:
     if isinstance(var, core.Literal):
         return (), _aval_str(var)
     return env.get(var, ((), ""))
-
-
-def _connect_operands(graph: Graph, invars: Iterable[Any], env: Env, dst: str) -> None:
-    seen: set[str] = set()
-    for var in invars:
-        ids, type_ = _lookup(env, var)
-        for src in ids:
-            if src not in seen:
-                seen.add(src)
-                graph.edges.append(Edge(src, dst, type_))
-
-
-def _connect(graph: Graph, ids: Iterable[str], dst: str, type_: str) -> None:
-    for src in dict.fromkeys(ids):
-        graph.edges.append(Edge(src, dst, type_))

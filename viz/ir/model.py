@@ -7,6 +7,8 @@ IR it came from. Hierarchy is data: a node's `scope` is its group path
 kind of group it is, and, for container ops such as `scan` or `fusion`, the op
 it stands for). Collapse, search, counts and export work on this model only.
 
+The readers add edges with `connect`, one edge per producer of a value.
+
 This module imports neither jax nor streamlit: graphs travel from the worker as
 plain dicts (`to_dict`) and are rebuilt in the app (`from_dict`).
 """
@@ -16,10 +18,14 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 Path = tuple[str, ...]
+# A value's producers, as the readers track them: node ids (several for a value merged
+# from regions or branches) and the value's type.
+Producers = tuple[tuple[str, ...], str]
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,21 @@ class Graph:
             path = tuple(raw["path"])
             groups[path] = Group(**{**raw, "path": path})
         return cls(data["ir"], nodes, [Edge(**e) for e in data["edges"]], groups)
+
+
+def connect(graph: Graph, operands: Sequence[Producers], dst: str) -> None:
+    """An edge into `dst` from each producer of `operands`, once per producer (typed
+    by the first operand it produces)."""
+    edges = graph.edges
+    if len(operands) == 1 and len(operands[0][0]) == 1:  # the common case, kept quick
+        edges.append(Edge(operands[0][0][0], dst, operands[0][1]))
+        return
+    seen: set[str] = set()
+    for ids, type_ in operands:
+        for src in ids:
+            if src not in seen:
+                seen.add(src)
+                edges.append(Edge(src, dst, type_))
 
 
 # A transform around no name scope (`jvp()`, `transpose(jvp())`) names nothing.

@@ -40,7 +40,18 @@ from typing import Any
 
 from jaxlib.mlir import ir
 
-from viz.ir.model import Edge, Graph, Node, Path, SourceLoc, name_parts, register_scopes, source_loc
+from viz.ir.model import (
+    Edge,
+    Graph,
+    Node,
+    Path,
+    Producers,
+    SourceLoc,
+    connect,
+    name_parts,
+    register_scopes,
+    source_loc,
+)
 
 TERMINATORS = frozenset({"func.return", "stablehlo.return"})
 REGION_KINDS = {"stablehlo.while": "loop", "stablehlo.case": "branch", "stablehlo.if": "branch"}
@@ -60,9 +71,6 @@ _DTYPES = {
     "complex<f64>": "c128",
 }
 _TENSOR = re.compile(r"tensor<(?:([^<>]*?)x)?([^x<>]+(?:<[^<>]*>)?)>")
-
-# A value's producers: node ids (several when merged from regions) and its type.
-Producers = tuple[tuple[str, ...], str]
 
 
 @dataclass
@@ -132,7 +140,7 @@ def _read_main(reader: _Reader, main: Any) -> None:
     for i, (ids, type_) in enumerate(outs):
         node = Node(f"out{i}", "output", f"out{i}", type_, kind="output")
         reader.graph.nodes.append(node)
-        _connect(reader.graph, ids, node.id, type_)
+        connect(reader.graph, [(ids, type_)], node.id)
 
 
 def _read_shared(reader: _Reader, name: str, func: Any) -> None:
@@ -211,7 +219,7 @@ def _read_op(
         node.label = f"call @{callee}"
         reader.call_nodes.setdefault(callee, []).append(node.id)
     reader.graph.nodes.append(node)
-    _connect_operands(reader, operation.operands, node.id)
+    connect(reader.graph, [_lookup(reader, v) for v in operation.operands], node.id)
     return (node.id,), type_
 
 
@@ -352,18 +360,3 @@ def render_type(type_: Any) -> str:
 
 def _lookup(reader: _Reader, value: Any) -> Producers:
     return reader.env.get(value, ((), ""))
-
-
-def _connect_operands(reader: _Reader, operands: Any, dst: str) -> None:
-    seen: set[str] = set()
-    for value in operands:
-        ids, type_ = _lookup(reader, value)
-        for src in ids:
-            if src not in seen:
-                seen.add(src)
-                reader.graph.edges.append(Edge(src, dst, type_))
-
-
-def _connect(graph: Graph, ids: Any, dst: str, type_: str) -> None:
-    for src in dict.fromkeys(ids):
-        graph.edges.append(Edge(src, dst, type_))
