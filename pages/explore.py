@@ -11,7 +11,7 @@ import streamlit as st
 import ui
 import viz.graph
 from ui import editor, fusion, results, variants
-from ui.results import FULL_RESULTS, Result, fmt_bytes, fmt_si
+from ui.results import FULL_RESULTS, Result
 from viz import charts, demo, first_screen
 from viz.history import History, HistoryError
 from viz.options import parse_option
@@ -263,9 +263,9 @@ def overview(r: dict[str, Any]) -> None:
         ui.seconds(t.get("run_median_s")),
         help="steady-state time per call of the compiled program",
     )
-    m[2].metric("FLOPs", fmt_si(cost.get("flops")), help="XLA's cost analysis of the program")
+    m[2].metric("FLOPs", ui.si(cost.get("flops")), help="XLA's cost analysis of the program")
     total_mem = sum(mem.get(k) or 0 for k in ("argument_bytes", "output_bytes", "temp_bytes"))
-    m[3].metric("memory", fmt_bytes(total_mem), help="arguments + outputs + XLA temporaries")
+    m[3].metric("memory", ui.nbytes(total_mem), help="arguments + outputs + XLA temporaries")
     fusion_link(r)
     overview_graphs(r)
     left, right = st.columns(2)

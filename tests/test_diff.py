@@ -200,5 +200,5 @@ def test_numbers_are_what_history_keeps(shapes):
 def test_the_terminal_summary_names_both_sides_and_each_delta(chains):
     text = summarize(diff_reports(*chains))
     assert text.splitlines()[0].startswith("A: chain(f32[512,512])")
-    assert "jaxpr.eqn_count" in text and "Δ -1" in text
+    assert "jaxpr.eqn_count" in text and "Δ −1" in text
     assert "1 changed" in text

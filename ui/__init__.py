@@ -13,7 +13,7 @@ and graphs come from `viz` as plain data; nothing here imports jax.
 Pages use the names re-exported here (`ui.request`, `ui.graph_panel`, ...).
 """
 
-from ui.cards import error_card, excerpt, report_json, seconds, stamp
+from ui.cards import error_card, excerpt, report_json, stamp
 from ui.graphs import IR_TITLES, fusion_compare, graph_of, graph_panel, node_details, show_graph
 from ui.lessons import lesson_controls, show_lesson_error
 from ui.navigation import leave_legacy_pages, open_diff
@@ -39,6 +39,7 @@ from ui.workers import (
     start_workers,
     worker,
 )
+from viz.format import nbytes, seconds, si
 
 __all__ = [
     "IR_TITLES",
@@ -54,6 +55,7 @@ __all__ = [
     "leave_legacy_pages",
     "lesson_controls",
     "lesson_worker",
+    "nbytes",
     "node_details",
     "open_diff",
     "open_program",
@@ -71,6 +73,7 @@ __all__ = [
     "seconds",
     "show_graph",
     "show_lesson_error",
+    "si",
     "spec_rows",
     "stamp",
     "start_with_server",

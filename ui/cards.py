@@ -8,8 +8,6 @@ from typing import Any
 
 import streamlit as st
 
-from viz.charts import fmt_seconds
-
 
 def error_card(error: dict[str, Any], code: str | None = None) -> None:
     where = f" · line {error['line']}" if error.get("line") else ""
@@ -34,10 +32,6 @@ def excerpt(code: str, line: int, context: int = 3) -> str:
     return "\n".join(
         f"{'→' if i + 1 == line else ' '} {i + 1:>{width}} | {lines[i]}" for i in range(start, stop)
     )
-
-
-def seconds(value: float | None) -> str:
-    return "–" if value is None else fmt_seconds(value)
 
 
 def report_json(report: dict[str, Any]) -> str:

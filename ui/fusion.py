@@ -14,10 +14,11 @@ import streamlit as st
 
 import viz.fusion.view
 import viz.graph
-from ui.cards import error_card, seconds
+from ui.cards import error_card
 from ui.graphs import graph_of, show_graph
 from ui.results import Result
 from ui.workers import request
+from viz.format import seconds
 from viz.ir.model import Graph
 
 PROFILE_RUNS = 5

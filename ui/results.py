@@ -12,9 +12,10 @@ from typing import Any
 
 import streamlit as st
 
-from ui.cards import report_json, seconds
+from ui.cards import report_json
 from viz import charts
 from viz.export import html_report
+from viz.format import nbytes, seconds, si
 from viz.history import History, HistoryError
 
 FULL_RESULTS = 8  # results that keep their graph models (each can be tens of MB)
@@ -105,24 +106,6 @@ def record(report: dict[str, Any], code: str, sample: str | None) -> int | None:
         return None
 
 
-def fmt_si(value: float | None) -> str:
-    if value is None:
-        return "–"
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if value >= scale:
-            return f"{value / scale:.2f} {unit}"
-    return f"{value:.0f}"
-
-
-def fmt_bytes(value: float | None) -> str:
-    if value is None:
-        return "–"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(value) >= scale:
-            return f"{value / scale:.1f} {unit}"
-    return f"{value:.0f} B"
-
-
 # -- the tabs that lay out a result's numbers ------------------------------------
 def timing_tab(r: dict[str, Any]) -> None:
     t = r["timings"]
@@ -146,14 +129,14 @@ def cost_tab(r: dict[str, Any]) -> None:
     cost, mem = r.get("cost") or {}, r.get("memory") or {}
     flops, moved = cost.get("flops"), cost.get("bytes_accessed")
     m = st.columns(4)
-    m[0].metric("FLOPs", fmt_si(flops))
-    m[1].metric("bytes accessed", fmt_bytes(moved))
+    m[0].metric("FLOPs", si(flops))
+    m[1].metric("bytes accessed", nbytes(moved))
     m[2].metric(
         "arithmetic intensity",
         f"{flops / moved:.2f} FLOP/B" if flops and moved else "–",
         help="FLOPs per byte moved: low means memory-bound",
     )
-    m[3].metric("transcendentals", fmt_si(cost.get("transcendentals")))
+    m[3].metric("transcendentals", si(cost.get("transcendentals")))
     m = st.columns(4)
     for col, (label, key) in zip(
         m,
@@ -165,7 +148,7 @@ def cost_tab(r: dict[str, Any]) -> None:
         ),
         strict=True,
     ):
-        col.metric(label, fmt_bytes(mem.get(key)))
+        col.metric(label, nbytes(mem.get(key)))
 
 
 def export_tab(r: dict[str, Any], index: int) -> None:
@@ -210,14 +193,14 @@ def donation_panel(report: dict[str, Any]) -> None:
     m = st.columns(3)
     m[0].metric(
         "memory without donation",
-        fmt_bytes(without),
+        nbytes(without),
         help="arguments + outputs + temporaries, as if no buffer were reused",
     )
     m[1].metric(
         "with donation",
-        fmt_bytes(without - alias),
-        delta=f"-{fmt_bytes(alias)}" if alias else None,
+        nbytes(without - alias),
+        delta=f"-{nbytes(alias)}" if alias else None,
         delta_color="inverse",
         help="minus XLA's alias bytes: outputs written into donated inputs",
     )
-    m[2].metric("reused in place", fmt_bytes(alias), help="memory_analysis: alias_size_in_bytes")
+    m[2].metric("reused in place", nbytes(alias), help="memory_analysis: alias_size_in_bytes")

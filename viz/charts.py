@@ -11,7 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from viz.format import seconds as fmt_seconds
+from viz import format as fmt
 from viz.lessons.verdicts import break_even
 
 STAGE_COLOURS = {
@@ -70,7 +70,7 @@ def stage_waterfall(report: dict[str, Any]) -> go.Figure:
             orientation="h",
             marker_color=STAGE_COLOURS[name],
             name=name,
-            text=[fmt_seconds(seconds)],
+            text=[fmt.seconds(seconds)],
             textposition="outside",
             cliponaxis=False,
         )
@@ -337,7 +337,7 @@ def recording_timeline(recording: Any) -> go.Figure:
             orientation="h",
             name=f.name,
             marker_color=FUNCTION_COLOURS[i % len(FUNCTION_COLOURS)],
-            customdata=[[c.seq, fmt_seconds(c.total_s)] for c in mine],
+            customdata=[[c.seq, fmt.seconds(c.total_s)] for c in mine],
             hovertemplate="#%{customdata[0]} at %{base:.2f} s, %{customdata[1]}<extra>%{y}</extra>",
         )
     wall = recording.program.wall_s or max(
@@ -358,7 +358,7 @@ def call_tree_chart(nodes: list[Any]) -> go.Figure:
             labels=[n.label for n in nodes],
             values=[n.seconds for n in nodes],
             branchvalues="total",
-            customdata=[[n.compiles, fmt_seconds(n.seconds)] for n in nodes],
+            customdata=[[n.compiles, fmt.seconds(n.seconds)] for n in nodes],
             hovertemplate="%{label}<br>%{customdata[0]} compiles, %{customdata[1]}<extra></extra>",
             texttemplate="%{label}<br>%{customdata[0]} compiles · %{customdata[1]}",
             tiling={"orientation": "v"},

@@ -16,6 +16,7 @@ from typing import Any
 
 from viz import cli_history
 from viz.cache.signature import reason_text
+from viz.format import seconds
 from viz.options import parse_option
 from viz.recorder import cli as recorder_cli
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
@@ -108,12 +109,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value * 1e3:.2f} ms" if value >= 1e-3 else f"{value * 1e6:.1f} µs"
-
-
 def summarize_report(report: dict[str, Any]) -> str:
     lines = [
         f"{report.get('function')}({report.get('args')}) on {report.get('device')} "
@@ -131,9 +126,9 @@ def summarize_report(report: dict[str, Any]) -> str:
         )
     lines.extend(_fusion_lines(report))
     lines.append(
-        f"trace {_seconds(t.get('trace_s'))} · lower {_seconds(t.get('lower_s'))} · "
-        f"compile {_seconds(t.get('compile_s'))} · run median "
-        f"{_seconds(t.get('run_median_s'))} (eager {_seconds(t.get('eager_median_s'))})"
+        f"trace {seconds(t.get('trace_s'))} · lower {seconds(t.get('lower_s'))} · "
+        f"compile {seconds(t.get('compile_s'))} · run median "
+        f"{seconds(t.get('run_median_s'))} (eager {seconds(t.get('eager_median_s'))})"
     )
     error = report.get("error")
     if error:
@@ -157,9 +152,9 @@ def _fusion_lines(report: dict[str, Any]) -> list[str]:
     prof = report.get("profile")
     if prof and prof.get("kernels"):
         top = ", ".join(
-            f"{k['name']} {_seconds(k['mean_s'])} ({k['share']:.0%})" for k in prof["kernels"][:3]
+            f"{k['name']} {seconds(k['mean_s'])} ({k['share']:.0%})" for k in prof["kernels"][:3]
         )
-        lines.append(f"kernel time per step {_seconds(prof['step_s'])}: {top}")
+        lines.append(f"kernel time per step {seconds(prof['step_s'])}: {top}")
     return lines
 
 
@@ -172,7 +167,7 @@ def summarize_cache(events: list[dict[str, Any]]) -> str:
         status = "hit " if e["hit"] else "MISS"
         lines.append(
             f"#{e['call']} {status} {e['signature']}  cache={e['cache_size']}"
-            + ("" if e["hit"] else f"  compile {_seconds(e['compile_s'])}")
+            + ("" if e["hit"] else f"  compile {seconds(e['compile_s'])}")
         )
         lines.extend(f"      {reason_text(r)}" for r in e["reasons"])
     return "\n".join(lines)

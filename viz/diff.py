@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
+from viz import format as fmt
 from viz.report import Cost, Memory, Timings
 
 COUNT_PATHS = {
@@ -340,10 +341,8 @@ def summarize(diff: dict[str, Any]) -> str:
         for name, d in diff[group].items():
             if d["a"] is None and d["b"] is None:
                 continue
-            fmt = _fmt_seconds if name.endswith("_s") else _fmt
-            out.append(
-                f"  {name:<24} {fmt(d['a']):>12} → {fmt(d['b']):>12}  Δ {fmt(d['delta'], True)}"
-            )
+            a_, b_, delta = (human(group, name, d[k], k == "delta") for k in ("a", "b", "delta"))
+            out.append(f"  {name:<24} {a_:>12} → {b_:>12}  Δ {delta}")
     k = diff["kernels"]
     if k["note"]:
         out.append(f"kernels: {k['note']}")
@@ -362,20 +361,6 @@ def _who(s: dict[str, Any]) -> str:
     ident = f"#{s['id']} " if s.get("id") is not None else ""
     opts = " ".join(f"{k}={v}" for k, v in (s.get("compiler_options") or {}).items())
     return f"{ident}{s['function']}({s['args']}) on {s['device']}" + (f" [{opts}]" if opts else "")
-
-
-def _fmt_seconds(value: Number | None, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value * 1e3:{'+' if signed else ''}.3f} ms"
-
-
-def _fmt(value: Number | None, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:+.4g}" if signed else f"{value:.4g}"
-    return f"{int(value):+d}" if signed else f"{int(value)}"
 
 
 # -- display -------------------------------------------------------------------
@@ -407,24 +392,13 @@ LABELS = {
 
 def human(group: str, key: str, value: Number | None, signed: bool = False) -> str:
     """A number as the app shows it: seconds, bytes, SI or a plain count."""
-    if value is None:
-        return "–"
-    sign = "+" if signed and value > 0 else ("−" if value < 0 else "")
-    v = abs(value)
     if key.endswith("_s"):
-        scales = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6))
-        unit, scale = next(((u, s) for u, s in scales if v >= s), ("ns", 1e-9))
-        return f"{sign}{v / scale:.3g} {unit}"
+        return fmt.seconds(value, signed)
     if group == "memory" or key == "bytes_accessed":
-        for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-            if v >= scale:
-                return f"{sign}{v / scale:.1f} {unit}"
-        return f"{sign}{v:.0f} B"
+        return fmt.nbytes(value, signed)
     if group == "cost":
-        for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-            if v >= scale:
-                return f"{sign}{v / scale:.2f} {unit}"
-    return f"{sign}{v:,.0f}"
+        return fmt.si(value, signed)
+    return fmt.count(value, signed)
 
 
 def rows(diff: dict[str, Any], group: str) -> list[dict[str, str]]:

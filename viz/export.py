@@ -14,6 +14,7 @@ from typing import Any
 import viz.fusion.view
 import viz.graph
 from viz import charts
+from viz.format import seconds
 from viz.ir.model import Graph
 
 _STYLE = """
@@ -65,8 +66,8 @@ def html_report(report: dict[str, Any]) -> str:
         ("jaxpr equations", (report.get("jaxpr") or {}).get("eqn_count")),
         ("StableHLO ops", (report.get("stablehlo") or {}).get("op_count")),
         ("compiled kernels", (report.get("compiled") or {}).get("kernel_count")),
-        ("compile", charts.fmt_seconds(t["compile_s"]) if t.get("compile_s") else "–"),
-        ("run median", charts.fmt_seconds(t["run_median_s"]) if t.get("run_median_s") else "–"),
+        ("compile", seconds(t.get("compile_s"))),
+        ("run median", seconds(t.get("run_median_s"))),
     ]
     parts.append('<div class="metrics">' + "".join(_metric(k, v) for k, v in counts) + "</div>")
     figures = [

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from viz.charts import STAGE_COLOURS, WATERFALL_AXIS, count_stages, fmt_seconds, stage_spans
+from viz.charts import STAGE_COLOURS, WATERFALL_AXIS, count_stages, stage_spans
+from viz.format import seconds
 
 BAR = "#4C78A8"
 # one row per stage, in the order given, every label shown
@@ -66,10 +67,10 @@ def stage_waterfall(report: dict[str, Any]) -> dict[str, Any]:
         {
             "stage": name,
             "start": start * 1e3,
-            "end": (start + seconds) * 1e3,
-            "label": fmt_seconds(seconds),
+            "end": (start + took) * 1e3,
+            "label": seconds(took),
         }
-        for name, start, seconds in stage_spans(report)
+        for name, start, took in stage_spans(report)
     ]
     return {
         "title": _title("Where the time goes"),

@@ -1,12 +1,57 @@
-"""Numbers as people read them (stdlib only)."""
+"""Numbers as people read them: the one home for seconds, bytes, SI units and counts
+(the app, the CLI, the diff, the charts and the HTML export all format through here).
+Stdlib only. `None` reads as MISSING; `signed` writes + or − before a difference."""
 
 from __future__ import annotations
 
+MISSING = "–"
 
-def seconds(value: float) -> str:
+_SECONDS = (("s", 1.0, 2), ("ms", 1e-3, 1), ("µs", 1e-6, 0))  # unit, scale, decimals
+_BYTES = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+_SI = (("G", 1e9), ("M", 1e6), ("k", 1e3))
+
+
+def _sign(value: float, signed: bool) -> str:
+    if value < 0:
+        return "−"
+    return "+" if signed and value > 0 else ""
+
+
+def seconds(value: float | None, signed: bool = False) -> str:
     """1.23 s, 45.6 ms, 789 µs."""
-    if value >= 1:
-        return f"{value:.2f} s"
-    if value >= 1e-3:
-        return f"{value * 1e3:.1f} ms"
-    return f"{value * 1e6:.0f} µs"
+    if value is None:
+        return MISSING
+    v = abs(value)
+    unit, scale, decimals = next((u for u in _SECONDS if v >= u[1]), _SECONDS[-1])
+    return f"{_sign(value, signed)}{v / scale:.{decimals}f} {unit}"
+
+
+def nbytes(value: float | None, signed: bool = False) -> str:
+    """3.0 MiB, 512 B (binary units)."""
+    if value is None:
+        return MISSING
+    v = abs(value)
+    for unit, scale in _BYTES:
+        if v >= scale:
+            return f"{_sign(value, signed)}{v / scale:.1f} {unit}"
+    return f"{_sign(value, signed)}{v:.0f} B"
+
+
+def si(value: float | None, signed: bool = False) -> str:
+    """FLOPs and the like: 1.23 G, 45.60 M, 789."""
+    if value is None:
+        return MISSING
+    v = abs(value)
+    for unit, scale in _SI:
+        if v >= scale:
+            return f"{_sign(value, signed)}{v / scale:.2f} {unit}"
+    return f"{_sign(value, signed)}{v:.0f}"
+
+
+def count(value: float | None, signed: bool = False) -> str:
+    """A count with thousands separators; a fraction keeps four significant digits."""
+    if value is None:
+        return MISSING
+    v = abs(value)
+    shown = f"{v:.4g}" if isinstance(v, float) and not v.is_integer() else f"{int(v):,}"
+    return f"{_sign(value, signed)}{shown}"
