@@ -465,6 +465,17 @@ def test_precompiled_buckets_serve_padded_calls_without_growing_the_jit_cache():
         session.routed_call("f32[40,4]")
 
 
+def test_a_routed_call_is_numbered_with_the_sessions_other_calls():
+    from viz.cache.session import CacheSession
+
+    session = CacheSession(lambda x: x * 2.0)
+    session.call("f32[2,4]")  # one jit cache entry
+    session.precompile("x", [8], "f32[8,4]")
+    routed = session.routed_call("f32[3,4]")
+    assert (routed["call"], routed["cache_size"]) == (2, 1)
+    assert [e["type"] for e in session.events] == ["miss", "routed"]
+
+
 def test_each_owner_keeps_its_own_live_session(worker):
     code = f"{SHARD_CODE}# owners\n"
     for owner in ("alice", "bob"):

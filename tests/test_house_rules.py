@@ -65,12 +65,17 @@ class Module:
 
 @dataclass(frozen=True)
 class Import:
-    """One imported module (absolute name), its line, and whether it runs when the
-    module that holds the import is imported."""
+    """One imported module (absolute name), its line, and where the import sits."""
 
     target: str
     line: int
-    module_level: bool  # outside every function body and outside `if TYPE_CHECKING:`
+    in_function: bool  # runs when the function is called
+    type_checking: bool  # under `if TYPE_CHECKING:`: never runs
+
+    @property
+    def module_level(self) -> bool:
+        """Runs when the module that holds it is imported."""
+        return not self.in_function and not self.type_checking
 
 
 def _parents(target: str) -> list[str]:
@@ -203,6 +208,51 @@ class Project:
                     queue.append(imp.target)
         return None
 
+    def circles(self) -> list[list[str]]:
+        """Import circles among project modules, through imports that run at import time
+        or under `if TYPE_CHECKING:` (an import in a function body is the deliberate,
+        lazy kind). A module importing its own package does not count. One circle per
+        knot, as `[a, b, a]`."""
+        edges = {
+            name: sorted(
+                {
+                    i.target
+                    for i in self.imports(name)
+                    if not i.in_function
+                    and i.target in self.modules
+                    and not f"{name}.".startswith(f"{i.target}.")
+                }
+            )
+            for name in self.modules
+        }
+        found, seen = [], set()
+        for start in sorted(edges):
+            if start in seen:
+                continue
+            loop = _loop_back(start, edges)
+            if loop:
+                found.append(loop)
+                seen |= set(loop)
+        return found
+
+
+def _loop_back(start: str, edges: dict[str, list[str]]) -> list[str] | None:
+    """The shortest path of imports from `start` back to itself, if any."""
+    came_from: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        name = queue.popleft()
+        for nxt in edges[name]:
+            if nxt == start:
+                path = [name]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [*path[::-1], start]
+            if nxt not in came_from:
+                came_from[nxt] = name
+                queue.append(nxt)
+    return None
+
 
 class _Imports(ast.NodeVisitor):
     """Collects every import of one module, tagged module-level or not."""
@@ -215,8 +265,8 @@ class _Imports(ast.NodeVisitor):
         self.in_type_checking = 0
 
     def _add(self, targets: list[str], node: ast.stmt | ast.expr) -> None:
-        level = not self.in_function and not self.in_type_checking
-        self.found += [Import(target, node.lineno, level) for target in targets]
+        where = bool(self.in_function), bool(self.in_type_checking)
+        self.found += [Import(target, node.lineno, *where) for target in targets]
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -397,6 +447,20 @@ def test_a_lazy_package_attribute_follows_its_getattr_branch(tmp_path: Path) -> 
     assert project.chain("ui.c", JAX) == ["ui.c", "viz.ir.hlo", "jaxlib"]
 
 
+def test_a_circle_counts_type_checking_imports_but_not_function_bodies(tmp_path: Path) -> None:
+    project = _write(
+        tmp_path,
+        {
+            "viz/__init__.py": "from viz import a\n",  # a package importing its own module
+            "viz/a.py": "import viz.b\n",
+            "viz/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import viz.a\n",
+            "viz/c.py": "import viz.d\n",
+            "viz/d.py": "def later():\n    import viz.c\n",
+        },
+    )
+    assert project.circles() == [["viz.a", "viz.b", "viz.a"]]
+
+
 # --------------------------------------------------------------------------- the rules
 
 
@@ -484,3 +548,8 @@ def test_showing_every_page_and_result_tab_leaves_jax_out_of_the_server() -> Non
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_no_import_circles() -> None:
+    circles = [" -> ".join(c) for c in PROJECT.circles()]
+    assert not circles, "; ".join(circles)

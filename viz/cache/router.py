@@ -1,11 +1,14 @@
 """Precompiled batch-size buckets: `lower().compile()` once per bucket, and calls
-padded along axis 0 to the smallest bucket that fits, so the jit cache never grows."""
+padded along axis 0 to the smallest bucket that fits, so the jit cache never grows.
+
+A router knows only the staged pipeline's `Target`; the cache session that owns one
+(`viz.cache.session`) numbers its calls."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import numpy as np
@@ -13,10 +16,7 @@ import numpy as np
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError
 from viz.record import Record
 from viz.spec import resize
-from viz.stages import block
-
-if TYPE_CHECKING:
-    from viz.cache.session import CacheSession
+from viz.stages import Target, block
 
 
 @dataclass
@@ -56,13 +56,12 @@ class Bucket:
 
 
 class BucketRouter:
-    """Precompiled batch-size buckets for one parameter of a session's function; a
+    """Precompiled batch-size buckets for one parameter of a target's function; a
     call is padded along axis 0 to the smallest bucket that fits and runs the AOT
-    executable, so the jit cache never grows."""
+    executable, so the target's jit cache never grows."""
 
-    def __init__(self, session: CacheSession, param: str, sizes: list[int], args: str):
-        self.session, self.param = session, param
-        target = session.target
+    def __init__(self, target: Target, param: str, sizes: list[int], args: str):
+        self.target, self.param = target, param
         names = target.param_names(len(target.args(args).items))
         if param not in names:
             raise UserCodeError(
@@ -75,8 +74,9 @@ class BucketRouter:
             compiled = target.trace(target.args(spec)).lower().compile()
             self.buckets[size] = Bucket(size, compiled.seconds, compiled.compiled)
 
-    def call(self, spec: str, x64: bool | None = None) -> RoutedEvent:
-        target = self.session.target
+    def call(self, number: int, spec: str, x64: bool | None = None) -> RoutedEvent:
+        """Serve call `number` (the session's count) from the smallest bucket that fits."""
+        target = self.target
         args = target.args(spec, x64)
         with target.scope(args):
             values = args.concrete()
@@ -92,13 +92,13 @@ class BucketRouter:
         bucket.padded_rows += bucket.size - size
         bucket.useful_rows += size
         return RoutedEvent(
-            call=len(self.session.events) + 1,
+            call=number,
             args=spec,
             aot_bucket=bucket.size,
             size=size,
             padding=bucket.size - size,
             run_s=wall,
-            cache_size=self.session.jitted._cache_size(),
+            cache_size=target.jitted._cache_size(),
         )
 
     def _bucket(self, size: int) -> Bucket:

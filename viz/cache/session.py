@@ -144,12 +144,12 @@ class CacheSession:
         self.router = None
 
     def precompile(self, param: str, sizes: list[int], args: str) -> None:
-        self.router = BucketRouter(self, param, sizes, args)
+        self.router = BucketRouter(self.target, param, sizes, args)
 
     def routed_call(self, args: str, x64: bool | None = None) -> RoutedEvent:
         """A call served by the precompiled buckets (padding the batch)."""
         assert self.router is not None
-        event = self.router.call(args, x64)
+        event = self.router.call(len(self.events) + 1, args, x64)
         self.events.append(event)
         return event
 
