@@ -93,13 +93,6 @@ def test_compiled_nodes_take_their_fusions_colour(report: Report) -> None:
     assert f'fillcolor="{colours[fusion[-1]]}"' in dot.split("cluster_" + "/".join(fusion))[1]
 
 
-def test_paint_dot_changes_only_the_named_statements() -> None:
-    dot = 'digraph G {\n  "a" [label="x"];\n  "b" [label="y"];\n}'
-    out = viz.fusion.view.paint_dot(dot, {"a": {"fillcolor": "#123456"}})
-    assert '"a" [label="x", fillcolor="#123456"];' in out
-    assert '"b" [label="y"];' in out
-
-
 def test_source_lines_are_tinted_by_kernel(report: Report) -> None:
     code = Path(two_layers.__code__.co_filename).read_text()
     colours = viz.fusion.view.kernel_colours(e["kernel"] for e in report.fusion_map)

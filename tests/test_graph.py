@@ -256,6 +256,24 @@ def test_dot_has_clusters_boxes_and_colours(model_graphs):
     assert 'shape="invhouse"' in jaxpr_dot and 'shape="house"' in jaxpr_dot
 
 
+def test_a_dot_style_sets_attributes_on_the_items_and_clusters_it_names():
+    graph = Graph("compiled", [Node("a", "add"), Node("b", "add", scope=("fusion.1",))])
+    graph.add_group(("fusion.1",), "fusion", "fusion", opaque=True)
+    view = viz.graph.View(graph, frozenset(graph.groups))
+    style = viz.graph.DotStyle(
+        node=lambda item: {"fillcolor": "#123456"} if item.id == "a" else {},
+        cluster=lambda path: {"fillcolor": "#abcdef", "penwidth": "2"},
+    )
+    plain, styled = viz.graph.to_dot(view), viz.graph.to_dot(view, style=style)
+    a = next(line for line in styled.splitlines() if line.strip().startswith('"a"'))
+    assert a.count("fillcolor=") == 1 and 'fillcolor="#123456"' in a
+    assert 'fillcolor="#abcdef"; color="#7a7a7a"; penwidth="2";' in styled
+    changed = [
+        (p, s) for p, s in zip(plain.splitlines(), styled.splitlines(), strict=True) if p != s
+    ]
+    assert len(changed) == 2  # the named item's statement and the cluster's attributes
+
+
 @pytest.mark.skipif(
     render.dot_program() is None, reason="neither Graphviz's `dot` nor graphviz-pure installed"
 )

@@ -3,16 +3,16 @@ compiled graphs, heat by kernel time, tinted source lines, the kernel table and
 the kernel-time chart. Plain data in (the report's `fusion_map` / `profile`, graph
 models), DOT / HTML / rows / plotly figures out; no jax, no streamlit.
 
-Colouring works on the DOT that `viz.graph.to_dot` writes: each drawn item's
-statement gets a fill (one kernel) or stripes (a collapsed group holding ops of
-several kernels, largest share first), so the graph layout code is unchanged.
+Colouring is a style hook of the DOT writer (`viz.graph.DotStyle`): each drawn
+item gets a fill (one kernel) or stripes (a collapsed group holding ops of several
+kernels, largest share first), each open fusion its kernel's colour; the layout is
+the writer's own.
 """
 
 from __future__ import annotations
 
 import colorsys
 import html
-import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -21,12 +21,10 @@ import plotly.graph_objects as go
 
 import viz.graph
 from viz.ir.kernels import kernel_of
-from viz.ir.model import Graph
+from viz.ir.model import Graph, Path
 
 MAX_STRIPES = 6  # a group's fill shows at most this many kernels' colours
 NOT_FOUND = "#ffffff"
-_NODE_STMT = re.compile(r'^(\s*)"((?:[^"\\]|\\.)*)" \[(.*)\];$')
-_CLUSTER = re.compile(r'^\s*subgraph "((?:[^"\\]|\\.)*)" \{$')
 
 
 def kernel_colours(kernels: Iterable[str]) -> dict[str, str]:
@@ -75,14 +73,17 @@ def compiled_kernels(graph: Graph) -> dict[str, list[str]]:
 def paint(view: viz.graph.View, node_kernels: dict[str, list[str]], colours: dict[str, str]) -> str:
     """The view's DOT, each item filled with its kernels' colours, and each open
     fusion's cluster with its kernel's colour."""
-    items, _ = viz.graph.visible(view)
-    fills = {item.id: _fill(_kernels_of(view, item, node_kernels), colours) for item in items}
-    clusters = {}
-    for path in view.expanded:
+
+    def item_fill(item: viz.graph.VisibleNode) -> dict[str, str]:
+        return _fill(_kernels_of(view, item, node_kernels), colours)
+
+    def cluster_fill(path: Path) -> dict[str, str]:
         group = view.graph.groups.get(path)
         if group is not None and group.kind == "fusion" and path[-1] in colours:
-            clusters["cluster_" + "/".join(path)] = colours[path[-1]]
-    return paint_dot(viz.graph.to_dot(view), {k: v for k, v in fills.items() if v}, clusters)
+            return {"fillcolor": colours[path[-1]]}
+        return {}
+
+    return viz.graph.to_dot(view, style=viz.graph.DotStyle(item_fill, cluster_fill))
 
 
 def _kernels_of(
@@ -109,33 +110,6 @@ def _fill(counts: Counter[str], colours: dict[str, str]) -> dict[str, str]:
     total = sum(n for _, n in top)
     stripes = ":".join(f"{colours[k]};{n / total:.3f}" for k, n in top[:-1])
     return {"fillcolor": f"{stripes}:{colours[top[-1][0]]}", "style": "striped"}
-
-
-def paint_dot(
-    dot: str, attrs: dict[str, dict[str, str]], clusters: dict[str, str] | None = None
-) -> str:
-    """`dot` with extra attributes on the named node statements (the last one wins),
-    and the fill of the named clusters replaced."""
-    out, cluster = [], None
-    for line in dot.splitlines():
-        head = _CLUSTER.match(line)
-        if head:
-            cluster = _unquote(head.group(1))
-        elif cluster and clusters and cluster in clusters and "fillcolor=" in line:
-            line = re.sub(r'fillcolor="[^"]*"', f'fillcolor="{clusters[cluster]}"', line)
-            cluster = None
-        else:
-            match = _NODE_STMT.match(line)
-            extra = attrs.get(_unquote(match.group(2))) if match else None
-            if extra and match:
-                more = ", ".join(f'{k}="{v}"' for k, v in extra.items())
-                line = f'{match.group(1)}"{match.group(2)}" [{match.group(3)}, {more}];'
-        out.append(line)
-    return "\n".join(out)
-
-
-def _unquote(text: str) -> str:
-    return text.replace('\\"', '"').replace("\\\\", "\\")
 
 
 def selection_view(graph: Graph, ids: Iterable[str], focus: bool = False) -> viz.graph.View:

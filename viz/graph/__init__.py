@@ -5,12 +5,13 @@
 - `index`: per-graph lookups, built once per Graph object;
 - `fold`: synthetic groups that keep flat programs readable;
 - `search`: find nodes by op, shape or source line;
-- `dot`: the DOT and SVG of a view, and the report's graph summary.
+- `dot`: the DOT and SVG of a view (`DotStyle` adds attributes), and the report's
+  graph summary.
 
 This package imports neither jax nor streamlit.
 """
 
-from viz.graph.dot import summary, to_dot, to_svg
+from viz.graph.dot import DotStyle, summary, to_dot, to_svg
 from viz.graph.search import find
 from viz.graph.view import (
     DEFAULT_NODES,
@@ -32,6 +33,7 @@ from viz.graph.view import (
 __all__ = [
     "DEFAULT_NODES",
     "MAX_NODES",
+    "DotStyle",
     "View",
     "VisibleNode",
     "collapse",

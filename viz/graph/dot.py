@@ -1,10 +1,15 @@
 """The DOT (and SVG) of a view: clusters for expanded groups, one box per collapsed
-group, fusion colours, and "fans" (items linked to many groups) drawn without edges."""
+group, fusion colours, and "fans" (items linked to many groups) drawn without edges.
+
+A `DotStyle` adds attributes to what the writer draws (the fusion map's kernel
+colours): the hook sees each drawn item and each open group, the writer keeps the
+layout."""
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from viz.graph.fold import SYNTHETIC
 from viz.graph.view import View, VisibleNode, default_view, visible
@@ -26,16 +31,39 @@ GROUP_FILL = "#eeeeee"
 HIGHLIGHT = "#d7263d"
 
 
+def _no_attrs(_: object) -> dict[str, str]:
+    return {}
+
+
+@dataclass(frozen=True)
+class DotStyle:
+    """Extra DOT attributes: `node` for each drawn item (leaf or collapsed group),
+    `cluster` for each open group's cluster, by its path. An attribute the writer
+    sets too takes the hook's value."""
+
+    node: Callable[[VisibleNode], dict[str, str]] = _no_attrs
+    cluster: Callable[[Path], dict[str, str]] = _no_attrs
+
+
+PLAIN = DotStyle()
+
+
 # ---------------------------------------------------------------- DOT
 
 
-def to_dot(view: View, title: str = "") -> str:
+def to_dot(view: View, title: str = "", style: DotStyle = PLAIN) -> str:
     """Graphviz DOT for a view: clusters for expanded groups, boxes for collapsed ones."""
     items, edges = visible(view)
-    return _dot(view, items, edges, title)
+    return _dot(view, items, edges, title, style)
 
 
-def _dot(view: View, items: list[VisibleNode], edges: list[tuple[str, str]], title: str) -> str:
+def _dot(
+    view: View,
+    items: list[VisibleNode],
+    edges: list[tuple[str, str]],
+    title: str,
+    style: DotStyle = PLAIN,
+) -> str:
     lines = [
         "digraph G {",
         f'  graph [rankdir=TB, fontname="{FONT}", fontsize=12, labelloc=t, '
@@ -53,14 +81,14 @@ def _dot(view: View, items: list[VisibleNode], edges: list[tuple[str, str]], tit
     if fans:
         items = [_quiet(item, fans[item.id]) if item.id in fans else item for item in items]
         edges = [(a, b) for a, b in edges if a not in fans and b not in fans]
-    lines.extend(_clusters(view, items))
+    lines.extend(_clusters(view, items, style))
     hubs = _hubs(edges)
     for a, b in edges:
         # Edges of a hub (the inputs box, a mask used by every layer) do not
         # constrain ranks: dot lays clusters side by side when one node feeds
         # (or is fed by) them all.
-        style = ' [constraint=false, color="#cfcfcf"]' if a in hubs or b in hubs else ""
-        lines.append(f"  {_q(a)} -> {_q(b)}{style};")
+        quiet = ' [constraint=false, color="#cfcfcf"]' if a in hubs or b in hubs else ""
+        lines.append(f"  {_q(a)} -> {_q(b)}{quiet};")
     lines.append("}")
     return "\n".join(lines)
 
@@ -106,7 +134,7 @@ def _quiet(item: VisibleNode, neighbours: int) -> VisibleNode:
     return replace(item, label=f"{item.label}\n{note}", tooltip=f"{note}\n{item.tooltip}")
 
 
-def _clusters(view: View, items: list[VisibleNode]) -> list[str]:
+def _clusters(view: View, items: list[VisibleNode], style: DotStyle) -> list[str]:
     """Node statements nested in `subgraph cluster_...` blocks for expanded groups."""
     by_parent: dict[Path, list[VisibleNode]] = {}
     for item in items:
@@ -116,7 +144,7 @@ def _clusters(view: View, items: list[VisibleNode]) -> list[str]:
     children: dict[Path, list[Path]] = {}
     for path in sorted(used, key=lambda p: (len(p), p)):
         children.setdefault(path[:-1], []).append(path)
-    return _cluster_body(view, (), by_parent, children, 1)
+    return _cluster_body(view, (), by_parent, children, 1, style)
 
 
 def _cluster_body(
@@ -125,34 +153,37 @@ def _cluster_body(
     by_parent: dict[Path, list[VisibleNode]],
     children: dict[Path, list[Path]],
     depth: int,
+    style: DotStyle,
 ) -> list[str]:
     pad = "  " * depth
-    out = [pad + _node_stmt(item) for item in by_parent.get(path, [])]
+    out = [pad + _node_stmt(item, style) for item in by_parent.get(path, [])]
     for child in children.get(path, []):
         group = view.graph.groups.get(child)
-        label = group.label if group else child[-1]
+        attrs = {"label": group.label if group else child[-1], **_cluster_attrs(group)}
+        attrs.update(style.cluster(child))
         out.append(f"{pad}subgraph {_q('cluster_' + '/'.join(child))} {{")
-        out.append(f"{pad}  label={_q(label)}; {_cluster_style(group)}")
-        out.extend(_cluster_body(view, child, by_parent, children, depth + 1))
+        out.append(pad + "  " + " ".join(f"{k}={_q(v)};" for k, v in attrs.items()))
+        out.extend(_cluster_body(view, child, by_parent, children, depth + 1, style))
         out.append(pad + "}")
     return out
 
 
-def _cluster_style(group: Group | None) -> str:
+def _cluster_attrs(group: Group | None) -> dict[str, str]:
     if group is not None and group.kind == "fusion":
         fill = COLOURS.get(group.attrs.get("colour", ""), COLOURS["loop"])
-        return f'style="rounded,filled"; fillcolor="{fill}"; color="#7a7a7a";'
+        return {"style": "rounded,filled", "fillcolor": fill, "color": "#7a7a7a"}
     if group is not None and group.attrs.get(SYNTHETIC):
-        return 'style="rounded,dashed"; color="#9a9a9a";'
-    return 'style="rounded"; color="#9a9a9a";'
+        return {"style": "rounded,dashed", "color": "#9a9a9a"}
+    return {"style": "rounded", "color": "#9a9a9a"}
 
 
-def _node_stmt(item: VisibleNode) -> str:
+def _node_stmt(item: VisibleNode, style: DotStyle) -> str:
     attrs = _group_attrs(item) if item.kind == "group" else _leaf_attrs(item)
     if item.tooltip:
         attrs["tooltip"] = item.tooltip
     if item.highlighted:
         attrs.update(color=HIGHLIGHT, penwidth="2.5", fontcolor=HIGHLIGHT)
+    attrs.update(style.node(item))
     body = ", ".join(f"{k}={_q(v)}" for k, v in attrs.items())
     return f"{_q(item.id)} [{body}];"
 
