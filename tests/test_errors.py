@@ -7,11 +7,15 @@ no user module are checked through the in-process `viz.analyze`.
 
 from __future__ import annotations
 
+import ast
+import keyword
+import re
+
 import pytest
-from conftest import check_error_contract, line_of
+from conftest import REPO, check_error_contract, line_of
 
 from viz import analyze
-from viz.errors import KINDS, ErrorInfo, UserCodeError, classify
+from viz.errors import KINDS, ErrorInfo, ErrorKind, UserCodeError, classify
 
 
 @pytest.fixture(scope="module")
@@ -235,9 +239,47 @@ def test_unknown_platform_is_device_unavailable():
 # --------------------------------------------------------------------------- classify itself
 
 
-def test_every_error_kind_is_listed():
-    assert {"syntax_error", "spec_error", "timeout", "memory", "worker_crash"} <= set(KINDS)
-    assert len(KINDS) == len(set(KINDS))
+def _documented_kinds() -> list[str]:
+    """The kinds the README's "Errors are results" section lists, in its order."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Errors are results", 1)[1].split("The kind is an enum", 1)[0]
+    words = re.findall(r"`([a-z_]+)`", section)
+    return [w for w in words if not keyword.iskeyword(w)]  # `if` is Python, not a kind
+
+
+def _kinds_raised_in_viz() -> dict[str, str]:
+    """Every error kind viz/ spells out where it builds an error: `ErrorKind.NAME`, or
+    the string `ErrorInfo(...)` or `error_result(...)` is given; kind -> where."""
+    members = {kind.name: kind.value for kind in ErrorKind}
+    found = {}
+    for path in sorted((REPO / "viz").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Attribute) and getattr(node.value, "id", "") == "ErrorKind":
+                found[members.get(node.attr, f"ErrorKind.{node.attr}")] = where
+            if not isinstance(node, ast.Call):
+                continue
+            called = getattr(node.func, "id", getattr(node.func, "attr", ""))
+            if called not in ("ErrorInfo", "error_result"):
+                continue
+            given = node.args[:1] + [k.value for k in node.keywords if k.arg == "kind"]
+            for arg in given:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    found[arg.value] = where
+    return found
+
+
+def test_the_error_kinds_are_the_ones_the_readme_documents():
+    documented = _documented_kinds()
+    assert len(documented) == len(set(documented)), documented
+    assert set(KINDS) == set(documented)
+
+
+def test_every_error_kind_viz_raises_is_a_known_kind():
+    raised = _kinds_raised_in_viz()
+    unknown = {kind: where for kind, where in raised.items() if kind not in KINDS}
+    assert not unknown, unknown
+    assert {"spec_error", "worker_crash", "timeout", "memory", "bad_request"} <= set(raised)
 
 
 def test_classify_passes_an_already_classified_error_through():
