@@ -140,7 +140,9 @@ class Args:
 @dataclass
 class Target:
     """A loaded function and how to compile it: static arguments, device, x64,
-    compiler options and the memory limit for running it."""
+    compiler options and the memory limit for running it. `expressions`: whether a
+    spec may hold Python expressions (`jnp.ones(3)`); False takes the spec language
+    and the module's own names only (demo mode: the worker sets it)."""
 
     fn: Callable
     namespace: dict[str, Any] = field(default_factory=dict)
@@ -151,6 +153,7 @@ class Target:
     compiler_options: dict[str, Any] = field(default_factory=dict)
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT
     donate: Sequence[str | int] = ()  # as donate_argnames / donate_argnums
+    expressions: bool = True
 
     @classmethod
     def load(cls, fn: Callable, **settings: Any) -> Target:
@@ -241,7 +244,7 @@ class Target:
 
     def _parse(self, spec: str) -> list[Any]:
         try:
-            return parse_spec(spec, self.namespace)
+            return parse_spec(spec, self.namespace, expressions=self.expressions)
         except SpecError as exc:
             raise spec_error(str(exc)) from None
 

@@ -34,7 +34,7 @@ DTYPES: dict[str, np.dtype] = {
     "c128": np.dtype(np.complex128),
 }
 NARROWED = {"f64": "f32", "i64": "i32", "u64": "u32", "c128": "c64"}  # what x64 off makes them
-_X64_DTYPES = frozenset(NARROWED)
+X64_DTYPES = frozenset(NARROWED)  # the dtypes that need x64 mode
 _DTYPE_LIKE = re.compile(r"^(?:bf|f|i|u|c)\d+$")
 _ALIASES = {
     "float16": "f16",
@@ -90,7 +90,9 @@ def _shorten(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Item:
+class SpecItem:
+    """One top-level item of a spec, as the splitter found it."""
+
     index: int  # 1-based
     text: str  # stripped source of the item
     masked: str  # same as text with string contents blanked out
@@ -122,7 +124,7 @@ class _Splitter:
         self.start = 0
         self.problem: str | None = None
 
-    def run(self) -> list[_Item]:
+    def run(self) -> list[SpecItem]:
         i = 0
         while i < len(self.text):
             i = self._step(i)
@@ -164,23 +166,24 @@ class _Splitter:
         if _OPENERS[opener] != ch:
             self._note(f"unbalanced brackets ({opener!r} closed by {ch!r})")
 
-    def _items(self) -> list[_Item]:
+    def _items(self) -> list[SpecItem]:
         masked = "".join(self.masked)
         if len(self.spans) > 1 and not self.text[self.spans[-1][0] :].strip():
             self.spans.pop()  # one trailing comma is allowed, as in a Python call
         return [_make_item(n, self.text, masked, s) for n, s in enumerate(self.spans, 1)]
 
 
-def _make_item(index: int, text: str, masked: str, span: tuple[int, int, str | None]) -> _Item:
+def _make_item(index: int, text: str, masked: str, span: tuple[int, int, str | None]) -> SpecItem:
     start, end, problem = span
     raw = text[start:end]
     lead = len(raw) - len(raw.lstrip())
     stripped = raw.strip()
     body = masked[start + lead : start + lead + len(stripped)]
-    return _Item(index, stripped, body, problem or (None if stripped else "empty item"))
+    return SpecItem(index, stripped, body, problem or (None if stripped else "empty item"))
 
 
-def _split(text: str) -> list[_Item]:
+def split_items(text: str) -> list[SpecItem]:
+    """The spec's top-level items (never raises: a problem is noted on its item)."""
     if not text.strip():
         return []
     return _Splitter(text).run()
@@ -188,13 +191,13 @@ def _split(text: str) -> list[_Item]:
 
 def split_spec(text: str) -> list[str]:
     """The spec's top-level items as text, one per argument (never raises)."""
-    return [item.text for item in _split(text)]
+    return [item.text for item in split_items(text)]
 
 
 # --------------------------------------------------------------------------- item parsing
 
 
-class _Fail(Exception):
+class ItemError(Exception):
     """An item-level problem; becomes a SpecError naming the item."""
 
     def __init__(self, reason: str) -> None:
@@ -207,7 +210,7 @@ _SUBSCRIPT_START = re.compile(r"\b([A-Za-z_]\w*)\s*\[")
 _KEYWORD_ARG = re.compile(r"^[A-Za-z_]\w*\s*=(?!=)")
 
 
-def _rewrite_empty_subscripts(text: str, masked: str) -> str:
+def rewrite_empty_subscripts(text: str, masked: str) -> str:
     """``i32[]`` -> ``i32[()]`` outside string literals, so that Python can parse it."""
     out: list[str] = []
     last = 0
@@ -219,7 +222,8 @@ def _rewrite_empty_subscripts(text: str, masked: str) -> str:
     return "".join(out) + text[last:]
 
 
-def _looks_like_dtype(name: str) -> bool:
+def looks_like_dtype(name: str) -> bool:
+    """Whether `name` is, or looks like a misspelling of, a dtype (`f32`, `float32`, `f8`)."""
     return name.lower() in DTYPES or name in _ALIASES or bool(_DTYPE_LIKE.match(name))
 
 
@@ -244,14 +248,14 @@ def _top_level_parts(body: str) -> list[str]:
 
 def _has_empty_dimension(masked: str) -> bool:
     for m in _SUBSCRIPT_START.finditer(masked):
-        if _looks_like_dtype(m.group(1)):
+        if looks_like_dtype(m.group(1)):
             parts = _top_level_parts(_bracket_body(masked, m.end() - 1))
             if any(not p.strip() for p in parts[:-1]):
                 return True
     return False
 
 
-def _syntax_reason(err: SyntaxError, item: _Item) -> str:
+def _syntax_reason(err: SyntaxError, item: SpecItem) -> str:
     if _has_empty_dimension(item.masked):
         return "empty dimension"
     if _KEYWORD_ARG.match(item.masked):
@@ -260,25 +264,29 @@ def _syntax_reason(err: SyntaxError, item: _Item) -> str:
     return msg if "syntax" in msg.lower() else f"syntax error: {msg}"
 
 
-def _parse_ast(src: str, item: _Item) -> ast.Expression:
+def parse_item_ast(src: str, item: SpecItem) -> ast.Expression:
+    """`src` (the item's text, rewritten for Python) as an expression; ItemError saying
+    what is wrong with the item when it is not Python."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return parse_python(src, "eval")  # type: ignore[return-value]
     except SyntaxError as err:
-        raise _Fail(_syntax_reason(err, item)) from None
+        raise ItemError(_syntax_reason(err, item)) from None
     except ValueError as err:  # e.g. null bytes
-        raise _Fail(f"syntax error: {err}") from None
+        raise ItemError(f"syntax error: {err}") from None
 
 
-def _unknown_dtype(name: str) -> str:
+def unknown_dtype_message(name: str) -> str:
+    """Why `name[...]` is not an array item, with the dtype it probably meant."""
     guess = _ALIASES.get(name) or (name.lower() if name.lower() in DTYPES else None)
     if guess:
         return f"unknown dtype '{name}' (did you mean {guess}?)"
     return f"unknown dtype '{name}' (known: {', '.join(DTYPES)})"
 
 
-def _describe(err: BaseException) -> str:
+def describe_error(err: BaseException) -> str:
+    """`Type: message` of an exception, in one short line."""
     msg = str(err)
     msg = msg if len(msg) <= 200 else msg[:197] + "..."
     return f"{type(err).__name__}: {msg}" if msg else type(err).__name__
@@ -303,20 +311,20 @@ def python_expression(item: str, batch: str | None = None) -> str:
     ``jax.random.key(0)``, containers keep their shape and other expressions pass
     through. ``batch`` names the leading dimension of an array item (the item must be
     one). Text only, no jax; SpecError for anything that is not a spec item."""
-    (parsed,) = _split(item) or [_Item(1, "", "", "empty item")]
+    (parsed,) = split_items(item) or [SpecItem(1, "", "", "empty item")]
     if parsed.problem:
         raise SpecError(parsed.problem, 1, item)
-    src = "(\n" + _rewrite_empty_subscripts(parsed.text, parsed.masked) + "\n)"
+    src = "(\n" + rewrite_empty_subscripts(parsed.text, parsed.masked) + "\n)"
     try:
-        root = _parse_ast(src, parsed).body
+        root = parse_item_ast(src, parsed).body
         if batch is not None:
             if _dtype_subscript(root) and root.value.id not in DTYPES:  # type: ignore[attr-defined]
-                raise _Fail(_unknown_dtype(root.value.id))  # type: ignore[attr-defined]
+                raise ItemError(unknown_dtype_message(root.value.id))  # type: ignore[attr-defined]
             if not (_dtype_subscript(root) and _shape_nodes(root)):
-                raise _Fail("the batch argument must be an array with a batch axis")
+                raise ItemError("the batch argument must be an array with a batch axis")
             _set_leading_dimension(root, ast.Name(batch))
         return ast.unparse(_ToPython().visit(root))
-    except _Fail as err:
+    except ItemError as err:
         raise SpecError(err.reason, 1, item) from None
 
 
@@ -350,8 +358,8 @@ class _ToPython(ast.NodeTransformer):
             return self.generic_visit(node)
         name = node.value.id  # type: ignore[attr-defined]
         if name not in DTYPES:
-            if _looks_like_dtype(name):
-                raise _Fail(_unknown_dtype(name))
+            if looks_like_dtype(name):
+                raise ItemError(unknown_dtype_message(name))
             return self.generic_visit(node)
         shape = ast.Tuple([self.visit(d) for d in _shape_nodes(node)])
         dtype = "bool_" if name == "bool" else DTYPES[name].name

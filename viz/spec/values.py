@@ -50,17 +50,17 @@ from typing import Any
 import numpy as np
 
 from viz.spec.text import (
-    _X64_DTYPES,
     DTYPES,
+    X64_DTYPES,
+    ItemError,
     SpecError,
-    _describe,
-    _Fail,
-    _Item,
-    _looks_like_dtype,
-    _parse_ast,
-    _rewrite_empty_subscripts,
-    _split,
-    _unknown_dtype,
+    SpecItem,
+    describe_error,
+    looks_like_dtype,
+    parse_item_ast,
+    rewrite_empty_subscripts,
+    split_items,
+    unknown_dtype_message,
 )
 
 
@@ -91,7 +91,7 @@ class ArraySpec:
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
-            raise ValueError(_unknown_dtype(str(self.dtype)))
+            raise ValueError(unknown_dtype_message(str(self.dtype)))
         shape = tuple(operator.index(d) for d in self.shape)
         if any(d < 0 for d in shape):
             raise ValueError(f"negative dimension in shape {shape}")
@@ -171,12 +171,12 @@ class _Ctx:
     expressions: bool = True  # False: literals and the namespace's own names only
 
 
-def _parse_item(item: _Item, ns: dict[str, Any], expressions: bool = True) -> Any:
+def _parse_item(item: SpecItem, ns: dict[str, Any], expressions: bool = True) -> Any:
     if item.problem:
-        raise _Fail(item.problem)
-    src = "(\n" + _rewrite_empty_subscripts(item.text, item.masked) + "\n)"
+        raise ItemError(item.problem)
+    src = "(\n" + rewrite_empty_subscripts(item.text, item.masked) + "\n)"
     ctx = _Ctx(ns, src, expressions)
-    root = _parse_ast(src, item).body
+    root = parse_item_ast(src, item).body
     if _is_value_node(root, ctx):
         return ValueSpec(item.text, _eval(root, ctx))
     return _build(root, ctx)
@@ -214,7 +214,7 @@ def _special(node: ast.expr, ctx: _Ctx) -> Callable[[], Any] | None:
         if node.id == "key":
             return KeySpec
         if node.id in DTYPES:
-            raise _Fail(f"'{node.id}' needs a shape: {node.id}[3], or {node.id}[] for a scalar")
+            raise ItemError(f"'{node.id}' needs a shape: {node.id}[3], or {node.id}[] for a scalar")
     if _is_key_call(node, ctx):
         return lambda: _key_spec(node, ctx)
     return None
@@ -223,8 +223,8 @@ def _special(node: ast.expr, ctx: _Ctx) -> Callable[[], Any] | None:
 def _array_builder(node: ast.Subscript, name: str, ctx: _Ctx) -> Callable[[], Any] | None:
     if name in DTYPES:
         return lambda: ArraySpec(name, _shape(node.slice, ctx))
-    if name not in ctx.ns and _looks_like_dtype(name):
-        raise _Fail(_unknown_dtype(name))
+    if name not in ctx.ns and looks_like_dtype(name):
+        raise ItemError(unknown_dtype_message(name))
     return None
 
 
@@ -239,10 +239,10 @@ def _is_key_call(node: ast.expr, ctx: _Ctx) -> bool:
 
 def _key_spec(node: ast.Call, ctx: _Ctx) -> KeySpec:
     if len(node.args) != 1 or node.keywords or isinstance(node.args[0], ast.Starred):
-        raise _Fail("key takes one integer seed: key or key(0)")
+        raise ItemError("key takes one integer seed: key or key(0)")
     seed = _eval(node.args[0], ctx)
     if isinstance(seed, bool) or not _is_int(seed):
-        raise _Fail(f"key seed {_label(_segment(node.args[0], ctx), seed)} is not an integer")
+        raise ItemError(f"key seed {_label(_segment(node.args[0], ctx), seed)} is not an integer")
     return KeySpec(operator.index(seed))
 
 
@@ -253,22 +253,22 @@ MAX_ELEMENTS = 2**63 - 1  # XLA counts an array's elements in an int64
 def _shape(node: ast.expr, ctx: _Ctx) -> tuple[int, ...]:
     dims = node.elts if isinstance(node, ast.Tuple) else [node]
     if len(dims) > MAX_RANK:
-        raise _Fail(f"{len(dims)} dimensions: JAX arrays have at most {MAX_RANK}")
+        raise ItemError(f"{len(dims)} dimensions: JAX arrays have at most {MAX_RANK}")
     shape = tuple(_dimension(d, ctx) for d in dims)
     if max(shape, default=0) > MAX_ELEMENTS or math.prod(shape) > MAX_ELEMENTS:
-        raise _Fail(f"shape {list(shape)} has more elements than XLA can count (2**63 - 1)")
+        raise ItemError(f"shape {list(shape)} has more elements than XLA can count (2**63 - 1)")
     return shape
 
 
 def _dimension(node: ast.expr, ctx: _Ctx) -> int:
     text = _segment(node, ctx)
     if isinstance(node, ast.Slice | ast.Starred):
-        raise _Fail(f"dimension {text} is not an integer")
+        raise ItemError(f"dimension {text} is not an integer")
     value = _eval(node, ctx)
     if isinstance(value, bool | np.bool_) or not _is_int(value):
-        raise _Fail(f"dimension {_label(text, value)} is not an integer")
+        raise ItemError(f"dimension {_label(text, value)} is not an integer")
     if operator.index(value) < 0:
-        raise _Fail(f"dimension {_label(text, value)} is negative")
+        raise ItemError(f"dimension {_label(text, value)} is negative")
     return operator.index(value)
 
 
@@ -292,7 +292,7 @@ def _dict_key(node: ast.expr | None, ctx: _Ctx) -> Any:
     try:
         hash(key)
     except TypeError:
-        raise _Fail(f"dict key {_segment(node, ctx)} is not hashable") from None
+        raise ItemError(f"dict key {_segment(node, ctx)} is not hashable") from None
     return key
 
 
@@ -302,16 +302,17 @@ def _segment(node: ast.expr, ctx: _Ctx) -> str:
 
 def _eval(node: ast.expr, ctx: _Ctx) -> Any:
     if not ctx.expressions and not _is_plain(node, ctx.ns):
-        raise _Fail(f"only the spec language and names the code defines, not `{ast.unparse(node)}`")
+        code = ast.unparse(node)
+        raise ItemError(f"only the spec language and names the code defines, not `{code}`")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)
             code = compile(ast.Expression(body=node), "<spec>", "eval")
         return eval(code, ctx.ns)
     except NameError as err:
-        raise _Fail(_name_error(err)) from None
+        raise ItemError(_name_error(err)) from None
     except (Exception, SystemExit) as err:
-        raise _Fail(_describe(err)) from None
+        raise ItemError(describe_error(err)) from None
 
 
 def _is_plain(node: ast.expr, ns: dict[str, Any]) -> bool:
@@ -339,17 +340,13 @@ def _name_error(err: NameError) -> str:
 
 
 def parse_spec(
-    text: str, namespace: dict[str, Any] | None = None, expressions: bool | None = None
+    text: str, namespace: dict[str, Any] | None = None, *, expressions: bool = True
 ) -> list[Any]:
     """Parse ``text`` into one pytree per positional argument. Raises SpecError only.
 
     ``expressions=False`` accepts only the spec language and bare names ``namespace``
-    binds to values (never calls, attributes or operators); None means False in demo
-    mode (``viz.demo``) and True otherwise."""
-    if expressions is None:
-        from viz import demo
-
-        expressions = not demo.enabled()
+    binds to values (never calls, attributes or operators): what demo mode allows, a
+    choice the caller makes (the worker, from ``viz.demo``)."""
     if not isinstance(text, str):
         raise SpecError(f"spec must be a string, not {type(text).__name__}")
     defaults = {
@@ -359,19 +356,19 @@ def parse_spec(
     }
     ns = {**defaults, **(namespace or {})}
     try:
-        items = _split(text)
+        items = split_items(text)
     except Exception as err:  # pragma: no cover - the splitter is total
-        raise SpecError(f"cannot split spec: {_describe(err)}") from err
+        raise SpecError(f"cannot split spec: {describe_error(err)}") from err
     return [_parse_one(item, ns, expressions) for item in items]
 
 
-def _parse_one(item: _Item, ns: dict[str, Any], expressions: bool = True) -> Any:
+def _parse_one(item: SpecItem, ns: dict[str, Any], expressions: bool = True) -> Any:
     try:
         return _parse_item(item, ns, expressions)
-    except _Fail as err:
+    except ItemError as err:
         raise SpecError(err.reason, item.index, item.text) from None
     except Exception as err:  # e.g. RecursionError on absurd nesting
-        raise SpecError(f"cannot parse: {_describe(err)}", item.index, item.text) from err
+        raise SpecError(f"cannot parse: {describe_error(err)}", item.index, item.text) from err
 
 
 def _map_tree(tree: Any, fn: Callable[[Any], Any]) -> Any:
@@ -464,7 +461,7 @@ def array_specs(items: list) -> list[ArraySpec]:
 
 def uses_x64(items: list) -> bool:
     """True if any ArraySpec is 64-bit (f64, i64, u64, c128): wrap in jax.enable_x64(True)."""
-    return any(isinstance(x, ArraySpec) and x.dtype in _X64_DTYPES for x in _leaves(items))
+    return any(isinstance(x, ArraySpec) and x.dtype in X64_DTYPES for x in _leaves(items))
 
 
 def _format(tree: Any) -> str:
