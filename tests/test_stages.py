@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from conftest import REPO
 
+from viz.errors import UserCodeError
 from viz.stages import Target
 from viz.worker import Worker
 
@@ -71,6 +72,17 @@ def test_target_turns_x64_on_exactly_when_the_spec_asks_for_it():
     target = Target.load(lambda x: x)
     assert target.args("f64[2]").x64 and not target.args("f32[2]").x64
     assert not target.args("f64[2]", x64=False).x64
+
+
+def test_a_target_without_expressions_takes_the_spec_language_and_its_modules_names(
+    monkeypatch,
+):
+    monkeypatch.delenv("JITSCOPE_DEMO", raising=False)  # the target decides, not the env
+    target = Target.load(lambda w, x: x, namespace={"params": 3}, expressions=False)
+    assert target.args("params, f32[2]").items[0].value == 3
+    with pytest.raises(UserCodeError) as refused:
+        target.args("params, jnp.ones(2)")
+    assert "only the spec language" in refused.value.info.message
 
 
 def test_each_stage_carries_its_own_time():
