@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from pathlib import Path
 
 import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
@@ -110,18 +113,74 @@ def test_every_sample_analyzes_or_shows_its_error_card(sample) -> None:
         assert {m.label for m in at.metric} >= {"jaxpr equations", "StableHLO ops"}
 
 
-@pytest.mark.parametrize(
-    "tab", ["jaxpr", "StableHLO", "Compiled HLO", "Fusion", "Timing", "Cost & memory", "Export"]
-)
-def test_each_result_tab_renders(tab: str) -> None:
+def open_tab(tab: str) -> AppTest:
+    """Explore's result tab `tab`, on the default sample (Dot product plus one:
+    `jnp.dot(x, y) + 1.0` with x f32[256,512], y f32[512,128])."""
     at = open_app()
     at.session_state["result_tab"] = tab
     at.run()
     assert not at.exception, at.exception
-    if tab in ("jaxpr", "StableHLO", "Compiled HLO"):
-        # a pan-and-zoom frame around dot's SVG, or Streamlit's chart without dot
-        assert at.get("iframe") or at.get("graphviz_chart"), "no graph drawn"
-        assert any(c.value.startswith("Showing") for c in at.caption)
+    return at
+
+
+@pytest.mark.parametrize("tab", ["jaxpr", "StableHLO", "Compiled HLO"])
+def test_each_graph_tab_draws_its_graph(tab: str) -> None:
+    at = open_tab(tab)
+    # a pan-and-zoom frame around dot's SVG, or Streamlit's chart without dot
+    assert at.get("iframe") or at.get("graphviz_chart"), "no graph drawn"
+    assert any(c.value.startswith("Showing") for c in at.caption)
+
+
+def test_the_fusion_tab_maps_each_kernel_to_the_ops_it_absorbed() -> None:
+    at = open_tab("Fusion")
+    kernels = next(d.value for d in at.dataframe if "kernel" in d.value.columns)
+    absorbed = " ".join(kernels["jaxpr eqns"])
+    assert "dot_general" in absorbed and "add" in absorbed  # the program's two equations
+    assert any(m.value.startswith("Found in the compiled program") for m in at.markdown)
+    assert at.get("plotly_chart"), "no op-count chart"
+
+
+def test_the_timing_tab_shows_each_time_and_when_compiling_pays_off() -> None:
+    at = open_tab("Timing")
+    shown = {m.label: m.value for m in at.metric}
+    for label in ("first call", "jit (median)", "eager (median)"):
+        assert re.fullmatch(r"[\d.,]+ (ns|µs|ms|s)", shown[label]), (label, shown)
+    assert re.fullmatch(r"[\d,]+ calls|never", shown["compile pays off after"]), shown
+    assert len(at.get("plotly_chart")) == 2  # the stage waterfall, the run distribution
+
+
+def _quantity(text: str, units: dict[str, float]) -> float:
+    number, unit = re.fullmatch(r"([\d.,]+)\s*(\S*)", text).groups()
+    return float(number.replace(",", "")) * units[unit]
+
+
+def test_the_cost_tab_shows_the_programs_flops_and_memory() -> None:
+    at = open_tab("Cost & memory")
+    shown = {m.label: m.value for m in at.metric}
+    size = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+    assert _quantity(shown["arguments"], size) == pytest.approx((256 * 512 + 512 * 128) * 4)
+    assert _quantity(shown["outputs"], size) == pytest.approx(256 * 128 * 4)
+    flops = _quantity(shown["FLOPs"], {"": 1, "k": 1e3, "M": 1e6, "G": 1e9})
+    assert flops == pytest.approx(2 * 256 * 512 * 128, rel=0.01)  # the matmul; + 1.0 is tiny
+    assert shown["arithmetic intensity"].endswith("FLOP/B")
+
+
+def test_the_export_tab_offers_the_report_as_json_and_html(monkeypatch) -> None:
+    saved: dict[str, tuple[bytes | str, str | None]] = {}
+    store = MemoryMediaFileStorage.load_and_get_id
+
+    def keep(self, data, mimetype, kind, filename=None):  # what a download would fetch
+        saved[mimetype] = (data, filename)
+        return store(self, data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", keep)
+    at = open_tab("Export")
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["JSON report", "HTML report (offline)"]
+    data, filename = saved["application/json"]
+    report = json.loads(data)
+    assert filename == "f.json"
+    assert report["ok"] is True and report["jaxpr"]["eqn_count"] == 2
 
 
 def test_a_syntax_error_keeps_the_code_and_earlier_results() -> None:
@@ -230,6 +289,12 @@ def test_shape_sweep_page_reports_break_even() -> None:
     assert not at.exception, at.exception
     frame = at.dataframe[0].value
     assert list(frame["size"]) == [1, 16, 256]
+    # each row's break-even is its own compile overhead over the time jit saves a call
+    rows = at.session_state["shapes"]["rows"]
+    for row, shown in zip(rows, frame["break-even calls"], strict=True):
+        saved = row["eager_s"] - row["run_s"]
+        expected = f"{row['total_s'] / saved:,.0f}" if saved > 0 else "never (eager is as fast)"
+        assert shown == expected, row
 
 
 def test_buckets_page_plans_measures_and_writes_the_snippet() -> None:

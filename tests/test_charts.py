@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from itertools import pairwise
 
 import pytest
@@ -61,3 +62,18 @@ def test_stages_without_a_number_are_left_out() -> None:
 def test_each_stage_keeps_its_colour() -> None:
     colour = first_screen.stage_waterfall(REPORT)["layer"][0]["encoding"]["color"]["scale"]
     assert dict(zip(colour["domain"], colour["range"], strict=True)) == charts.STAGE_COLOURS
+
+
+def test_compiling_pays_off_after_the_compile_cost_over_the_time_saved_per_call() -> None:
+    timings = {**REPORT["timings"], "eager_median_s": 0.0018}  # jit saves 1 ms a call
+    # trace + lower + compile = 74 ms, paid back at 1 ms a call
+    assert charts.break_even_calls({"timings": timings}) == pytest.approx(74.0)
+
+
+def test_compiling_never_pays_off_when_eager_is_as_fast() -> None:
+    timings = {**REPORT["timings"], "eager_median_s": 0.0008}
+    assert charts.break_even_calls({"timings": timings}) == math.inf
+
+
+def test_there_is_no_break_even_without_an_eager_time() -> None:
+    assert charts.break_even_calls(REPORT) is None
