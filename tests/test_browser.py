@@ -5,6 +5,7 @@ Screenshots (1440×900) land in screenshots/ for a person to look at.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -180,6 +181,13 @@ def pick(page, label: str, text: str) -> None:
     page.wait_for_timeout(1500)
 
 
+def wait_until_lit(page, what: str) -> None:
+    """Wait for the StableHLO panel's caption to name the selection it lights up
+    ("StableHLO (before fusion) · 12 of 40 nodes · kernel loop_add_fusion lit")."""
+    caption = re.compile(rf"StableHLO \(before fusion\) · \d+ of \d+ nodes · {what} \S.* lit$")
+    page.get_by_text(caption).first.wait_for()
+
+
 def test_fusion_map_lights_up_a_kernel_and_profiles(page) -> None:
     page.goto(f"{page.base_url}/?sample=transformer_block")
     page.get_by_text("jaxpr equations").first.wait_for()
@@ -189,11 +197,11 @@ def test_fusion_map_lights_up_a_kernel_and_profiles(page) -> None:
     frames.first.locator("svg g.node").first.wait_for()
     shot_from(page, "fusion_block_map", page.get_by_text("Found in the compiled program").first)
     pick(page, "Kernel", "kLoop")
-    page.get_by_text("lit").first.wait_for()
+    wait_until_lit(page, "kernel")
     lit = frames.first.locator(
         'svg g.node path[stroke="#d7263d"], svg g.node polygon[stroke="#d7263d"]'
     )
-    assert lit.count() >= 1  # the kernel's ops, outlined in red on the StableHLO side
+    lit.first.wait_for()  # the kernel's ops, outlined in red on the StableHLO side
     shot_from(page, "fusion_block_kernel_selected", page.get_by_label("Kernel", exact=True))
     shot_from(page, "fusion_block_source", page.get_by_text("Your code").first)
     page.get_by_role("button", name="Profile kernels").click()
@@ -212,7 +220,7 @@ def test_fusion_map_reads_on_the_24_layer_transformer(page) -> None:
     page.frame_locator("[data-testid=stIFrame]").first.locator("svg g.node").first.wait_for()
     shot_from(page, "fusion_t24_map", page.get_by_text("Found in the compiled program").first)
     pick(page, "StableHLO op", "layer7/mlp")
-    page.get_by_text("lit").first.wait_for()
+    wait_until_lit(page, "op")
     shot_from(page, "fusion_t24_op_selected", page.get_by_label("Kernel", exact=True))
     shot_from(page, "fusion_t24_source", page.get_by_text("Your code").first)
 
