@@ -480,6 +480,37 @@ def test_compiled_inputs_are_labelled_with_the_argument_path_as_written() -> Non
     assert {"params['w']", "params['b']"} <= labels, labels  # not HLO's escaped params[\'w\']
 
 
+def test_stablehlo_names_the_parameters_that_reached_xla_in_order() -> None:
+    def f(params, unused, x):
+        return x @ params["w"] + params["b"]
+
+    args = ({"w": jnp.ones((4, 4)), "b": jnp.ones(4)}, jnp.ones(3), jnp.ones((2, 4)))
+    graph = read_stablehlo(jax.jit(f).lower(*args).compiler_ir("stablehlo"))
+    # jit pruned `unused`; a dict's leaves come in key order
+    assert graph.input_names == ["params['b']", "params['w']", "x"]
+
+
+def test_the_compiled_graph_says_which_parameter_each_output_may_reuse() -> None:
+    def f(x, y):
+        return y * 2.0, x + 1.0
+
+    jitted = jax.jit(f, donate_argnums=(0, 1))
+    graph = read_hlo(jitted.lower(jnp.ones(3), jnp.ones(2)).compile())
+    assert graph.output_aliases == {1: 0, 0: 1}
+    assert read_hlo(jax.jit(f).lower(jnp.ones(3), jnp.ones(2)).compile()).output_aliases == {}
+    again = Graph.from_dict(json.loads(json.dumps(graph.to_dict())))
+    assert again.output_aliases == graph.output_aliases
+
+
+def test_output_aliases_read_the_module_line() -> None:
+    line = (
+        "HloModule jit_f, input_output_alias={ {}: (2, {}, may-alias) }, "
+        "entry_computation_layout={(f32[3]{0})->f32[3]{0}}\nENTRY %main {}"
+    )
+    assert hlo.output_aliases(line) == {2: 0}  # {} : the single (non-tuple) output
+    assert hlo.output_aliases("HloModule m\nENTRY %main {}") == {}
+
+
 def test_connect_draws_one_edge_per_producer_typed_by_its_first_operand() -> None:
     graph = Graph("jaxpr")
     connect(graph, [(("a",), "f32[2]"), (("a", "b"), "f32[3]"), ((), "i32[]")], "c")

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO
 
 from viz.errors import UserCodeError
-from viz.stages import Target
+from viz.stages import ArgLeaf, Lowered, Target, Traced
 from viz.worker import Worker
 
 # Each function fails unless it is traced with 64-bit floats.
@@ -92,6 +92,17 @@ def test_each_stage_carries_its_own_time():
     compiled = lowered.compile()
     assert min(traced.seconds, lowered.seconds, compiled.seconds) > 0
     assert "f32[4]" in compiled.text()
+
+
+def test_the_compiled_stage_knows_its_named_arguments_without_reaching_back():
+    target = Target.load(lambda params, x: params["w"] * x, donate=["x"])
+    compiled = target.trace(target.args("{'w': f32[3]}, f32[3]")).lower().compile()
+    assert compiled.args_info() == [
+        ArgLeaf("params['w']", (3,), "float32", False),
+        ArgLeaf("x", (3,), "float32", True),
+    ]
+    assert compiled.out_info() == [((3,), "float32")]
+    assert not any(isinstance(v, Traced | Lowered) for v in vars(compiled).values())
 
 
 def test_explore_compiles_an_f64_spec_as_64_bit():

@@ -13,7 +13,7 @@ from typing import Any
 import jax
 
 import viz.graph
-from viz.donation import UNUSABLE_WARNING, Donation, read_donation
+from viz.donation import UNUSABLE_WARNING, read_donation
 from viz.errors import UserCodeError
 from viz.fusion.report import PROFILE_RUNS, add_fusion_map, add_profile
 from viz.ir import model
@@ -24,10 +24,13 @@ from viz.ir.stablehlo import read_stablehlo
 from viz.report import (
     CompiledSection,
     Cost,
+    GraphSummary,
     JaxprSection,
+    Kernel,
     Memory,
     Report,
     Runs,
+    RunTimes,
     StableHLOSection,
 )
 from viz.stages import DEFAULT_MEMORY_LIMIT, Compiled, Lowered, Target, Traced, block
@@ -146,22 +149,25 @@ def _read_compiled(report: Report, compiled: Compiled) -> None:
         graph = report.graph_models["compiled"]
         section.op_count, section.ops = sum(hist.values()), hist
         section.fusion_count, section.kernel_count = fusion_count(graph), kernel_count(graph)
-        report.kernels = kernels(graph)
+        report.kernels = [Kernel.from_dict(k) for k in kernels(graph)]
     report.cost = Cost(**compiled.cost())
     report.memory = Memory(**compiled.memory())
     report.warnings.extend(compiled.warnings)
     if compiled.target.donate:
-        report.donation = _read_donation(compiled)
+        _read_donation(report, compiled)
 
 
-def _read_donation(compiled: Compiled) -> Donation:
-    lowered = compiled.lowered
-    assert lowered is not None and lowered.traced is not None
-    return read_donation(
-        lowered.lowered,
-        lowered.mlir_module(),
-        compiled.text(),
-        lowered.traced.jaxpr.jaxpr.debug_info.arg_names,
+def _read_donation(report: Report, compiled: Compiled) -> None:
+    """What became of the donated arguments, from both programs' graphs (none when a
+    reader failed: its warning is in the report already)."""
+    graphs = report.graph_models
+    if "stablehlo" not in graphs or "compiled" not in graphs:
+        return
+    report.donation = read_donation(
+        compiled.args_info(),
+        compiled.out_info(),
+        graphs["stablehlo"],
+        graphs["compiled"],
         [w for w in compiled.warnings if UNUSABLE_WARNING in w],
         compiled.memory().get("alias_bytes"),
     )
@@ -175,7 +181,7 @@ def _read_graph(report: Report, ir: str, read: Callable[[], model.Graph]) -> dic
     except Exception as exc:
         report.warnings.append(f"could not read the {ir} graph: {type(exc).__name__}: {exc}")
         return None
-    report.graphs[ir] = viz.graph.summary(graph)
+    report.graphs[ir] = GraphSummary.from_dict(viz.graph.summary(graph))
     report.graph_models[ir] = graph
     return model.op_histogram(graph)
 
@@ -185,11 +191,11 @@ def _time_runs(report: Report, compiled: Compiled, runs: int, budget_s: float) -
     t = report.timings
     t.first_call_s, t.run_median_s, t.run_min_s = stats.first_call_s, stats.median_s, stats.min_s
     t.run_p90_s, t.runs = stats.p90_s, stats.samples
-    report.run = Runs(jit=stats.to_dict())
+    report.run = Runs(jit=RunTimes.from_dict(stats.to_dict()))
     try:
         eager = compiled.time_eager(max(3, runs // 2), budget_s / 2)
     except Exception as exc:  # eager failing (e.g. jit-only code) is worth a note, not an error
         report.warnings.append(f"eager run failed: {type(exc).__name__}: {exc}")
         return
     t.eager_median_s = eager.median_s
-    report.run.eager = eager.to_dict()
+    report.run.eager = RunTimes.from_dict(eager.to_dict())

@@ -11,7 +11,9 @@
 pass-by-pass view, the CLI): 64-bit mode, the device, the static arguments, the
 compiler options and the memory limit. Every stage runs inside `target.scope()`
 and turns a failure into a classified `UserCodeError` naming the stage; a stage
-never reaches back to the one before it.
+never reaches back to the one before it: what later steps need of an earlier stage
+is handed on as plain data (`arg_names`, JAX's name of each argument leaf, from the
+jaxpr), as `jax.stages` hands on `args_info`.
 
 x64: JAX truncates 64-bit dtypes to 32 bits unless x64 is on. `Target.x64` None
 (the default) turns it on exactly when the spec asks for a 64-bit dtype, so
@@ -266,6 +268,17 @@ class Target:
         return Traced(self, args, traced, seconds[0])
 
 
+@dataclass(frozen=True)
+class ArgLeaf:
+    """One dynamic argument leaf as the compiled program takes it (a
+    `jax.stages.ArgInfo` with JAX's name of the leaf)."""
+
+    name: str  # x, xs[0], params['w']
+    shape: tuple[int, ...]
+    dtype: str
+    donated: bool
+
+
 @dataclass
 class Traced:
     """The trace stage: the jaxpr of the function on these argument shapes."""
@@ -279,6 +292,11 @@ class Traced:
     def jaxpr(self) -> Any:
         return self.traced.jaxpr
 
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        """JAX's name of each dynamic argument leaf, in order (the jaxpr's debug info)."""
+        return tuple(self.jaxpr.jaxpr.debug_info.arg_names)
+
     def lower(self) -> Lowered:
         with (
             self.target.scope(self.args),
@@ -286,7 +304,7 @@ class Traced:
             timed("lower", self.target.user_file) as seconds,
         ):
             lowered = self.traced.lower()
-        return Lowered(self.target, self.args, lowered, seconds[0], said, self)
+        return Lowered(self.target, self.args, lowered, seconds[0], said, self.arg_names)
 
 
 @dataclass
@@ -298,7 +316,7 @@ class Lowered:
     lowered: Any  # jax.stages.Lowered
     seconds: float
     warnings: list[str] = field(default_factory=list)  # what JAX warned while lowering
-    traced: Traced | None = None
+    arg_names: tuple[str, ...] = ()  # handed on from the trace
 
     def text(self, debug_info: bool = False) -> str:
         return self.lowered.as_text(debug_info=debug_info)
@@ -317,7 +335,7 @@ class Lowered:
         ):
             compiled = self.lowered.compile(compiler_options=options or None)
         warned = self.warnings + said
-        return Compiled(self.target, self.args, compiled, seconds[0], found, self, warned)
+        return Compiled(self.target, self.args, compiled, seconds[0], found, warned, self.arg_names)
 
 
 @dataclass
@@ -329,11 +347,24 @@ class Compiled:
     compiled: Any  # jax.stages.Compiled
     seconds: float
     events: events.CompileEvents
-    lowered: Lowered | None = None
     warnings: list[str] = field(default_factory=list)  # JAX's warnings, lower and compile
+    arg_names: tuple[str, ...] = ()  # handed on from the trace
 
     def text(self) -> str:
         return self.compiled.as_text()
+
+    def args_info(self) -> list[ArgLeaf]:
+        """The dynamic argument leaves, named, in order (static arguments are baked in)."""
+        positional, _ = self.compiled.args_info
+        leaves = jax.tree.leaves(positional)
+        return [
+            ArgLeaf(name, tuple(info.shape), str(info.dtype), bool(info.donated))
+            for name, info in zip(self.arg_names, leaves, strict=False)
+        ]
+
+    def out_info(self) -> list[tuple[tuple[int, ...], str]]:
+        """(shape, dtype) of each flat output."""
+        return [(tuple(o.shape), str(o.dtype)) for o in jax.tree.leaves(self.compiled.out_info)]
 
     def cost(self) -> dict[str, float | None]:
         raw = self.compiled.cost_analysis()

@@ -5,7 +5,7 @@ source become chunks. The model itself is never changed: a folded copy is return
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from viz.ir.model import Graph, Group, Node, Path
 
@@ -193,7 +193,7 @@ def _regroup(graph: Graph, moves: dict[str, Path], new_groups: list[Group]) -> G
     for path, group in graph.groups.items():
         head = group_moves.get(path[0], ())
         groups[head + path] = _moved_group(group, head + path) if head else group
-    return Graph(graph.ir, nodes, graph.edges, groups)
+    return replace(graph, nodes=nodes, groups=groups)
 
 
 # `dataclasses.replace(node, scope=...)` without its per-call field introspection,

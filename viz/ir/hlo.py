@@ -18,8 +18,9 @@ Structure:
   their operands and results the same way;
 - every other instruction is a node (op = HLO opcode, 'get-tuple-element',
   'custom-call', ...); ENTRY parameters are 'input' nodes, the ENTRY root feeds
-  one 'output' node. Computations applied by reduce/sort/scatter/... (`to_apply`
-  scalar reducers) are not walked.
+  one 'output' node; which parameter's buffer an output may reuse (the module's
+  `input_output_alias`) is `graph.output_aliases`. Computations applied by
+  reduce/sort/scatter/... (`to_apply` scalar reducers) are not walked.
 
 Scope is the group path (fusion / while / ...); the op's `op_name` metadata and
 its name-scope path are kept in `node.attrs['op_name']` / `['name_scope']`.
@@ -71,6 +72,7 @@ _SRC_LINE = re.compile(r"\bsource_line=(\d+)")
 _HEAD_OR_ROOT = re.compile(r"\n(ENTRY %|%|  ROOT %)([^ \n]*)")  # computation / ROOT lines
 _ENTRY = re.compile(r"^ENTRY %?([^\s(]+)", re.M)
 _TABLE_ROW = re.compile(r'^(\d+) (?:"((?:[^"\\]|\\.)*)"|\{([^}]*)\})$')
+_ALIAS = re.compile(r"\{([\d,\s]*)\}:\s*\((\d+),")
 
 
 @dataclass(slots=True)
@@ -115,13 +117,31 @@ def read_hlo_modules(modules: Iterable[Any]) -> Graph:
     """The graph of HLO modules (`jaxlib._hlo.HloModule`: an executable's, or one
     parsed back from XLA's dumps with `hlo_module_from_text`), every module's ENTRY."""
     graph = Graph("compiled")
-    for module in modules:
-        _read_module(module, graph)
+    for i, module in enumerate(modules):
+        text = module.to_string()
+        if i == 0:  # the program's own parameters: a later module's are not the function's
+            graph.output_aliases = output_aliases(text)
+        _read_module(module, text, graph)
     return register_scopes(graph)
 
 
-def _read_module(module: Any, graph: Graph) -> None:
-    text = module.to_string()
+def output_aliases(text: str) -> dict[int, int]:
+    """parameter number → flat output index, from the `input_output_alias` of a module
+    text's `HloModule` line: `{0}: (1, {}, may-alias)` says output 0 may reuse
+    parameter 1's buffer."""
+    end = text.find("\n")
+    header = text[:end] if end >= 0 else text
+    start = header.find("input_output_alias={")
+    if start < 0:
+        return {}
+    body = header[start : header.find(" }", start) + 2]
+    found = {}
+    for index, param in _ALIAS.findall(body):
+        found[int(param)] = int(index.split(",")[0]) if index.strip() else 0
+    return found
+
+
+def _read_module(module: Any, text: str, graph: Graph) -> None:
     comps = {c.name: c for c in module.computations()}
     name = _entry_name(text)
     entry = comps.get(name) if name else None

@@ -99,10 +99,18 @@ class Group:
 
 @dataclass
 class Graph:
+    """One IR's program. What the program says about its own parameters, beside the
+    nodes: `input_names`, JAX's name of each parameter in order (`x`, `params['w']`;
+    '' when unnamed), from StableHLO's `main` arguments; `output_aliases`, parameter
+    number → the flat output that may reuse its buffer, from the compiled module's
+    `input_output_alias`. Each is empty for the IRs that do not say it."""
+
     ir: str  # 'jaxpr' | 'stablehlo' | 'compiled'
     nodes: list[Node] = field(default_factory=list)
     edges: list[Edge] = field(default_factory=list)
     groups: dict[Path, Group] = field(default_factory=dict)
+    input_names: list[str] = field(default_factory=list)
+    output_aliases: dict[int, int] = field(default_factory=dict)
 
     def add_group(self, path: Path, kind: str = "scope", op: str | None = None, **kw: Any) -> Path:
         """Register `path` (and any missing ancestors as plain scopes); returns it."""
@@ -133,6 +141,9 @@ class Graph:
             "nodes": [_shallow(n) | {"source": _shallow(n.source)} for n in self.nodes],
             "edges": [_shallow(e) for e in self.edges],
             "groups": [_shallow(g) for g in self.groups.values()],
+            "input_names": list(self.input_names),
+            # pairs, not a dict: JSON object keys would turn the numbers into text
+            "output_aliases": [[p, o] for p, o in self.output_aliases.items()],
         }
 
     @classmethod
@@ -153,7 +164,11 @@ class Graph:
         for raw in data["groups"]:
             path = tuple(raw["path"])
             groups[path] = Group(**{**raw, "path": path})
-        return cls(data["ir"], nodes, [Edge(**e) for e in data["edges"]], groups)
+        edges = [Edge(**e) for e in data["edges"]]
+        # history rows written before these two fields lack them
+        names = list(data.get("input_names", []))
+        aliases = {int(p): int(o) for p, o in data.get("output_aliases", [])}
+        return cls(data["ir"], nodes, edges, groups, names, aliases)
 
 
 def connect(graph: Graph, operands: Sequence[Producers], dst: str) -> None:

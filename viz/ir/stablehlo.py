@@ -26,8 +26,9 @@ An op node keeps its location's name in `attrs['op_name']` (`jit(f)/layer0/add`;
 inside a called function it is relative to the call: `add`) and its file, line
 and column in `source`; an op without a file location takes its caller's.
 
-`main`'s block arguments are 'input' nodes (labelled from `loc("x")`), the
-operands of its `return` feed 'output' nodes. Scopes come from op locations:
+`main`'s block arguments are 'input' nodes (labelled from `loc("x")`; the names,
+'' for an unnamed one, are `graph.input_names` in parameter order), the operands
+of its `return` feed 'output' nodes. Scopes come from op locations:
 `"jit(f)/layer0/attention/dot_general"` puts an op under `layer0/attention`.
 """
 
@@ -132,6 +133,7 @@ def _read_main(reader: _Reader, main: Any) -> None:
     block = main.regions[0].blocks[0]
     for i, arg in enumerate(block.arguments):
         name, _ = parse_location(arg.location)
+        reader.graph.input_names.append(name)
         label = name or f"in{i}"
         node = Node(f"in{i}", "input", label, render_type(arg.type), kind="input")
         reader.graph.nodes.append(node)
