@@ -129,6 +129,12 @@ class Args:
     items: list[Any]
     x64: bool
 
+    @classmethod
+    def of_avals(cls, avals: Sequence[jax.ShapeDtypeStruct], x64: bool) -> Args:
+        """Arguments known by shape and dtype only (a jaxpr's inputs), written in no spec:
+        they trace, lower and compile like a spec's arrays, but cannot run."""
+        return cls("", list(avals), x64)
+
     def abstract(self) -> list[Any]:
         return abstract_args(self.items)
 

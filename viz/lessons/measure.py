@@ -7,6 +7,8 @@ Each function measures the user's own code now and returns plain data:
 - `shape_sweep`: compile and run time as one dimension of one argument grows;
 - `bucket_costs`: ahead-of-time compile and run time per batch-size bucket.
 `progress` is called with {'done', 'total', 'label'} after each measurement.
+Everything compiles through `viz.stages` (x64, the device, the spec); `expressions`
+is the targets' (False in demo mode: the spec language and the code's own names).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import jax
 from jax import lax
-from jax.extend.core import jaxpr_as_fun
+from jax.extend.core import JaxprEqn, jaxpr_as_fun
 
 from viz import events
 from viz.ir.hlo import read_hlo
@@ -36,7 +38,9 @@ def _quick_time(call: Callable[[], Any], budget_s: float = 0.5) -> float:
 
 
 # -- 1. where to put jit -------------------------------------------------------
-def placement(code: str, outer: str, inner: str, args: str, progress: Progress) -> dict[str, Any]:
+def placement(
+    code: str, outer: str, inner: str, args: str, progress: Progress, expressions: bool = True
+) -> dict[str, Any]:
     """Four strategies on the same outer(inner) program, measured end to end."""
     strategies = [
         ("jit(outer)", True, False),
@@ -46,7 +50,9 @@ def placement(code: str, outer: str, inner: str, args: str, progress: Progress) 
     ]
     rows = []
     for done, (label, jit_outer, jit_inner) in enumerate(strategies, 1):
-        rows.append(_measure_placement(code, outer, inner, args, label, jit_outer, jit_inner))
+        jax.clear_caches()  # every strategy starts cold (this worker serves lessons only)
+        target = _placement_target(code, outer, inner, jit_inner, expressions)
+        rows.append(_measure_placement(target, args, label, jit_outer))
         progress({"done": done, "total": len(strategies), "label": label})
     return {
         "ok": True,
@@ -57,16 +63,20 @@ def placement(code: str, outer: str, inner: str, args: str, progress: Progress) 
     }
 
 
-def _measure_placement(
-    code: str, outer: str, inner: str, args: str, label: str, jit_outer: bool, jit_inner: bool
-) -> dict[str, Any]:
-    jax.clear_caches()  # every strategy starts cold (this worker serves lessons only)
-    module = load_module(code)  # a fresh module, so the inner rebinding stays local
+def _placement_target(
+    code: str, outer: str, inner: str, jit_inner: bool, expressions: bool
+) -> Target:
+    """The outer function of a fresh module (so the inner rebinding stays local), its
+    inner function jitted or not."""
+    module = load_module(code)
     inner_fn = find_function(module, code, inner)
     if jit_inner:
         setattr(module, inner, jax.jit(inner_fn))  # outer looks its callee up at call time
     outer_fn = find_function(module, code, outer)
-    target = Target.in_module(outer_fn, module)
+    return Target.in_module(outer_fn, module, expressions=expressions)
+
+
+def _measure_placement(target: Target, args: str, label: str, jit_outer: bool) -> dict[str, Any]:
     parsed = target.args(args)
     call = target.jitted if jit_outer else target.fn
     with target.scope(parsed):
@@ -76,7 +86,7 @@ def _measure_placement(
             block(call(*values))
             first = time.perf_counter() - start
         run_s = _quick_time(lambda: call(*values))
-        kernels = _kernels_per_call(target, parsed, values, jit_outer)
+        kernels = _kernels_per_call(target, parsed, jit_outer)
     return {
         "strategy": label,
         "compile_s": found.compile_seconds(),
@@ -87,25 +97,35 @@ def _measure_placement(
     }
 
 
-def _kernels_per_call(target: Target, parsed: Args, values: list[Any], jit_outer: bool) -> int:
+def _kernels_per_call(target: Target, parsed: Args, jit_outer: bool) -> int:
     """Kernels launched by one call of the outer function: the compiled program's kernels
     under jit; otherwise one per eagerly dispatched primitive, plus each jitted inner
     call's kernels."""
+    traced = target.trace(parsed)
     if jit_outer:
-        return kernel_count(read_hlo(target.trace(parsed).lower().compile().compiled))
+        return kernel_count(read_hlo(traced.lower().compile().compiled))
     per_jaxpr: dict[int, int] = {}
     total = 0
-    for eqn in jax.make_jaxpr(target.fn)(*values).eqns:
+    for eqn in traced.jaxpr.eqns:
         inner = eqn.params.get("jaxpr") if eqn.primitive.name in ("pjit", "jit") else None
         if inner is None:
             total += 1
             continue
         if id(inner) not in per_jaxpr:
-            avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.invars]
-            fn = jaxpr_as_fun(inner)
-            per_jaxpr[id(inner)] = kernel_count(read_hlo(jax.jit(fn).lower(*avals).compile()))
+            per_jaxpr[id(inner)] = _call_kernels(target, parsed, eqn)
         total += per_jaxpr[id(inner)]
     return total
+
+
+def _call_kernels(target: Target, parsed: Args, eqn: JaxprEqn) -> int:
+    """Kernels of a jitted call that runs eagerly dispatched: its own executable, compiled
+    from its jaxpr on its operands' shapes, with the outer target's device and x64."""
+    call = Target(
+        jaxpr_as_fun(eqn.params["jaxpr"]), device=target.device, user_file=target.user_file
+    )
+    avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.invars]
+    compiled = call.trace(Args.of_avals(avals, parsed.x64)).lower().compile()
+    return kernel_count(read_hlo(compiled.compiled))
 
 
 def _recommend(rows: list[dict[str, Any]], outer: str, inner: str) -> str:
@@ -139,15 +159,23 @@ def loop_variants(step: Callable, n: int) -> dict[str, Callable]:
 
 
 def scaling(
-    code: str, step: str, args: str, sizes: Sequence[int], progress: Progress
+    code: str,
+    step: str,
+    args: str,
+    sizes: Sequence[int],
+    progress: Progress,
+    expressions: bool = True,
 ) -> dict[str, Any]:
-    step_target = Target.from_code(code, step)
+    step_target = Target.from_code(code, step, expressions=expressions)
     rows = []
     total = len(sizes) * 3
     for n in sizes:
         for variant, fn in loop_variants(step_target.fn, n).items():
             target = Target.load(
-                fn, namespace=step_target.namespace, user_file=step_target.user_file
+                fn,
+                namespace=step_target.namespace,
+                user_file=step_target.user_file,
+                expressions=expressions,
             )
             parsed = target.args(args)
             times, compiled = _stage_times(target, parsed)
@@ -198,8 +226,9 @@ def shape_sweep(
     axis: int,
     sizes: Sequence[int],
     progress: Progress,
+    expressions: bool = True,
 ) -> dict[str, Any]:
-    target = Target.from_code(code, function, static=tuple(static))
+    target = Target.from_code(code, function, static=tuple(static), expressions=expressions)
     names = target.param_names(len(target.args(args).items))
     rows = []
     for done, size in enumerate(sizes, 1):
@@ -225,10 +254,16 @@ def shape_sweep(
 
 # -- 4. batch-size buckets ----------------------------------------------------------
 def bucket_costs(
-    code: str, function: str, args: str, batch_arg: str, buckets: Sequence[int], progress: Progress
+    code: str,
+    function: str,
+    args: str,
+    batch_arg: str,
+    buckets: Sequence[int],
+    progress: Progress,
+    expressions: bool = True,
 ) -> dict[str, Any]:
     """AOT-compile the function at each bucket size; compile and run time per bucket."""
-    target = Target.from_code(code, function)
+    target = Target.from_code(code, function, expressions=expressions)
     names = target.param_names(len(target.args(args).items))
     rows = []
     for done, size in enumerate(sorted(set(buckets)), 1):
