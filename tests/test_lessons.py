@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+import viz.lessons.measure
+from viz.errors import UserCodeError
 from viz.lessons.measure import loop_variants
 from viz.samples import get_sample
 from viz.spec import resize
@@ -201,3 +203,15 @@ def test_a_lesson_on_broken_code_is_an_error_result(lessons):
     )
     assert result["ok"] is False
     assert result["error"]["kind"] == "syntax_error"
+
+
+def ignore(_: Any) -> None:
+    """A progress callback that drops the progress."""
+
+
+def test_a_lesson_without_expressions_refuses_a_python_expression_in_its_spec():
+    code = "import jax.numpy as jnp\n\ndef step(x):\n    return x * 2\n"
+    with pytest.raises(UserCodeError) as refused:
+        viz.lessons.measure.scaling(code, "step", "jnp.ones(3)", [1], ignore, expressions=False)
+    assert refused.value.info.kind == "spec_error"
+    assert viz.lessons.measure.scaling(code, "step", "f32[3]", [1], ignore, expressions=False)["ok"]
