@@ -26,7 +26,8 @@ from viz.samples import get_sample, list_samples
 from viz.source import list_functions
 from viz.spec import SpecError, parse_spec
 from viz.worker import Worker
-from viz.worker.protocol import MAX_FRAME, ProtocolError, decode, encode
+from viz.worker.frames import MAX_FRAME, ProtocolError, decode, encode
+from viz.worker.protocol import Analyze, CacheCall
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.usefixtures("navigation_mode", "plain_editor")
@@ -173,7 +174,7 @@ def test_demo_runs_the_named_sample_whatever_code_the_request_carries(demo_worke
 
 
 def test_the_child_enforces_demo_mode_even_if_the_server_did_not(monkeypatch, canary) -> None:
-    monkeypatch.setattr(demo, "admit", lambda op, kwargs: kwargs)  # a server-side bug
+    monkeypatch.setattr(demo, "admit", lambda request: request)  # a server-side bug
     w = Worker("cpu", timeout_s=120, demo=True)
     try:
         result = analyze(
@@ -223,18 +224,15 @@ def test_demo_forbids_file_writing_compiler_options_and_the_disk_cache() -> None
     with pytest.raises(demo.Refused):
         demo.check_compiler_options({"xla_dump_to": "/tmp/x"})
     admitted = demo.admit(
-        "cache_call",
-        {"sample": "dot_plus_one", "args": "f32[2,2], f32[2,2]", "persistent_cache": True},
+        CacheCall(sample="dot_plus_one", args="f32[2,2], f32[2,2]", persistent_cache=True)
     )
-    assert admitted["persistent_cache"] is False
+    assert admitted.persistent_cache is False
 
 
 @pytest.mark.parametrize("sample", list_samples(), ids=lambda s: s.name)
 def test_every_sample_passes_the_demo_policy(sample) -> None:
-    admitted = demo.admit(
-        "analyze", {"sample": sample.name, "function": sample.function, "args": sample.args}
-    )
-    assert admitted["code"] == sample.code
+    admitted = demo.admit(Analyze(sample=sample.name, function=sample.function, args=sample.args))
+    assert admitted.code == sample.code
 
 
 def test_parse_spec_without_expressions_takes_literals_and_defined_values_only() -> None:

@@ -20,7 +20,7 @@ from viz.worker import (
     available_devices,
     worker_env,
 )
-from viz.worker.protocol import read_message, write_message
+from viz.worker.frames import read_message, write_message
 
 OK_CODE = "def f(x):\n    return x * 2.0\n"
 GIB = 1 << 30

@@ -18,13 +18,14 @@ import ast
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from viz.options import COMMON_OPTIONS
 from viz.samples import get_sample
 from viz.source import list_functions, parse_python
 from viz.spec import DTYPES, split_spec
+from viz.worker.protocol import Analyze, CacheCalls, Ping, Request, Scaling
 
 
 def enabled() -> bool:
@@ -61,24 +62,6 @@ DEMO_COMPILER_OPTIONS: dict[str, frozenset[str]] = {
     option.key: frozenset(str(value) for value in option.values) for option in COMMON_OPTIONS
 }
 
-# Per op: the keyword arguments a demo request may carry (anything else is refused).
-_PROGRAM = {"sample", "code", "function", "static", "owner"}
-_CACHE = {"placements", "fail_on_recompile", "route", "persistent_cache", "x64", "device"}
-OPS: dict[str, set[str]] = {
-    "ping": {"warm"},
-    "analyze": _PROGRAM
-    | {"args", "device", "runs", "compiler_options", "donate", "x64", "profile", "mlir"},
-    "cache_call": _PROGRAM | _CACHE | {"args"},
-    "cache_calls": _PROGRAM | _CACHE | {"calls"},
-    "cache_state": _PROGRAM | {"clear", "device"},
-    "cache_precompile": _PROGRAM | {"args", "param", "sizes", "device"},
-    "placement": {"sample", "code", "outer", "inner", "args"},
-    "scaling": {"sample", "code", "step", "args", "sizes"},
-    "shape_sweep": _PROGRAM | {"args", "param", "axis", "sizes"},
-    "bucket_costs": _PROGRAM | {"args", "batch_arg", "buckets"},
-}
-_FUNCTION_ARGS = ("function", "outer", "inner", "step")
-
 
 class Refused(ValueError):
     """A request demo mode does not run; the message says why, `hint` what to do."""
@@ -88,32 +71,30 @@ class Refused(ValueError):
         self.hint = hint
 
 
-def admit(op: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The request demo mode runs instead of `kwargs` (code read from the sample's
-    file, bounds applied); raises Refused."""
-    if op not in OPS:
-        raise Refused(f"Demo mode does not offer `{op}`.")
-    unknown = sorted(set(kwargs) - OPS[op])
+def admit(request: Request) -> Request:
+    """The request demo mode runs instead of `request` (code read from the sample's
+    file, bounds applied); raises Refused. Which fields a demo request may set is the
+    request type's own `DEMO`."""
+    if not request.DEMO:
+        raise Refused(f"Demo mode does not offer `{request.OP}`.")
+    unknown = sorted(request.changed() - request.DEMO)
     if unknown:
-        raise Refused(f"Demo mode does not accept {', '.join(unknown)} for `{op}`.")
-    if op == "ping":
-        return dict(kwargs)
-    out = dict(kwargs)  # keeps `sample`: the child admits the request again
-    code = _sample_code(out.get("sample"))
-    out["code"] = code  # never the code the request carried
+        raise Refused(f"Demo mode does not accept {', '.join(unknown)} for `{request.OP}`.")
+    if isinstance(request, Ping):
+        return request
+    code = _sample_code(getattr(request, "sample", None))
+    out = replace(request, code=code)  # never the code the request carried; keeps `sample`
     defined = {f.name for f in list_functions(code)}
-    for key in _FUNCTION_ARGS:
-        name = out.get(key)
-        if name is not None and name not in defined:
+    for name in out.functions():
+        if name not in defined:
             raise Refused(f"`{name}` is not a function of this sample.")
     names = assigned_names(code)
-    for spec in [out.get("args"), *(out.get("calls") or [])]:
-        if spec is not None:
-            check_spec(spec, names)
-    _bound(op, out)
-    check_compiler_options(out.get("compiler_options") or {})
-    if "persistent_cache" in out:
-        out["persistent_cache"] = False  # it writes files
+    for spec in out.specs():
+        check_spec(spec, names)
+    _bound(out)
+    check_compiler_options(getattr(out, "compiler_options", None) or {})
+    if getattr(out, "persistent_cache", False):
+        out = replace(out, persistent_cache=False)  # it writes files
     return out
 
 
@@ -126,17 +107,17 @@ def _sample_code(name: Any) -> str:
         raise Refused(f"There is no sample called {name!r}.") from None
 
 
-def _bound(op: str, out: dict[str, Any]) -> None:
+def _bound(request: Request) -> None:
     """Refuse requests beyond LIMITS (a clear refusal beats a silent clamp)."""
-    if op == "analyze":
-        _at_most("timed runs", out.get("runs", 0), LIMITS.runs)
-    if op == "cache_calls":
-        _at_most("calls in one sweep", len(out.get("calls") or []), LIMITS.calls)
-    sizes = out.get("sizes") or out.get("buckets") or []
+    if isinstance(request, Analyze):
+        _at_most("timed runs", request.runs, LIMITS.runs)
+    if isinstance(request, CacheCalls):
+        _at_most("calls in one sweep", len(request.calls), LIMITS.calls)
+    sizes = request.swept()
     if not isinstance(sizes, list | tuple):
         raise Refused("Sizes must be a list of numbers.")
     _at_most("sizes in one sweep", len(sizes), LIMITS.sizes)
-    largest = LIMITS.loop_n if op == "scaling" else LIMITS.size
+    largest = LIMITS.loop_n if isinstance(request, Scaling) else LIMITS.size
     for size in sizes:
         _at_most("a size", size, largest)
 

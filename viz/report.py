@@ -1,19 +1,20 @@
 """The Report: typed, JSON-able data describing one analysis.
 
-Each section is a dataclass whose fields are the JSON keys of DESIGN.md's report
-contract (extra fields only add to it); `Report.to_dict()` is the JSON the CLI
-writes and the worker sends. Sections can also be read like the JSON
-(`report.jaxpr["eqn_count"]`). Nothing here imports jax, so the app can read
-reports that came from the worker.
+Each section is a plain dataclass (`viz.plain`) whose fields are the JSON keys of
+DESIGN.md's report contract (extra fields only add to it). `Report.to_dict()` is the
+JSON the CLI writes and the worker sends; `Report.from_dict()` reads it back, once,
+where it arrives (the worker client, the history), and every reader after that reads
+attributes. Nothing here imports jax, so the app can read reports from the worker.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any
 
 from viz.errors import ErrorInfo
-from viz.record import Record
+from viz.ir.model import Graph
+from viz.plain import Plain, encode
 
 # What each count counts; shown in the app and written into every report.
 COUNT_DEFINITIONS = {
@@ -34,7 +35,7 @@ COUNT_DEFINITIONS = {
 
 
 @dataclass
-class Timings(Record):
+class Timings(Plain):
     trace_s: float | None = None
     lower_s: float | None = None
     compile_s: float | None = None
@@ -48,21 +49,21 @@ class Timings(Record):
 
 
 @dataclass
-class JaxprSection(Record):
+class JaxprSection(Plain):
     text: str = ""
     eqn_count: int | None = None
     primitives: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
-class StableHLOSection(Record):
+class StableHLOSection(Plain):
     text: str = ""
     op_count: int | None = None
     ops: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
-class CompiledSection(Record):
+class CompiledSection(Plain):
     text: str = ""
     op_count: int | None = None
     ops: dict[str, int] = field(default_factory=dict)
@@ -71,14 +72,14 @@ class CompiledSection(Record):
 
 
 @dataclass
-class Cost(Record):
+class Cost(Plain):
     flops: float | None = None
     bytes_accessed: float | None = None
     transcendentals: float | None = None
 
 
 @dataclass
-class Memory(Record):
+class Memory(Plain):
     argument_bytes: int | None = None
     output_bytes: int | None = None
     temp_bytes: int | None = None
@@ -87,15 +88,97 @@ class Memory(Record):
 
 
 @dataclass
-class Runs(Record):
-    """Run-time distributions (`viz.timing.RunStats` as data): jit, and eager if it ran."""
+class RunTimes(Plain):
+    """One run-time distribution (`viz.timing.RunStats` as data)."""
 
-    jit: dict[str, Any] | None = None
-    eager: dict[str, Any] | None = None
+    first_call_s: float
+    median_s: float
+    min_s: float
+    p90_s: float
+    samples: int  # how many timed samples
+    number: int  # calls per sample
+    per_call_s: list[float] = field(default_factory=list)  # one value per sample
 
 
 @dataclass
-class DonatedArg(Record):
+class Runs(Plain):
+    """Run-time distributions: jit, and eager if it ran."""
+
+    jit: RunTimes | None = None
+    eager: RunTimes | None = None
+
+
+@dataclass
+class GraphSummary(Plain):
+    """What the report keeps of one IR's graph: node counts and the default view's DOT."""
+
+    total_nodes: int
+    visible_nodes: int
+    dot: str
+
+
+@dataclass
+class Kernel(Plain):
+    """One fusion XLA launches: its fused-op histogram and the source lines in it."""
+
+    name: str
+    kind: str
+    colour: str
+    ops: dict[str, int] = field(default_factory=dict)
+    lines: list[int] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FusionEntry(Plain):
+    """One kernel (or one `no_kernel` instruction) and what went into it."""
+
+    kernel: str
+    kind: str
+    stablehlo_ops: list[dict[str, str]] = field(default_factory=list)  # {id, name}
+    jaxpr_eqns: list[dict[str, str]] = field(default_factory=list)  # {id, primitive}
+    lines: list[int] = field(default_factory=list)
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.kind != "no_kernel"
+
+
+@dataclass
+class FusionCoverage(Plain):
+    """Share of each IR's ops found in the optimized program (None: it had no ops), and
+    per IR how they were found: {ops, by_metadata, by_dataflow, folded}."""
+
+    stablehlo: float | None = None
+    jaxpr: float | None = None
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass
+class KernelTime(Plain):
+    name: str
+    calls: int
+    mean_s: float
+    total_s: float
+    share: float
+
+
+@dataclass
+class ProfileSection(Plain):
+    """Per-kernel time under `jax.profiler` (`viz.fusion.profile`)."""
+
+    source: str
+    runs: int
+    step_s: float
+    kernels: list[KernelTime] = field(default_factory=list)
+    unattributed_s: float = 0.0
+    per_kernel_events: bool = True  # False: the platform emitted none by kernel name
+    concurrent: bool = False  # shares add up to more than 1
+    trace_file: str | None = None  # the Chrome JSON trace (gzip) JAX's profiler wrote
+
+
+@dataclass
+class DonatedArg(Plain):
     name: str  # the leaf as JAX names it: x, params['w']
     donated: bool
     aliased_output: int | None  # flat output index whose buffer it became
@@ -103,30 +186,16 @@ class DonatedArg(Record):
 
 
 @dataclass
-class Donation(Record):
+class Donation(Plain):
     args: list[DonatedArg] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     saved_bytes: int | None = None  # memory_analysis's alias bytes: outputs written in place
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "args": [a.to_dict() for a in self.args],
-            "warnings": list(self.warnings),
-            "saved_bytes": self.saved_bytes,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> Donation | None:
-        if data is None:
-            return None
-        args = [DonatedArg.from_dict(a) for a in data.get("args", [])]
-        return cls(args, list(data.get("warnings", [])), data.get("saved_bytes"))
-
 
 @dataclass
-class Report:
+class Report(Plain):
     ok: bool = True
-    error: dict[str, Any] | None = None
+    error: ErrorInfo | None = None
     device: str = "cpu"
     jax_version: str = ""
     function: str = ""
@@ -142,54 +211,53 @@ class Report:
     compiled: CompiledSection | None = None
     cost: Cost | None = None
     memory: Memory | None = None
-    graphs: dict[str, Any] = field(default_factory=dict)  # ir → {total_nodes, visible_nodes, dot}
-    kernels: list[dict[str, Any]] = field(default_factory=list)
+    graphs: dict[str, GraphSummary] = field(default_factory=dict)  # by IR
+    kernels: list[Kernel] = field(default_factory=list)
     run: Runs | None = None
     donation: Donation | None = None
     compile_events: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     # issue #12: kernels and what went into them (viz.fusion.map), per-kernel time
-    fusion_map: list[dict[str, Any]] = field(default_factory=list)
-    fusion_map_coverage: dict[str, Any] | None = None
-    profile: dict[str, Any] | None = None
+    fusion_map: list[FusionEntry] = field(default_factory=list)
+    fusion_map_coverage: FusionCoverage | None = None
+    profile: ProfileSection | None = None
     mlir: str | None = None  # StableHLO with locations, when asked for (analyze(mlir=True))
     count_definitions: dict[str, str] = field(default_factory=lambda: dict(COUNT_DEFINITIONS))
-    graph_models: dict[str, Any] = field(default_factory=dict)  # full Graphs, for the app
-
-    SECTIONS: ClassVar[dict[str, type[Record]]] = {
-        "timings": Timings,
-        "jaxpr": JaxprSection,
-        "stablehlo": StableHLOSection,
-        "compiled": CompiledSection,
-        "cost": Cost,
-        "memory": Memory,
-        "run": Runs,
-        "donation": Donation,
-    }
+    graph_models: dict[str, Graph] = field(default_factory=dict)  # full graphs, for the app
 
     def to_dict(self, include_models: bool = False) -> dict[str, Any]:
-        """Plain data: the JSON of DESIGN.md's report contract (serializes only)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name in self.SECTIONS:
-            section = data[name]
-            data[name] = section.to_dict() if section is not None else None
-        models = data.pop("graph_models")
-        if include_models:
-            data["graph_models"] = {
-                ir: g.to_dict() if hasattr(g, "to_dict") else g for ir, g in models.items()
-            }
+        """Plain data: the JSON of DESIGN.md's report contract (serializes only). The
+        graph models travel only when asked for (the worker sends them to the app)."""
+        data = {f.name: encode(getattr(self, f.name)) for f in fields(self)}
+        if not include_models:
+            del data["graph_models"]
         return data
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Report:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        for name, section in cls.SECTIONS.items():
-            if name in values:
-                values[name] = section.from_dict(values[name])
-        return cls(**values)
-
-    def fail(self, error: ErrorInfo | dict[str, Any]) -> Report:
+    def fail(self, error: ErrorInfo) -> Report:
         self.ok = False
-        self.error = error.to_dict() if isinstance(error, ErrorInfo) else error
+        self.error = error
         return self
+
+    # -- derived numbers, computed here once for every reader ---------------------
+    @property
+    def compile_total_s(self) -> float:
+        """trace + lower + compile: the one-time cost of the first call."""
+        t = self.timings
+        return sum(v or 0 for v in (t.trace_s, t.lower_s, t.compile_s))
+
+    @property
+    def memory_total_bytes(self) -> int | None:
+        """Arguments + outputs + XLA's temporaries (None before compiling)."""
+        m = self.memory
+        if m is None:
+            return None
+        return sum(v or 0 for v in (m.argument_bytes, m.output_bytes, m.temp_bytes))
+
+    @property
+    def kernel_count(self) -> int:
+        """Kernels in the fusion map (`no_kernel` instructions left out)."""
+        return sum(1 for e in self.fusion_map if e.is_kernel)
+
+    @property
+    def error_line(self) -> int | None:
+        return self.error.line if self.error else None

@@ -13,25 +13,10 @@ from typing import Any
 import jax
 import numpy as np
 
+from viz.cache.events import BucketRow, RoutedEvent
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError
-from viz.record import Record
 from viz.spec import resize
 from viz.stages import Target, block
-
-
-@dataclass
-class RoutedEvent(Record):
-    """A call served by a precompiled batch-size bucket (padded; the jit cache untouched)."""
-
-    call: int
-    args: str
-    aot_bucket: int
-    size: int
-    padding: int
-    run_s: float
-    cache_size: int
-    time: float = field(default_factory=time.time)
-    type: str = "routed"
 
 
 @dataclass
@@ -45,14 +30,8 @@ class Bucket:
     padded_rows: int = 0
     useful_rows: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "bucket": self.size,
-            "compile_s": self.compile_s,
-            "calls": self.calls,
-            "padded_rows": self.padded_rows,
-            "useful_rows": self.useful_rows,
-        }
+    def row(self) -> BucketRow:
+        return BucketRow(self.size, self.compile_s, self.calls, self.padded_rows, self.useful_rows)
 
 
 class BucketRouter:
@@ -115,5 +94,5 @@ class BucketRouter:
             )
         return self.buckets[min(fits)]
 
-    def table(self) -> list[dict[str, Any]]:
-        return [b.to_dict() for b in self.buckets.values()]
+    def table(self) -> list[BucketRow]:
+        return [b.row() for b in self.buckets.values()]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -17,10 +17,11 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from viz import events
+from viz.cache.events import CacheEvent, CallEvent, EntryRow, FailedEvent, RoutedEvent
 from viz.cache.keys import call_signature
-from viz.cache.router import BucketRouter, RoutedEvent
-from viz.cache.signature import Signature, explain_miss
-from viz.record import Record
+from viz.cache.router import BucketRouter
+from viz.cache.signature import Reason, Signature, explain_miss
+from viz.errors import ErrorInfo
 from viz.spec import NARROWED, array_specs
 from viz.stages import Args, Target, block
 
@@ -60,52 +61,17 @@ class Entry:
     failed: bool = False  # tracing failed, yet jit kept a cache entry for the signature
     from_disk: bool = False  # the persistent compilation cache supplied the executable
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["signature"] = self.signature.to_dict()
-        data["describe"] = self.signature.describe()
-        return data
-
-
-# -- events: what one call did (the cache JSON's `events`; `type` tells them apart) --
-@dataclass
-class CallEvent(Record):
-    """A call of the jitted function: a hit, or a miss with every reason."""
-
-    call: int
-    args: str
-    signature: str
-    hit: bool
-    compile_s: float
-    wall_s: float
-    run_s: float
-    cache_size: int
-    entry: int | None  # the table row that served (or was compiled for) the call
-    closest: int | None = None  # for a miss: the most similar cached entry
-    reasons: list[dict[str, str]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # e.g. why a hit hit
-    from_disk: bool = False
-    guard: str | None = None  # set when the recompile guard tripped
-    time: float = field(default_factory=time.time)
-    type: str = ""
-
-    def __post_init__(self) -> None:
-        self.type = "hit" if self.hit else "miss"
-
-
-@dataclass
-class FailedEvent(Record):
-    """A call that raised; its error is classified like any other."""
-
-    call: int
-    args: str
-    error: dict[str, Any]
-    cache_size: int
-    time: float = field(default_factory=time.time)
-    type: str = "failed"
-
-
-CacheEvent = CallEvent | RoutedEvent | FailedEvent
+    def row(self) -> EntryRow:
+        return EntryRow(
+            self.signature.to_dict(),
+            self.signature.describe(),
+            self.compile_s,
+            self.created,
+            self.hits,
+            self.last_hit,
+            self.failed,
+            self.from_disk,
+        )
 
 
 def x64_notes(args: Args) -> list[str]:
@@ -201,7 +167,7 @@ class CacheSession:
         if self.jitted._cache_size() > size_before:
             self.entries.append(Entry(signature, 0.0, len(self.events) + 1, failed=True))
 
-    def record_error(self, args: str, error: dict[str, Any]) -> FailedEvent:
+    def record_error(self, args: str, error: ErrorInfo) -> FailedEvent:
         """Log a failed call, so call numbers stay unique and the timeline shows it."""
         event = FailedEvent(len(self.events) + 1, args, error, self.jitted._cache_size())
         self.events.append(event)
@@ -211,7 +177,7 @@ class CacheSession:
         self, args: str, signature: Signature, hit: bool, compile_s: float, wall: float
     ) -> CallEvent:
         number = len(self.events) + 1
-        reasons: list[dict[str, str]] = []
+        reasons: list[Reason] = []
         closest = None
         if hit:
             entry = next((e for e in self.entries if e.signature == signature), None)
@@ -223,7 +189,7 @@ class CacheSession:
                 used = None
         else:
             miss = explain_miss(signature, [e.signature for e in self.entries])
-            reasons, closest = [r.to_dict() for r in miss.reasons], miss.closest
+            reasons, closest = list(miss.reasons), miss.closest
             self.entries.append(Entry(signature, compile_s, number))
             used = len(self.entries) - 1
         event = CallEvent(
@@ -242,5 +208,5 @@ class CacheSession:
         self.events.append(event)
         return event
 
-    def table(self) -> list[dict[str, Any]]:
-        return [e.to_dict() for e in self.entries]
+    def table(self) -> list[EntryRow]:
+        return [e.row() for e in self.entries]

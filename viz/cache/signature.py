@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from viz.plain import Plain
+
 REASON_KINDS = (
     "new_function",
     "shape",
@@ -113,14 +115,11 @@ def _leaf_text(leaf: LeafSig) -> str:
 
 
 @dataclass(frozen=True)
-class Reason:
+class Reason(Plain):
     arg: str  # the parameter as the function's signature names it (or a leaf path in it)
     kind: str  # one of REASON_KINDS
     before: str
     after: str
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
 
 
 def _leaf_reasons(name: str, old: LeafSig, new: LeafSig) -> list[Reason]:

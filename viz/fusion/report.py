@@ -13,7 +13,7 @@ from typing import Any
 
 from viz.fusion.map import fusion_map
 from viz.ir.kernels import kernel_names
-from viz.report import Report
+from viz.report import FusionCoverage, FusionEntry, ProfileSection, Report
 
 PROFILE_RUNS = 5
 
@@ -30,8 +30,8 @@ def add_fusion_map(report: Report) -> Report:
     except Exception as exc:  # a bug here must not hide the other results
         report.warnings.append(f"could not build the fusion map: {type(exc).__name__}: {exc}")
         return report
-    report.fusion_map = found["fusion_map"]
-    report.fusion_map_coverage = found["fusion_map_coverage"]
+    report.fusion_map = [FusionEntry.from_dict(e) for e in found["fusion_map"]]
+    report.fusion_map_coverage = FusionCoverage.from_dict(found["fusion_map_coverage"])
     return report
 
 
@@ -54,7 +54,7 @@ def add_profile(
     except Exception as exc:  # e.g. another profiler session is running
         report.warnings.append(f"profile failed: {type(exc).__name__}: {exc}")
         return
-    report.profile = result.to_dict()
+    report.profile = ProfileSection.from_dict(result.to_dict())
     if not result.per_kernel_events:
         report.warnings.append(
             f"profile: this platform ({report.device}) emitted no per-kernel trace events"

@@ -12,7 +12,7 @@ import os
 import signal
 from typing import Any
 
-from viz.worker.protocol import (
+from viz.worker.frames import (
     PROTOCOL_EXIT,
     Callback,
     ProtocolError,
@@ -76,22 +76,26 @@ class _Channel:
 
 
 def _handle(op: str, kwargs: dict[str, Any], progress: Callback) -> dict[str, Any]:
+    """The reply's JSON: the request decoded (and, in demo mode, admitted) into its
+    type, handled with the user's prints captured beside the reply."""
     from viz import demo
-    from viz.worker import handlers
+    from viz.worker import handlers, protocol
 
+    try:
+        request = protocol.decode_request(op, kwargs)
+    except protocol.BadRequest as exc:
+        return error_result("bad_request", str(exc), "")
     if demo.enabled():  # the server checked too; this side loads samples from disk itself
         try:
-            kwargs = demo.admit(op, kwargs)
+            request = demo.admit(request)
         except demo.Refused as exc:
             return error_result("demo_refused", str(exc), exc.hint)
-    kwargs = {k: v for k, v in kwargs.items() if k != "sample"}  # the code says it all
     captured = io.StringIO()
     with contextlib.redirect_stdout(captured):
-        result = handlers.handle(op, kwargs, progress)
+        reply = handlers.handle(request, progress)
     with contextlib.suppress(ValueError):  # user code may have closed it
-        if isinstance(result, dict) and captured.getvalue():
-            result.setdefault("stdout", captured.getvalue()[-20000:])
-    return result
+        reply.stdout = reply.stdout or captured.getvalue()[-20000:]
+    return reply.to_dict()
 
 
 def _broken_pipes_result() -> dict[str, Any]:

@@ -13,8 +13,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from viz.worker.processes import _descendants, _kill_family, _kill_group, _rss_bytes
-from viz.worker.protocol import (
+from viz.worker import protocol
+from viz.worker.frames import (
     PROTOCOL_EXIT,
     Callback,
     ProtocolError,
@@ -22,6 +22,7 @@ from viz.worker.protocol import (
     encode,
     error_result,
 )
+from viz.worker.processes import _descendants, _kill_family, _kill_group, _rss_bytes
 
 DEFAULT_TIMEOUT_S = 60.0
 LESSON_TIMEOUT_S = 300.0
@@ -236,6 +237,21 @@ class Worker:
         )
 
     # -- requests --------------------------------------------------------
+    def ask(
+        self,
+        request: protocol.Request,
+        timeout_s: float | None = None,
+        on_progress: Callback | None = None,
+        on_queue: Callback | None = None,
+        client: str = "",
+    ) -> protocol.Reply:
+        """Run `request` in the child and decode the answer into its reply type (a
+        failure is a reply too: `ok` False and `error` say what happened)."""
+        payload = self.request(
+            request.OP, timeout_s, on_progress, on_queue, client, **request.to_dict()
+        )
+        return protocol.decode_reply(request, payload)
+
     def request(
         self,
         op: str,
@@ -252,7 +268,9 @@ class Worker:
             from viz import demo
 
             try:
-                kwargs = demo.admit(op, kwargs)
+                kwargs = demo.admit(protocol.decode_request(op, kwargs)).to_dict()
+            except protocol.BadRequest as exc:
+                return error_result("bad_request", str(exc), "")
             except demo.Refused as exc:
                 return error_result("demo_refused", str(exc), exc.hint)
         ticket = _Ticket(client)

@@ -1,8 +1,8 @@
 """Request handlers that run inside the worker process (they import jax).
 
-Each handler takes plain keyword arguments and returns a plain dict. A handler
-never lets an exception escape: `handle` turns a bug into an error result so the
-worker keeps serving.
+Each handler takes its operation's typed request (`viz.worker.protocol`) and returns
+its typed reply. A handler never lets an exception escape: `handle` turns a bug into
+an error reply so the worker keeps serving.
 """
 
 from __future__ import annotations
@@ -16,85 +16,73 @@ from typing import Any
 
 import jax
 
+from viz import demo
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError, classify
 from viz.report import Report
 from viz.source import load_function
 from viz.stages import Target
+from viz.worker import protocol as p
 
 Progress = Callable[[Any], None]
+Handler = Callable[[Progress, Any], p.Reply]
 
 
-def ping(progress: Progress, warm: bool = False) -> dict[str, Any]:
+def ping(progress: Progress, request: p.Ping) -> p.PingReply:
     """The worker is up; with `warm`, also run the pipeline once on a tiny program, so
     the first real Analyze neither waits for nor measures XLA's start-up."""
-    if warm:
+    if request.warm:
         _warm_up()
     devices = jax.devices()
-    return {
-        "ok": True,
-        "jax_version": jax.__version__,
-        "platform": devices[0].platform,
-        "devices": [str(d) for d in devices],
-        "device_count": len(devices),
-    }
+    return p.PingReply(
+        jax_version=jax.__version__,
+        platform=devices[0].platform,
+        devices=[str(d) for d in devices],
+        device_count=len(devices),
+    )
 
 
 def _warm_up() -> None:
     import jax.numpy as jnp
 
-    from viz.pipeline import analyze as run_pipeline
+    from viz.pipeline import analyze
 
     def warm_up(x: Any) -> Any:
         return jnp.tanh(x @ x) + 1.0
 
-    run_pipeline(warm_up, "f32[8,8]", runs=1)
+    analyze(warm_up, "f32[8,8]", runs=1)
 
 
-def analyze(
-    progress: Progress,
-    code: str,
-    function: str | None = None,
-    args: str = "",
-    static: list[str] | None = None,
-    device: str = "cpu",
-    runs: int = 20,
-    memory_limit_bytes: int | None = None,
-    x64: bool | None = None,
-    donate: list[str] | None = None,
-    compiler_options: dict[str, Any] | None = None,
-    profile: bool = False,
-    mlir: bool = False,
-    folder: str | None = None,
-) -> dict[str, Any]:
+def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
     from viz.pipeline import analyze_target
     from viz.stages import DEFAULT_MEMORY_LIMIT
 
-    static = list(static or [])
-    limit = memory_limit_bytes or _memory_limit(DEFAULT_MEMORY_LIMIT)
+    limit = request.memory_limit_bytes or _memory_limit(DEFAULT_MEMORY_LIMIT)
     try:
         target = Target.from_code(
-            code,
-            function,
-            folder=folder,
-            static=static,
-            device=device,
-            x64=x64,
+            request.code,
+            request.function,
+            folder=request.folder,
+            static=list(request.static),
+            device=request.device,
+            x64=request.x64,
             memory_limit_bytes=limit,
-            donate=tuple(donate or ()),
-            compiler_options=dict(compiler_options or {}),
+            donate=tuple(request.donate),
+            compiler_options=dict(request.compiler_options),
+            expressions=not demo.enabled(),
         )
     except UserCodeError as exc:
         report = Report(
-            device=device,
+            device=request.device,
             jax_version=jax.__version__,
-            function=function or "",
-            args=args,
-            static=static,
+            function=request.function or "",
+            args=request.args,
+            static=list(request.static),
         ).fail(exc.info)
-        return report.to_dict(include_models=True)
-    return analyze_target(target, args, runs, profile=profile, mlir=mlir).to_dict(
-        include_models=True
+        return p.Analyzed(ok=False, error=exc.info, report=report)
+    report = analyze_target(
+        target, request.args, request.runs, profile=request.profile, mlir=request.mlir
     )
+    return p.Analyzed(ok=report.ok, error=report.error, report=report)
 
 
 def _memory_limit(default: int) -> int:
@@ -102,30 +90,24 @@ def _memory_limit(default: int) -> int:
     return int(os.environ.get("JITSCOPE_MEMORY_LIMIT_BYTES", default))
 
 
-HANDLERS: dict[str, Callable[..., dict[str, Any]]] = {
-    "ping": ping,
-    "analyze": analyze,
-}
+HANDLERS: dict[str, Handler] = {"ping": ping, "analyze": analyze}
 
 
-def register(name: str) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
-    def add(handler: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+def register(name: str) -> Callable[[Handler], Handler]:
+    def add(handler: Handler) -> Handler:
         HANDLERS[name] = handler
         return handler
 
     return add
 
 
-def handle(op: str, kwargs: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    handler = HANDLERS.get(op)
-    if handler is None:
-        return _failure(ErrorInfo(ErrorKind.BAD_REQUEST, f"unknown op {op!r}"))
+def handle(request: p.Request, progress: Progress) -> p.Reply:
     try:
-        return handler(progress, **kwargs)
+        return HANDLERS[request.OP](progress, request)
     except UserCodeError as exc:
-        return _failure(exc.info)
+        return request.REPLY.failure(exc.info)
     except Exception as exc:  # a bug in jitscope: report it, keep serving
-        return _failure(
+        return request.REPLY.failure(
             ErrorInfo(
                 ErrorKind.INTERNAL_ERROR,
                 f"{type(exc).__name__}: {exc}",
@@ -133,10 +115,6 @@ def handle(op: str, kwargs: dict[str, Any], progress: Progress) -> dict[str, Any
                 detail=traceback.format_exc(),
             )
         )
-
-
-def _failure(info: ErrorInfo) -> dict[str, Any]:
-    return {"ok": False, "error": info.to_dict()}
 
 
 # -- cache sessions: the real jitted function stays alive between requests ----
@@ -210,110 +188,76 @@ def _session(
     return _sessions[key]
 
 
-def _call(
-    session: Any,
-    args: str,
-    placements: dict[str, str] | None,
-    fail_on_recompile: bool,
-    route: bool = False,
-    x64: bool | None = None,
-) -> Any:
+def _call(session: Any, args: str, request: p.CacheCalls | p.CacheCall) -> Any:
     try:
-        if route and session.router is not None:
-            return session.routed_call(args, x64)
-        return session.call(args, placements, fail_on_recompile, x64)
+        if request.route and session.router is not None:
+            return session.routed_call(args, request.x64)
+        return session.call(args, request.placements, request.fail_on_recompile, request.x64)
     except UserCodeError as exc:
         info = exc.info
     except Exception as exc:
         info = classify(exc, "trace", session.target.user_file)
-    return session.record_error(args, info.to_dict())
+    return session.record_error(args, info)
 
 
-def _state(session: Any) -> dict[str, Any]:
-    return {
-        "table": session.table(),
-        "events": [e.to_dict() for e in session.events],
-        "cache_size": session.jitted._cache_size(),
-        "buckets": session.router.table() if session.router else [],
-    }
+def _state(session: Any, **more: Any) -> p.CacheReply:
+    return p.CacheReply(
+        table=session.table(),
+        events=list(session.events),
+        cache_size=session.jitted._cache_size(),
+        buckets=session.router.table() if session.router else [],
+        **more,
+    )
+
+
+def _session_of(request: p.CacheRequest, folder: str | None = None) -> Any:
+    r = request
+    return _session(r.code, r.function, r.static, r.owner, r.device, folder)
 
 
 @register("cache_calls")
-def cache_calls(
-    progress: Progress,
-    code: str,
-    function: str | None,
-    calls: list[str],
-    static: list[str] | None = None,
-    owner: str = "",
-    placements: dict[str, str] | None = None,
-    fail_on_recompile: bool = False,
-    persistent_cache: bool = False,
-    route: bool = False,
-    x64: bool | None = None,
-    device: str = "cpu",
-    folder: str | None = None,
-) -> dict[str, Any]:
+def cache_calls(progress: Progress, request: p.CacheCalls | p.CacheCall) -> p.CacheReply:
     """A sweep: many calls in one request (progress after each)."""
-    session = _session(code, function, static, owner, device, folder)
-    events = []
-    with disk_cache(persistent_cache):
+    calls = request.calls if isinstance(request, p.CacheCalls) else [request.args]
+    session = _session_of(request, request.folder)
+    new = []
+    with disk_cache(request.persistent_cache):
         for i, args in enumerate(calls):
-            events.append(_call(session, args, placements, fail_on_recompile, route, x64))
+            new.append(_call(session, args, request))
             progress({"done": i + 1, "total": len(calls)})
-    new = [e.to_dict() for e in events]
-    return {"ok": all(e["type"] != "failed" for e in new), **_state(session), "new": new}
+    ok = all(e.type != "failed" for e in new)
+    return _state(session, ok=ok, new=new, event=new[0] if len(new) == 1 else None)
 
 
-@register("cache_call")
-def cache_call(progress: Progress, args: str, **kwargs: Any) -> dict[str, Any]:
-    """One call; `event` is what it did."""
-    result = cache_calls(progress, calls=[args], **kwargs)
-    return {**result, "event": result["new"][0]}
+register("cache_call")(cache_calls)  # one call: the reply's `event` is what it did
 
 
 @register("cache_state")
-def cache_state(
-    progress: Progress,
-    code: str,
-    function: str | None,
-    static: list[str] | None = None,
-    owner: str = "",
-    clear: bool = False,
-    device: str = "cpu",
-) -> dict[str, Any]:
-    session = _session(code, function, static, owner, device)
-    if clear:
+def cache_state(progress: Progress, request: p.CacheState) -> p.CacheReply:
+    session = _session_of(request)
+    if request.clear:
         session.clear()
-    return {"ok": True, **_state(session)}
+    return _state(session)
 
 
 @register("cache_precompile")
-def cache_precompile(
-    progress: Progress,
-    code: str,
-    function: str | None,
-    args: str,
-    param: str,
-    sizes: list[int],
-    static: list[str] | None = None,
-    owner: str = "",
-    device: str = "cpu",
-) -> dict[str, Any]:
+def cache_precompile(progress: Progress, request: p.CachePrecompile) -> p.CacheReply:
     """Compile the session's function ahead of time at each batch-size bucket."""
-    session = _session(code, function, static, owner, device)
-    session.precompile(param, sizes, args)
-    return {"ok": True, **_state(session)}
+    session = _session_of(request)
+    session.precompile(request.param, request.sizes, request.args)
+    return _state(session)
 
 
 # -- lessons: heavy measurements with progress (served by a separate worker) ----
-def _lesson(name: str) -> Callable[..., dict[str, Any]]:
-    """A handler that forwards its keyword arguments to `viz.lessons.<name>`."""
+def _lesson(name: str) -> Handler:
+    """A handler that runs `viz.lessons.measure.<name>` on the request's fields (the
+    sample's name stays behind: in demo mode the code already came from it)."""
 
-    def run(progress: Progress, **kwargs: Any) -> dict[str, Any]:
+    def run(progress: Progress, request: p.Request) -> p.Reply:
         from viz.lessons import measure
 
-        return getattr(measure, name)(progress=progress, **kwargs)
+        fields = {k: v for k, v in vars(request).items() if k != "sample"}
+        return request.REPLY.from_dict(getattr(measure, name)(progress=progress, **fields))
 
     return run
 
@@ -323,28 +267,19 @@ for _name in ("placement", "scaling", "shape_sweep", "bucket_costs"):
 
 
 @register("passes")
-def passes(
-    progress: Progress,
-    code: str,
-    function: str | None,
-    args: str,
-    static: list[str] | None = None,
-    device: str = "cpu",
-    x64: bool | None = None,
-    donate: list[str] | None = None,
-    compiler_options: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def passes(progress: Progress, request: p.Passes) -> p.PassesReply:
     """Op and fusion counts after every XLA pass that changed the program, compiled with
     the analysed run's settings."""
     from viz.passes import pass_by_pass
 
     target = Target.from_code(
-        code,
-        function,
-        static=list(static or ()),
-        device=device,
-        x64=x64,
-        donate=tuple(donate or ()),
-        compiler_options=dict(compiler_options or {}),
+        request.code,
+        request.function,
+        static=list(request.static),
+        device=request.device,
+        x64=request.x64,
+        donate=tuple(request.donate),
+        compiler_options=dict(request.compiler_options),
     )
-    return {"ok": True, "steps": pass_by_pass(target.trace(target.args(args)).lower())}
+    steps = pass_by_pass(target.trace(target.args(request.args)).lower())
+    return p.PassesReply(steps=[p.PassStep.from_dict(s) for s in steps])

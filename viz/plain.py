@@ -1,0 +1,76 @@
+"""`Plain`: the base of the plain-data dataclasses that cross a boundary (worker →
+app, report → JSON, history → page). A plain dataclass converts to its JSON
+(`to_dict`) and back (`from_dict`), nested plain fields included, decoded by their
+type hints: `list[Kernel]`, `dict[str, GraphSummary]`, `ErrorInfo | None`. It can
+also be read like its JSON (`section["key"]`), which tests and scripts use."""
+
+from __future__ import annotations
+
+import functools
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, fields, is_dataclass
+from typing import Any
+
+
+class Plain(Mapping[str, Any]):
+    """Mix into a dataclass: JSON both ways, and a read-only mapping over its fields."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__:  # type: ignore[attr-defined]
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.__dataclass_fields__)  # type: ignore[attr-defined]
+
+    def __len__(self) -> int:
+        return len(self.__dataclass_fields__)  # type: ignore[attr-defined]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Any:
+        """The dataclass from its JSON; keys it does not know are ignored, missing ones
+        take their defaults."""
+        if data is None:
+            return None
+        hints = _hints(cls)
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: decode(hints[k], v) for k, v in data.items() if k in known})
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def decode(hint: Any, value: Any) -> Any:
+    """`value` (JSON) as the type `hint` names: plain dataclasses and anything with a
+    `from_dict` are built, lists and dicts decoded item by item, the rest kept."""
+    if value is None:
+        return None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return decode(inner[0], value) if len(inner) == 1 else value
+    if origin is list and args and isinstance(value, list):
+        return [decode(args[0], v) for v in value]
+    if origin is dict and len(args) == 2 and isinstance(value, dict):
+        return {k: decode(args[1], v) for k, v in value.items()}
+    if isinstance(hint, type) and hasattr(hint, "from_dict") and isinstance(value, dict):
+        return hint.from_dict(value)
+    return value
+
+
+def encode(value: Any) -> Any:
+    """JSON data from plain dataclasses (`to_dict`), lists and dicts of them."""
+    if hasattr(value, "to_dict") and is_dataclass(value):
+        return value.to_dict()
+    if isinstance(value, list):
+        return [encode(v) for v in value]
+    if isinstance(value, dict):
+        return {k: encode(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,122 @@
+"""The worker's frames: length-prefixed JSON both ways (never pickle: a
+process that runs user code must not be able to run code in the server), and the
+error results the worker itself produces."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import struct
+from collections.abc import Callable
+from dataclasses import asdict, is_dataclass
+from typing import Any, BinaryIO
+
+from viz.errors import ErrorInfo
+
+PROTOCOL_EXIT = 75  # the child's exit status when user code broke its pipes
+MAX_FRAME = 512 << 20  # a larger header is garbage, not a report
+
+
+Callback = Callable[[Any], None]
+_HEADER = struct.Struct("!Q")
+
+
+# -- frames: length-prefixed JSON ------------------------------------------------
+class ProtocolError(ValueError):
+    """A frame that is not what a worker sends: garbage on the pipe."""
+
+
+def _plain(value: Any) -> Any:
+    """JSON's fallback for what reports may hold besides dicts, lists and numbers."""
+    if hasattr(value, "item") and hasattr(value, "dtype"):  # numpy scalars
+        return value.item() if getattr(value, "ndim", 0) == 0 else value.tolist()
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=str)
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return str(value)
+
+
+def _keys_to_str(value: Any) -> Any:
+    """A copy whose dict keys are all strings (JSON refuses tuple keys)."""
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): _keys_to_str(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_keys_to_str(v) for v in value]
+    return value
+
+
+def encode(message: Any) -> bytes:
+    """One frame. NaN and ±inf travel as JSON's NaN/Infinity extensions (Python's json
+    reads them back); tuples become lists; bytes become text."""
+    try:
+        data = json.dumps(message, default=_plain, separators=(",", ":"))
+    except (TypeError, ValueError):  # tuple keys, or a cycle made of plain containers
+        data = json.dumps(_keys_to_str(message), default=_plain, separators=(",", ":"))
+    raw = data.encode("utf-8", "surrogatepass")
+    return _HEADER.pack(len(raw)) + raw
+
+
+def decode(data: bytes) -> Any:
+    try:
+        return json.loads(data.decode("utf-8", "surrogatepass"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ProtocolError(f"not a JSON frame: {type(exc).__name__}") from None
+
+
+def write_message(stream: BinaryIO, message: Any) -> None:
+    stream.write(encode(message))
+    stream.flush()
+
+
+def read_message(stream: BinaryIO) -> Any:
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise EOFError
+    (size,) = _HEADER.unpack(header)
+    if size > MAX_FRAME:
+        raise ProtocolError(f"frame of {size} bytes")
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError
+    return decode(data)
+
+
+def error_result(kind: str, message: str, hint: str) -> dict[str, Any]:
+    """A failure the worker itself saw (the kind is checked like every other)."""
+    return {"ok": False, "error": ErrorInfo(kind, message, hint, stage="worker").to_dict()}
+
+
+class _Reader:
+    """Reads frames from a pipe without ever blocking past a deadline."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.buffer = b""
+        self._poller = select.poll()  # not select(): a busy server has fds above 1023
+        self._poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+
+    def poll(self, wait_s: float) -> Any | None:
+        """A message if one is complete within `wait_s`; None otherwise; EOFError if
+        closed; ProtocolError for garbage."""
+        if self._poller.poll(wait_s * 1000):
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:
+                raise EOFError
+            self.buffer += chunk
+        if len(self.buffer) < _HEADER.size:
+            return None
+        (size,) = _HEADER.unpack_from(self.buffer)
+        if size > MAX_FRAME:
+            raise ProtocolError(f"frame of {size} bytes")
+        if len(self.buffer) < _HEADER.size + size:
+            return None
+        data = self.buffer[_HEADER.size : _HEADER.size + size]
+        self.buffer = self.buffer[_HEADER.size + size :]
+        message = decode(data)
+        if not (isinstance(message, dict) and isinstance(message.get("kind"), str)):
+            raise ProtocolError("a frame that is not a worker message")
+        return message
