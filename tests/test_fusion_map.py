@@ -18,7 +18,6 @@ from conftest import sample_params
 from viz import analyze
 from viz.fusion.map import counted_ops, kernels_by_op
 from viz.fusion.profile import _union, summarize
-from viz.fusion.report import add_fusion_map
 from viz.ir.kernels import kernel_names
 from viz.report import Report
 from viz.samples import Sample
@@ -31,15 +30,9 @@ TARGET = 0.9  # issue #12: ≥ 90 % of ops found in the optimized program
 METADATA_FLOOR = 0.6
 
 
-def mapped(*args: Any, **kw: Any) -> Report:
-    """analyze(...), then the fusion map (computed on request)."""
-    return add_fusion_map(analyze(*args, **kw))
-
-
 def check_map(report: Report) -> None:
     """Coverage ≥ TARGET in both IRs, mostly by metadata; every id resolves."""
     assert report.ok, report.error
-    add_fusion_map(report)
     cov = report.fusion_map_coverage
     assert cov is not None
     for ir in ("stablehlo", "jaxpr"):
@@ -127,14 +120,14 @@ def test_real_functions_map_at_least_90_percent(name: str) -> None:
 
 
 def test_source_lines_point_into_the_users_file() -> None:
-    report = mapped(attention, REAL["attention_softmax"][1], runs=0)
+    report = analyze(attention, REAL["attention_softmax"][1], runs=0)
     lines = {line for entry in report.fusion_map for line in entry["lines"]}
     body = range(attention.__code__.co_firstlineno, attention.__code__.co_firstlineno + 3)
     assert lines and lines <= set(body), lines
 
 
 def test_every_kernel_has_an_entry_and_plumbing_is_no_kernel() -> None:
-    report = mapped(mlp_step, REAL["mlp_grad_step"][1], runs=0)
+    report = analyze(mlp_step, REAL["mlp_grad_step"][1], runs=0)
     compiled = report.graph_models["compiled"]
     entries = {e["kernel"]: e for e in report.fusion_map}
     assert set(kernel_names(compiled)) <= set(entries)
@@ -153,7 +146,7 @@ def unrolled(x: jax.Array, w: jax.Array) -> jax.Array:
 
 
 def test_look_alike_ops_pair_up_in_program_order() -> None:
-    report = mapped(unrolled, "f32[64,64], f32[64,64]", runs=0)
+    report = analyze(unrolled, "f32[64,64], f32[64,64]", runs=0)
     by_op = kernels_by_op(report.fusion_map)["stablehlo"]
     dots = [n.id for n in report.graph_models["stablehlo"].nodes if n.op.endswith("dot_general")]
     assert len(dots) == 4
@@ -163,7 +156,7 @@ def test_look_alike_ops_pair_up_in_program_order() -> None:
 
 
 def test_folded_ops_are_not_counted_against_coverage() -> None:
-    report = mapped(attention, REAL["attention_softmax"][1], runs=0)
+    report = analyze(attention, REAL["attention_softmax"][1], runs=0)
     counts = report.fusion_map_coverage["counts"]["stablehlo"]
     assert counts["folded"] >= 1  # jnp.sqrt(64) is computed by XLA while compiling
     stablehlo = report.graph_models["stablehlo"]
@@ -171,9 +164,7 @@ def test_folded_ops_are_not_counted_against_coverage() -> None:
 
 
 def test_report_json_carries_the_map() -> None:
-    report = analyze(rnn, REAL["scan_rnn"][1], runs=0)
-    assert report.fusion_map_coverage is None  # not built by the analysis itself…
-    data = report.to_dict()  # …but on request, for the JSON
+    data = analyze(rnn, REAL["scan_rnn"][1], runs=0).to_dict()  # the pipeline built it
     assert data["fusion_map_coverage"]["stablehlo"] >= TARGET
     assert {"fusion_map", "fusion_map_coverage", "profile"} <= set(data)
     entry = data["fusion_map"][0]
@@ -189,7 +180,7 @@ def sort_heavy(x: jax.Array) -> jax.Array:
 
 
 def test_profile_finds_the_sort_and_the_shares_add_up() -> None:
-    report = mapped(sort_heavy, "f32[1000000]", runs=3, profile=True)
+    report = analyze(sort_heavy, "f32[1000000]", runs=3, profile=True)
     profile = report.profile
     assert profile is not None, report.warnings
     assert profile["source"] == "jax.profiler" and profile["runs"] == 3
@@ -206,7 +197,7 @@ def test_profile_finds_the_sort_and_the_shares_add_up() -> None:
 
 
 def test_profile_trace_is_a_valid_chrome_trace() -> None:
-    report = mapped(sort_heavy, "f32[200000]", runs=2, profile=True)
+    report = analyze(sort_heavy, "f32[200000]", runs=2, profile=True)
     with gzip.open(report.profile["trace_file"], "rt") as f:
         trace = json.load(f)
     names = {e.get("name") for e in trace["traceEvents"]}
@@ -214,7 +205,7 @@ def test_profile_trace_is_a_valid_chrome_trace() -> None:
 
 
 def test_no_runs_means_no_profile_and_a_warning() -> None:
-    report = mapped(sort_heavy, "f32[1000]", runs=0, profile=True)
+    report = analyze(sort_heavy, "f32[1000]", runs=0, profile=True)
     assert report.profile is None
     assert any("runs=0" in w for w in report.warnings)
 
@@ -239,7 +230,7 @@ def test_mlir_export_parses_back_with_its_locations() -> None:
     from jax._src.interpreters import mlir
     from jaxlib.mlir import ir
 
-    report = mapped(attention, REAL["attention_softmax"][1], runs=0, mlir=True)
+    report = analyze(attention, REAL["attention_softmax"][1], runs=0, mlir=True)
     with mlir.make_ir_context() as ctx:
         module = ir.Module.parse(report.mlir, context=ctx)
         text = module.operation.get_asm(enable_debug_info=True)
@@ -271,7 +262,7 @@ def test_cli_writes_the_profile_the_mlir_and_the_trace(tmp_path: Path) -> None:
 def test_html_report_carries_the_map_and_kernel_times() -> None:
     from viz.export import html_report
 
-    report = mapped(sort_heavy, "f32[100000]", runs=2, profile=True)
+    report = analyze(sort_heavy, "f32[100000]", runs=2, profile=True)
     page = html_report(report.to_dict())
     assert "<h2>Fusion map</h2>" in page and "time / step (ms)" in page
     for entry in report.fusion_map:
@@ -284,7 +275,7 @@ def dead_code(x: jax.Array) -> jax.Array:
 
 
 def test_dead_code_is_not_found_in_the_optimized_program() -> None:
-    report = mapped(dead_code, "f32[128]", runs=0)  # jax drops it when lowering
+    report = analyze(dead_code, "f32[128]", runs=0)  # jax drops it when lowering
     found = kernels_by_op(report.fusion_map)["jaxpr"]
     dead = [n.id for n in report.graph_models["jaxpr"].nodes if n.op in ("sin", "mul")][:2]
     assert len(dead) == 2 and not any(found.get(i) for i in dead)

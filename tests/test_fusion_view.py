@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -14,13 +13,7 @@ import pytest
 import viz.fusion.view
 import viz.graph
 from viz import analyze
-from viz.fusion.report import add_fusion_map
 from viz.report import Report
-
-
-def mapped(*args: Any, **kw: Any) -> Report:
-    """analyze(...), then the fusion map (computed on request)."""
-    return add_fusion_map(analyze(*args, **kw))
 
 
 def two_layers(x: jax.Array, w: jax.Array) -> jax.Array:
@@ -32,7 +25,7 @@ def two_layers(x: jax.Array, w: jax.Array) -> jax.Array:
 
 @pytest.fixture(scope="module")
 def report() -> Report:
-    return mapped(two_layers, "f32[16,32], f32[32,32]", runs=0)
+    return analyze(two_layers, "f32[16,32], f32[32,32]", runs=0)
 
 
 def fills(dot: str) -> dict[str, str]:
