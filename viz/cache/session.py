@@ -92,9 +92,14 @@ class CacheSession:
         static: list[str] | None = None,
         namespace: dict[str, Any] | None = None,
         device: str = "cpu",
+        expressions: bool = True,  # False: specs take the spec language only (demo mode)
     ):
         self.target = Target.load(
-            fn, static=tuple(static or ()), namespace=namespace or {}, device=device
+            fn,
+            static=tuple(static or ()),
+            namespace=namespace or {},
+            device=device,
+            expressions=expressions,
         )
         self.fn = fn
         self.static_nums = self.target.static_argnums

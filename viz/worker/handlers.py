@@ -68,7 +68,7 @@ def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
             memory_limit_bytes=limit,
             donate=tuple(request.donate),
             compiler_options=dict(request.compiler_options),
-            expressions=not demo.enabled(),
+            expressions=_expressions(),
         )
     except UserCodeError as exc:
         report = Report(
@@ -83,6 +83,12 @@ def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
         target, request.args, request.runs, profile=request.profile, mlir=request.mlir
     )
     return p.Analyzed(ok=report.ok, error=report.error, report=report)
+
+
+def _expressions() -> bool:
+    """Whether specs may hold Python expressions: not in demo mode, where a spec is the
+    spec language and the sample's own names only."""
+    return not demo.enabled()
 
 
 def _memory_limit(default: int) -> int:
@@ -178,7 +184,7 @@ def _session(
     key = (owner, code, function, tuple(static or ()), device)
     if key not in _sessions:
         module, fn = load_function(code, function, folder)
-        _sessions[key] = CacheSession(fn, list(static or ()), vars(module), device)
+        _sessions[key] = CacheSession(fn, list(static or ()), vars(module), device, _expressions())
         mine = [k for k in _sessions if k[0] == owner]
         for old in mine[: max(len(mine) - MAX_SESSIONS, 0)]:
             del _sessions[old]
@@ -257,7 +263,8 @@ def _lesson(name: str) -> Handler:
         from viz.lessons import measure
 
         fields = {k: v for k, v in vars(request).items() if k != "sample"}
-        return request.REPLY.from_dict(getattr(measure, name)(progress=progress, **fields))
+        found = getattr(measure, name)(progress=progress, expressions=_expressions(), **fields)
+        return request.REPLY.from_dict(found)
 
     return run
 
@@ -280,6 +287,7 @@ def passes(progress: Progress, request: p.Passes) -> p.PassesReply:
         x64=request.x64,
         donate=tuple(request.donate),
         compiler_options=dict(request.compiler_options),
+        expressions=_expressions(),
     )
     steps = pass_by_pass(target.trace(target.args(request.args)).lower())
     return p.PassesReply(steps=[p.PassStep.from_dict(s) for s in steps])
