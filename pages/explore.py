@@ -12,7 +12,7 @@ import ui
 import viz.graph
 from ui import editor, fusion, results, variants
 from ui.results import FULL_RESULTS, Result
-from viz import charts, demo, first_screen
+from viz import charts, demo, vega
 from viz.history import History, HistoryError
 from viz.options import parse_option
 from viz.source import list_functions
@@ -269,8 +269,8 @@ def overview(r: dict[str, Any]) -> None:
     fusion_link(r)
     overview_graphs(r)
     left, right = st.columns(2)
-    left.vega_lite_chart(first_screen.count_chain(r), width="stretch", key="ov_chain")
-    right.vega_lite_chart(first_screen.stage_waterfall(r), width="stretch", key="ov_stages")
+    left.vega_lite_chart(vega.count_chain(r), width="stretch", key="ov_chain")
+    right.vega_lite_chart(vega.stage_waterfall(r), width="stretch", key="ov_stages")
 
 
 def fusion_link(r: dict[str, Any]) -> None:

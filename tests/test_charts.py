@@ -7,7 +7,7 @@ from itertools import pairwise
 
 import pytest
 
-from viz import charts, first_screen
+from viz import charts, vega
 
 REPORT = {
     "jaxpr": {"eqn_count": 12},
@@ -28,7 +28,7 @@ def rows(spec: dict) -> list[dict]:
 
 
 def test_the_op_count_chain_lists_every_stage_in_order() -> None:
-    chain = rows(first_screen.count_chain(REPORT))
+    chain = rows(vega.count_chain(REPORT))
     assert [(r["stage"], r["count"]) for r in chain] == [
         ("jaxpr equations", 12),
         ("StableHLO ops", 15),
@@ -40,7 +40,7 @@ def test_the_op_count_chain_lists_every_stage_in_order() -> None:
 
 
 def test_the_waterfall_puts_each_stage_where_the_previous_one_ended() -> None:
-    spans = rows(first_screen.stage_waterfall(REPORT))
+    spans = rows(vega.stage_waterfall(REPORT))
     assert [r["stage"] for r in spans] == list(charts.STAGE_COLOURS)
     assert spans[0]["start"] == 0
     for before, after in pairwise(spans):
@@ -53,14 +53,14 @@ def test_the_waterfall_puts_each_stage_where_the_previous_one_ended() -> None:
 
 def test_stages_without_a_number_are_left_out() -> None:
     partial = {"jaxpr": {"eqn_count": 3}, "timings": {"trace_s": 0.001, "lower_s": 0.002}}
-    assert [r["stage"] for r in rows(first_screen.count_chain(partial))] == ["jaxpr equations"]
-    spans = rows(first_screen.stage_waterfall(partial))
+    assert [r["stage"] for r in rows(vega.count_chain(partial))] == ["jaxpr equations"]
+    spans = rows(vega.stage_waterfall(partial))
     assert [r["stage"] for r in spans] == ["trace", "lower"]
-    assert rows(first_screen.stage_waterfall({})) == []
+    assert rows(vega.stage_waterfall({})) == []
 
 
 def test_each_stage_keeps_its_colour() -> None:
-    colour = first_screen.stage_waterfall(REPORT)["layer"][0]["encoding"]["color"]["scale"]
+    colour = vega.stage_waterfall(REPORT)["layer"][0]["encoding"]["color"]["scale"]
     assert dict(zip(colour["domain"], colour["range"], strict=True)) == charts.STAGE_COLOURS
 
 
