@@ -110,15 +110,15 @@ def test_explore_compiles_an_f64_spec_as_64_bit():
 
     report = analyze(lambda x: x * 2.0, "f64[4]", runs=1)
     assert report.ok and report.x64
-    assert "f64[4]" in report.jaxpr["text"] and "f64[4]" in report.compiled["text"]
+    assert "f64[4]" in report.jaxpr.text and "f64[4]" in report.compiled.text
 
 
 def test_explore_names_the_bad_item_of_a_malformed_spec():
     from viz import analyze
 
     report = analyze(lambda x: x, BAD_SPEC, runs=0)
-    assert report.error["kind"] == "spec_error"
-    assert "item 1" in report.error["message"] and "empty dimension" in report.error["message"]
+    assert report.error.kind == "spec_error"
+    assert "item 1" in report.error.message and "empty dimension" in report.error.message
 
 
 # --------------------------------------------------------------------------- the cache lab
@@ -232,36 +232,42 @@ def test_cli_cache_treats_f64_as_64_bit(tmp_path):
 
 
 def test_the_cache_labs_disk_cache_never_reaches_explore_or_pass_by_pass(tmp_path, monkeypatch):
-    from viz.worker import handlers
+    from viz.worker import handlers, protocol
 
     monkeypatch.setenv("JITSCOPE_HOME", str(tmp_path))
     lab = "import jax.numpy as jnp\ndef f(x):\n    return jnp.cos(x) * 7 - 3\n"
     other = "import jax.numpy as jnp\ndef g(x):\n    return jnp.sin(x) * 5 - 2\n"
     quiet = lambda *_: None  # noqa: E731
-    handlers.cache_call(quiet, args="f32[13]", code=lab, function="f", persistent_cache=False)
-    event = handlers.cache_call(
-        quiet, args="f32[14]", code=lab, function="f", persistent_cache=True
-    )
-    assert event["event"]["type"] == "miss"
+
+    def call(spec: str, persistent_cache: bool) -> protocol.CacheReply:
+        request = protocol.CacheCall(
+            code=lab, function="f", args=spec, persistent_cache=persistent_cache
+        )
+        return handlers.cache_calls(quiet, request)
+
+    call("f32[13]", persistent_cache=False)
+    assert call("f32[14]", persistent_cache=True).event.type == "miss"
     assert (tmp_path / "compilation_cache").is_dir()  # on, although the first call had it off
-    report = handlers.analyze(quiet, code=other, function="g", args="f32[5]", runs=0)
-    again = handlers.analyze(quiet, code=other, function="g", args="f32[5]", runs=0)
-    assert not report["timings"]["compile_from_disk"] and not again["timings"]["compile_from_disk"]
-    assert len(handlers.passes(quiet, code=other, function="g", args="f32[5]")["steps"]) > 3
+    analyze = protocol.Analyze(code=other, function="g", args="f32[5]", runs=0)
+    report = handlers.analyze(quiet, analyze).report
+    again = handlers.analyze(quiet, analyze).report  # the same program again
+    assert not report.timings.compile_from_disk and not again.timings.compile_from_disk
+    passes = protocol.Passes(code=other, function="g", args="f32[5]")
+    assert len(handlers.passes(quiet, passes).steps) > 3
 
 
 def test_values_the_spec_evaluates_are_made_in_the_targets_x64_mode():
     from viz import analyze
 
     report = analyze(lambda a: a * 2, "jnp.ones(3, dtype=jnp.float64)", x64=True, runs=0)
-    assert report.ok and "a:f64[3]" in report.jaxpr["text"]
+    assert report.ok and "a:f64[3]" in report.jaxpr.text
 
 
 def test_a_malformed_device_is_an_error_result_not_an_exception():
     from viz import analyze
 
     report = analyze(lambda a: a, "f32[3]", device="cpu:x", runs=0)
-    assert report.error["kind"] == "device_unavailable"
+    assert report.error.kind == "device_unavailable"
 
 
 def test_the_scaling_lesson_points_errors_at_the_users_step(lessons):
