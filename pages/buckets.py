@@ -8,6 +8,7 @@ from viz import charts
 from viz.cache import planner
 from viz.cache.snippet import precompile_snippet
 from viz.spec import SpecError, array_item_parts, parse_sizes
+from viz.worker.protocol import BucketCosts, BucketCostsReply
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -19,8 +20,8 @@ st.caption(
 )
 
 prog = ui.program()
-rows = ui.spec_rows(prog["code"], prog["function"], prog["args"])
-batch_default = prog.get("extra", {}).get("BATCH_ARG")
+rows = ui.spec_rows(prog.code, prog.function, prog.args)
+batch_default = prog.hint("BATCH_ARG")
 arrays = [n for n, item in rows if (p := array_item_parts(item)) and p[1]]
 if not arrays:
     st.warning("The current function has no batched array argument.")
@@ -69,8 +70,8 @@ except SpecError as exc:
 plans = planner.compare_plans(sizes, user, int(k) if k else None)
 st.plotly_chart(charts.bucket_chart([p.to_dict() for p in plans]), width="stretch")
 
-measured = st.session_state.get("bucket_costs", {})
-costs = {r["bucket"]: r for r in measured.get("rows", [])} if measured.get("ok") else {}
+measured: BucketCostsReply | None = st.session_state.get("bucket_costs")
+costs = {r.bucket: r for r in measured.rows} if measured and measured.ok else {}
 
 
 def plan_row(plan: planner.BucketPlan) -> dict:
@@ -81,9 +82,9 @@ def plan_row(plan: planner.BucketPlan) -> dict:
         "padding waste": f"{plan.waste_pct:.1f} %",
     }
     if costs and all(b in costs for b in plan.buckets):
-        row["measured compile"] = ui.seconds(sum(costs[b]["compile_s"] for b in plan.buckets))
+        row["measured compile"] = ui.seconds(sum(costs[b].compile_s for b in plan.buckets))
         row["expected latency"] = ui.seconds(
-            planner.expected_latency(plan, lambda b: costs[b]["run_s"])
+            planner.expected_latency(plan, lambda b: costs[b].run_s)
         )
     return row
 
@@ -92,7 +93,7 @@ st.dataframe(pd.DataFrame([plan_row(p) for p in plans]), hide_index=True, width=
 if costs:
     st.caption(
         f"Measured {len(costs)} bucket sizes: ahead-of-time compile "
-        f"{ui.seconds(sum(c['compile_s'] for c in costs.values()))} in all; expected "
+        f"{ui.seconds(sum(c.compile_s for c in costs.values()))} in all; expected "
         "latency routes each request to its bucket and uses the measured run time there."
     )
 
@@ -100,21 +101,21 @@ if costs:
 all_buckets = sorted({b for p in plans for b in p.buckets if p.compiles <= 128})
 st.caption(
     f"{len(sizes)} requests, {len(set(sizes))} distinct sizes. Measuring compiles "
-    f"`{prog['function']}` ahead of time at each of the {len(all_buckets)} bucket sizes "
+    f"`{prog.function}` ahead of time at each of the {len(all_buckets)} bucket sizes "
     "and times one call at each."
 )
 if ui.lesson_controls("Measure compile and run time per bucket"):
-    st.session_state.bucket_costs = ui.run_lesson(
-        "bucket_costs",
-        "compiling buckets",
-        code=prog["code"],
-        function=prog["function"],
-        args=prog["args"],
+    request = BucketCosts(
+        code=prog.code,
+        function=prog.function,
+        args=prog.args,
         batch_arg=batch_arg,
         buckets=all_buckets,
+        sample=prog.sample,
     )
+    st.session_state.bucket_costs = ui.run_lesson(request, "compiling buckets")
     st.rerun()
-if measured and not measured.get("ok", True):
+if measured:
     ui.show_lesson_error(measured)
 
 st.subheader("Precompile your buckets")
@@ -122,6 +123,6 @@ chosen = st.selectbox("plan", [p.name for p in plans], index=len(plans) - 1)
 plan = next(p for p in plans if p.name == chosen)
 names = [n for n, _ in rows]
 st.code(
-    precompile_snippet(prog["function"], batch_arg, names, [i for _, i in rows], plan.buckets),
+    precompile_snippet(prog.function, batch_arg, names, [i for _, i in rows], plan.buckets),
     language="python",
 )

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 import streamlit as st
 
 import ui
 from viz import charts, demo
+from viz.cache.events import CallEvent, FailedEvent
 from viz.cache.signature import reason_fix, reason_text
 from viz.spec import DTYPES, SpecError, array_item, array_item_parts, parse_sizes, resize
+from viz.worker.protocol import CacheCall, CacheCalls, CachePrecompile, CacheReply, CacheState
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -22,8 +22,8 @@ st.caption(
 
 prog = ui.program()
 with st.expander(
-    f"Function: `{prog['function']}` from "
-    f"{'sample ' + prog['sample'] if prog.get('sample') else 'your code'} "
+    f"Function: `{prog.function}` from "
+    f"{'sample ' + prog.sample if prog.sample else 'your code'} "
     "(change it on the Explore page or pick a sample)"
 ):
     titles = ui.samples_by_title()
@@ -31,17 +31,18 @@ with st.expander(
     if pick != "(keep current)" and st.button("Load sample"):
         st.session_state.program = ui.program_from_sample(titles[pick])
         st.rerun()
-    st.code(prog["code"], language="python", line_numbers=True, height=240)
+    st.code(prog.code, language="python", line_numbers=True, height=240)
 
 # the worker keeps one live jitted function per browser session (owner) and program
-session = {
-    "code": prog["code"],
-    "function": prog["function"],
-    "static": prog["static"],
+program_fields = {
+    "code": prog.code,
+    "function": prog.function,
+    "static": list(prog.static),
     "owner": ui.owner(),
     "device": ui.device(),
+    "sample": prog.sample,
 }
-key = f"{hash((prog['code'], prog['function'], tuple(prog['static'])))}"
+key = f"{hash((prog.code, prog.function, tuple(prog.static)))}"
 X64_CHOICES = {"auto": None, "on": True, "off": False}
 
 
@@ -49,11 +50,11 @@ def argument_controls() -> tuple[str, dict[str, str]]:
     """One row per parameter, with the control that fits it; returns (spec, placements)."""
     multi = ui.device().partition(":")[2] not in ("", "1")
     items, placements = [], {}
-    for name, item in ui.spec_rows(prog["code"], prog["function"], prog["args"]):
+    for name, item in ui.spec_rows(prog.code, prog.function, prog.args):
         cols = st.columns([1.2, 1, 2.2, 1.4, 1.6], vertical_alignment="bottom")
-        cols[0].markdown(f"`{name}`" + (" · static" if name in prog["static"] else ""))
+        cols[0].markdown(f"`{name}`" + (" · static" if name in prog.static else ""))
         parts = array_item_parts(item)
-        if parts and name not in prog["static"]:
+        if parts and name not in prog.static:
             dtype, shape = parts
             dtype = cols[1].selectbox(
                 "dtype", list(DTYPES), index=list(DTYPES).index(dtype), key=f"c_dt_{key}_{name}"
@@ -81,7 +82,7 @@ def argument_controls() -> tuple[str, dict[str, str]]:
                 items.append(array_item(dtype, dims))
         else:
             items.append(cols[2].text_input("value", item, key=f"c_v_{key}_{name}"))
-        if multi and name not in prog["static"]:
+        if multi and name not in prog.static:
             placements[name] = cols[4].selectbox(
                 "placement",
                 ["default", "replicated", "sharded"] + [f"device:{i}" for i in range(8)],
@@ -91,8 +92,8 @@ def argument_controls() -> tuple[str, dict[str, str]]:
     return ui.join_spec(items), placements
 
 
-def remember(result: dict[str, Any]) -> None:
-    st.session_state[f"cache_{key}"] = result
+def remember(reply: CacheReply) -> None:
+    st.session_state[f"cache_{key}"] = reply
 
 
 with st.container(border=True):
@@ -122,23 +123,21 @@ with st.container(border=True):
     )
     route = st.session_state.get("cache_route", False)  # the toggle lives with the buckets
     if c[0].button("Call", type="primary", width="stretch"):
-        remember(
-            ui.request(
-                "cache_call",
-                **session,
-                args=spec,
-                placements=placements,
-                fail_on_recompile=guard,
-                persistent_cache=disk,
-                route=route,
-                x64=x64,
-            )
+        call = CacheCall(
+            **program_fields,
+            args=spec,
+            placements=placements,
+            fail_on_recompile=guard,
+            persistent_cache=disk,
+            route=route,
+            x64=x64,
         )
+        remember(ui.ask(call))
     if c[1].button("Clear cache", width="stretch"):
-        remember(ui.request("cache_state", **session, clear=True))
+        remember(ui.ask(CacheState(**program_fields, clear=True)))
 
 # the next call's parameters, and those that are arrays with at least one dimension
-call_rows = ui.spec_rows(prog["code"], prog["function"], spec)
+call_rows = ui.spec_rows(prog.code, prog.function, spec)
 names = [n for n, _ in call_rows]
 arrays = {n: p for n, i in call_rows if (p := array_item_parts(i)) and p[1]}
 
@@ -156,16 +155,18 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
                 st.stop()
             calls = [resize(spec, names, param, int(axis), size) for size in sizes]
             bar = st.progress(0.0, "sweeping…")
+            sweep = CacheCalls(
+                **program_fields,
+                calls=calls,
+                placements=placements,
+                fail_on_recompile=guard,
+                persistent_cache=disk,
+                route=route,
+                x64=x64,
+            )
             remember(
-                ui.request(
-                    "cache_calls",
-                    **session,
-                    calls=calls,
-                    placements=placements,
-                    fail_on_recompile=guard,
-                    persistent_cache=disk,
-                    route=route,
-                    x64=x64,
+                ui.ask(
+                    sweep,
                     on_progress=lambda p: bar.progress(
                         p["done"] / p["total"], f"call {p['done']} of {p['total']}"
                     ),
@@ -187,11 +188,10 @@ with st.expander("Precompile buckets: `lower().compile()` ahead of time, pad to 
             except SpecError as exc:
                 st.error(str(exc))
                 st.stop()
-            remember(
-                ui.request(
-                    "cache_precompile", **session, args=spec, param=bucket_param, sizes=sizes
-                )
+            precompile = CachePrecompile(
+                **program_fields, args=spec, param=bucket_param, sizes=sizes
             )
+            remember(ui.ask(precompile))
         st.toggle(
             "Route calls to the buckets",
             key="cache_route",
@@ -199,67 +199,65 @@ with st.expander("Precompile buckets: `lower().compile()` ahead of time, pad to 
             "its precompiled executable: the jit cache does not grow",
         )
 
-result = st.session_state.get(f"cache_{key}")
+result: CacheReply | None = st.session_state.get(f"cache_{key}")
 if result is None:
     st.info("Make a call to fill the cache table.")
     st.stop()
-if not result.get("ok") and result.get("error"):
-    ui.error_card(result["error"], prog["code"])
-events = result.get("events", [])
+if result.error:
+    ui.error_card(result.error, prog.code)
+events = result.events
 last = events[-1] if events else None
-if last and last.get("error"):
-    ui.error_card(last["error"], prog["code"])
-for note in (last or {}).get("notes") or []:
-    st.info(f"Call {last['call']} {'hit' if last.get('hit') else 'missed'}: {note}")
-if last and last.get("guard"):
-    st.error(f"🛡️ {last['guard']}")
-    st.code(
-        "before = f._cache_size()\ny = f(x)\nassert f._cache_size() == before, "
-        "'f recompiled: check shapes, dtypes and static args'",
-        language="python",
-    )
+if isinstance(last, FailedEvent):
+    ui.error_card(last.error, prog.code)
+if isinstance(last, CallEvent):
+    for note in last.notes:
+        st.info(f"Call {last.call} {'hit' if last.hit else 'missed'}: {note}")
+    if last.guard:
+        st.error(f"🛡️ {last.guard}")
+        st.code(
+            "before = f._cache_size()\ny = f(x)\nassert f._cache_size() == before, "
+            "'f recompiled: check shapes, dtypes and static args'",
+            language="python",
+        )
 
-table = result.get("table", [])
-st.subheader(
-    f"Cache table · {len(table)} compiled entries · jit cache size {result.get('cache_size')}"
-)
+table = result.table
+st.subheader(f"Cache table · {len(table)} compiled entries · jit cache size {result.cache_size}")
 if table:
     frame = pd.DataFrame(
         [
             {
                 "#": i + 1,
-                "signature": e["describe"],
-                "hits": e["hits"],
-                "compile": ui.seconds(e["compile_s"]),
-                "created at call": e["created"],
-                "last hit at call": e["last_hit"],
-                "status": "trace failed"
-                if e.get("failed")
-                else ("loaded from disk cache" if e.get("from_disk") else "compiled"),
+                "signature": e.describe,
+                "hits": e.hits,
+                "compile": ui.seconds(e.compile_s),
+                "created at call": e.created,
+                "last hit at call": e.last_hit,
+                "status": e.status,
             }
             for i, e in enumerate(table)
         ]
     )
-    used = last.get("entry") if last else None
+    used = last.entry if isinstance(last, CallEvent) else None
     styled = frame.style.apply(
         lambda row: ["background-color: #fff3cd" if row.name == used else "" for _ in row], axis=1
     )
     st.dataframe(styled, hide_index=True, width="stretch")
 
-buckets = result.get("buckets") or []
-if buckets:
-    st.subheader(f"AOT buckets · {len(buckets)} precompiled executables (not in the jit cache)")
+if result.buckets:
+    st.subheader(
+        f"AOT buckets · {len(result.buckets)} precompiled executables (not in the jit cache)"
+    )
     st.dataframe(
         pd.DataFrame(
             [
                 {
-                    "bucket": b["bucket"],
-                    "compile (AOT)": ui.seconds(b["compile_s"]),
-                    "calls served": b["calls"],
-                    "padded rows": b["padded_rows"],
-                    "padding waste": f"{100 * b['padded_rows'] / max(b['padded_rows'] + b['useful_rows'], 1):.1f} %",  # noqa: E501
+                    "bucket": b.bucket,
+                    "compile (AOT)": ui.seconds(b.compile_s),
+                    "calls served": b.calls,
+                    "padded rows": b.padded_rows,
+                    "padding waste": f"{100 * b.waste:.1f} %",
                 }
-                for b in buckets
+                for b in result.buckets
             ]
         ),
         hide_index=True,
@@ -267,16 +265,13 @@ if buckets:
     )
 
 st.subheader("Why it recompiled")
-misses = [e for e in events if e.get("type") == "miss"]
+misses = [e for e in events if isinstance(e, CallEvent) and not e.hit]
 for e in reversed(misses[-8:]):
     with st.container(border=True):
         st.markdown(
-            f"**Call {e['call']}** · miss · "
-            f"{'loaded from disk' if e.get('from_disk') else 'compile'} "
-            f"{ui.seconds(e['compile_s'])} · "
-            f"`{e['signature']}`"
+            f"**Call {e.call}** · miss · {e.status} {ui.seconds(e.compile_s)} · `{e.signature}`"
         )
-        for r in e["reasons"]:
+        for r in e.reasons:
             fix = reason_fix(r)
             st.markdown(f"- {reason_text(r)}" + (f"  \n  *fix:* {fix}" if fix else ""))
 

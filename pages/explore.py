@@ -12,10 +12,12 @@ import ui
 import viz.graph
 from ui import editor, fusion, results, variants
 from ui.results import FULL_RESULTS, Result
-from viz import charts, demo, vega
+from viz import charts, demo, share, vega
 from viz.history import History, HistoryError
-from viz.options import parse_option
+from viz.program import Program
+from viz.report import Report
 from viz.source import list_functions
+from viz.worker.protocol import Analyzed, PassesReply
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -30,60 +32,37 @@ st.caption(
 def load_sample() -> None:
     name = ui.samples_by_title()[st.session_state.sample_pick]
     st.session_state.program = ui.program_from_sample(name)
-    reset_inputs()
-
-
-def reset_inputs() -> None:
-    for key in list(st.session_state):
-        if key.startswith(("in_", "code_w", "fn_w")):
-            del st.session_state[key]
+    ui.reset_inputs()
 
 
 def apply_query_params() -> bool:
-    """A shared link carries the program. It runs at once only for a built-in sample: a
-    link that carries code fills the editor and waits for Analyze (code from a link is
-    code from a stranger)."""
-    q = st.query_params
+    """A shared link carries the program (viz.share); True when it should run now."""
     if st.session_state.get("query_applied"):
         return False
     st.session_state.query_applied = True  # only a session's first run reads the link
-    if not ("sample" in q or "code" in q):
+    params = {k: st.query_params.get_all(k) for k in st.query_params}
+    opened = share.open_link(params, ui.program(), ui.sample_names(), demo.enabled())
+    for notice in opened.notices:
+        st.toast(notice)
+    if opened.program is None:
         return False
-    if demo.enabled() and "code" in q:
-        st.toast("Demo mode: links cannot carry code; this one is ignored.")
-        return False
-    if "sample" in q and q["sample"] in ui.sample_names():
-        st.session_state.program = ui.program_from_sample(q["sample"])
-    prog = variants.settings_of(ui.program())
-    for field in ("code", "function", "args"):
-        if field in q:
-            prog[field] = q[field]
-    for field in ("static", "donate"):
-        if field in q:
-            prog[field] = [s for s in q[field].split(",") if s]
-    if "option" in q:
-        try:
-            prog["compiler_options"] = dict(parse_option(o) for o in q.get_all("option"))
-        except ValueError as exc:
-            st.toast(f"This link's compiler options are ignored: {exc}")
-    reset_inputs()
-    if "code" in q:
+    st.session_state.program = opened.program
+    ui.reset_inputs(also=("sample_pick",))
+    if not opened.run_now:
         st.session_state.results = []  # nothing runs until the user presses Analyze
-        st.toast("Code from a link: read it, then press Analyze to run it.")
-        return False
-    return True
+    return opened.run_now
 
 
 def inputs() -> tuple[bool, int, str | None]:
     """The code editor, the argument table and the compiler options; returns (analyze
     clicked, runs, an error that forbids sending the request)."""
-    prog = variants.settings_of(ui.program())
+    prog = ui.program()
     titles = ui.samples_by_title()
-    current = next((t for t, n in titles.items() if n == prog.get("sample")), None)
+    current = next((t for t, n in titles.items() if n == prog.sample), None)
     left, right = st.columns([3, 2], gap="large")
     with left:
-        if prog.get("origin"):  # opened from a recording: where the code came from
-            st.info(prog["origin"], icon=":material/radio_button_checked:")
+        if prog.origin:  # opened from a recording: where the code came from
+            st.info(prog.origin, icon=":material/radio_button_checked:")
         st.selectbox(
             "Sample",
             list(titles),
@@ -94,31 +73,28 @@ def inputs() -> tuple[bool, int, str | None]:
         )
         submitted = False
         if demo.enabled():  # no code widget: the code is the sample file's
-            code = prog["code"]
+            code = prog.code
             st.code(code, language="python", line_numbers=True, height=380)
         else:
-            edit = editor.code_editor(prog["code"], "code_w", **error_mark(prog["code"]))
+            edit = editor.code_editor(prog.code, "code_w", **error_mark(prog.code))
             code, submitted = edit.code, edit.submitted
-            if code != prog["code"]:
-                prog.update(code=code, sample=None)
+            prog.edit(code)
             if editor.plain():
                 with st.expander("Highlighted, with line numbers"):
                     st.code(code, language="python", line_numbers=True)
     with right:
         functions = [f.name for f in list_functions(code)]
-        if prog["function"] not in functions and functions:
-            prog["function"] = functions[-1]
-        st.session_state.setdefault("fn_w", prog["function"])
+        if prog.function not in functions and functions:
+            prog.function = functions[-1]
+        st.session_state.setdefault("fn_w", prog.function)
         if st.session_state.fn_w not in functions:
-            st.session_state.fn_w = prog["function"]
-        prog["function"] = st.selectbox(
-            "Function", functions, key="fn_w", help="the function to jit"
-        )
+            st.session_state.fn_w = prog.function
+        prog.function = st.selectbox("Function", functions, key="fn_w", help="the function to jit")
         st.markdown("**Arguments** · spec per parameter, e.g. `f32[8,128]`, `3`, `key`, `params`")
-        prog["args"], prog["static"], prog["donate"] = argument_table(code, prog)
+        prog.args, prog.static, prog.donate = argument_table(code, prog)
         options, problem = variants.options_input(prog)
         if problem is None:
-            prog["compiler_options"] = options
+            prog.compiler_options = options
         runs = st.number_input(
             "Timed runs",
             0,
@@ -143,16 +119,16 @@ def error_mark(code: str) -> dict[str, Any]:
     if shown is None:
         return {}
     res = shown[1]
-    error = res.report.get("error") or {}
-    if not error.get("line") or res.code != code:
+    error = res.report.error
+    if error is None or not error.line or res.code != code:
         return {}
-    return {"error_line": error["line"], "error_text": f"{error['kind']}: {error['message']}"}
+    return {"error_line": error.line, "error_text": f"{error.kind}: {error.message}"}
 
 
-def argument_table(code: str, prog: dict[str, Any]) -> tuple[str, list[str], list[str]]:
+def argument_table(code: str, prog: Program) -> tuple[str, list[str], list[str]]:
     """One row per parameter: its spec, static, and donate (only for a dynamic one).
     Returns (spec, static names, donated names)."""
-    rows = ui.spec_rows(code, prog["function"], prog["args"])
+    rows = ui.spec_rows(code, prog.function, prog.args)
     widths = [5, 8, 3, 4]
     head = st.columns(widths)
     for column, text in zip(head, ("parameter", "spec", "static", "donate"), strict=True):
@@ -161,10 +137,10 @@ def argument_table(code: str, prog: dict[str, Any]) -> tuple[str, list[str], lis
     for name, item in rows:
         cols = st.columns(widths, vertical_alignment="center")
         cols[0].markdown(f"`{name}`")
-        key = f"{prog['function']}_{name}"
+        key = f"{prog.function}_{name}"
         st.session_state.setdefault(f"in_spec_{key}", item)
-        st.session_state.setdefault(f"in_static_{key}", name in prog["static"])
-        st.session_state.setdefault(f"in_donate_{key}", name in prog["donate"])
+        st.session_state.setdefault(f"in_static_{key}", name in prog.static)
+        st.session_state.setdefault(f"in_donate_{key}", name in prog.donate)
         items.append(cols[1].text_input(name, key=f"in_spec_{key}", label_visibility="collapsed"))
         is_static = cols[2].checkbox("static", key=f"in_static_{key}", label_visibility="collapsed")
         static += [name] if is_static else []
@@ -182,26 +158,12 @@ def argument_table(code: str, prog: dict[str, Any]) -> tuple[str, list[str], lis
 def analyze(runs: int) -> None:
     prog = ui.program()
     with st.spinner("Tracing, lowering, compiling and timing in the worker…"):
-        report = ui.request(
-            "analyze",
-            code=prog["code"],
-            function=prog["function"],
-            args=prog["args"],
-            static=prog["static"],
-            donate=prog["donate"],
-            compiler_options=prog["compiler_options"],
-            device=ui.device(),
-            runs=runs,
-            **({"folder": prog["folder"]} if prog.get("folder") else {}),  # a file on disk
-        )
-    # a timeout or crash comes back as a bare error: give it what the history shows
-    for field in ("function", "args", "static"):
-        report.setdefault(field, prog[field])
-    res = Result(report, prog["code"], sample=prog.get("sample"))
-    res.history_id = results.record(report, res.code, res.sample)
+        reply: Analyzed = ui.ask(prog.analysis(ui.device(), runs))
+    res = Result(reply.report, prog.code, reply.stdout, sample=prog.sample, folder=prog.folder)
+    res.history_id = results.record(res.report, res.code, res.sample)
     results.add(res)
-    st.query_params.from_dict(share_params(prog))
-    if (report.get("error") or {}).get("line") and not editor.plain():
+    st.query_params.from_dict(share.link(prog, ui.device(), demo.enabled()))
+    if res.report.error_line and not editor.plain():
         st.rerun()  # the editor above was drawn before the error: mark its line
 
 
@@ -223,49 +185,30 @@ def vs_previous(res: Result) -> None:
         ui.open_diff(previous.id, run_id)
 
 
-def share_params(prog: dict[str, Any]) -> dict[str, str | list[str]]:
-    params: dict[str, str | list[str]] = {
-        "function": prog["function"],
-        "args": prog["args"],
-        "static": ",".join(prog["static"]),
-        "device": ui.device(),
-    }
-    if prog["donate"]:
-        params["donate"] = ",".join(prog["donate"])
-    if prog["compiler_options"]:
-        params["option"] = [f"{k}={v}" for k, v in prog["compiler_options"].items()]
-    if prog.get("sample") or demo.enabled():
-        params["sample"] = prog["sample"]
-    else:
-        params["code"] = prog["code"]
-    return params
-
-
-def overview(r: dict[str, Any]) -> None:
-    j, s, c = r.get("jaxpr") or {}, r.get("stablehlo") or {}, r.get("compiled") or {}
-    t, cost, mem = r["timings"], r.get("cost") or {}, r.get("memory") or {}
-    defs = r.get("count_definitions", {})
+def overview(r: Report) -> None:
+    j, h, c, defs = r.jaxpr, r.stablehlo, r.compiled, r.count_definitions
     m = st.columns(4)
-    m[0].metric("jaxpr equations", j.get("eqn_count"), help=defs.get("jaxpr.eqn_count"))
-    m[1].metric("StableHLO ops", s.get("op_count"), help=defs.get("stablehlo.op_count"))
-    m[2].metric("compiled kernels", c.get("kernel_count"), help=defs.get("compiled.kernel_count"))
-    m[3].metric("fusions", c.get("fusion_count"), help=defs.get("compiled.fusion_count"))
+    m[0].metric("jaxpr equations", j and j.eqn_count, help=defs.get("jaxpr.eqn_count"))
+    m[1].metric("StableHLO ops", h and h.op_count, help=defs.get("stablehlo.op_count"))
+    m[2].metric("compiled kernels", c and c.kernel_count, help=defs.get("compiled.kernel_count"))
+    m[3].metric("fusions", c and c.fusion_count, help=defs.get("compiled.fusion_count"))
     variants.compile_settings_caption(r)
     m = st.columns(4)
-    compile_total = sum(t.get(k) or 0 for k in ("trace_s", "lower_s", "compile_s"))
     m[0].metric(
         "trace + lower + compile",
-        ui.seconds(compile_total),
+        ui.seconds(r.compile_total_s),
         help="one-time cost of the first call with these shapes",
     )
     m[1].metric(
         "run (median)",
-        ui.seconds(t.get("run_median_s")),
+        ui.seconds(r.timings.run_median_s),
         help="steady-state time per call of the compiled program",
     )
-    m[2].metric("FLOPs", ui.si(cost.get("flops")), help="XLA's cost analysis of the program")
-    total_mem = sum(mem.get(k) or 0 for k in ("argument_bytes", "output_bytes", "temp_bytes"))
-    m[3].metric("memory", ui.nbytes(total_mem), help="arguments + outputs + XLA temporaries")
+    flops = r.cost.flops if r.cost else None
+    m[2].metric("FLOPs", ui.si(flops), help="XLA's cost analysis of the program")
+    m[3].metric(
+        "memory", ui.nbytes(r.memory_total_bytes), help="arguments + outputs + XLA temporaries"
+    )
     fusion_link(r)
     overview_graphs(r)
     left, right = st.columns(2)
@@ -273,16 +216,15 @@ def overview(r: dict[str, Any]) -> None:
     right.vega_lite_chart(vega.stage_waterfall(r), width="stretch", key="ov_stages")
 
 
-def fusion_link(r: dict[str, Any]) -> None:
+def fusion_link(r: Report) -> None:
     """Overview → the Fusion tab's map of which ops became which kernel."""
-    cov = r.get("fusion_map_coverage") or {}
-    if cov.get("stablehlo") is None:
+    coverage = r.fusion_map_coverage
+    if coverage is None or coverage.stablehlo is None:
         return
-    kernels = sum(1 for e in r.get("fusion_map") or [] if e["kind"] != "no_kernel")
     text, button = st.columns([4, 1], vertical_alignment="center")
     text.markdown(
-        f"**Fusion map**: {cov['stablehlo']:.0%} of the StableHLO ops traced to the "
-        f"{kernels} kernels XLA runs, each with its source lines"
+        f"**Fusion map**: {coverage.stablehlo:.0%} of the StableHLO ops traced to the "
+        f"{r.kernel_count} kernels XLA runs, each with its source lines"
     )
     button.button("Open the fusion map", key="ov_fusion", on_click=_open_tab, args=("Fusion",))
 
@@ -298,15 +240,14 @@ OVERVIEW_GRAPHS = (
 SIDE_BY_SIDE_NODES = 40  # two views this small fit side by side; larger: compiled alone
 
 
-def overview_graphs(r: dict[str, Any]) -> None:
+def overview_graphs(r: Report) -> None:
     """The compiled program in its default (collapsed) view, and beside it the StableHLO
     it came from when both are small enough to read at half width; the IR tabs expand,
     search and export them."""
-    models = r.get("graph_models") or {}
     shown = []
     for ir, title, note in OVERVIEW_GRAPHS:
-        if ir in models:
-            graph = ui.graph_of(models[ir])
+        if ir in r.graph_models:
+            graph = r.graph_models[ir]
             view = viz.graph.default_view(graph)
             shown.append((ir, title, note, graph, view, len(viz.graph.visible(view)[0])))
     if len(shown) == 2 and max(item[-1] for item in shown) > SIDE_BY_SIDE_NODES:
@@ -322,32 +263,22 @@ def overview_graphs(r: dict[str, Any]) -> None:
 
 def ir_tab(res: Result, ir: str, index: int) -> None:
     r = res.report
-    section = r.get(ir) or {}
+    models = r.graph_models
+    text = getattr(r, ir).text
     if res.trimmed:
         st.caption(
             f"Only the last {FULL_RESULTS} results keep their graphs: analyze again to see it."
         )
-    if ir in r.get("graph_models", {}):
+    if ir in models:
         ui.graph_panel(
-            ir,
-            r["graph_models"][ir],
-            key=f"g_{ir}_{index}",
-            title=f"{r['function']} · {ui.IR_TITLES[ir]}",
+            ir, models[ir], key=f"g_{ir}_{index}", title=f"{r.function} · {ui.IR_TITLES[ir]}"
         )
-    if ir == "compiled" and {"stablehlo", "compiled"} <= set(r.get("graph_models", {})):
-        ui.fusion_compare(
-            r["graph_models"]["stablehlo"], r["graph_models"]["compiled"], key=f"fc_{index}"
-        )
+    if ir == "compiled" and {"stablehlo", "compiled"} <= set(models):
+        ui.fusion_compare(models["stablehlo"], models["compiled"], key=f"fc_{index}")
     with st.expander(
-        f"{ui.IR_TITLES[ir]} text ({len(section.get('text', '').splitlines())} lines)",
-        expanded=ir == "jaxpr",
+        f"{ui.IR_TITLES[ir]} text ({len(text.splitlines())} lines)", expanded=ir == "jaxpr"
     ):
-        st.code(
-            section.get("text", ""),
-            language="python" if ir == "jaxpr" else "rust",
-            line_numbers=True,
-            height=420,
-        )
+        st.code(text, language="python" if ir == "jaxpr" else "rust", line_numbers=True, height=420)
 
 
 def fusion_tab(res: Result, index: int) -> None:
@@ -370,16 +301,16 @@ def pass_by_pass(res: Result, index: int) -> None:
         ):
             return
         with st.spinner("Compiling with XLA's pass dumps…"):
-            res.passes = ui.request("passes", **res.settings())
-    result = res.passes
-    if not result.get("ok"):
-        ui.error_card(result["error"], res.code)
+            res.passes = ui.ask(res.passes_request())
+    reply: PassesReply = res.passes
+    if reply.error:
+        ui.error_card(reply.error, res.code)
         return
-    steps = result["steps"]
+    steps = reply.steps
     st.plotly_chart(charts.pass_chart(steps), width="stretch", key=f"fu_passes_{index}")
-    changes = [(b, a) for b, a in pairwise(steps) if a["op_count"] != b["op_count"]]
+    changes = [(b, a) for b, a in pairwise(steps) if a.op_count != b.op_count]
     st.caption(
-        " · ".join(f"{a['pass']}: {b['op_count']} → {a['op_count']}" for b, a in changes[:12])
+        " · ".join(f"{a.pass_}: {b.op_count} → {a.op_count}" for b, a in changes[:12])
         or "No pass changed the op count."
     )
 
@@ -399,14 +330,14 @@ def show_results() -> None:
     index, res = results.shown()
     r = res.report
     vs_previous(res)
-    if r.get("error"):
-        ui.error_card(r["error"], res.code)
-    for warning in r.get("warnings") or []:
+    if r.error:
+        ui.error_card(r.error, res.code)
+    for warning in r.warnings:
         st.warning(warning)
-    if r.get("stdout"):
+    if res.stdout:
         with st.expander("Printed by your code"):
-            st.text(r["stdout"])
-    if not r.get("jaxpr"):
+            st.text(res.stdout)
+    if not r.jaxpr:
         return
     variants.quick_variants(res)
     # Stateful tabs: only the open one runs, so a big graph is drawn only when asked for.

@@ -5,6 +5,7 @@ import streamlit as st
 
 import ui
 from viz import charts
+from viz.worker.protocol import Placement, PlacementReply
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -16,21 +17,19 @@ st.caption(
 )
 
 prog = ui.program()
-functions = ui.functions_of(prog["code"])
+functions = ui.functions_of(prog.code)
 if len(functions) < 2:
     st.warning("This lesson needs two functions, an outer one that calls an inner one.")
     if st.button("Load the outer/inner sample"):
         st.session_state.program = ui.program_from_sample("outer_inner")
         st.rerun()
     st.stop()
-inner_default = prog.get("extra", {}).get("INNER")
+inner_default = prog.hint("INNER")
 c = st.columns(3)
 outer = c[0].selectbox(
     "outer function (g)",
     functions,
-    index=functions.index(prog["function"])
-    if prog["function"] in functions
-    else len(functions) - 1,
+    index=functions.index(prog.function) if prog.function in functions else len(functions) - 1,
 )
 inner_choices = [f for f in functions if f != outer]
 inner = c[1].selectbox(
@@ -38,28 +37,27 @@ inner = c[1].selectbox(
     inner_choices,
     index=inner_choices.index(inner_default) if inner_default in inner_choices else 0,
 )
-args = c[2].text_input("args of the outer function", prog["args"])
+args = c[2].text_input("args of the outer function", prog.args)
 
 if ui.lesson_controls("Measure the four strategies"):
-    st.session_state.placement = ui.run_lesson(
-        "placement", "jit placement", code=prog["code"], outer=outer, inner=inner, args=args
-    )
+    request = Placement(code=prog.code, outer=outer, inner=inner, args=args, sample=prog.sample)
+    st.session_state.placement = ui.run_lesson(request, "jit placement")
 
-result = st.session_state.get("placement")
+result: PlacementReply | None = st.session_state.get("placement")
 if result and not ui.show_lesson_error(result):
-    rows = result["rows"]
-    st.success(result["recommendation"], icon=":material/place:")
+    rows = result.rows
+    st.success(result.recommendation, icon=":material/place:")
     st.plotly_chart(charts.placement_chart(rows), width="stretch")
     st.dataframe(
         pd.DataFrame(
             [
                 {
-                    "strategy": r["strategy"],
-                    "compile": ui.seconds(r["compile_s"]),
-                    "first call": ui.seconds(r["first_call_s"]),
-                    "per call": ui.seconds(r["run_s"]),
-                    "XLA compilations": r["executables"],
-                    "kernels per call": r["kernels_per_call"],
+                    "strategy": r.strategy,
+                    "compile": ui.seconds(r.compile_s),
+                    "first call": ui.seconds(r.first_call_s),
+                    "per call": ui.seconds(r.run_s),
+                    "XLA compilations": r.executables,
+                    "kernels per call": r.kernels_per_call,
                 }
                 for r in rows
             ]

@@ -12,6 +12,7 @@ import ui
 from viz import charts, demo
 from viz.format import seconds
 from viz.history import History, HistoryError, RecordingRow
+from viz.program import Program
 from viz.recorder.model import Compile, Recording, short_path
 from viz.recorder.views import call_tree, compile_rows, explore_target, function_rows
 
@@ -124,18 +125,16 @@ def open_in_explore(rec: Recording, mine: list[Compile]) -> None:
         help=f"loads {target.file} with this compile's arguments; nothing runs until Analyze",
     ):
         ui.open_program(
-            {
-                "sample": None,
-                "code": target.code,
-                "function": target.function,
-                "args": target.args,
-                "static": list(target.static),
-                "extra": {},
-                "folder": target.folder,
-                "origin": f"From recording #{st.session_state.rec_pick}, compile #{seq}: "
+            Program(
+                code=target.code,
+                function=target.function,
+                args=target.args,
+                static=list(target.static),
+                folder=target.folder,
+                origin=f"From recording #{st.session_state.rec_pick}, compile #{seq}: "
                 f"`{target.file}`, its imports looking in `{target.folder}`. "
                 "The file runs as a module: its `if __name__ == '__main__':` block does not.",
-            }
+            )
         )
         st.switch_page("pages/explore.py")
 

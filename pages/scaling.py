@@ -6,6 +6,7 @@ import streamlit as st
 import ui
 from viz import charts, demo
 from viz.lessons.verdicts import unroll_break_even
+from viz.worker.protocol import Scaling, ScalingReply
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -17,8 +18,8 @@ st.caption(
 )
 
 prog = ui.program()
-functions = ui.functions_of(prog["code"])
-step_default = prog.get("extra", {}).get("LOOP_STEP")
+functions = ui.functions_of(prog.code)
+step_default = prog.hint("LOOP_STEP")
 if not functions:
     st.stop()
 c = st.columns([1, 1, 2])
@@ -27,7 +28,7 @@ step = c[0].selectbox(
     functions,
     index=functions.index(step_default) if step_default in functions else 0,
 )
-args = c[1].text_input("args of step", "f32[64,64]" if step_default else prog["args"])
+args = c[1].text_input("args of step", "f32[64,64]" if step_default else prog.args)
 largest = demo.LIMITS.loop_n if demo.enabled() else 512
 sizes = c[2].multiselect(
     "N",
@@ -38,13 +39,12 @@ if not step_default:
     st.caption("Tip: the *Unrolled loop vs scan* sample has a ready `step`.")
 
 if ui.lesson_controls("Sweep N"):
-    st.session_state.scaling = ui.run_lesson(
-        "scaling", "compiling", code=prog["code"], step=step, args=args, sizes=sorted(sizes)
-    )
+    request = Scaling(code=prog.code, step=step, args=args, sizes=sorted(sizes), sample=prog.sample)
+    st.session_state.scaling = ui.run_lesson(request, "compiling")
 
-result = st.session_state.get("scaling")
+result: ScalingReply | None = st.session_state.get("scaling")
 if result and not ui.show_lesson_error(result):
-    rows, exps = result["rows"], result["exponents"]
+    rows, exps = result.rows, result.exponents
     m = st.columns(3)
     for col, variant in zip(m, ("unrolled", "scan", "fori_loop"), strict=True):
         e = exps.get(variant)

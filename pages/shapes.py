@@ -6,6 +6,7 @@ import streamlit as st
 import ui
 from viz import charts
 from viz.spec import SpecError, array_item_parts, parse_sizes
+from viz.worker.protocol import ShapeSweep, ShapeSweepReply
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -17,10 +18,10 @@ st.caption(
 )
 
 prog = ui.program()
-rows = ui.spec_rows(prog["code"], prog["function"], prog["args"])
+rows = ui.spec_rows(prog.code, prog.function, prog.args)
 arrays = {name: array_item_parts(item) for name, item in rows}
-arrays = {n: p for n, p in arrays.items() if p and p[1] and n not in prog["static"]}
-st.markdown(f"Function **`{prog['function']}`** with args `{prog['args']}` (from Explore)")
+arrays = {n: p for n, p in arrays.items() if p and p[1] and n not in prog.static}
+st.markdown(f"Function **`{prog.function}`** with args `{prog.args}` (from Explore)")
 if not arrays:
     st.warning("The current function has no array argument with a dimension to sweep.")
     st.stop()
@@ -35,35 +36,35 @@ except SpecError as exc:
     st.stop()
 
 if ui.lesson_controls("Sweep shapes"):
-    st.session_state.shapes = ui.run_lesson(
-        "shape_sweep",
-        "compiling each shape",
-        code=prog["code"],
-        function=prog["function"],
-        args=prog["args"],
-        static=prog["static"],
+    request = ShapeSweep(
+        code=prog.code,
+        function=prog.function,
+        static=list(prog.static),
+        sample=prog.sample,
+        args=prog.args,
         param=param,
         axis=int(axis),
         sizes=sizes,
     )
+    st.session_state.shapes = ui.run_lesson(request, "compiling each shape")
 
-result = st.session_state.get("shapes")
+result: ShapeSweepReply | None = st.session_state.get("shapes")
 if result and not ui.show_lesson_error(result):
-    data = result["rows"]
+    data = result.rows
     st.plotly_chart(charts.shape_sweep_chart(data), width="stretch")
     st.dataframe(
         pd.DataFrame(
             [
                 {
-                    "size": r["size"],
-                    "spec": r["spec"],
-                    "trace+lower+compile": ui.seconds(r["total_s"]),
-                    "run (jit)": ui.seconds(r["run_s"]),
-                    "run (eager)": ui.seconds(r["eager_s"]),
-                    "break-even calls": f"{r['break_even_calls']:,.0f}"
-                    if r["break_even_calls"]
+                    "size": r.size,
+                    "spec": r.spec,
+                    "trace+lower+compile": ui.seconds(r.total_s),
+                    "run (jit)": ui.seconds(r.run_s),
+                    "run (eager)": ui.seconds(r.eager_s),
+                    "break-even calls": f"{r.break_even_calls:,.0f}"
+                    if r.break_even_calls
                     else "never (eager is as fast)",
-                    "run ≥ 100× compile overhead?": "yes" if r["rule_of_thumb"] else "no",
+                    "run ≥ 100× compile overhead?": "yes" if r.rule_of_thumb else "no",
                 }
                 for r in data
             ]
@@ -71,7 +72,7 @@ if result and not ui.show_lesson_error(result):
         hide_index=True,
         width="stretch",
     )
-    holds = sum(r["rule_of_thumb"] for r in data)
+    holds = sum(r.rule_of_thumb for r in data)
     st.info(
         f"On {ui.device()}, one call ran at least 100× longer than the compile overhead at "
         f"{holds} of {len(data)} sizes: below that, per-shape compile time dominates unless "

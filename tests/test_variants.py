@@ -52,8 +52,8 @@ def test_donation_names_pytree_leaves_and_the_json_carries_it():
 def test_static_and_donated_at_once_is_a_spec_error():
     report = analyze(step, "f32[4], f32[8], f32[3]", static=["x"], donate=["x"], runs=0)
     assert (
-        report.error["kind"] == "spec_error"
-        and "both static and donated" in (report.error["message"])
+        report.error.kind == "spec_error"
+        and "both static and donated" in (report.error.message)
     )
 
 
@@ -77,8 +77,8 @@ def test_disabling_fusion_multiplies_the_kernels_of_an_elementwise_chain():
 
 def test_an_option_xla_rejects_is_a_compile_error_naming_it():
     report = analyze(chain, "f32[4]", runs=0, compiler_options={"xla_no_such_flag": 1})
-    assert report.error["kind"] == "compile_error"
-    assert "xla_no_such_flag" in report.error["message"]
+    assert report.error.kind == "compile_error"
+    assert "xla_no_such_flag" in report.error.message
     assert report.jaxpr["eqn_count"] > 0  # what was learned before compiling stays
 
 

@@ -14,42 +14,42 @@ Pages use the names re-exported here (`ui.request`, `ui.graph_panel`, ...).
 """
 
 from ui.cards import error_card, excerpt, report_json, stamp
-from ui.graphs import IR_TITLES, fusion_compare, graph_of, graph_panel, node_details, show_graph
+from ui.graphs import IR_TITLES, fusion_compare, graph_panel, node_details, show_graph
 from ui.lessons import lesson_controls, show_lesson_error
 from ui.navigation import leave_legacy_pages, open_diff
 from ui.program import (
     functions_of,
-    join_spec,
     open_program,
     program,
     program_from_sample,
+    reset_inputs,
     sample_names,
     samples_by_title,
-    spec_rows,
 )
 from ui.sidebar import device_picker, restarted_elsewhere, safety_notes, worker_status
 from ui.workers import (
+    ask,
     device,
     lesson_worker,
     owner,
     pool,
-    request,
     run_lesson,
     start_with_server,
     start_workers,
     worker,
 )
 from viz.format import nbytes, seconds, si
+from viz.program import join_spec, spec_rows
 
 __all__ = [
     "IR_TITLES",
+    "ask",
     "device",
     "device_picker",
     "error_card",
     "excerpt",
     "functions_of",
     "fusion_compare",
-    "graph_of",
     "graph_panel",
     "join_spec",
     "leave_legacy_pages",
@@ -64,7 +64,7 @@ __all__ = [
     "program",
     "program_from_sample",
     "report_json",
-    "request",
+    "reset_inputs",
     "restarted_elsewhere",
     "run_lesson",
     "safety_notes",

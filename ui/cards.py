@@ -1,27 +1,29 @@
-"""Error cards, code excerpts and small formatting helpers."""
+"""Error cards, code excerpts, the report's JSON download and the time stamp."""
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 import streamlit as st
 
+from viz.errors import ErrorInfo
+from viz.report import Report
 
-def error_card(error: dict[str, Any], code: str | None = None) -> None:
-    where = f" · line {error['line']}" if error.get("line") else ""
+
+def error_card(error: ErrorInfo, code: str | None = None) -> None:
+    where = f" · line {error.line}" if error.line else ""
     st.error(
-        f"**{error['kind'].replace('_', ' ')}**{where}  \n{error['message']}",
+        f"**{error.kind.replace('_', ' ')}**{where}  \n{error.message}",
         icon=":material/error:",
     )
-    if error.get("hint"):
-        st.info(f"**Fix:** {error['hint']}", icon=":material/lightbulb:")
-    if code and error.get("line"):
-        st.code(excerpt(code, error["line"]), language="python")
-    if error.get("detail"):
+    if error.hint:
+        st.info(f"**Fix:** {error.hint}", icon=":material/lightbulb:")
+    if code and error.line:
+        st.code(excerpt(code, error.line), language="python")
+    if error.detail:
         with st.expander("Full message"):
-            st.text(error["detail"])
+            st.text(error.detail)
 
 
 def excerpt(code: str, line: int, context: int = 3) -> str:
@@ -34,9 +36,9 @@ def excerpt(code: str, line: int, context: int = 3) -> str:
     )
 
 
-def report_json(report: dict[str, Any]) -> str:
-    public = {k: v for k, v in report.items() if k not in ("graph_models", "stdout")}
-    return json.dumps(public, indent=2, default=str)
+def report_json(report: Report) -> str:
+    """The report JSON the CLI writes (graph models are the app's, not the report's)."""
+    return json.dumps(report.to_dict(), indent=2, default=str)
 
 
 def stamp() -> str:

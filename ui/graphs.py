@@ -14,21 +14,8 @@ from viz.ir.model import Graph
 IR_TITLES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "compiled": "Compiled HLO"}
 
 
-def graph_of(model: dict[str, Any]) -> Graph:
-    """The Graph of a model dict kept in this session's results, rebuilt once: the same
-    Graph object across reruns, so `viz.graph`'s index of it is reused."""
-    built = st.session_state.setdefault("_graphs", {})
-    hit = built.get(id(model))
-    if hit is None or hit[0] is not model:
-        if len(built) >= 8:
-            built.clear()
-        hit = built[id(model)] = (model, Graph.from_dict(model))
-    return hit[1]
-
-
-def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> None:
+def graph_panel(ir: str, graph: Graph, key: str, title: str = "") -> None:
     """A graph with find, expand/collapse, neighbourhood and DOT/SVG export."""
-    graph = graph_of(model)
     view = viz.graph.default_view(graph)
     groups = sorted(graph.groups, key=lambda p: (len(p), p))
     labels = {"/".join(p): p for p in groups}
@@ -88,9 +75,9 @@ def graph_panel(ir: str, model: dict[str, Any], key: str, title: str = "") -> No
     )
 
 
-def fusion_compare(before: dict[str, Any], after: dict[str, Any], key: str) -> None:
+def fusion_compare(before: Graph, after: Graph, key: str) -> None:
     """One name-scope region before fusion (StableHLO) and after (compiled HLO)."""
-    graphs = graph_of(before), graph_of(after)
+    graphs = before, after
     common = [r for r in viz.graph.regions(graphs[0]) if r in set(viz.graph.regions(graphs[1]))]
     st.markdown("**Before and after fusion** · the same region of your program in both IRs")
     if not common:

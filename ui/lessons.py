@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import streamlit as st
 
 from ui.cards import error_card
 from ui.program import program
 from ui.workers import lesson_worker, owner
+from viz.worker.protocol import Reply
 
 
 def lesson_controls(run_label: str) -> bool:
@@ -21,9 +20,9 @@ def lesson_controls(run_label: str) -> bool:
     return run
 
 
-def show_lesson_error(result: dict[str, Any]) -> bool:
-    """Render an error result; True when there was one."""
-    if result.get("ok", True):
+def show_lesson_error(reply: Reply) -> bool:
+    """Render a failed reply's error card; True when it failed."""
+    if reply.ok or reply.error is None:
         return False
-    error_card(result["error"], program()["code"])
+    error_card(reply.error, program().code)
     return True

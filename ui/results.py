@@ -1,13 +1,14 @@
-"""This session's results in Explore: each report exactly as the worker sent it, and
-beside it what only the page needs (the code it ran, when, its history id, the
-pass-by-pass and profile results asked for later). No jax here.
+"""This session's results in Explore: each analysis as the worker sent it (a typed
+report and what the code printed), and beside it what only the page needs (the code
+it ran, when, its history id, the pass-by-pass and profile answers asked for later).
+No jax here.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import streamlit as st
@@ -17,58 +18,76 @@ from viz import charts
 from viz.export import html_report
 from viz.format import nbytes, seconds, si
 from viz.history import History, HistoryError
+from viz.report import ProfileSection, Report
+from viz.worker.protocol import Analyze, Passes, PassesReply
 
 FULL_RESULTS = 8  # results that keep their graph models (each can be tens of MB)
 
 
 @dataclass
 class Result:
-    """One analysis shown in Explore. `report` is the worker's report dict; the only
-    change ever made to it is dropping its graph models once the result is old
-    (`trim`): they are the app's copy of the graphs, not part of the report JSON."""
+    """One analysis shown in Explore. The only change ever made to its report is
+    dropping the graph models once the result is old (`trim`): they are the app's
+    copy of the graphs, not part of the report JSON."""
 
-    report: dict[str, Any]
+    report: Report
     code: str
+    stdout: str = ""  # what the user's code printed
     stamp: str = field(default_factory=lambda: time.strftime("%H:%M:%S"))
     history_id: int | None = None
     sample: str | None = None  # the built-in sample whose code ran, if any
-    passes: dict[str, Any] | None = None  # the worker's pass-by-pass answer, once asked
-    profile: dict[str, Any] | None = None  # per-kernel times, once "Profile kernels" ran
+    folder: str | None = None  # the program's folder (a recorded file), for its imports
+    passes: PassesReply | None = None  # the worker's pass-by-pass answer, once asked
+    profile: ProfileSection | None = None  # per-kernel times, once "Profile kernels" ran
     trimmed: bool = False
 
     @property
     def ok(self) -> bool:
-        return bool(self.report.get("ok"))
+        return self.report.ok
 
     @property
     def function(self) -> str:
-        return self.report.get("function") or ""
+        return self.report.function
+
+    @property
+    def kernel_profile(self) -> ProfileSection | None:
+        """The profile asked for later, else the one the analysis itself made."""
+        return self.profile or self.report.profile
 
     def trim(self) -> None:
-        if self.report.pop("graph_models", None) is not None:
+        if self.report.graph_models:
+            self.report.graph_models = {}
             self.trimmed = True
 
-    def settings(self) -> dict[str, Any]:
-        """What this result was analysed with, as worker request arguments: a second
-        compile of the same run (pass-by-pass, profile, a variant) must use them all."""
+    def request(self, **changes: Any) -> Analyze:
+        """This result's analysis as a request: a second compile of the same run
+        (profile, a variant) must use all its settings; `changes` changes some."""
         r = self.report
-        return {
-            "code": self.code,
-            "function": r.get("function"),
-            "args": r.get("args") or "",
-            "static": list(r.get("static") or []),
-            "donate": list(r.get("donate") or []),
-            "compiler_options": dict(r.get("compiler_options") or {}),
-            "device": r.get("device") or "cpu",
-            "x64": r.get("x64"),
-        }
+        asked = Analyze(
+            code=self.code,
+            function=r.function,
+            args=r.args,
+            static=list(r.static),
+            donate=list(r.donate),
+            compiler_options=dict(r.compiler_options),
+            device=r.device,
+            x64=r.x64,
+            sample=self.sample,
+            folder=self.folder,
+        )
+        return replace(asked, **changes)
+
+    def passes_request(self) -> Passes:
+        """Pass-by-pass, compiled with this result's settings."""
+        asked = self.request()
+        return Passes(**{f.name: getattr(asked, f.name) for f in fields(Passes)})
 
     def label(self, index: int) -> str:
         r = self.report
-        failed = "" if self.ok else f" · {(r.get('error') or {}).get('kind', 'error')}"
-        return f"#{index + 1} · {r.get('function')}({r.get('args')}) · {self.stamp}{failed}"
+        failed = f" · {r.error.kind}" if r.error else ""
+        return f"#{index + 1} · {r.function}({r.args}) · {self.stamp}{failed}"
 
-    def diff_side(self) -> int | dict[str, Any]:
+    def diff_side(self) -> int | Report:
         """How `open_diff` names this result: its history id, else the report."""
         return self.history_id if self.history_id is not None else self.report
 
@@ -97,7 +116,7 @@ def add(result: Result) -> int:
     return st.session_state.shown
 
 
-def record(report: dict[str, Any], code: str, sample: str | None) -> int | None:
+def record(report: Report, code: str, sample: str | None) -> int | None:
     """Every analysis goes into the run history (the History page reads it back)."""
     try:
         return History().record(report, code=code, sample=sample, source="app")
@@ -107,12 +126,12 @@ def record(report: dict[str, Any], code: str, sample: str | None) -> int | None:
 
 
 # -- the tabs that lay out a result's numbers ------------------------------------
-def timing_tab(r: dict[str, Any]) -> None:
-    t = r["timings"]
+def timing_tab(r: Report) -> None:
+    t = r.timings
     m = st.columns(4)
-    m[0].metric("first call", seconds(t.get("first_call_s")))
-    m[1].metric("jit (median)", seconds(t.get("run_median_s")))
-    m[2].metric("eager (median)", seconds(t.get("eager_median_s")))
+    m[0].metric("first call", seconds(t.first_call_s))
+    m[1].metric("jit (median)", seconds(t.run_median_s))
+    m[2].metric("eager (median)", seconds(t.eager_median_s))
     calls = charts.break_even_calls(r)
     m[3].metric(
         "compile pays off after",
@@ -124,10 +143,18 @@ def timing_tab(r: dict[str, Any]) -> None:
     right.plotly_chart(charts.run_distribution(r), width="stretch", key="ti_runs")
 
 
-def cost_tab(r: dict[str, Any]) -> None:
+MEMORY_METRICS = (
+    ("arguments", "argument_bytes"),
+    ("outputs", "output_bytes"),
+    ("temporaries", "temp_bytes"),
+    ("generated code", "generated_code_bytes"),
+)
+
+
+def cost_tab(r: Report) -> None:
     donation_panel(r)
-    cost, mem = r.get("cost") or {}, r.get("memory") or {}
-    flops, moved = cost.get("flops"), cost.get("bytes_accessed")
+    cost = r.cost
+    flops, moved = (cost.flops, cost.bytes_accessed) if cost else (None, None)
     m = st.columns(4)
     m[0].metric("FLOPs", si(flops))
     m[1].metric("bytes accessed", nbytes(moved))
@@ -136,23 +163,13 @@ def cost_tab(r: dict[str, Any]) -> None:
         f"{flops / moved:.2f} FLOP/B" if flops and moved else "–",
         help="FLOPs per byte moved: low means memory-bound",
     )
-    m[3].metric("transcendentals", si(cost.get("transcendentals")))
-    m = st.columns(4)
-    for col, (label, key) in zip(
-        m,
-        (
-            ("arguments", "argument_bytes"),
-            ("outputs", "output_bytes"),
-            ("temporaries", "temp_bytes"),
-            ("generated code", "generated_code_bytes"),
-        ),
-        strict=True,
-    ):
-        col.metric(label, nbytes(mem.get(key)))
+    m[3].metric("transcendentals", si(cost.transcendentals if cost else None))
+    for col, (label, name) in zip(st.columns(4), MEMORY_METRICS, strict=True):
+        col.metric(label, nbytes(getattr(r.memory, name) if r.memory else None))
 
 
-def export_tab(r: dict[str, Any], index: int) -> None:
-    name = r.get("function") or "report"
+def export_tab(r: Report, index: int) -> None:
+    name = r.function or "report"
     c = st.columns(3)
     c[0].download_button(
         "JSON report", report_json(r), f"{name}.json", "application/json", key=f"json_{index}"
@@ -168,28 +185,27 @@ def export_tab(r: dict[str, Any], index: int) -> None:
     c[2].markdown("Share: copy this page's URL — it carries the code, function, args and device.")
 
 
-def donation_panel(report: dict[str, Any]) -> None:
+def donation_panel(report: Report) -> None:
     """Which donated leaves XLA reused for an output (and why not), JAX's warnings, and
     the program's memory with and without the reuse (memory_analysis: no recompile)."""
-    donation = report.get("donation")
+    donation = report.donation
     if not donation:
         return
     st.markdown("**Donation** · a donated input's buffer may become an output's")
     rows = [
         {
-            "argument": a["name"],
-            "donated": a["donated"],
-            "aliased output": "–" if a["aliased_output"] is None else f"#{a['aliased_output']}",
-            "not reused because": a["reason"] or "",
+            "argument": a.name,
+            "donated": a.donated,
+            "aliased output": "–" if a.aliased_output is None else f"#{a.aliased_output}",
+            "not reused because": a.reason,
         }
-        for a in donation["args"]
+        for a in donation.args
     ]
     st.dataframe(rows, hide_index=True, width="stretch")
-    for warning in donation.get("warnings") or []:
+    for warning in donation.warnings:
         st.warning(f"JAX: {warning}", icon=":material/warning:")
-    mem = report.get("memory") or {}
-    without = sum(mem.get(k) or 0 for k in ("argument_bytes", "output_bytes", "temp_bytes"))
-    alias = mem.get("alias_bytes") or 0
+    without = report.memory_total_bytes or 0
+    alias = (report.memory.alias_bytes if report.memory else None) or 0
     m = st.columns(3)
     m[0].metric(
         "memory without donation",

@@ -6,30 +6,24 @@ No jax here: the worker compiles; this module builds requests and lays out answe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
 from ui.navigation import open_diff
-from ui.program import join_spec, spec_rows
 from ui.results import Result, add, record
-from ui.workers import request
+from ui.workers import ask
 from viz import demo
-from viz.options import COMMON_OPTIONS, FUSION_OFF, OPTIONS_BY_KEY, parse_options
+from viz.options import COMMON_OPTIONS, OPTIONS_BY_KEY, parse_options
+from viz.program import Program
+from viz.report import Report
+from viz.variants import Variant, options_text, variants
+from viz.worker.protocol import Analyze, Analyzed
 
 FREE_KEY = "in_opt_free"  # "in_" keys are reset with the program's other inputs
 
 
 # -- the settings of the next analysis -------------------------------------------
-def settings_of(prog: dict[str, Any]) -> dict[str, Any]:
-    """The program's donated parameters and compiler options (older program dicts,
-    from a link or the History page, may lack them)."""
-    prog.setdefault("donate", [])
-    prog.setdefault("compiler_options", {})
-    return prog
-
-
 def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """(offered options with an offered value, the rest as KEY=VALUE lines)."""
     picked = {
@@ -39,15 +33,11 @@ def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return picked, free
 
 
-def options_text(options: dict[str, Any]) -> str:
-    return ", ".join(f"`{k}={v}`" for k, v in options.items())
-
-
-def options_input(prog: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+def options_input(prog: Program) -> tuple[dict[str, Any], str | None]:
     """The compiler-options expander: (the options to send, an error for a bad free-form
     line, in which case nothing may be sent)."""
-    picked, free = split_options(prog["compiler_options"])
-    count = len(prog["compiler_options"])
+    picked, free = split_options(prog.compiler_options)
+    count = len(prog.compiler_options)
     title = "Compiler options" + (f" · {count} set" if count else "")
     options: dict[str, Any] = {}
     with st.expander(title, expanded=bool(count), icon=":material/tune:"):
@@ -88,22 +78,22 @@ def options_input(prog: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     return options, None
 
 
-def settings_caption(prog: dict[str, Any]) -> str:
+def settings_caption(prog: Program) -> str:
     parts = [
-        f"args spec: `{prog['args'] or '(none)'}`",
-        f"static: {', '.join(prog['static']) or 'none'}",
+        f"args spec: `{prog.args or '(none)'}`",
+        f"static: {', '.join(prog.static) or 'none'}",
     ]
-    if prog["donate"]:
-        parts.append(f"donate: {', '.join(prog['donate'])}")
-    if prog["compiler_options"]:
-        parts.append(f"options: {options_text(prog['compiler_options'])}")
+    if prog.donate:
+        parts.append(f"donate: {', '.join(prog.donate)}")
+    if prog.compiler_options:
+        parts.append(f"options: {options_text(prog.compiler_options)}")
     return " · ".join(parts)
 
 
 # -- results ----------------------------------------------------------------------
-def compile_settings_caption(report: dict[str, Any]) -> None:
+def compile_settings_caption(report: Report) -> None:
     """The Overview's line saying which options and donations this compile used."""
-    options, donate = report.get("compiler_options") or {}, report.get("donate") or []
+    options, donate = report.compiler_options, report.donate
     if not (options or donate):
         return
     parts = [f"compiler options {options_text(options)}"] if options else []
@@ -113,102 +103,34 @@ def compile_settings_caption(report: dict[str, Any]) -> None:
 
 
 # -- quick variants -----------------------------------------------------------------
-@dataclass(frozen=True)
-class Variant:
-    label: str
-    icon: str
-    help: str
-    settings: dict[str, Any] | None  # the request for the variant; None: not applicable
-    why_not: str = ""
-
-
-def arrays(settings: dict[str, Any]) -> list[tuple[str, int, str, tuple[int, ...]]]:
-    """(parameter, spec index, dtype, shape) of each dynamic array parameter."""
-    from viz.spec.text import array_item_parts, split_spec
-
-    rows = spec_rows(settings["code"], settings["function"], settings["args"])
-    items = split_spec(settings["args"])
-    found = []
-    for index, (name, _) in enumerate(rows[: len(items)]):
-        parts = array_item_parts(items[index])
-        if parts is not None and name not in settings["static"]:
-            found.append((name, index, *parts))
-    return found
-
-
-def fusion_off(settings: dict[str, Any]) -> Variant:
-    options = settings["compiler_options"]
-    done = all(options.get(k) == v for k, v in FUSION_OFF.items())
-    return Variant(
-        "Fusion off",
-        ":material/call_split:",
-        f"the same compile with {options_text(FUSION_OFF)}: every op its own kernel",
-        None if done else {**settings, "compiler_options": {**options, **FUSION_OFF}},
-        "this result was compiled with fusion off",
-    )
-
-
-def donate_arrays(settings: dict[str, Any]) -> Variant:
-    names = [name for name, *_ in arrays(settings)]
-    donate = settings["donate"] + [n for n in names if n not in settings["donate"]]
-    applies = bool(names) and donate != settings["donate"]
-    return Variant(
-        "Donate the arrays",
-        ":material/recycling:",
-        f"donate {', '.join(names)}: XLA may write outputs into their buffers",
-        {**settings, "donate": donate} if applies else None,
-        "every array parameter is donated already" if names else "no array parameter",
-    )
-
-
-def batch_x2(settings: dict[str, Any]) -> Variant:
-    from viz.spec.text import array_item, split_spec
-
-    found = [a for a in arrays(settings) if a[3]]
-    if not found:
-        return Variant("Batch ×2", ":material/stacks:", "", None, "no array parameter with a shape")
-    name, index, dtype, shape = found[0]
-    items = split_spec(settings["args"])
-    items[index] = array_item(dtype, (shape[0] * 2, *shape[1:]))
-    return Variant(
-        "Batch ×2",
-        ":material/stacks:",
-        f"`{name}`: {array_item(dtype, shape)} → {items[index]}",
-        {**settings, "args": join_spec(items)},
-    )
-
-
 def quick_variants(res: Result) -> None:
     """One click re-runs the shown result with one change and opens the diff view."""
-    settings = res.settings()
-    options = [fusion_off(settings), donate_arrays(settings), batch_x2(settings)]
+    options = variants(res.request(runs=res.report.timings.runs))
     text, *columns = st.columns([3, 2, 3, 2], vertical_alignment="center")
     text.markdown("**Quick variants** · re-run with one change, then compare")
-    chosen = None
+    chosen: Variant | None = None
     for column, variant in zip(columns, options, strict=True):
         if column.button(
             variant.label,
             icon=variant.icon,
             key=f"variant_{variant.label}",
-            disabled=variant.settings is None,
-            help=variant.help if variant.settings else variant.why_not,
+            disabled=variant.request is None,
+            help=variant.help if variant.request else variant.why_not,
             width="stretch",
         ):
             chosen = variant
-    if chosen is not None and chosen.settings is not None:
-        run_variant(res, chosen.label, chosen.settings)
+    if chosen is not None and chosen.request is not None:
+        run_variant(res, chosen.label, chosen.request)
 
 
-def run_variant(original: Result, label: str, settings: dict[str, Any]) -> None:
+def run_variant(original: Result, label: str, request: Analyze) -> None:
     """Analyze, record and keep the variant like any run, then diff it with the original
     (a failed variant stays in Explore with its error card)."""
-    runs = int((original.report.get("timings") or {}).get("runs") or 0)
     with st.spinner(f"{label}: tracing, lowering, compiling and timing in the worker…"):
-        report = request("analyze", runs=runs, **settings)
-    for field in ("function", "args", "static"):  # a crash comes back as a bare error
-        report.setdefault(field, settings[field])
-    variant = Result(report, settings["code"], sample=original.sample)
-    variant.history_id = record(report, variant.code, variant.sample)
+        reply: Analyzed = ask(request)
+    variant = Result(reply.report, request.code, reply.stdout, sample=original.sample)
+    variant.folder = original.folder
+    variant.history_id = record(variant.report, variant.code, variant.sample)
     add(variant)
     if not variant.ok:
         st.rerun()

@@ -9,7 +9,8 @@ import threading
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from dataclasses import replace
+from typing import Any, TypeVar
 
 import streamlit as st
 
@@ -17,6 +18,9 @@ from ui.navigation import navigation_from_the_start
 from ui.program import program
 from viz import demo
 from viz.worker import Worker, WorkerPool
+from viz.worker.protocol import Request
+
+R = TypeVar("R", bound=Request)
 
 
 @st.cache_resource
@@ -77,12 +81,13 @@ def worker(role: str = "main") -> Worker:
     return pool().worker_for(owner(), device(), role)
 
 
-def request(op: str, role: str = "main", on_progress: Any = None, **kwargs: Any) -> dict[str, Any]:
-    """Send a request to this session's worker; errors come back as data. While it
-    waits behind other sessions' requests, the page says its place in the queue. In
-    demo mode the request names its sample: the worker reads the code from there."""
-    if demo.enabled() and op != "ping":
-        kwargs["sample"] = program().get("sample")
+def ask(request: R, role: str = "main", on_progress: Any = None) -> Any:
+    """Send a request to this session's worker and return its typed reply (errors come
+    back as replies too). While it waits behind other sessions' requests, the page
+    says its place in the queue. In demo mode the request names the program's sample:
+    the worker reads the code from there."""
+    if demo.enabled() and hasattr(request, "sample"):
+        request = replace(request, sample=program().sample)  # type: ignore[type-var]
     st.session_state.pop("worker_notice", None)
     target = worker(role)
     waiting = st.empty()
@@ -97,10 +102,10 @@ def request(op: str, role: str = "main", on_progress: Any = None, **kwargs: Any)
         else:
             waiting.empty()
 
-    result = target.request(op, on_progress=on_progress, on_queue=queued, client=owner(), **kwargs)
+    reply = target.ask(request, on_progress=on_progress, on_queue=queued, client=owner())
     waiting.empty()
     seen()[f"{device()}#{role}"] = target.generation  # its own failures show as errors
-    return result
+    return reply
 
 
 def seen() -> dict[str, int]:
@@ -112,9 +117,9 @@ def lesson_worker() -> Worker:
     return worker("lessons")
 
 
-def run_lesson(op: str, label: str, **kwargs: Any) -> dict[str, Any]:
+def run_lesson(request: R, label: str) -> Any:
     """Run a lesson measurement in the lessons worker, showing progress; Cancel (rendered
-    by `lesson_controls`) kills that worker."""
+    by `lesson_controls`) kills that worker. Returns the typed reply."""
     bar = st.progress(0.0, f"{label}…")
 
     def show(p: dict[str, Any]) -> None:
@@ -122,6 +127,6 @@ def run_lesson(op: str, label: str, **kwargs: Any) -> dict[str, Any]:
             p["done"] / max(p["total"], 1), f"{p.get('label', '')} ({p['done']}/{p['total']})"
         )
 
-    result = request(op, role="lessons", on_progress=show, **kwargs)
+    reply = ask(request, role="lessons", on_progress=show)
     bar.empty()
-    return result
+    return reply

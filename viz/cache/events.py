@@ -37,6 +37,11 @@ class CallEvent(Plain):
     def __post_init__(self) -> None:
         self.type = "hit" if self.hit else "miss"
 
+    @property
+    def status(self) -> str:
+        """What the table says of the entry: traced, loaded or compiled."""
+        return "loaded from disk" if self.from_disk else "compile"
+
 
 @dataclass
 class RoutedEvent(Plain):
@@ -94,6 +99,12 @@ class EntryRow(Plain):
     failed: bool = False  # tracing failed, yet jit kept a cache entry for the signature
     from_disk: bool = False  # the persistent compilation cache supplied the executable
 
+    @property
+    def status(self) -> str:
+        if self.failed:
+            return "trace failed"
+        return "loaded from disk cache" if self.from_disk else "compiled"
+
 
 @dataclass
 class BucketRow(Plain):
@@ -104,3 +115,8 @@ class BucketRow(Plain):
     calls: int = 0
     padded_rows: int = 0
     useful_rows: int = 0
+
+    @property
+    def waste(self) -> float:
+        """The share of rows the bucket computed on padding."""
+        return self.padded_rows / max(self.padded_rows + self.useful_rows, 1)
