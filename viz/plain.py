@@ -49,20 +49,29 @@ def _hints(cls: type) -> dict[str, Any]:
 
 def decode(hint: Any, value: Any) -> Any:
     """`value` (JSON) as the type `hint` names: plain dataclasses and anything with a
-    `from_dict` are built, lists and dicts decoded item by item, the rest kept."""
+    `from_dict` are built, lists and dicts decoded item by item, the rest kept.
+    TypeError when a structure is not what the hint says (a list where a record goes)."""
     if value is None:
         return None
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
         return decode(inner[0], value) if len(inner) == 1 else value
-    if origin is list and args and isinstance(value, list):
-        return [decode(args[0], v) for v in value]
-    if origin is dict and len(args) == 2 and isinstance(value, dict):
-        return {k: decode(args[1], v) for k, v in value.items()}
-    if isinstance(hint, type) and hasattr(hint, "from_dict") and isinstance(value, dict):
+    if origin is list:
+        _expect(value, list, hint)
+        return [decode(args[0], v) for v in value] if args else value
+    if origin is dict:
+        _expect(value, dict, hint)
+        return {k: decode(args[1], v) for k, v in value.items()} if len(args) == 2 else value
+    if isinstance(hint, type) and hasattr(hint, "from_dict"):
+        _expect(value, dict, hint)
         return hint.from_dict(value)
     return value
+
+
+def _expect(value: Any, kind: type, hint: Any) -> None:
+    if not isinstance(value, kind):
+        raise TypeError(f"expected {hint}, got {type(value).__name__}")
 
 
 def encode(value: Any) -> Any:
