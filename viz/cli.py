@@ -15,11 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from viz import cli_history
+from viz.cache.events import CacheEvent, FailedEvent, RoutedEvent
 from viz.cache.signature import reason_text
 from viz.format import seconds
 from viz.options import parse_option
 from viz.recorder import cli as recorder_cli
+from viz.report import Report
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
+from viz.worker.protocol import Analyze, Analyzed, CacheCalls, CacheReply
 
 
 def _target(text: str) -> tuple[str, str | None, str]:
@@ -109,67 +112,66 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def summarize_report(report: dict[str, Any]) -> str:
-    lines = [
-        f"{report.get('function')}({report.get('args')}) on {report.get('device')} "
-        f"· jax {report.get('jax_version')}"
-    ]
-    t = report.get("timings") or {}
-    if report.get("jaxpr"):
+def summarize_report(report: Report) -> str:
+    lines = [f"{report.function}({report.args}) on {report.device} · jax {report.jax_version}"]
+    t = report.timings
+    if report.jaxpr:
         counts = (
-            report["jaxpr"].get("eqn_count"),
-            (report.get("stablehlo") or {}).get("op_count"),
-            (report.get("compiled") or {}).get("kernel_count"),
+            report.jaxpr.eqn_count,
+            report.stablehlo.op_count if report.stablehlo else None,
+            report.compiled.kernel_count if report.compiled else None,
         )
         lines.append(
             f"jaxpr eqns {counts[0]} → StableHLO ops {counts[1]} → compiled kernels {counts[2]}"
         )
     lines.extend(_fusion_lines(report))
     lines.append(
-        f"trace {seconds(t.get('trace_s'))} · lower {seconds(t.get('lower_s'))} · "
-        f"compile {seconds(t.get('compile_s'))} · run median "
-        f"{seconds(t.get('run_median_s'))} (eager {seconds(t.get('eager_median_s'))})"
+        f"trace {seconds(t.trace_s)} · lower {seconds(t.lower_s)} · "
+        f"compile {seconds(t.compile_s)} · run median "
+        f"{seconds(t.run_median_s)} (eager {seconds(t.eager_median_s)})"
     )
-    error = report.get("error")
+    error = report.error
     if error:
-        where = f" (line {error['line']})" if error.get("line") else ""
-        lines.append(f"error [{error['kind']}]{where}: {error['message']}")
-        if error.get("hint"):
-            lines.append(f"fix: {error['hint']}")
+        where = f" (line {error.line})" if error.line else ""
+        lines.append(f"error [{error.kind}]{where}: {error.message}")
+        if error.hint:
+            lines.append(f"fix: {error.hint}")
     return "\n".join(lines)
 
 
-def _fusion_lines(report: dict[str, Any]) -> list[str]:
+def _fusion_lines(report: Report) -> list[str]:
     lines = []
-    cov = report.get("fusion_map_coverage") or {}
-    if cov.get("stablehlo") is not None:
-        jaxpr = cov.get("jaxpr")
+    cov = report.fusion_map_coverage
+    if cov and cov.stablehlo is not None:
         lines.append(
-            f"fusion map: {cov['stablehlo']:.0%} of StableHLO ops"
-            + (f", {jaxpr:.0%} of jaxpr eqns" if jaxpr is not None else "")
+            f"fusion map: {cov.stablehlo:.0%} of StableHLO ops"
+            + (f", {cov.jaxpr:.0%} of jaxpr eqns" if cov.jaxpr is not None else "")
             + " found in the compiled program"
         )
-    prof = report.get("profile")
-    if prof and prof.get("kernels"):
-        top = ", ".join(
-            f"{k['name']} {seconds(k['mean_s'])} ({k['share']:.0%})" for k in prof["kernels"][:3]
-        )
-        lines.append(f"kernel time per step {seconds(prof['step_s'])}: {top}")
+    prof = report.profile
+    if prof and prof.kernels:
+        top = ", ".join(f"{k.name} {seconds(k.mean_s)} ({k.share:.0%})" for k in prof.kernels[:3])
+        lines.append(f"kernel time per step {seconds(prof.step_s)}: {top}")
     return lines
 
 
-def summarize_cache(events: list[dict[str, Any]]) -> str:
+def summarize_cache(events: list[CacheEvent]) -> str:
     lines = []
     for e in events:
-        if "hit" not in e:
-            lines.append(f"#{e.get('call', '?')} error: {e.get('error', {}).get('message')}")
-            continue
-        status = "hit " if e["hit"] else "MISS"
-        lines.append(
-            f"#{e['call']} {status} {e['signature']}  cache={e['cache_size']}"
-            + ("" if e["hit"] else f"  compile {seconds(e['compile_s'])}")
-        )
-        lines.extend(f"      {reason_text(r)}" for r in e["reasons"])
+        if isinstance(e, FailedEvent):
+            lines.append(f"#{e.call} error: {e.error.message}")
+        elif isinstance(e, RoutedEvent):
+            lines.append(
+                f"#{e.call} AOT  bucket {e.aot_bucket} (size {e.size}, padding {e.padding})"
+                f"  cache={e.cache_size}"
+            )
+        else:
+            status = "hit " if e.hit else "MISS"
+            lines.append(
+                f"#{e.call} {status} {e.signature}  cache={e.cache_size}"
+                + ("" if e.hit else f"  compile {seconds(e.compile_s)}")
+            )
+            lines.extend(f"      {reason_text(r)}" for r in e.reasons)
     return "\n".join(lines)
 
 
@@ -178,20 +180,79 @@ def _write_json(path: Path | None, data: Any) -> None:
         path.write_text(json.dumps(data, indent=2, default=str))
 
 
-def _write_exports(args: argparse.Namespace, report: dict[str, Any], mlir: str | None) -> None:
+def _write_exports(args: argparse.Namespace, report: Report) -> None:
     """--mlir and --trace (issue #12); a missing one is said on stderr, not fatal."""
     if args.mlir:
-        if mlir:
-            args.mlir.write_text(mlir)
+        if report.mlir:
+            args.mlir.write_text(report.mlir)
         else:
             print("no StableHLO to write (the function did not lower)", file=sys.stderr)
     if args.trace:
         from viz.fusion.profile import save_trace
 
         try:
-            save_trace(report.get("profile") or {}, args.trace)
+            save_trace(report.profile or {}, args.trace)
         except (FileNotFoundError, OSError) as exc:
             print(f"no trace written: {exc}", file=sys.stderr)
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The `--json` of `analyze`: the report's JSON, without the StableHLO text with
+    locations (that goes to `--mlir`) and without graph models or stdout."""
+    data = report.to_dict()
+    del data["mlir"]
+    return data
+
+
+def cache_json(reply: CacheReply) -> dict[str, Any]:
+    """The Cache JSON of DESIGN.md: `ok`, `error` and every call's event."""
+    return {
+        "ok": reply.ok,
+        "error": reply.error.to_dict() if reply.error else None,
+        "events": [e.to_dict() for e in reply.events],
+    }
+
+
+def _analyze(args: argparse.Namespace, worker: Worker) -> None:
+    code, function, folder = args.target
+    request = Analyze(
+        code=code,
+        function=function,
+        args=args.args,
+        static=args.static,
+        device=args.device,
+        runs=args.runs,
+        donate=args.donate,
+        compiler_options=dict(args.option),
+        profile=args.profile or args.trace is not None,
+        mlir=args.mlir is not None,
+        folder=folder,
+    )
+    reply = worker.ask(request)
+    assert isinstance(reply, Analyzed)
+    report = reply.report
+    if not args.no_history:
+        cli_history.record(reply.to_dict(), code)
+    print(summarize_report(report))
+    _write_exports(args, report)
+    _write_json(args.json, report_json(report))
+    if args.html:
+        from viz.export import html_report
+
+        args.html.write_text(html_report(report))
+
+
+def _cache(args: argparse.Namespace, worker: Worker) -> None:
+    code, function, folder = args.target
+    request = CacheCalls(
+        code=code, function=function, static=args.static, calls=args.call, folder=folder
+    )
+    reply = worker.ask(request)
+    assert isinstance(reply, CacheReply)
+    if reply.error:  # the worker itself failed (a call's error is an event)
+        print(f"error: {reply.error.message}", file=sys.stderr)
+    print(summarize_cache(reply.events))
+    _write_json(args.json, cache_json(reply))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,53 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in ("history", "diff"):
         return cli_history.main(args)
-    code, function, folder = args.target
     worker = Worker(args.device, timeout_s=args.timeout)
     try:
-        if args.command == "analyze":
-            report = worker.request(
-                "analyze",
-                code=code,
-                function=function,
-                args=args.args,
-                static=args.static,
-                device=args.device,
-                runs=args.runs,
-                donate=args.donate,
-                compiler_options=dict(args.option),
-                profile=args.profile or args.trace is not None,
-                mlir=args.mlir is not None,
-                folder=folder,
-            )
-            if not args.no_history:
-                cli_history.record(report, code)
-            report.pop("graph_models", None)
-            report.pop("stdout", None)
-            mlir = report.pop("mlir", None)
-            print(summarize_report(report))
-            _write_exports(args, report, mlir)
-            _write_json(args.json, report)
-            if args.html:
-                from viz.export import html_report
-
-                args.html.write_text(html_report(report))
-        else:
-            result = worker.request(
-                "cache_calls",
-                code=code,
-                function=function,
-                static=args.static,
-                calls=args.call,
-                folder=folder,
-            )
-            events = result.get("events", [])
-            if result.get("error"):  # the worker itself failed (a call's error is an event)
-                print(f"error: {result['error']['message']}", file=sys.stderr)
-            print(summarize_cache(events))
-            _write_json(
-                args.json,
-                {"ok": result.get("ok", True), "error": result.get("error"), "events": events},
-            )
+        (_analyze if args.command == "analyze" else _cache)(args, worker)
     finally:
         worker.close()
     return 0
