@@ -3,24 +3,38 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from itertools import pairwise
 
 import pytest
 
 from viz import charts, vega
+from viz.cache.events import CallEvent, FailedEvent
+from viz.errors import ErrorInfo
+from viz.report import (
+    CompiledSection,
+    JaxprSection,
+    Report,
+    Runs,
+    RunTimes,
+    StableHLOSection,
+    Timings,
+)
+from viz.worker.protocol import PassStep
 
-REPORT = {
-    "jaxpr": {"eqn_count": 12},
-    "stablehlo": {"op_count": 15},
-    "compiled": {"op_count": 9, "kernel_count": 3},
-    "timings": {
-        "trace_s": 0.004,
-        "lower_s": 0.02,
-        "compile_s": 0.05,
-        "first_call_s": 0.003,
-        "run_median_s": 0.0008,
-    },
-}
+TIMINGS = Timings(
+    trace_s=0.004, lower_s=0.02, compile_s=0.05, first_call_s=0.003, run_median_s=0.0008
+)
+REPORT = Report(
+    jaxpr=JaxprSection(eqn_count=12),
+    stablehlo=StableHLOSection(op_count=15),
+    compiled=CompiledSection(op_count=9, kernel_count=3),
+    timings=TIMINGS,
+)
+
+
+def with_eager(eager_median_s: float) -> Report:
+    return Report(timings=replace(TIMINGS, eager_median_s=eager_median_s))
 
 
 def rows(spec: dict) -> list[dict]:
@@ -52,11 +66,11 @@ def test_the_waterfall_puts_each_stage_where_the_previous_one_ended() -> None:
 
 
 def test_stages_without_a_number_are_left_out() -> None:
-    partial = {"jaxpr": {"eqn_count": 3}, "timings": {"trace_s": 0.001, "lower_s": 0.002}}
+    partial = Report(jaxpr=JaxprSection(eqn_count=3), timings=Timings(trace_s=0.001, lower_s=0.002))
     assert [r["stage"] for r in rows(vega.count_chain(partial))] == ["jaxpr equations"]
     spans = rows(vega.stage_waterfall(partial))
     assert [r["stage"] for r in spans] == ["trace", "lower"]
-    assert rows(vega.stage_waterfall({})) == []
+    assert rows(vega.stage_waterfall(Report())) == []
 
 
 def test_each_stage_keeps_its_colour() -> None:
@@ -65,15 +79,43 @@ def test_each_stage_keeps_its_colour() -> None:
 
 
 def test_compiling_pays_off_after_the_compile_cost_over_the_time_saved_per_call() -> None:
-    timings = {**REPORT["timings"], "eager_median_s": 0.0018}  # jit saves 1 ms a call
+    report = with_eager(0.0018)  # jit saves 1 ms a call
     # trace + lower + compile = 74 ms, paid back at 1 ms a call
-    assert charts.break_even_calls({"timings": timings}) == pytest.approx(74.0)
+    assert report.compile_total_s == pytest.approx(0.074)
+    assert charts.break_even_calls(report) == pytest.approx(74.0)
 
 
 def test_compiling_never_pays_off_when_eager_is_as_fast() -> None:
-    timings = {**REPORT["timings"], "eager_median_s": 0.0008}
-    assert charts.break_even_calls({"timings": timings}) == math.inf
+    assert charts.break_even_calls(with_eager(0.0008)) == math.inf
 
 
 def test_there_is_no_break_even_without_an_eager_time() -> None:
     assert charts.break_even_calls(REPORT) is None
+
+
+def call(n: int, hit: bool, compile_s: float = 0.0) -> CallEvent:
+    return CallEvent(n, "f32[3]", "x: f32[3]", hit, compile_s, 0.0, 0.001, 1, 0)
+
+
+def test_the_cache_timeline_draws_calls_and_leaves_failed_calls_out() -> None:
+    failed = FailedEvent(2, "nosuch", ErrorInfo("spec_error", "no"), 1)
+    fig = charts.cache_timeline([call(1, False, 0.02), failed, call(3, True)])
+    bars = fig.data[0]
+    assert list(bars.x) == [1, 3]
+    assert list(bars.y) == pytest.approx([20.0, 0.0])
+    assert list(bars.marker.color) == [charts.MISS, charts.HIT]
+    assert list(fig.data[1].y) == pytest.approx([20.0, 20.0])  # cumulative compile, ms
+
+
+def test_the_pass_chart_names_each_pass_and_counts_ops_and_fusions() -> None:
+    steps = [PassStep(0, "opt", "dce", 12, 0), PassStep(1, "fusion", "fusion", 7, 3)]
+    ops, fusions = charts.pass_chart(steps).data
+    assert list(ops.y) == [12, 7] and list(fusions.y) == [0, 3]
+    assert list(ops.hovertext) == ["opt / dce", "fusion / fusion"]
+
+
+def test_the_run_distribution_has_one_box_per_timed_mode() -> None:
+    jit = RunTimes(0.01, 0.002, 0.001, 0.003, samples=2, number=1, per_call_s=[0.001, 0.002])
+    assert [b.name for b in charts.run_distribution(Report(run=Runs(jit=jit))).data] == ["jit"]
+    assert list(charts.run_distribution(Report(run=Runs(jit=jit))).data[0].y) == [1.0, 2.0]
+    assert charts.run_distribution(Report()).data == ()

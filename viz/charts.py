@@ -1,7 +1,8 @@
-"""Plotly figures built from report dicts (no jax, no streamlit).
+"""Plotly figures built from typed results (no jax, no streamlit).
 
-Every figure takes the plain data the worker returned and nothing else, so the
-app, the HTML export and the tests draw the same charts.
+Every figure takes the typed data the worker returned (a `Report`, a lesson's rows,
+the cache lab's events) and nothing else, so the app, the HTML export and the tests
+draw the same charts.
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ from typing import Any
 import plotly.graph_objects as go
 
 from viz import format as fmt
+from viz.cache.events import CacheEvent, CallEvent
+from viz.cache.planner import BucketPlan
 from viz.lessons.verdicts import break_even
+from viz.report import Report
+from viz.worker.protocol import PassStep, PlacementRow, ScalingRow, ShapeRow
 
 STAGE_COLOURS = {
     "trace": "#4C78A8",
@@ -40,15 +45,15 @@ def ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e3
 
 
-def stage_spans(report: dict[str, Any]) -> list[tuple[str, float, float]]:
+def stage_spans(report: Report) -> list[tuple[str, float, float]]:
     """(stage, start s, seconds) from jit(f)'s call to a steady-state call, end to end."""
-    t = report.get("timings") or {}
+    t = report.timings
     stages = [
-        ("trace", t.get("trace_s")),
-        ("lower", t.get("lower_s")),
-        ("compile", t.get("compile_s")),
-        ("first call", t.get("first_call_s")),
-        ("steady state", t.get("run_median_s")),
+        ("trace", t.trace_s),
+        ("lower", t.lower_s),
+        ("compile", t.compile_s),
+        ("first call", t.first_call_s),
+        ("steady state", t.run_median_s),
     ]
     spans, start = [], 0.0
     for name, seconds in stages:
@@ -58,7 +63,7 @@ def stage_spans(report: dict[str, Any]) -> list[tuple[str, float, float]]:
     return spans
 
 
-def stage_waterfall(report: dict[str, Any]) -> go.Figure:
+def stage_waterfall(report: Report) -> go.Figure:
     """trace → lower → compile → first call → steady-state call, end to end."""
     fig = go.Figure()
     end = 0.0
@@ -80,15 +85,15 @@ def stage_waterfall(report: dict[str, Any]) -> go.Figure:
     return _layout(fig, "Where the time goes", 300).update_layout(showlegend=False)
 
 
-def run_distribution(report: dict[str, Any]) -> go.Figure:
+def run_distribution(report: Report) -> go.Figure:
     """Per-call time of every timed sample, jit and eager side by side."""
     fig = go.Figure()
-    run = report.get("run") or {}
-    for label, key, colour in (("jit", "jit", "#4C78A8"), ("eager (no jit)", "eager", "#BAB0AC")):
-        stats = run.get(key)
+    run = report.run
+    series = (("jit", run.jit, "#4C78A8"), ("eager (no jit)", run.eager, "#BAB0AC")) if run else ()
+    for label, stats, colour in series:
         if stats:
             fig.add_box(
-                y=[s * 1e3 for s in stats["per_call_s"]],
+                y=[s * 1e3 for s in stats.per_call_s],
                 name=label,
                 boxpoints="all",
                 jitter=0.4,
@@ -98,10 +103,10 @@ def run_distribution(report: dict[str, Any]) -> go.Figure:
     return _layout(fig, "Run time per call: jit vs eager")
 
 
-def op_counts(report: dict[str, Any], top: int = 15) -> go.Figure:
+def op_counts(report: Report, top: int = 15) -> go.Figure:
     """Op histogram before fusion (StableHLO) and after (compiled HLO)."""
-    before = (report.get("stablehlo") or {}).get("ops") or {}
-    after = (report.get("compiled") or {}).get("ops") or {}
+    before = report.stablehlo.ops if report.stablehlo else {}
+    after = report.compiled.ops if report.compiled else {}
     fig = go.Figure()
     for label, hist, colour in (
         ("StableHLO (before)", before, "#4C78A8"),
@@ -121,18 +126,19 @@ def op_counts(report: dict[str, Any], top: int = 15) -> go.Figure:
     return _layout(fig, "Ops before and after fusion", height)
 
 
-def count_stages(report: dict[str, Any]) -> list[tuple[str, int]]:
+def count_stages(report: Report) -> list[tuple[str, int]]:
     """jaxpr eqns → StableHLO ops → compiled ops → kernels, those the report has."""
+    compiled = report.compiled
     stages = [
-        ("jaxpr equations", (report.get("jaxpr") or {}).get("eqn_count")),
-        ("StableHLO ops", (report.get("stablehlo") or {}).get("op_count")),
-        ("compiled ops", (report.get("compiled") or {}).get("op_count")),
-        ("kernels", (report.get("compiled") or {}).get("kernel_count")),
+        ("jaxpr equations", report.jaxpr.eqn_count if report.jaxpr else None),
+        ("StableHLO ops", report.stablehlo.op_count if report.stablehlo else None),
+        ("compiled ops", compiled.op_count if compiled else None),
+        ("kernels", compiled.kernel_count if compiled else None),
     ]
     return [(k, v) for k, v in stages if v is not None]
 
 
-def count_chain(report: dict[str, Any]) -> go.Figure:
+def count_chain(report: Report) -> go.Figure:
     """jaxpr eqns → StableHLO ops → compiled ops → kernels, as a funnel."""
     stages = count_stages(report)
     fig = go.Figure(
@@ -146,33 +152,33 @@ def count_chain(report: dict[str, Any]) -> go.Figure:
     return _layout(fig, "How the op count falls", 260)
 
 
-def break_even_calls(report: dict[str, Any]) -> float | None:
-    """Calls after which compiling paid off: compile cost / time saved per call."""
-    t = report.get("timings") or {}
-    jit, eager = t.get("run_median_s"), t.get("eager_median_s")
-    compile_cost = sum(t.get(k) or 0.0 for k in ("trace_s", "lower_s", "compile_s"))
+def break_even_calls(report: Report) -> float | None:
+    """Calls after which compiling paid off: compile cost (trace + lower + compile) over
+    the time saved per call; inf when jit saves nothing, None without both run times."""
+    jit, eager = report.timings.run_median_s, report.timings.eager_median_s
     if jit is None or eager is None:
         return None
-    calls = break_even(compile_cost, eager, jit)
+    calls = break_even(report.compile_total_s, eager, jit)
     return math.inf if calls is None else calls
 
 
-def cache_timeline(events: list[dict[str, Any]]) -> go.Figure:
-    """Calls over time coloured hit/miss, compile time per miss, cumulative costs."""
-    events = [e for e in events if e.get("type") in ("hit", "miss")]
+def cache_timeline(events: list[CacheEvent]) -> go.Figure:
+    """Calls of the jitted function (hits and misses; routed and failed calls left out)
+    coloured hit/miss, compile time per miss, cumulative costs."""
+    calls_made = [e for e in events if isinstance(e, CallEvent)]
     fig = go.Figure()
-    calls = [e["call"] for e in events]
+    calls = [e.call for e in calls_made]
     fig.add_bar(
         x=calls,
-        y=[ms(e["compile_s"]) for e in events],
+        y=[ms(e.compile_s) for e in calls_made],
         name="compile time (miss)",
-        marker_color=[AOT if e.get("aot") else HIT if e["hit"] else MISS for e in events],
-        hovertext=[e["signature"] for e in events],
+        marker_color=[HIT if e.hit else MISS for e in calls_made],
+        hovertext=[e.signature for e in calls_made],
     )
     cum_compile, cum_run, total_c, total_r = [], [], 0.0, 0.0
-    for e in events:
-        total_c += e["compile_s"]
-        total_r += e["run_s"]
+    for e in calls_made:
+        total_c += e.compile_s
+        total_r += e.run_s
         cum_compile.append(total_c * 1e3)
         cum_run.append(total_r * 1e3)
     fig.add_scatter(
@@ -194,7 +200,7 @@ def cache_timeline(events: list[dict[str, Any]]) -> go.Figure:
 VARIANT_COLOURS = {"unrolled": "#E45756", "scan": "#4C78A8", "fori_loop": "#72B7B2"}
 
 
-def placement_chart(rows: list[dict[str, Any]]) -> go.Figure:
+def placement_chart(rows: list[PlacementRow]) -> go.Figure:
     """Compile, first-call and per-call time of each jit placement, side by side."""
     from plotly.subplots import make_subplots
 
@@ -203,7 +209,7 @@ def placement_chart(rows: list[dict[str, Any]]) -> go.Figure:
         cols=2,
         subplot_titles=("one-time: compile and first call", "every call: steady-state time"),
     )
-    names = [r["strategy"] for r in rows]
+    names = [r.strategy for r in rows]
     bars = (
         ("compile", "compile_s", "compile", 1),
         ("first call", "first_call_s", "first call", 1),
@@ -212,12 +218,12 @@ def placement_chart(rows: list[dict[str, Any]]) -> go.Figure:
     for label, key, colour, col in bars:
         fig.add_bar(
             x=names,
-            y=[r[key] * 1e3 for r in rows],
+            y=[getattr(r, key) * 1e3 for r in rows],
             name=label,
             marker_color=STAGE_COLOURS[colour],
             row=1,
             col=col,
-            text=[f"{r['kernels_per_call']} kernels" for r in rows] if col == 2 else None,
+            text=[f"{r.kernels_per_call} kernels" for r in rows] if col == 2 else None,
             textposition="outside",
         )
     fig.update_yaxes(title="ms", row=1, col=1)
@@ -225,15 +231,16 @@ def placement_chart(rows: list[dict[str, Any]]) -> go.Figure:
     return _layout(fig, "Where to put jit", 380)
 
 
-def scaling_chart(rows: list[dict[str, Any]], metric: str, title: str, unit: str) -> go.Figure:
-    """`metric` against N on log-log axes, one line per loop variant."""
+def scaling_chart(rows: list[ScalingRow], metric: str, title: str, unit: str) -> go.Figure:
+    """`metric` (a field of the rows: total_s, run_s, eqns…) against N on log-log axes,
+    one line per loop variant."""
     fig = go.Figure()
     for variant, colour in VARIANT_COLOURS.items():
-        pts = [r for r in rows if r["variant"] == variant]
+        pts = [r for r in rows if r.variant == variant]
         scale = 1e3 if unit == "ms" else 1
         fig.add_scatter(
-            x=[r["n"] for r in pts],
-            y=[r[metric] * scale for r in pts],
+            x=[r.n for r in pts],
+            y=[getattr(r, metric) * scale for r in pts],
             name=variant,
             mode="lines+markers",
             line={"color": colour},
@@ -243,10 +250,10 @@ def scaling_chart(rows: list[dict[str, Any]], metric: str, title: str, unit: str
     return _layout(fig, title, 340)
 
 
-def shape_sweep_chart(rows: list[dict[str, Any]]) -> go.Figure:
+def shape_sweep_chart(rows: list[ShapeRow]) -> go.Figure:
     """One-time compile cost and per-call run time (jit and eager) per shape."""
     fig = go.Figure()
-    sizes = [r["size"] for r in rows]
+    sizes = [r.size for r in rows]
     lines = (
         ("trace+lower+compile", "total_s", {"color": STAGE_COLOURS["compile"]}),
         ("run (jit)", "run_s", {"color": STAGE_COLOURS["steady state"]}),
@@ -254,24 +261,28 @@ def shape_sweep_chart(rows: list[dict[str, Any]]) -> go.Figure:
     )
     for name, key, line in lines:
         fig.add_scatter(
-            x=sizes, y=[r[key] * 1e3 for r in rows], name=name, mode="lines+markers", line=line
+            x=sizes,
+            y=[getattr(r, key) * 1e3 for r in rows],
+            name=name,
+            mode="lines+markers",
+            line=line,
         )
     fig.update_xaxes(type="log", title="size")
     fig.update_yaxes(type="log", title="ms")
     return _layout(fig, "Compile once, run many: cost per shape", 360)
 
 
-def bucket_chart(plans: list[dict[str, Any]]) -> go.Figure:
+def bucket_chart(plans: list[BucketPlan]) -> go.Figure:
     """Compilations and padding waste of each bucketing plan."""
     from plotly.subplots import make_subplots
 
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("compilations", "padding waste (% of compute)")
     )
-    names = [p["name"] for p in plans]
+    names = [p.name for p in plans]
     fig.add_bar(
         x=names,
-        y=[p["compiles"] for p in plans],
+        y=[p.compiles for p in plans],
         marker_color="#4C78A8",
         name="compiles",
         row=1,
@@ -279,7 +290,7 @@ def bucket_chart(plans: list[dict[str, Any]]) -> go.Figure:
     )
     fig.add_bar(
         x=names,
-        y=[p["waste_pct"] for p in plans],
+        y=[p.waste_pct for p in plans],
         marker_color="#F58518",
         name="waste %",
         row=1,
@@ -288,14 +299,14 @@ def bucket_chart(plans: list[dict[str, Any]]) -> go.Figure:
     return _layout(fig, "Bucketing plans", 340).update_layout(showlegend=False)
 
 
-def pass_chart(steps: list[dict[str, Any]]) -> go.Figure:
+def pass_chart(steps: list[PassStep]) -> go.Figure:
     """Top-level op count (and fusions) after every XLA pass that changed the module."""
     fig = go.Figure()
-    x = [s["step"] for s in steps]
-    hover = [f"{s['pipeline']} / {s['pass']}" for s in steps]
+    x = [s.step for s in steps]
+    hover = [f"{s.pipeline} / {s.pass_}" for s in steps]
     fig.add_scatter(
         x=x,
-        y=[s["op_count"] for s in steps],
+        y=[s.op_count for s in steps],
         name="ops",
         mode="lines+markers",
         line={"shape": "hv", "color": "#4C78A8"},
@@ -303,7 +314,7 @@ def pass_chart(steps: list[dict[str, Any]]) -> go.Figure:
     )
     fig.add_scatter(
         x=x,
-        y=[s["fusion_count"] for s in steps],
+        y=[s.fusion_count for s in steps],
         name="fusions",
         mode="lines+markers",
         line={"shape": "hv", "color": "#F58518"},

@@ -13,6 +13,7 @@ from typing import Any
 
 from viz.charts import STAGE_COLOURS, WATERFALL_AXIS, count_stages, stage_spans
 from viz.format import seconds
+from viz.report import Report
 
 BAR = "#4C78A8"
 # one row per stage, in the order given, every label shown
@@ -34,7 +35,7 @@ def _room_for_labels(largest: float) -> dict[str, Any]:
     return {"domain": [0, max(largest, 1e-9) * 1.22], "nice": False}
 
 
-def count_chain(report: dict[str, Any]) -> dict[str, Any]:
+def count_chain(report: Report) -> dict[str, Any]:
     """How the op count falls: one bar per stage, its count at its end."""
     rows = [{"stage": name, "count": n} for name, n in count_stages(report)]
     return {
@@ -61,7 +62,7 @@ def count_chain(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def stage_waterfall(report: dict[str, Any]) -> dict[str, Any]:
+def stage_waterfall(report: Report) -> dict[str, Any]:
     """Where the time goes: each stage from its start to its end, in milliseconds."""
     rows = [
         {
