@@ -15,6 +15,12 @@ from pathlib import Path
 import pytest
 from conftest import REPO, check_error_contract, check_report_contract, sample_params
 
+from viz.cache.events import CallEvent, FailedEvent
+from viz.cache.signature import Reason
+from viz.cli import summarize_cache
+from viz.errors import ErrorInfo
+from viz.export import html_report
+from viz.report import Report
 from viz.samples import Sample, get_sample
 
 
@@ -90,6 +96,31 @@ def test_html_report_of_a_failing_function_shows_the_error(tmp_path):
     proc = analyze_sample(sample, tmp_path / "r.json", "--html", str(page))
     assert proc.returncode == 0, proc.stderr
     assert "control_flow" in page.read_text()
+
+
+def test_html_report_of_a_bare_failed_report_shows_the_error_and_no_graph():
+    error = ErrorInfo("control_flow", "a Python `if` on a traced value", "use jnp.where")
+    page = html_report(Report(function="f").fail(error))
+    assert "<b>control_flow</b>: a Python `if` on a traced value" in page
+    assert "Fix: use jnp.where" in page
+    assert page.count("<p>(no graph)</p>") == 3
+    assert "&quot;mlir&quot;" not in page and "graph_models" not in page
+
+
+def test_json_of_analyze_has_neither_stdout_nor_graph_models_nor_mlir(tmp_path):
+    source = tmp_path / "code.py"
+    source.write_text("def f(x):\n    print('tracing')\n    return x * 2.0\n")
+    out, mlir = tmp_path / "report.json", tmp_path / "f.mlir"
+    proc = cli(
+        "analyze", f"{source}::f", "--args", "f32[2]", "--runs", "0", "--no-history",
+        "--mlir", str(mlir), "--json", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["ok"], report["error"]
+    assert not {"stdout", "graph_models", "mlir"} & set(report)
+    assert "stablehlo" in mlir.read_text()  # the located StableHLO went to --mlir's file
+    assert list(report) == [k for k in Report().to_dict() if k != "mlir"]  # in field order
 
 
 def test_device_cpu8_analyzes_on_eight_simulated_devices(tmp_path):
@@ -210,6 +241,19 @@ def test_cache_cli_reports_a_failing_call_as_an_event_and_exits_zero(tmp_path):
     assert done.returncode == 0, done.stderr
     events = json.loads(out.read_text())["events"]
     assert events[0]["hit"] is False and events[1]["error"]["kind"] == "spec_error"
+
+
+def test_the_cache_summary_tells_events_apart_by_their_type():
+    miss = CallEvent(1, "f32[3]", "x: f32[3]", False, 0.02, 0.03, 0.001, 1, 0)
+    miss.reasons = [Reason("x", "shape", "f32[2]", "f32[3]")]
+    hit = CallEvent(2, "f32[3]", "x: f32[3]", True, 0.0, 0.001, 0.001, 1, 0)
+    failed = FailedEvent(3, "nosuch", ErrorInfo("spec_error", "name 'nosuch'"), 1)
+    assert summarize_cache([miss, hit, failed]).splitlines() == [
+        "#1 MISS x: f32[3]  cache=1  compile 20.0 ms",
+        "      `x`: shape f32[2] → f32[3]",
+        "#2 hit  x: f32[3]  cache=1",
+        "#3 error: name 'nosuch'",
+    ]
 
 
 def test_a_file_elsewhere_imports_its_sibling_modules(tmp_path):

@@ -14,8 +14,10 @@ from typing import Any
 import viz.fusion.view
 import viz.graph
 from viz import charts
+from viz.errors import ErrorInfo
 from viz.format import seconds
 from viz.ir.model import Graph
+from viz.report import GraphSummary, Report
 
 _STYLE = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
@@ -35,10 +37,10 @@ def _metric(label: str, value: Any) -> str:
     return f'<div class="metric">{html.escape(label)}<b>{html.escape(str(value))}</b></div>'
 
 
-def _graph_html(model: dict[str, Any] | None, summary: dict[str, Any] | None) -> str:
-    dot = (summary or {}).get("dot")
+def _graph_html(model: Graph | None, summary: GraphSummary | None) -> str:
+    dot = summary.dot if summary else ""
     if model is not None:
-        dot = viz.graph.to_dot(viz.graph.default_view(Graph.from_dict(model)))
+        dot = viz.graph.to_dot(viz.graph.default_view(model))
     if not dot:
         return "<p>(no graph)</p>"
     try:
@@ -47,27 +49,45 @@ def _graph_html(model: dict[str, Any] | None, summary: dict[str, Any] | None) ->
         return f"<p>Graphviz is not installed; DOT source:</p><pre>{html.escape(dot)}</pre>"
 
 
-def html_report(report: dict[str, Any]) -> str:
+def _error_html(error: ErrorInfo) -> str:
+    return (
+        f'<div class="error"><b>{html.escape(error.kind)}</b>: '
+        f"{html.escape(error.message)}<br>Fix: {html.escape(error.hint)}</div>"
+    )
+
+
+def _ir_sections(report: Report) -> list[str]:
+    """Each IR's graph (from its model when the report carries one) and its text."""
+    parts = []
+    sections = (
+        ("jaxpr", "jaxpr", report.jaxpr),
+        ("stablehlo", "StableHLO", report.stablehlo),
+        ("compiled", "Compiled HLO", report.compiled),
+    )
+    for ir, title, section in sections:
+        parts.append(f"<h2>{title}</h2>")
+        parts.append(_graph_html(report.graph_models.get(ir), report.graphs.get(ir)))
+        parts.append(f"<pre>{html.escape(section.text if section else '')}</pre>")
+    return parts
+
+
+def html_report(report: Report) -> str:
     """The whole report as one HTML document."""
-    t = report.get("timings") or {}
+    t = report.timings
     parts = [
-        f"<h1>jitscope · {html.escape(report.get('function', ''))}</h1>",
-        f'<p class="sub">args <code>{html.escape(report.get("args", ""))}</code> · '
-        f"device {html.escape(report.get('device', ''))} · jax "
-        f"{html.escape(report.get('jax_version', ''))}</p>",
+        f"<h1>jitscope · {html.escape(report.function)}</h1>",
+        f'<p class="sub">args <code>{html.escape(report.args)}</code> · '
+        f"device {html.escape(report.device)} · jax "
+        f"{html.escape(report.jax_version)}</p>",
     ]
-    if report.get("error"):
-        e = report["error"]
-        parts.append(
-            f'<div class="error"><b>{html.escape(e["kind"])}</b>: '
-            f"{html.escape(e['message'])}<br>Fix: {html.escape(e.get('hint', ''))}</div>"
-        )
+    if report.error:
+        parts.append(_error_html(report.error))
     counts = [
-        ("jaxpr equations", (report.get("jaxpr") or {}).get("eqn_count")),
-        ("StableHLO ops", (report.get("stablehlo") or {}).get("op_count")),
-        ("compiled kernels", (report.get("compiled") or {}).get("kernel_count")),
-        ("compile", seconds(t.get("compile_s"))),
-        ("run median", seconds(t.get("run_median_s"))),
+        ("jaxpr equations", report.jaxpr.eqn_count if report.jaxpr else None),
+        ("StableHLO ops", report.stablehlo.op_count if report.stablehlo else None),
+        ("compiled kernels", report.compiled.kernel_count if report.compiled else None),
+        ("compile", seconds(t.compile_s)),
+        ("run median", seconds(t.run_median_s)),
     ]
     parts.append('<div class="metrics">' + "".join(_metric(k, v) for k, v in counts) + "</div>")
     figures = [
@@ -79,15 +99,9 @@ def html_report(report: dict[str, Any]) -> str:
     for i, fig in enumerate(figures):
         parts.append(fig.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False))
     parts.append(viz.fusion.view.html_section(report))  # issue #12: the map and kernel times
-    models = report.get("graph_models") or {}
-    for ir, title in (("jaxpr", "jaxpr"), ("stablehlo", "StableHLO"), ("compiled", "Compiled HLO")):
-        section = report.get(ir) or {}
-        parts.append(f"<h2>{title}</h2>")
-        parts.append(_graph_html(models.get(ir), (report.get("graphs") or {}).get(ir)))
-        parts.append(f"<pre>{html.escape(section.get('text', ''))}</pre>")
-    public = {
-        k: v for k, v in report.items() if k not in ("graph_models",) and not k.startswith("_")
-    }
+    parts.extend(_ir_sections(report))
+    public = report.to_dict()
+    del public["mlir"]  # as the CLI's --json: the located StableHLO is --mlir's file
     parts.append(
         "<h2>Report JSON</h2><pre>"
         + html.escape(json.dumps(public, indent=1, default=str))
@@ -95,6 +109,6 @@ def html_report(report: dict[str, Any]) -> str:
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>jitscope · "
-        f"{html.escape(report.get('function', ''))}</title><style>{_STYLE}</style></head>"
+        f"{html.escape(report.function)}</title><style>{_STYLE}</style></head>"
         f"<body>{''.join(parts)}</body></html>"
     )
