@@ -24,7 +24,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from viz.cache.events import FailedEvent
+from viz.errors import ErrorInfo
 from viz.worker import Worker
+from viz.worker.protocol import Analyze, CacheCall, CacheReply, Ping, Reply, Request
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,7 +67,7 @@ def func(body: str, head: str = "") -> str:
     return f"{IMPORTS}{head}\n\ndef f(x):\n{lines}\n    return x\n"
 
 
-# -- generators: each returns (category, request kwargs) -------------------------------
+# -- generators: each returns (category, typed request) --------------------------------
 def _array(rng: random.Random) -> str:
     dims = ",".join(
         str(rng.randint(-3, 10 ** rng.randint(0, 12))) for _ in range(rng.randint(0, 5))
@@ -72,7 +75,7 @@ def _array(rng: random.Random) -> str:
     return f"{rng.choice(DTYPES)}[{dims}]"
 
 
-def garbage_spec(rng: random.Random, i: int) -> tuple[str, dict]:
+def garbage_spec(rng: random.Random, i: int) -> tuple[str, Request]:
     pieces = [
         lambda: _array(rng),
         lambda: "[" * rng.randint(1, 3000) + "f32[2]" + "]" * rng.randint(0, 3000),
@@ -85,15 +88,15 @@ def garbage_spec(rng: random.Random, i: int) -> tuple[str, dict]:
     ]
     spec = ", ".join(rng.choice(pieces)() for _ in range(rng.randint(1, 3)))
     op = rng.choice(["analyze", "analyze", "cache_call"])
-    kwargs = {"code": OK, "function": "f", "args": spec}
+    request: Request
     if op == "analyze":
-        kwargs["runs"] = rng.choice([0, 1])
+        request = Analyze(code=OK, function="f", args=spec, runs=rng.choice([0, 1]))
     else:
-        kwargs["owner"] = "fuzz"
-    return "garbage spec", {"op": op, **kwargs}
+        request = CacheCall(code=OK, function="f", args=spec, owner="fuzz")
+    return "garbage spec", request
 
 
-def hostile_code(rng: random.Random, i: int) -> tuple[str, dict]:
+def hostile_code(rng: random.Random, i: int) -> tuple[str, Request]:
     sleeper = MARK.format(i)
     cases: list[tuple[str, Callable[[], str]]] = [
         ("infinite loop", lambda: func("while True:\n    pass")),
@@ -125,13 +128,22 @@ def hostile_code(rng: random.Random, i: int) -> tuple[str, dict]:
         ("spinning thread", lambda: func(SPIN)),
     ]
     category, make = rng.choice(cases)
-    kwargs = {"op": "analyze", "code": make(), "function": "f", "args": "f32[4]", "runs": 0}
     if category == "huge allocation" and rng.random() < 0.5:
-        kwargs.update(code=OK, args="f32[100000,100000]", runs=1)
-    return category, kwargs
+        return category, Analyze(code=OK, function="f", args="f32[100000,100000]", runs=1)
+    return category, Analyze(code=make(), function="f", args="f32[4]", runs=0)
 
 
 # -- checks ---------------------------------------------------------------------------
+def error_kind(reply: Reply) -> str:
+    """ "ok", or the kind of the failure (the worker's, the handler's or the call's)."""
+    if reply.ok:
+        return "ok"
+    error: ErrorInfo | None = reply.error
+    if error is None and isinstance(reply, CacheReply) and isinstance(reply.event, FailedEvent):
+        error = reply.event.error
+    return str(error.kind) if error else "?"
+
+
 def sleepers() -> list[int]:
     """Live processes whose command line carries a fuzz marker."""
     found = []
@@ -190,7 +202,7 @@ def main() -> None:
     worker = Worker(
         "cpu", timeout_s=args.timeout, memory_limit_bytes=int(args.memory_gb * 2**30), demo=False
     )
-    worker.request("ping", timeout_s=60)
+    worker.ask(Ping(), timeout_s=60)
     kinds: collections.Counter[str] = collections.Counter()
     by_category: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     late, raised, orphans, start = [], 0, [], time.monotonic()
@@ -198,14 +210,11 @@ def main() -> None:
     for i in range(args.inputs):
         if time.monotonic() - start > args.budget_s:
             break
-        category, kwargs = (garbage_spec if rng.random() < 0.62 else hostile_code)(rng, i)
-        op = kwargs.pop("op")
+        category, request = (garbage_spec if rng.random() < 0.62 else hostile_code)(rng, i)
         generation = worker.generation
         t0 = time.monotonic()
         try:
-            result = worker.request(op, **kwargs)
-            error = result.get("error") or (result.get("event") or {}).get("error") or {}
-            kind = "ok" if result.get("ok") else error.get("kind", "?")
+            kind = error_kind(worker.ask(request))
         except BaseException as exc:  # the server side must never raise
             raised += 1
             kind = f"RAISED {type(exc).__name__}"
@@ -217,7 +226,7 @@ def main() -> None:
         if kind in ("internal_error", "?") or (
             kind == "worker_crash" and category == "garbage spec"
         ):
-            surprises.append((category, kind, repr(kwargs.get("args"))[:120]))
+            surprises.append((category, kind, repr(getattr(request, "args", None))[:120]))
         kinds[kind] += 1
         by_category[category][kind] += 1
         done += 1
