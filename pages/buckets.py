@@ -68,7 +68,7 @@ except SpecError as exc:
     st.error(str(exc))
     st.stop()
 plans = planner.compare_plans(sizes, user, int(k) if k else None)
-st.plotly_chart(charts.bucket_chart([p.to_dict() for p in plans]), width="stretch")
+st.plotly_chart(charts.bucket_chart(plans), width="stretch")
 
 measured: BucketCostsReply | None = st.session_state.get("bucket_costs")
 costs = {r.bucket: r for r in measured.rows} if measured and measured.ok else {}

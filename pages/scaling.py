@@ -69,13 +69,13 @@ if result and not ui.show_lesson_error(result):
         pd.DataFrame(
             [
                 {
-                    "N": v["n"],
-                    "extra one-time cost of unrolling": ui.seconds(v["extra_compile_s"]),
-                    "saved per call": ui.seconds(v["saved_per_call_s"])
-                    if v["saved_per_call_s"] > 0
+                    "N": v.n,
+                    "extra one-time cost of unrolling": ui.seconds(v.extra_compile_s),
+                    "saved per call": ui.seconds(v.saved_per_call_s)
+                    if v.saved_per_call_s > 0
                     else "none (scan is as fast)",
-                    "pays off after": f"{v['pays_off_after_calls']:,.0f} calls"
-                    if v["pays_off_after_calls"] is not None
+                    "pays off after": f"{v.pays_off_after_calls:,.0f} calls"
+                    if v.pays_off_after_calls is not None
                     else "never",
                 }
                 for v in verdicts

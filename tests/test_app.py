@@ -257,7 +257,7 @@ def test_a_link_to_a_lesson_page_loads_the_sample_it_names() -> None:
     at.query_params["sample"] = "outer_inner"
     at.switch_page("pages/placement.py").run()
     assert not at.exception, at.exception
-    assert at.session_state["program"]["sample"] == "outer_inner"
+    assert at.session_state["program"].sample == "outer_inner"
     chosen = {box.label: box.value for box in at.selectbox}
     assert chosen["outer function (g)"] == "g" and chosen["inner function (f)"] == "f"
 

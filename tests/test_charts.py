@@ -9,7 +9,7 @@ from itertools import pairwise
 import pytest
 
 from viz import charts, vega
-from viz.cache.events import CallEvent, FailedEvent
+from viz.cache.events import CallEvent, FailedEvent, RoutedEvent
 from viz.errors import ErrorInfo
 from viz.report import (
     CompiledSection,
@@ -105,6 +105,17 @@ def test_the_cache_timeline_draws_calls_and_leaves_failed_calls_out() -> None:
     assert list(bars.y) == pytest.approx([20.0, 0.0])
     assert list(bars.marker.color) == [charts.MISS, charts.HIT]
     assert list(fig.data[1].y) == pytest.approx([20.0, 20.0])  # cumulative compile, ms
+
+
+def test_calls_routed_to_a_bucket_are_drawn_and_add_run_time_but_no_compile() -> None:
+    routed = RoutedEvent(2, "f32[5]", aot_bucket=8, size=5, padding=3, run_s=0.004, cache_size=1)
+    fig = charts.cache_timeline([call(1, False, 0.02), routed, call(3, True)])
+    bars, marks, compile_line, run_line = fig.data
+    assert list(bars.x) == [1, 3] and list(marks.x) == [2]
+    assert marks.marker.color == charts.AOT and "bucket 8" in marks.hovertext[0]
+    assert list(compile_line.x) == [1, 2, 3]
+    assert list(compile_line.y) == pytest.approx([20.0, 20.0, 20.0])
+    assert list(run_line.y) == pytest.approx([1.0, 5.0, 6.0])  # ms: each call's run time
 
 
 def test_the_pass_chart_names_each_pass_and_counts_ops_and_fusions() -> None:

@@ -263,7 +263,7 @@ def test_html_report_carries_the_map_and_kernel_times() -> None:
     from viz.export import html_report
 
     report = analyze(sort_heavy, "f32[100000]", runs=2, profile=True)
-    page = html_report(report.to_dict())
+    page = html_report(report)
     assert "<h2>Fusion map</h2>" in page and "time / step (ms)" in page
     for entry in report.fusion_map:
         assert f"<td>{entry['kernel']}</td>" in page

@@ -14,6 +14,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
 from viz import demo, source
+from viz.program import Program
 from viz.samples import get_sample, list_samples
 from viz.source import list_functions
 from viz.spec import SpecError, parse_spec
@@ -264,22 +266,15 @@ def test_demo_app_shows_a_banner_and_no_code_widget(demo_mode) -> None:
 
 
 def test_demo_app_never_runs_code_forged_into_session_state(demo_mode, canary) -> None:
-    forged = {
-        "sample": None,
-        "code": evil_code(canary),
-        "function": "f",
-        "args": "f32[2]",
-        "static": [],
-        "extra": {},
-    }
+    forged = Program(evil_code(canary), "f", "f32[2]")
     at = _open_demo(program=forged, code_w=evil_code(canary)).run()
     assert not at.exception, at.exception
-    at.session_state["program"] = {**forged, "sample": "dot_plus_one"}
+    at.session_state["program"] = replace(forged, sample="dot_plus_one")
     at.session_state["code_w"] = evil_code(canary)
     at.run()
     next(b for b in at.button if b.label == "Analyze").click().run()
     assert not at.exception, at.exception
-    assert all(r.report["ok"] for r in at.session_state["results"])
+    assert all(r.report.ok for r in at.session_state["results"])
     assert _analyzed(at)["jaxpr equations"] == "2"
     assert not canary.exists()
 
@@ -297,7 +292,7 @@ def test_demo_links_cannot_carry_code_or_expressions(demo_mode, canary) -> None:
     link.query_params["args"] = f"open({str(canary)!r}, 'w'), f32[512,128]"
     link.run()
     assert not link.exception, link.exception
-    assert link.session_state["results"][-1].report["error"]["kind"] == "demo_refused"
+    assert link.session_state["results"][-1].report.error.kind == "demo_refused"
     assert not canary.exists()
 
 
@@ -547,8 +542,8 @@ def test_older_results_keep_their_numbers_but_drop_graph_models(monkeypatch) -> 
     assert not at.exception, at.exception
     history = at.session_state["results"]
     assert len(history) == 10
-    assert [("graph_models" in r.report) for r in history] == [False] * 2 + [True] * 8
+    assert [bool(r.report.graph_models) for r in history] == [False] * 2 + [True] * 8
     assert [r.trimmed for r in history] == [True] * 2 + [False] * 8
-    assert history[0].report["jaxpr"]["eqn_count"] == 2  # the numbers stay
+    assert history[0].report.jaxpr.eqn_count == 2  # the numbers stay
     picker = next(s for s in at.selectbox if s.label == "Result")
     assert picker.options[0].startswith("#1 ·") and picker.options[-1].startswith("#10 ·")

@@ -13,7 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from viz import format as fmt
-from viz.cache.events import CacheEvent, CallEvent
+from viz.cache.events import CacheEvent, CallEvent, RoutedEvent
 from viz.cache.planner import BucketPlan
 from viz.lessons.verdicts import break_even
 from viz.report import Report
@@ -163,21 +163,33 @@ def break_even_calls(report: Report) -> float | None:
 
 
 def cache_timeline(events: list[CacheEvent]) -> go.Figure:
-    """Calls of the jitted function (hits and misses; routed and failed calls left out)
-    coloured hit/miss, compile time per miss, cumulative costs."""
+    """Calls of the jitted function coloured hit/miss with the compile time of each miss,
+    calls routed to a precompiled bucket (they compile nothing), cumulative costs;
+    failed calls left out."""
     calls_made = [e for e in events if isinstance(e, CallEvent)]
+    routed = [e for e in events if isinstance(e, RoutedEvent)]
     fig = go.Figure()
-    calls = [e.call for e in calls_made]
     fig.add_bar(
-        x=calls,
+        x=[e.call for e in calls_made],
         y=[ms(e.compile_s) for e in calls_made],
         name="compile time (miss)",
         marker_color=[HIT if e.hit else MISS for e in calls_made],
         hovertext=[e.signature for e in calls_made],
     )
+    if routed:
+        fig.add_scatter(
+            x=[e.call for e in routed],
+            y=[0.0] * len(routed),
+            name="routed to an AOT bucket",
+            mode="markers",
+            marker={"color": AOT, "size": 10, "symbol": "diamond"},
+            hovertext=[f"batch {e.size} → bucket {e.aot_bucket}" for e in routed],
+        )
+    ran = sorted([*calls_made, *routed], key=lambda e: e.call)
+    calls = [e.call for e in ran]
     cum_compile, cum_run, total_c, total_r = [], [], 0.0, 0.0
-    for e in calls_made:
-        total_c += e.compile_s
+    for e in ran:
+        total_c += e.compile_s if isinstance(e, CallEvent) else 0.0
         total_r += e.run_s
         cum_compile.append(total_c * 1e3)
         cum_run.append(total_r * 1e3)
@@ -189,7 +201,7 @@ def cache_timeline(events: list[CacheEvent]) -> go.Figure:
         line={"color": MISS},
     )
     fig.add_scatter(
-        x=calls, y=cum_run, name="cumulative run", mode="lines+markers", line={"color": "#4C78A8"}
+        x=calls, y=cum_run, name="cumulative run", mode="lines+markers", line={"color": "#9D755D"}
     )
     fig.update_xaxes(title="call #", dtick=1 if len(calls) <= 20 else None)
     fig.update_yaxes(title="ms")

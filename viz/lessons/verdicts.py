@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
+
+from viz.lessons.rows import ScalingRow, UnrollVerdict
 
 
 def fit_exponent(xs: Sequence[float], ys: Sequence[float]) -> float | None:
@@ -24,22 +25,18 @@ def break_even(one_time_s: float, slow_s: float, fast_s: float) -> float | None:
     return max(one_time_s, 0.0) / saved if saved > 0 else None
 
 
-def unroll_break_even(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def unroll_break_even(rows: Sequence[ScalingRow]) -> list[UnrollVerdict]:
     """Per N: extra one-time cost of unrolling over scan, time saved per call, and the
     number of calls after which unrolling pays off (None: it never does)."""
-    by = {(r["variant"], r["n"]): r for r in rows}
+    by = {(r.variant, r.n): r for r in rows}
     verdicts = []
-    for n in sorted({r["n"] for r in rows}):
+    for n in sorted({r.n for r in rows}):
         unrolled, scan = by.get(("unrolled", n)), by.get(("scan", n))
         if not unrolled or not scan:
             continue
-        extra = unrolled["total_s"] - scan["total_s"]
+        extra = unrolled.total_s - scan.total_s
+        saved = scan.run_s - unrolled.run_s
         verdicts.append(
-            {
-                "n": n,
-                "extra_compile_s": extra,
-                "saved_per_call_s": scan["run_s"] - unrolled["run_s"],
-                "pays_off_after_calls": break_even(extra, scan["run_s"], unrolled["run_s"]),
-            }
+            UnrollVerdict(n, extra, saved, break_even(extra, scan.run_s, unrolled.run_s))
         )
     return verdicts

@@ -1,0 +1,154 @@
+"""The worker's replies: one dataclass per operation's answer; every one may be a
+failure (`ok` False, `error` an ErrorInfo). No jax."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from viz.cache.events import BucketRow, CacheEvent, EntryRow, event_from_dict
+from viz.errors import ErrorInfo
+from viz.lessons.rows import BucketCostRow, PlacementRow, ScalingRow, ShapeRow
+from viz.plain import Plain
+from viz.report import Report
+from viz.worker.requests import Analyze, Request
+
+
+@dataclass
+class Reply(Plain):
+    """What every answer carries: whether it worked and, if not, why."""
+
+    ok: bool = True
+    error: ErrorInfo | None = None
+    stdout: str = ""  # what the user's code printed while the worker ran it (sent if any)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        if not data["stdout"]:
+            del data["stdout"]
+        return data
+
+    @classmethod
+    def failure(cls, error: ErrorInfo) -> Reply:
+        return cls(ok=False, error=error)
+
+    def answering(self, request: Request) -> Reply:
+        """This reply, completed from the request it answers (see Analyzed)."""
+        return self
+
+
+@dataclass
+class PingReply(Reply):
+    jax_version: str = ""
+    platform: str = ""
+    devices: list[str] = field(default_factory=list)
+    device_count: int = 0
+
+
+@dataclass
+class Analyzed(Reply):
+    """An analysis: the report, and beside it what the user's code printed. On the
+    wire it is the report's JSON (graph models included) plus `stdout`."""
+
+    report: Report = field(default_factory=Report)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.report.to_dict(include_models=True)
+        return {**data, "stdout": self.stdout} if self.stdout else data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Analyzed:
+        data = dict(data or {})
+        stdout = data.pop("stdout", "") or ""
+        report = Report.from_dict(data)
+        return cls(ok=report.ok, error=report.error, stdout=stdout, report=report)
+
+    @classmethod
+    def failure(cls, error: ErrorInfo) -> Analyzed:
+        return cls(ok=False, error=error, report=Report().fail(error))
+
+    def answering(self, request: Request) -> Analyzed:
+        """A failure the worker itself saw (a timeout, a crash) has a bare report: it
+        still names what was asked, as the history and the result list show it."""
+        r = self.report
+        if isinstance(request, Analyze) and not r.function:
+            r.function, r.args, r.static = request.function or "", request.args, request.static
+            r.device, r.donate = request.device, request.donate
+            r.compiler_options = dict(request.compiler_options)
+        return self
+
+
+@dataclass
+class PassStep(Plain):
+    step: int
+    pipeline: str
+    pass_: str
+    op_count: int
+    fusion_count: int
+
+    # `pass` is a Python keyword: the JSON key is `pass`, the field `pass_`
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        data["pass"] = data.pop("pass_")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> PassStep | None:
+        if data is None:
+            return None
+        data = dict(data)
+        data["pass_"] = data.pop("pass", "")
+        return super().from_dict(data)
+
+
+@dataclass
+class PassesReply(Reply):
+    steps: list[PassStep] = field(default_factory=list)
+
+
+@dataclass
+class CacheReply(Reply):
+    """The cache lab's state after a request: its rows, every event so far, and for
+    calls the new events (`event`: the one call of `cache_call`)."""
+
+    table: list[EntryRow] = field(default_factory=list)
+    events: list[CacheEvent] = field(default_factory=list)
+    cache_size: int = 0
+    buckets: list[BucketRow] = field(default_factory=list)
+    new: list[CacheEvent] = field(default_factory=list)
+    event: CacheEvent | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> CacheReply:
+        data = dict(data or {})
+        events = {k: data.pop(k, None) or [] for k in ("events", "new")}
+        event = data.pop("event", None)
+        reply = super().from_dict(data)
+        reply.events = [event_from_dict(e) for e in events["events"]]
+        reply.new = [event_from_dict(e) for e in events["new"]]
+        reply.event = event_from_dict(event) if event else None
+        return reply
+
+
+@dataclass
+class PlacementReply(Reply):
+    rows: list[PlacementRow] = field(default_factory=list)
+    outer: str = ""
+    inner: str = ""
+    recommendation: str = ""
+
+
+@dataclass
+class ScalingReply(Reply):
+    rows: list[ScalingRow] = field(default_factory=list)
+    exponents: dict[str, float | None] = field(default_factory=dict)  # by variant
+
+
+@dataclass
+class ShapeSweepReply(Reply):
+    rows: list[ShapeRow] = field(default_factory=list)
+
+
+@dataclass
+class BucketCostsReply(Reply):
+    rows: list[BucketCostRow] = field(default_factory=list)
