@@ -15,6 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+from viz.diff import diff_reports
+from viz.format import seconds
+from viz.report import Report
+
 CHAIN = "samples/elementwise_chain.py::chain"
 
 
@@ -103,3 +107,34 @@ def test_diff_of_an_unknown_id_or_a_bad_file_is_misuse(two_runs, tmp_path):
     bad.write_text("not json")
     proc = cli(home, "diff", str(a_json), str(bad))
     assert proc.returncode == 2 and "cannot read a report" in proc.stderr
+
+
+def test_diff_json_is_the_diff_of_the_decoded_reports(two_runs):
+    home, a_json, b_json = two_runs
+    proc = cli(home, "diff", str(a_json), str(b_json), "--json", "-")
+    assert proc.returncode == 0, proc.stderr
+    a, b = (Report.from_dict(json.loads(p.read_text())) for p in (a_json, b_json))
+    assert proc.stdout == json.dumps(diff_reports(a, b).to_dict(), indent=2, default=str) + "\n"
+
+
+def test_a_diff_side_may_be_a_file_and_the_other_an_id(two_runs):
+    home, a_json, _ = two_runs
+    newest = history(home)[0]["id"]
+    d = json.loads(cli(home, "diff", str(a_json), f"#{newest}", "--json", "-").stdout)
+    assert (d["a"]["id"], d["a"]["full"]) == (None, True)  # a file: no history id
+    assert (d["b"]["id"], d["b"]["full"], d["b"]["args"]) == (newest, True, "f32[64,64]")
+
+
+def test_a_json_file_that_is_not_a_report_is_misuse(two_runs, tmp_path):
+    home, a_json, _ = two_runs
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    proc = cli(home, "diff", str(a_json), str(listed))
+    assert proc.returncode == 2 and "is not a report" in proc.stderr
+
+
+def test_the_history_table_shows_each_runs_compile_total(two_runs):
+    home, _, b_json = two_runs
+    report = Report.from_dict(json.loads(b_json.read_text()))
+    newest = cli(home, "history").stdout.splitlines()[1]
+    assert seconds(report.compile_total_s) in newest

@@ -2,7 +2,8 @@
 
 Reports come from the real `viz.analyze` (compile only unless timings are the point):
 one function at two shapes, the 24-op elementwise chain against an edited copy of
-itself, and two different samples.
+itself, and two different samples. Most tests read the diff's JSON (`to_dict()`, the
+public Diff JSON) against the reports' JSON.
 """
 
 from __future__ import annotations
@@ -16,8 +17,19 @@ import jax.numpy as jnp
 import pytest
 
 from viz import analyze
-from viz.diff import COUNT_PATHS, diff_kernels, diff_reports, numbers, summarize
+from viz.diff import (
+    COUNT_PATHS,
+    Origin,
+    diff_kernels,
+    diff_reports,
+    kernel_rows,
+    numbers,
+    op_rows,
+    rows,
+    summarize,
+)
 from viz.history import History
+from viz.report import Kernel, Report
 from viz.samples import get_sample
 from viz.source import find_function, load_module
 
@@ -26,7 +38,7 @@ def scale(x):
     return jnp.sin(x) * 2.0 + 1.0
 
 
-def sample_report(name: str, code: str | None = None, args: str | None = None) -> dict[str, Any]:
+def sample_report(name: str, code: str | None = None, args: str | None = None) -> Report:
     sample = get_sample(name)
     code = code or sample.code
     module = load_module(code)
@@ -39,19 +51,17 @@ def sample_report(name: str, code: str | None = None, args: str | None = None) -
         namespace=vars(module),
         user_file=module.__file__,
     )
-    return report.to_dict()
+    return report
 
 
 @pytest.fixture(scope="module")
-def shapes() -> tuple[dict[str, Any], dict[str, Any]]:
+def shapes() -> tuple[Report, Report]:
     """scale() at two shapes, timed (so run times have deltas too)."""
-    a = analyze(scale, "f32[8]", runs=3).to_dict()
-    b = analyze(scale, "f32[256,256]", runs=3).to_dict()
-    return a, b
+    return analyze(scale, "f32[8]", runs=3), analyze(scale, "f32[256,256]", runs=3)
 
 
 @pytest.fixture(scope="module")
-def chains() -> tuple[dict[str, Any], dict[str, Any]]:
+def chains() -> tuple[Report, Report]:
     """The 24-op chain, and the same chain with op 12 (`y = -y`) taken out."""
     code = get_sample("elementwise_chain").code
     assert "    y = -y  # 12\n" in code
@@ -64,8 +74,8 @@ def expected(a: Any, b: Any) -> dict[str, Any]:
 
 
 def test_counts_timings_cost_and_memory_are_b_minus_a(shapes):
-    a, b = shapes
-    d = diff_reports(a, b)
+    d = diff_reports(*shapes).to_dict()
+    a, b = (r.to_dict() for r in shapes)
     assert set(d["counts"]) == set(COUNT_PATHS)
     for name, (section, key) in COUNT_PATHS.items():
         assert d["counts"][name] == expected(a[section][key], b[section][key]), name
@@ -79,8 +89,8 @@ def test_counts_timings_cost_and_memory_are_b_minus_a(shapes):
 
 
 def test_op_histograms_are_b_minus_a_for_every_op_of_either_side():
-    a, b = sample_report("elementwise_chain"), sample_report("dot_plus_one")
-    d = diff_reports(a, b)
+    ra, rb = sample_report("elementwise_chain"), sample_report("dot_plus_one")
+    d, a, b = diff_reports(ra, rb).to_dict(), ra.to_dict(), rb.to_dict()
     for key, section, hist in (("ops", "compiled", "ops"), ("stablehlo_ops", "stablehlo", "ops")):
         ha, hb = Counter(a[section][hist]), Counter(b[section][hist])
         assert set(d[key]) == set(ha) | set(hb)
@@ -93,8 +103,7 @@ def test_op_histograms_are_b_minus_a_for_every_op_of_either_side():
 
 
 def test_taking_one_op_out_of_the_chain_changes_its_kernel(chains):
-    a, b = chains
-    d = diff_reports(a, b)
+    d = diff_reports(*chains).to_dict()
     assert d["counts"]["jaxpr.eqn_count"]["delta"] == -1
     assert d["stablehlo_ops"]["stablehlo.negate"]["delta"] == -1
     k = d["kernels"]
@@ -106,26 +115,26 @@ def test_taking_one_op_out_of_the_chain_changes_its_kernel(chains):
 
 def test_the_same_function_at_two_shapes_keeps_its_kernels(shapes):
     a, b = shapes
-    k = diff_reports(a, b)["kernels"]
-    assert k["unchanged"] == len(a["kernels"]) == len(b["kernels"])
-    assert k["added"] == k["removed"] == k["changed"] == []
-    assert [(x["a"], x["b"]) for x in k["same"]] == [(x["name"], x["name"]) for x in a["kernels"]]
+    k = diff_reports(a, b).kernels
+    assert k.unchanged == len(a.kernels) == len(b.kernels)
+    assert k.added == k.removed == k.changed == []
+    assert [(x.a, x.b) for x in k.same] == [(x.name, x.name) for x in a.kernels]
 
 
-def kernel(name: str, kind: str, ops: dict[str, int], lines: list[int]) -> dict[str, Any]:
-    return {"name": name, "kind": kind, "ops": ops, "lines": lines}
+def kernel(name: str, kind: str, ops: dict[str, int], lines: list[int]) -> Kernel:
+    return Kernel(name=name, kind=kind, colour="", ops=ops, lines=lines)
 
 
 def test_kernels_match_by_content_not_by_name():
     a = [kernel("fusion.1", "kLoop", {"add": 1}, [3]), kernel("fusion.2", "kLoop", {"mul": 1}, [4])]
     b = [kernel("fusion.7", "kLoop", {"mul": 1}, [4]), kernel("fusion.9", "kLoop", {"add": 1}, [3])]
-    same = diff_kernels(a, b)["same"]
-    assert [(x["a"], x["b"]) for x in same] == [("fusion.1", "fusion.9"), ("fusion.2", "fusion.7")]
+    same = diff_kernels(a, b).same
+    assert [(x.a, x.b) for x in same] == [("fusion.1", "fusion.9"), ("fusion.2", "fusion.7")]
     swapped = [
         kernel("fusion.1", "kLoop", {"mul": 1}, [4]),
         kernel("fusion.2", "kLoop", {"add": 1}, [3]),
     ]
-    assert diff_kernels(a, swapped)["changed"] == []  # same names, but each matched its twin
+    assert diff_kernels(a, swapped).changed == []  # same names, but each matched its twin
 
 
 def test_kernels_added_removed_and_changed():
@@ -139,7 +148,7 @@ def test_kernels_added_removed_and_changed():
         kernel("f.5", "kInput", {"reduce": 1}, [6]),  # same ops, a line moved
         kernel("f.6", "kOutput", {"dot": 1}, [12]),  # new
     ]
-    k = diff_kernels(a, b)
+    k = diff_kernels(a, b).to_dict()
     assert [x["name"] for x in k["added"]] == ["f.6"]
     assert [x["name"] for x in k["removed"]] == ["f.3"]
     changes = {c["a"]["name"]: c for c in k["changed"]}
@@ -150,18 +159,18 @@ def test_kernels_added_removed_and_changed():
 
 def test_each_ir_gets_a_text_diff(shapes):
     a, b = shapes
-    ir = diff_reports(a, b)["ir"]
+    ir = diff_reports(a, b).to_dict()["ir"]
     assert set(ir) == {"jaxpr", "stablehlo", "compiled"}
     for section in ir.values():
         assert section["kept"] and section["added"] > 0 and section["removed"] > 0
     assert "-{ lambda ; a:f32[8]. let" in ir["jaxpr"]["diff"]
     assert "+{ lambda ; a:f32[256,256]. let" in ir["jaxpr"]["diff"]
-    same = diff_reports(a, a)["ir"]["stablehlo"]
-    assert same["diff"] == "" and same["note"] == "identical"
+    same = diff_reports(a, a).ir["stablehlo"]
+    assert same.diff == "" and same.note == "identical"
 
 
 def test_the_compiled_text_diff_leaves_out_source_metadata(chains):
-    compiled = diff_reports(*chains)["ir"]["compiled"]
+    compiled = diff_reports(*chains).to_dict()["ir"]["compiled"]
     assert "metadata=" not in compiled["diff"] and "FileNames" not in compiled["diff"]
     assert "user_" not in compiled["diff"]  # the code's file name (its hash) differs
     removed = [x for x in compiled["diff"].splitlines()[2:] if x.startswith("-")]
@@ -174,27 +183,26 @@ def test_a_run_past_the_bound_still_diffs_its_numbers_but_says_its_text_is_gone(
 ):
     a, b = shapes
     db = History(tmp_path / "h.sqlite", keep_reports=1)
-    old, new = db.record(a), db.record(b)
-    d = diff_reports(db.report(old), db.report(new))
-    assert d["counts"]["compiled.op_count"] == expected(
-        a["compiled"]["op_count"], b["compiled"]["op_count"]
-    )
-    assert (
-        d["timings"]["run_median_s"]["delta"]
-        == b["timings"]["run_median_s"] - a["timings"]["run_median_s"]
+    ids = db.record(a), db.record(b)  # recording B prunes A to its numbers
+    old, new = (db.recorded(i) for i in ids)
+    d = diff_reports(old.report, new.report, origins=(old.origin, new.origin)).to_dict()
+    assert d["counts"]["compiled.op_count"] == expected(a.compiled.op_count, b.compiled.op_count)
+    assert d["timings"]["run_median_s"]["delta"] == (
+        b.timings.run_median_s - a.timings.run_median_s
     )
     assert d["ir"]["compiled"]["kept"] is False
-    assert f"#{old} scale(f32[8])" in d["ir"]["compiled"]["note"]
+    assert f"#{old.run.id} scale(f32[8])" in d["ir"]["compiled"]["note"]
     assert "was not kept" in d["ir"]["compiled"]["note"]
     assert d["kernels"]["unchanged"] is None and "not kept" in d["kernels"]["note"]
-    assert (d["a"]["id"], d["a"]["full"], d["b"]["full"]) == (old, False, True)
+    assert (d["a"]["id"], d["a"]["full"], d["b"]["full"]) == (old.run.id, False, True)
+    assert d["a"]["when"] == old.run.when and d["b"]["id"] == new.run.id
 
 
 def test_numbers_are_what_history_keeps(shapes):
     a, _ = shapes
     n = numbers(a)
-    assert n["counts"]["compiled.fusion_count"] == a["compiled"]["fusion_count"]
-    assert n["ops"] == a["compiled"]["ops"] and n["stablehlo_ops"] == a["stablehlo"]["ops"]
+    assert n["counts"]["compiled.fusion_count"] == a.compiled.fusion_count
+    assert n["ops"] == a.compiled.ops and n["stablehlo_ops"] == a.stablehlo.ops
 
 
 def test_the_terminal_summary_names_both_sides_and_each_delta(chains):
@@ -202,3 +210,67 @@ def test_the_terminal_summary_names_both_sides_and_each_delta(chains):
     assert text.splitlines()[0].startswith("A: chain(f32[512,512])")
     assert "jaxpr.eqn_count" in text and "Δ −1" in text
     assert "1 changed" in text
+
+
+def test_a_report_outside_the_history_is_a_full_side_without_an_id(shapes):
+    d = diff_reports(*shapes).to_dict()
+    assert list(d) == [
+        "a",
+        "b",
+        *("counts", "timings", "cost", "memory", "kernels", "ops", "stablehlo_ops", "ir"),
+    ]
+    assert d["a"] == {
+        "id": None,
+        "when": None,
+        "full": True,
+        "function": "scale",
+        "args": "f32[8]",
+        "static": [],
+        "device": shapes[0].device,
+        "ok": True,
+        "compiler_options": {},
+        "donate": [],
+    }
+
+
+def test_a_report_read_back_from_its_json_diffs_like_the_report_itself(chains):
+    a, b = chains
+    again = (Report.from_dict(json.loads(json.dumps(r.to_dict()))) for r in chains)
+    assert diff_reports(*again).to_dict() == diff_reports(a, b).to_dict()
+
+
+def test_a_numbers_only_side_has_no_texts_nor_kernels_to_compare(shapes):
+    a, b = shapes
+    pruned = Origin(id=3, when="2026-01-01 00:00:00", full=False)
+    d = diff_reports(a, b, origins=(pruned, None))
+    assert all(not x.kept and "#3 scale(f32[8])" in x.note for x in d.ir.values())
+    assert d.kernels.unchanged is None and d.kernels.same == []
+    assert d.counts["jaxpr.eqn_count"].delta == 0  # its numbers still compare
+
+
+def test_kernel_rows_say_what_changed_in_each_kernel(chains):
+    (row,) = kernel_rows(diff_reports(*chains).kernels)
+    assert (row[""], row["kind"]) == ("changed", "kLoop")
+    assert row["what changed"] == "negate -1; source lines −33"
+    assert "negate ×1" in row["ops inside"]  # B's ops
+
+
+def test_kernel_rows_list_added_removed_and_unchanged_kernels():
+    a = [kernel("f.1", "kLoop", {"add": 1}, [3]), kernel("f.2", "kLoop", {"exp": 1}, [9])]
+    b = [kernel("f.7", "kLoop", {"add": 1}, [3]), kernel("f.8", "kOutput", {"dot": 1}, [12])]
+    table = kernel_rows(diff_kernels(a, b))
+    assert [(r[""], r["A"], r["B"]) for r in table] == [
+        ("added", "", "f.8"),
+        ("removed", "f.2", ""),
+        ("unchanged", "f.1", "f.7"),
+    ]
+    assert table[0]["what changed"] == "lines 12" and table[0]["ops inside"] == "dot ×1"
+
+
+def test_number_and_op_rows_show_a_b_delta_and_ratio(shapes):
+    d = diff_reports(*shapes)
+    memory = {r[""]: r for r in rows("memory", d.memory)}
+    assert memory["arguments"]["A"] == "32 B" and memory["arguments"]["B"] == "256.0 KiB"
+    assert memory["arguments"]["B / A"] == f"{256 * 256 / 8:.2f}×"
+    assert memory["arguments"]["Δ (B − A)"].startswith("+")
+    assert op_rows(d.ops) == [] and op_rows(d.ops, every=True)  # same ops, other shapes

@@ -12,8 +12,8 @@ import subprocess
 import sys
 import threading
 import zlib
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import jax.numpy as jnp
 import pytest
@@ -21,7 +21,9 @@ from conftest import REPO
 
 from viz import analyze
 from viz.diff import numbers
+from viz.errors import ErrorKind
 from viz.history import SCHEMA_VERSION, History, HistoryError, sample_runs
+from viz.report import DonatedArg, Donation, Report
 from viz.samples import get_sample
 
 
@@ -34,12 +36,12 @@ def matmul(x, y):
 
 
 @pytest.fixture(scope="module")
-def reports() -> dict[str, dict[str, Any]]:
-    """Real reports, analyzed once for the module (compile only)."""
+def reports() -> dict[str, Report]:
+    """Real reports, analyzed once for the module (compile only), graph models included."""
     return {
-        "scale8": analyze(scale, "f32[8]", runs=0).to_dict(include_models=True),
-        "scale64": analyze(scale, "f32[64,64]", runs=0).to_dict(include_models=True),
-        "matmul": analyze(matmul, "f32[16,32], f32[32,8]", runs=0).to_dict(include_models=True),
+        "scale8": analyze(scale, "f32[8]", runs=0),
+        "scale64": analyze(scale, "f32[64,64]", runs=0),
+        "matmul": analyze(matmul, "f32[16,32], f32[32,8]", runs=0),
     }
 
 
@@ -67,16 +69,25 @@ def test_a_recorded_run_survives_a_new_connection_and_a_new_process(db, reports,
     rid, function, counts, code = json.loads(out.stdout)
     assert (rid, function, code) == (run_id, "scale", "def scale(x): ...")
     assert counts == numbers(reports["scale8"])["counts"]
-    assert counts["jaxpr.eqn_count"] == reports["scale8"]["jaxpr"]["eqn_count"]
+    assert counts["jaxpr.eqn_count"] == reports["scale8"].jaxpr.eqn_count
 
 
 def test_the_full_report_comes_back_as_recorded(db, reports):
-    run_id = db.record(reports["matmul"], code="x")
+    recorded = reports["matmul"]
+    run_id = db.record(recorded, code="x")
     back = db.report(run_id)
-    assert back["history"]["full"] is True and back["history"]["id"] == run_id
-    for section in ("timings", "jaxpr", "stablehlo", "compiled", "cost", "memory", "kernels"):
-        assert back[section] == json.loads(json.dumps(reports["matmul"][section])), section
-    assert set(back["graph_models"]) == {"compiled"}  # the diff view's graph, not all three
+    assert isinstance(back, Report) and db.get(run_id).full
+    assert back.to_dict() == json.loads(json.dumps(recorded.to_dict()))  # nothing added
+    assert set(back.graph_models) == {"compiled"}  # the diff view's graph, not all three
+    assert back.graph_models["compiled"].to_dict() == recorded.graph_models["compiled"].to_dict()
+
+
+def test_what_travels_beside_the_report_is_the_run(db, reports):
+    run_id = db.record(reports["matmul"], code="x", sample=None, source="cli")
+    recorded = db.recorded(run_id)
+    assert (recorded.run.id, recorded.run.source, recorded.run.full) == (run_id, "cli", True)
+    assert recorded.origin.id == run_id and recorded.origin.when == recorded.run.when
+    assert "history" not in recorded.report.to_dict()
 
 
 def test_the_bound_keeps_the_newest_full_reports_and_summaries_of_older_runs(tmp_path, reports):
@@ -88,10 +99,10 @@ def test_the_bound_keeps_the_newest_full_reports_and_summaries_of_older_runs(tmp
     assert [r.id for r in runs] == ids[::-1][:5]  # the 5 newest runs are left
     assert [r.full for r in runs] == [True] * 3 + [False] * 2
     assert db.get(ids[2]) is None and db.report(ids[2]) is None
-    old = db.report(ids[3])  # pruned to its summary: numbers kept, texts gone
-    assert old["history"]["full"] is False
-    assert numbers(old) == numbers(reports["scale8"])
-    assert "text" not in old["compiled"] and old["kernels"] is None
+    old = db.recorded(ids[3])  # pruned to its summary: numbers kept, texts gone
+    assert old.run.full is False and old.origin.full is False
+    assert numbers(old.report) == numbers(reports["scale8"])
+    assert old.report.compiled.text == "" and old.report.kernels == [] and not old.report.graphs
     with sqlite3.connect(db.path) as raw:  # code of deleted runs goes with them
         kept = {row[0] for row in raw.execute("SELECT code FROM sources")}
         assert raw.execute("SELECT COUNT(*) FROM reports").fetchone()[0] == 3
@@ -128,8 +139,8 @@ def test_processes_create_and_fill_one_new_file_at_once(tmp_path):
     path = tmp_path / "shared.sqlite"
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); from viz.history import History; h = "
-        "History(sys.argv[2], keep_reports=4); [h.record({'function': 'f', 'args': str(i), "
-        "'ok': True}, code=f'c{i % 2}') for i in range(10)]"
+        "History(sys.argv[2], keep_reports=4); from viz.report import Report; "
+        "[h.record(Report(function='f', args=str(i)), code=f'c{i % 2}') for i in range(10)]"
     )
     procs = [
         subprocess.Popen([sys.executable, "-c", script, str(REPO), str(path)]) for _ in range(3)
@@ -151,12 +162,13 @@ def test_filter_by_function_and_the_previous_run_of_the_same_function(db, report
 
 
 def test_options_static_and_donation_are_stored_and_shown(db, reports):
-    report = {
-        **reports["scale8"],
-        "static": ["n"],
-        "compiler_options": {"xla_disable_hlo_passes": "fusion"},
-        "donation": {"args": [{"name": "x", "donated": True}, {"name": "y", "donated": False}]},
-    }
+    donation = Donation(args=[DonatedArg("x", True, 0), DonatedArg("y", False, None)])
+    report = replace(
+        reports["scale8"],
+        static=["n"],
+        compiler_options={"xla_disable_hlo_passes": "fusion"},
+        donation=donation,
+    )
     run = db.get(db.record(report))
     assert run.compiler_options == {"xla_disable_hlo_passes": "fusion"}
     assert run.donate == ["x"]
@@ -164,10 +176,66 @@ def test_options_static_and_donation_are_stored_and_shown(db, reports):
 
 
 def test_a_failed_run_keeps_its_error_kind(db):
-    report = analyze(scale, "f32[3,,4]", runs=0).to_dict()
+    report = analyze(scale, "f32[3,,4]", runs=0)
     run = db.get(db.record(report))
     assert run.ok is False and run.error_kind == "spec_error"
     assert run.summary["counts"]["jaxpr.eqn_count"] is None
+
+
+def test_a_pruned_failed_run_is_a_report_with_the_kind_of_its_error(tmp_path, reports):
+    db = History(tmp_path / "h.sqlite", keep_reports=1)
+    failed = db.record(analyze(scale, "f32[3,,4]", runs=0))
+    db.record(reports["scale8"])
+    skeleton = db.report(failed)
+    assert skeleton.ok is False and skeleton.error.kind is ErrorKind.SPEC_ERROR
+    assert "kept only the kind" in skeleton.error.message
+    assert (skeleton.function, skeleton.args) == ("scale", "f32[3,,4]")
+
+
+def test_a_runs_numbers_are_a_report_with_its_compile_total(db, reports):
+    report = analyze(scale, "f32[4]", runs=2)
+    n = db.get(db.record(report)).numbers
+    assert n.compile_total_s == report.compile_total_s > 0
+    assert n.timings.run_median_s == report.timings.run_median_s
+    assert n.compiled.kernel_count == report.compiled.kernel_count
+    assert n.stablehlo.ops == report.stablehlo.ops
+
+
+def test_a_reports_json_is_recorded_like_the_report(db, reports):
+    as_json = db.get(db.record(reports["matmul"].to_dict(include_models=True)))
+    as_report = db.get(db.record(reports["matmul"]))
+    assert as_json.summary == as_report.summary and as_json.function == "matmul"
+    assert db.report(as_json.id).to_dict() == db.report(as_report.id).to_dict()
+
+
+def test_a_kept_report_this_jitscope_cannot_read_falls_back_to_its_numbers(db, reports):
+    run_id = db.record(reports["scale8"])
+    bad = {**reports["scale8"].to_dict(), "ok": False, "error": {"kind": "gone", "message": "?"}}
+    with sqlite3.connect(db.path) as raw:
+        raw.execute(
+            "UPDATE reports SET payload = ? WHERE run_id = ?",
+            (zlib.compress(json.dumps(bad).encode()), run_id),
+        )
+    recorded = db.recorded(run_id)
+    assert recorded.run.full is False
+    assert numbers(recorded.report) == numbers(reports["scale8"])
+
+
+def test_a_run_opens_again_as_its_program(db, reports):
+    sample = get_sample("dot_plus_one")
+    report = replace(reports["matmul"], static=["y"], compiler_options={"k": "v"})
+    pristine = db.get(db.record(report, code=sample.code, sample=sample.name))
+    program = db.program(pristine)
+    assert (program.code, program.sample, program.function) == (sample.code, sample.name, "matmul")
+    assert (program.args, program.static, program.compiler_options) == (
+        "f32[16,32], f32[32,8]",
+        ["y"],
+        {"k": "v"},
+    )
+    edited = db.get(db.record(report, code=sample.code + "# edited\n", sample=sample.name))
+    assert db.program(edited).sample is None and db.program(edited).code.endswith("# edited\n")
+    demo = db.program(edited, sample_only=True)  # demo mode: the sample's code, by name
+    assert demo.code == sample.code and demo.args == "f32[16,32], f32[32,8]"
 
 
 def test_demo_mode_sees_only_runs_of_unedited_samples(db, reports):
@@ -181,8 +249,8 @@ def test_demo_mode_sees_only_runs_of_unedited_samples(db, reports):
 # --------------------------------------------------------------------------- schema
 
 
-def write_v1_file(path: Path, report: dict[str, Any]) -> None:
-    """A history file as jitscope's schema v1 wrote it: code and report inline."""
+def write_v1_file(path: Path, report: Report) -> None:
+    """A history file as jitscope's schema v1 wrote it: code and report (its JSON) inline."""
     with sqlite3.connect(path) as raw:
         raw.executescript(
             """
@@ -197,7 +265,7 @@ def write_v1_file(path: Path, report: dict[str, Any]) -> None:
         )
         raw.execute(
             "INSERT INTO runs VALUES (7, 1700000000.0, 'scale', 'f32[8]', '[]', 'cpu', 1, ?, ?, ?)",
-            (json.dumps(numbers(report)), "def scale(x): ...", json.dumps(report)),
+            (json.dumps(numbers(report)), "def scale(x): ...", json.dumps(report.to_dict())),
         )
         raw.execute(
             "INSERT INTO runs VALUES (8, 1700000001.0, 'scale', 'f32[8]', '[]', 'cpu', 1, ?, "
@@ -208,15 +276,16 @@ def write_v1_file(path: Path, report: dict[str, Any]) -> None:
 
 def test_a_v1_file_migrates_forward_and_keeps_its_runs(tmp_path, reports):
     path = tmp_path / "old.sqlite"
-    public = {k: v for k, v in reports["scale8"].items() if k != "graph_models"}
-    write_v1_file(path, public)
+    write_v1_file(path, reports["scale8"])
+    public = reports["scale8"].to_dict()
     db = History(path)
     assert db.schema_version() == SCHEMA_VERSION == 3
     old, bare = db.get(7), db.get(8)
     assert old.full and old.source == "unknown" and db.code(7) == "def scale(x): ..."
-    assert db.report(7)["compiled"]["text"] == public["compiled"]["text"]
+    assert db.report(7).compiled.text == public["compiled"]["text"]
+    assert db.report(7).to_dict() == public
     assert not bare.full and db.code(8) is None
-    assert db.report(8)["compiled"]["kernel_count"] == public["compiled"]["kernel_count"]
+    assert db.report(8).compiled.kernel_count == public["compiled"]["kernel_count"]
     new = db.record(reports["matmul"], code="y")
     assert new == 9 and db.count() == 3  # ids continue after the migrated ones
 
@@ -235,7 +304,7 @@ def test_reports_are_stored_compressed(db, reports):
         (payload,) = raw.execute(
             "SELECT payload FROM reports WHERE run_id = ?", (run_id,)
         ).fetchone()
-    assert len(payload) < len(json.dumps(reports["scale64"])) / 3
+    assert len(payload) < len(json.dumps(reports["scale64"].to_dict(include_models=True))) / 3
     assert json.loads(zlib.decompress(payload))["function"] == "scale"
 
 
@@ -252,5 +321,5 @@ def test_the_python_api_records_only_when_asked(jitscope_home):
     run = db.runs()[0]
     assert db.count() == before + 1
     assert (run.function, run.args, run.source) == ("scale", "f32[5]", "api")
-    assert run.summary["counts"]["compiled.kernel_count"] == report.compiled["kernel_count"]
+    assert run.summary["counts"]["compiled.kernel_count"] == report.compiled.kernel_count
     assert "def scale(x):" in db.code(run.id)  # the source file the function came from

@@ -16,8 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from viz.diff import diff_reports, summarize
+from viz import format as fmt
+from viz.diff import Origin, diff_reports, summarize
 from viz.history import History, HistoryError, Run, sample_of
+from viz.report import Report
 
 
 class CliError(Exception):
@@ -41,15 +43,16 @@ def main(args: argparse.Namespace) -> int:
             runs = History().runs(function=args.function, limit=args.limit)
             _emit([r.to_dict() for r in runs], args.json, lambda: history_table(runs))
         else:
-            diff = diff_reports(load(args.a), load(args.b))
-            _emit(diff, args.json, lambda: summarize(diff))
+            (a, origin_a), (b, origin_b) = load(args.a), load(args.b)
+            diff = diff_reports(a, b, origins=(origin_a, origin_b))
+            _emit(diff.to_dict(), args.json, lambda: summarize(diff))
     except (CliError, HistoryError, sqlite3.Error) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
 
 
-def record(report: dict[str, Any], code: str) -> None:
+def record(report: Report, code: str) -> None:
     """Record a CLI analysis; a history that cannot be written is a warning only."""
     try:
         run_id = History().record(report, code=code, sample=sample_of(code), source="cli")
@@ -59,21 +62,24 @@ def record(report: dict[str, Any], code: str) -> None:
     print(f"recorded as #{run_id} (python -m viz history)", file=sys.stderr)
 
 
-def load(ref: str) -> dict[str, Any]:
-    """A report by history id (`12`, `#12`) or from a JSON file."""
+def load(ref: str) -> tuple[Report, Origin | None]:
+    """A report by history id (`12`, `#12`), with its run as a diff side, or from a
+    report JSON file (decoded once; no origin)."""
     if re.fullmatch(r"#?\d+", ref) and not Path(ref).exists():
-        report = History().report(int(ref.lstrip("#")))
-        if report is None:
+        recorded = History().recorded(int(ref.lstrip("#")))
+        if recorded is None:
             raise CliError(f"no run #{ref.lstrip('#')} in history (python -m viz history)")
-        return report
-    path = Path(ref)
+        return recorded.report, recorded.origin
     try:
-        report = json.loads(path.read_text())
+        data = json.loads(Path(ref).read_text())
     except (OSError, ValueError) as exc:
         raise CliError(f"cannot read a report from {ref}: {exc}") from None
-    if not isinstance(report, dict):
+    if not isinstance(data, dict):
         raise CliError(f"{ref} is not a report (a JSON object)")
-    return report
+    try:
+        return Report.from_dict(data), None
+    except (ValueError, TypeError) as exc:
+        raise CliError(f"{ref} is not a report: {exc}") from None
 
 
 def _emit(data: Any, out: str | None, text: Any) -> None:
@@ -90,15 +96,12 @@ def history_table(runs: list[Run]) -> str:
         return "no runs recorded yet"
     rows = [f"{'id':>5}  {'when':<19}  {'function(args)':<40} counts          compile    run"]
     for r in runs:
-        c, t = r.summary.get("counts", {}), r.summary.get("timings", {})
-        chain = "→".join(
-            "-" if c.get(k) is None else str(c[k])
-            for k in ("jaxpr.eqn_count", "stablehlo.op_count", "compiled.kernel_count")
-        )
-        compile_s = sum(t.get(k) or 0 for k in ("trace_s", "lower_s", "compile_s"))
+        n = r.numbers
+        counts = (n.jaxpr.eqn_count, n.stablehlo.op_count, n.compiled.kernel_count)
+        chain = "→".join("-" if c is None else str(c) for c in counts)
         call = f"{r.function}({r.args})"
-        line = f"#{r.id:>4}  {r.when}  {call[:40]:<40} {chain:<15} {_ms(compile_s):>8} "
-        line += f"{_ms(t.get('run_median_s')):>9}  {r.device}"
+        line = f"#{r.id:>4}  {r.when}  {call[:40]:<40} {chain:<15} {_s(n.compile_total_s):>8} "
+        line += f"{_s(n.timings.run_median_s):>9}  {r.device}"
         if r.options_text:
             line += f"  [{r.options_text}]"
         if not r.ok:
@@ -107,5 +110,5 @@ def history_table(runs: list[Run]) -> str:
     return "\n".join(rows)
 
 
-def _ms(seconds: float | None) -> str:
-    return "-" if not seconds else f"{seconds * 1e3:.2f} ms"
+def _s(seconds: float | None) -> str:
+    return fmt.seconds(seconds or None)  # 0: nothing was timed

@@ -6,6 +6,10 @@ full report (IR texts, kernels, the compiled graph), and older runs keep only th
 summary numbers (counts, timings, cost, memory, op histograms), which is all the
 history list and most of a diff need. At most `keep_runs` runs are kept at all.
 
+`History.report(id)` gives a run back as a `Report` (the full one, or a skeleton of
+its numbers); what travels beside it (the id, when it ran, whether the full report is
+kept, the code, the sample) is the `Run` row, never part of the report.
+
 The schema is versioned (`PRAGMA user_version`) and migrates forward when a file
 written by an older jitscope is opened. Every call opens its own connection
 (SQLite in WAL mode, a busy timeout), so many Streamlit sessions, the CLI and the
@@ -21,14 +25,28 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from viz.diff import numbers
+from viz.diff import Origin, donated_names, numbers
+from viz.errors import KINDS, ErrorInfo, ErrorKind
+from viz.report import (
+    CompiledSection,
+    Cost,
+    JaxprSection,
+    Memory,
+    Report,
+    StableHLOSection,
+    Timings,
+)
+from viz.samples import Sample, get_sample, list_samples
 from viz.source import home
+
+if TYPE_CHECKING:
+    from viz.program import Program
 
 FILE_NAME = "history.sqlite"
 DEFAULT_KEEP_REPORTS = 100  # full reports (the largest sample's is ~200 KB compressed)
@@ -75,6 +93,16 @@ class Run:
     @property
     def when(self) -> str:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created))
+
+    @property
+    def origin(self) -> Origin:
+        """This run as one side of a diff."""
+        return Origin(id=self.id, when=self.when, full=self.full)
+
+    @property
+    def numbers(self) -> Report:
+        """Its summary numbers as a report (`skeleton`): counts, timings, cost, memory."""
+        return skeleton(self)
 
     @property
     def options_text(self) -> str:
@@ -197,23 +225,34 @@ def _run(row: tuple[Any, ...]) -> Run:
     )
 
 
-def _payload(report: dict[str, Any]) -> bytes:
-    """The report as kept: public keys, plus the compiled graph model for the diff view."""
-    public = {
-        k: v
-        for k, v in report.items()
-        if not k.startswith("_") and k not in ("graph_models", "stdout")
-    }
-    compiled = (report.get("graph_models") or {}).get("compiled")
-    if compiled is not None:
-        public["graph_models"] = {"compiled": compiled}
-    return zlib.compress(json.dumps(public, default=str).encode())
+def _payload(report: Report) -> bytes:
+    """The report as kept: its JSON, plus the compiled graph model for the diff view."""
+    data = report.to_dict()
+    if "compiled" in report.graph_models:
+        data["graph_models"] = {"compiled": report.graph_models["compiled"].to_dict()}
+    return zlib.compress(json.dumps(data, default=str).encode())
 
 
-def donated_names(report: dict[str, Any]) -> list[str]:
-    """Names of the donated arguments (DESIGN.md's `donation{args[{name, donated}]}`)."""
-    args = (report.get("donation") or {}).get("args") or []
-    return [a.get("name", "?") for a in args if a.get("donated")]
+def _unpack(payload: bytes) -> Report | None:
+    """A kept report, decoded once; None for one this jitscope cannot read (say, an
+    error kind an older one wrote): the run's numbers stand in for it."""
+    try:
+        return Report.from_dict(json.loads(zlib.decompress(payload)))
+    except (ValueError, TypeError, KeyError, zlib.error):
+        return None
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A run of the history and its report, read together: the full report while the
+    history keeps it (`run.full`), else the run's numbers as a report (`skeleton`)."""
+
+    run: Run
+    report: Report
+
+    @property
+    def origin(self) -> Origin:
+        return self.run.origin
 
 
 class History:
@@ -287,29 +326,31 @@ class History:
     # -- writing -------------------------------------------------------------
     def record(
         self,
-        report: dict[str, Any],
+        report: Report | Mapping[str, Any],
         *,
         code: str | None = None,
         sample: str | None = None,
         source: str = "api",
     ) -> int:
-        """Store one analysis (a report dict, as `Report.to_dict()` or the worker gives
-        it); returns its id. Prunes to the bound in the same transaction."""
-        error = report.get("error") or {}
+        """Store one analysis (a `Report`; a report's JSON is decoded once, here) with
+        the code that ran and the built-in sample it is, if any; returns its id. Prunes
+        to the bound in the same transaction."""
+        if not isinstance(report, Report):
+            report = Report.from_dict(report)
         digest = code_hash(code) if code is not None else None
         row = (
             time.time(),
             source,
-            report.get("function") or "",
-            report.get("args") or "",
-            json.dumps([str(s) for s in report.get("static") or []]),
-            report.get("device") or "",
-            int(bool(report.get("ok"))),
-            error.get("kind"),
+            report.function,
+            report.args,
+            json.dumps([str(s) for s in report.static]),
+            report.device,
+            int(report.ok),
+            report.error.kind.value if report.error else None,
             sample,
             digest,
-            report.get("jax_version") or "",
-            json.dumps(report.get("compiler_options") or {}, default=str),
+            report.jax_version,
+            json.dumps(report.compiler_options, default=str),
             json.dumps(donated_names(report)),
             json.dumps(numbers(report)),
         )
@@ -433,23 +474,56 @@ class History:
             ).fetchone()
         return _run(row) if row else None
 
-    def report(self, run_id: int) -> dict[str, Any] | None:
-        """The run as a report dict: the full report while it is kept, else a skeleton
-        rebuilt from the summary numbers (no texts, kernels or graphs). Either carries
-        `history{id, full, when, source}`. None for an unknown id."""
-        run = self.get(run_id)
-        if run is None:
-            return None
+    def report(self, run_id: int) -> Report | None:
+        """The run's report: the full report while it is kept, else a skeleton rebuilt
+        from the summary numbers (no texts, kernels or graphs; `get(id).full` says
+        which). None for an unknown id."""
+        recorded = self.recorded(run_id)
+        return recorded.report if recorded else None
+
+    def recorded(self, run_id: int) -> Recorded | None:
+        """The run and its report, read at once (so `run.full` says which report it
+        is). None for an unknown id."""
         with self._connect() as db:
-            row = db.execute("SELECT payload FROM reports WHERE run_id = ?", (run_id,)).fetchone()
-        report = json.loads(zlib.decompress(row[0])) if row else skeleton(run)
-        report["history"] = {
-            "id": run.id,
-            "full": row is not None,
-            "when": run.when,
-            "source": run.source,
-        }
-        return report
+            row = db.execute(
+                f"SELECT {_COLUMNS}, (SELECT payload FROM reports WHERE run_id = runs.id) "
+                "FROM runs WHERE id = ?",
+                (run_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        run, payload = _run(row[:-1]), row[-1]
+        report = _unpack(payload) if payload is not None else None
+        if report is None:
+            run = replace(run, full=False)
+        return Recorded(run, report or skeleton(run))
+
+    def program(self, run: Run, *, sample_only: bool = False) -> Program:
+        """The run as a program to open again: its code, function, args, static and
+        donated arguments and compiler options. The sample stays named only while the
+        code is still the sample's. `sample_only` (demo mode): the code is the
+        sample's, loaded by name, never the database's."""
+        from viz.program import Program  # the worker's protocol: not for the recorder
+
+        if sample_only:
+            base = Program.from_sample(get_sample(run.sample or ""))
+        else:
+            code = self.code(run.id) or ""
+            sample = _sample(run.sample)
+            base = Program(
+                code=code,
+                function=run.function,
+                sample=run.sample if sample and sample.code == code else None,
+                extra=dict(sample.extra) if sample else {},
+            )
+        return replace(
+            base,
+            function=run.function,
+            args=run.args,
+            static=list(run.static),
+            donate=list(run.donate),
+            compiler_options=dict(run.compiler_options),
+        )
 
 
 @dataclass(frozen=True)
@@ -477,62 +551,75 @@ _RECORDING_COLUMNS = (
 )
 
 
-def skeleton(run: Run) -> dict[str, Any]:
-    """A report with only what a pruned run still knows: its summary numbers."""
+def skeleton(run: Run) -> Report:
+    """A report with only what a pruned run still knows: its summary numbers (the
+    stored summary JSON is read here, once; a file from an older jitscope may lack
+    keys). Every section is there, with no text; no kernels, no graphs."""
     s = run.summary
     counts = s.get("counts") or {}
-    return {
-        "ok": run.ok,
-        "error": {"kind": run.error_kind} if run.error_kind else None,
-        "device": run.device,
-        "jax_version": run.jax_version,
-        "function": run.function,
-        "args": run.args,
-        "static": run.static,
-        "compiler_options": run.compiler_options,
-        "timings": s.get("timings") or {},
-        "cost": s.get("cost") or {},
-        "memory": s.get("memory") or {},
-        "jaxpr": {"eqn_count": counts.get("jaxpr.eqn_count")},
-        "stablehlo": {
-            "op_count": counts.get("stablehlo.op_count"),
-            "ops": s.get("stablehlo_ops") or {},
-        },
-        "compiled": {
-            "op_count": counts.get("compiled.op_count"),
-            "kernel_count": counts.get("compiled.kernel_count"),
-            "fusion_count": counts.get("compiled.fusion_count"),
-            "ops": s.get("ops") or {},
-        },
-        "kernels": None,
-        "graphs": {},
-    }
+    report = Report(
+        device=run.device,
+        jax_version=run.jax_version,
+        function=run.function,
+        args=run.args,
+        static=list(run.static),
+        compiler_options=dict(run.compiler_options),
+        timings=Timings.from_dict(s.get("timings") or {}),
+        cost=Cost.from_dict(s.get("cost") or {}),
+        memory=Memory.from_dict(s.get("memory") or {}),
+        jaxpr=JaxprSection(eqn_count=counts.get("jaxpr.eqn_count")),
+        stablehlo=StableHLOSection(
+            op_count=counts.get("stablehlo.op_count"), ops=dict(s.get("stablehlo_ops") or {})
+        ),
+        compiled=CompiledSection(
+            op_count=counts.get("compiled.op_count"),
+            kernel_count=counts.get("compiled.kernel_count"),
+            fusion_count=counts.get("compiled.fusion_count"),
+            ops=dict(s.get("ops") or {}),
+        ),
+    )
+    return report if run.ok else report.fail(_kept_error(run.error_kind))
+
+
+def _kept_error(kind: str | None) -> ErrorInfo:
+    """A failed run's error, of which the history keeps the kind only."""
+    if kind in KINDS:
+        shown = kind.replace("_", " ")
+        return ErrorInfo(kind, f"{shown}: the history kept only the kind of this error")
+    return ErrorInfo(
+        ErrorKind.INTERNAL_ERROR,
+        f"this run failed ({kind or 'kind not recorded'}); the history kept no more of it",
+    )
+
+
+def _sample(name: str | None) -> Sample | None:
+    """The built-in sample of that name, None for none (or one no longer shipped)."""
+    try:
+        return get_sample(name) if name else None
+    except KeyError:
+        return None
 
 
 def sample_runs(runs: list[Run]) -> list[Run]:
     """Only runs of a built-in sample whose code is still that sample's code (demo mode
     shows and re-opens these only, and re-opens them by sample name)."""
-    from viz.samples import list_samples
-
     pristine = {s.name: code_hash(s.code) for s in list_samples()}
     return [r for r in runs if r.sample in pristine and r.code_hash == pristine[r.sample]]
 
 
 def sample_of(code: str) -> str | None:
     """The built-in sample whose file is exactly `code`, if any."""
-    from viz.samples import list_samples
-
     return next((s.name for s in list_samples() if s.code == code), None)
 
 
-def record_api_run(report: Any) -> int | None:
+def record_api_run(report: Report) -> int | None:
     """`analyze(..., history=True)`: record a `Report` with the code of its source file.
     A history that cannot be written becomes a warning in the report, never an error."""
     path = Path(report.source_file) if report.source_file else None
     code = path.read_text() if path and path.is_file() else None
     try:
         return History().record(
-            report.to_dict(include_models=True),
+            report,
             code=code,
             sample=sample_of(code) if code else None,
             source="api",
