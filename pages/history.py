@@ -10,7 +10,6 @@ import streamlit as st
 import ui
 from viz import demo
 from viz.history import History, HistoryError, Run, sample_runs
-from viz.samples import get_sample
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -27,8 +26,7 @@ def table(runs: list[Run]) -> pd.DataFrame:
     ops, compiled kernels and fusions) and times (trace + lower + compile, run median)."""
     records = []
     for r in runs:
-        c, t = r.summary.get("counts", {}), r.summary.get("timings", {})
-        compile_s = sum(t.get(k) or 0 for k in ("trace_s", "lower_s", "compile_s"))
+        n = r.numbers
         result = "ok" if r.ok else (r.error_kind or "error").replace("_", " ")
         records.append(
             {
@@ -38,12 +36,12 @@ def table(runs: list[Run]) -> pd.DataFrame:
                 "args": r.args,
                 "options": r.options_text or "–",
                 "device": r.device,
-                "jaxpr": c.get("jaxpr.eqn_count"),
-                "StableHLO": c.get("stablehlo.op_count"),
-                "kernels": c.get("compiled.kernel_count"),
-                "fusions": c.get("compiled.fusion_count"),
-                "compile": ui.seconds(compile_s or None),
-                "run time": ui.seconds(t.get("run_median_s")),
+                "jaxpr": n.jaxpr.eqn_count,
+                "StableHLO": n.stablehlo.op_count,
+                "kernels": n.compiled.kernel_count,
+                "fusions": n.compiled.fusion_count,
+                "compile": ui.seconds(n.compile_total_s or None),
+                "run time": ui.seconds(n.timings.run_median_s),
                 "result": f"{result} · {r.source}" + ("" if r.full else " · numbers only"),
             }
         )
@@ -57,24 +55,7 @@ def run_label(run: Run) -> str:
 def reopen(run: Run) -> None:
     """Load the run's code and arguments into Explore; nothing runs until Analyze.
     In demo mode the code comes from the sample by name, never from the database."""
-    if demo.enabled():
-        program = ui.program_from_sample(run.sample or "")
-    else:
-        code = History().code(run.id) or ""
-        sample = get_sample(run.sample) if run.sample else None
-        program = {
-            "sample": run.sample if sample and sample.code == code else None,
-            "code": code,
-            "extra": dict(sample.extra) if sample else {},
-        }
-    program.update(
-        function=run.function,
-        args=run.args,
-        static=list(run.static),
-        donate=list(run.donate),
-        compiler_options=dict(run.compiler_options),
-    )
-    ui.open_program(program, run.device)
+    ui.open_program(History().program(run, sample_only=demo.enabled()), run.device)
     st.session_state.reopened = run.id
 
 

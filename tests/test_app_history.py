@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from viz.diff import diff_reports, kernel_rows
+from viz.format import seconds
 from viz.history import History
+from viz.report import Report
 from viz.samples import get_sample
 
 TIMEOUT = 180
@@ -64,6 +67,9 @@ def test_every_analysis_in_explore_is_recorded_and_listed(home):
     listed = at.dataframe[0].value
     assert list(listed["run"]) == [f"#{runs[0].id}", f"#{runs[1].id}"]
     assert list(listed["kernels"]) == [r.summary["counts"]["compiled.kernel_count"] for r in runs]
+    assert list(listed["compile"]) == [
+        seconds(History().report(r.id).compile_total_s) for r in runs
+    ]
     at.selectbox(key="hist_function").select("g").run()
     assert list(at.dataframe[0].value["function"]) == ["g"]
 
@@ -103,7 +109,12 @@ def test_this_run_vs_the_previous_run_lands_in_the_diff_view(home):
     assert metrics["jaxpr equations"] == "2 → 2"
     flops = at.dataframe[2].value  # timings, cost, memory: the cost table
     assert flops["Δ (B − A)"].iloc[0].startswith("−")  # half the rows: fewer FLOPs
-    for tab in ("Kernels", "Ops by type", "IR text", "Compiled graphs"):
+    at.session_state["diff_tab"] = "Kernels"
+    at.run()
+    a, b = (History().recorded(r.id) for r in (first, second))
+    d = diff_reports(a.report, b.report, origins=(a.origin, b.origin))
+    assert at.dataframe[0].value.to_dict("records") == kernel_rows(d.kernels)
+    for tab in ("Ops by type", "IR text", "Compiled graphs"):
         at.session_state["diff_tab"] = tab
         at.run()
         assert not at.exception, (tab, at.exception)
@@ -127,12 +138,8 @@ def test_a_run_past_the_bound_says_its_full_report_was_not_kept(home, monkeypatc
 def test_demo_mode_lists_sample_runs_only_and_reopens_by_sample_name(home, monkeypatch):
     sample = get_sample("elementwise_chain")
     db = History()
-    db.record({"function": "g", "args": "f32[3]", "ok": True}, code=CUSTOM)
-    db.record(
-        {"function": "chain", "args": "f32[8,8]", "ok": True},
-        code=sample.code,
-        sample=sample.name,
-    )
+    db.record(Report(function="g", args="f32[3]"), code=CUSTOM)
+    db.record(Report(function="chain", args="f32[8,8]"), code=sample.code, sample=sample.name)
     monkeypatch.setenv("JITSCOPE_DEMO", "1")
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.switch_page("pages/history.py").run()
@@ -144,14 +151,14 @@ def test_demo_mode_lists_sample_runs_only_and_reopens_by_sample_name(home, monke
     assert at.text_input(key="in_spec_chain_x").value == "f32[8,8]"
 
 
-def test_two_report_dicts_handed_over_show_in_the_diff_view(home):
+def test_two_reports_handed_over_show_in_the_diff_view(home):
     from viz import analyze  # in the test process only: the pages never import jax
 
     def double(x):
         return x * 2.0
 
-    a = analyze(double, "f32[4]", runs=0).to_dict(include_models=True)
-    b = analyze(double, "f32[4,4]", runs=0).to_dict(include_models=True)
+    a = analyze(double, "f32[4]", runs=0)
+    b = analyze(double, "f32[4,4]", runs=0)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.session_state["diff_pair"] = (a, b)  # what ui.open_diff(a, b) leaves behind
     at.switch_page("pages/diff.py").run()
@@ -164,7 +171,7 @@ def test_two_report_dicts_handed_over_show_in_the_diff_view(home):
     assert not at.exception, at.exception
     assert sum(c.value.startswith("Showing") for c in at.caption) == 2  # two graph panels
     button(at, "Pick two runs from the history instead").click().run()
-    assert "diff_dicts" not in at.session_state
+    assert "diff_handed" not in at.session_state
 
 
 def test_the_history_and_diff_modules_never_import_jax():
@@ -173,3 +180,14 @@ def test_the_history_and_diff_modules_never_import_jax():
         "assert 'jax' not in sys.modules, 'history imported jax'"
     )
     assert subprocess.run([sys.executable, "-c", check], cwd=ROOT).returncode == 0
+
+
+def test_a_history_run_and_a_report_handed_over_diff_side_by_side(home):
+    at = open_app()  # a first visit analyzes (and records) the default sample
+    run = History().runs()[0]
+    at.session_state["diff_pair"] = (run.id, History().report(run.id))  # ui.open_diff(id, r)
+    at.switch_page("pages/diff.py").run()
+    assert not at.exception, at.exception
+    call = f"`{run.function}({run.args})`"
+    assert sum(call in c.value for c in at.caption) == 2
+    assert all(m.value.split(" → ")[0] == m.value.split(" → ")[1] for m in at.metric)

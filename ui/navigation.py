@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import streamlit as st
+
+from viz.report import Report
 
 
 def leave_legacy_pages(*, in_app: bool = False) -> None:
@@ -40,8 +40,8 @@ def navigation_from_the_start() -> None:
     PagesManager.uses_pages_directory = False
 
 
-def open_diff(a: int | dict[str, Any], b: int | dict[str, Any]) -> None:
-    """Show the diff view of A → B: two history run ids, or two report dicts (e.g. a
-    quick variant and its original). Switches page; does not return."""
+def open_diff(a: int | Report, b: int | Report) -> None:
+    """Show the diff view of A → B: each side a history run id or a `Report` (e.g. a
+    quick variant that was not recorded). Switches page; does not return."""
     st.session_state.diff_pair = (a, b)
     st.switch_page("pages/diff.py")
