@@ -167,9 +167,7 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
             remember(
                 ui.ask(
                     sweep,
-                    on_progress=lambda p: bar.progress(
-                        p["done"] / p["total"], f"call {p['done']} of {p['total']}"
-                    ),
+                    on_progress=lambda p: bar.progress(p.share, f"call {p.done} of {p.total}"),
                 )
             )
             bar.empty()

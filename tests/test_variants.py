@@ -51,10 +51,7 @@ def test_donation_names_pytree_leaves_and_the_json_carries_it():
 
 def test_static_and_donated_at_once_is_a_spec_error():
     report = analyze(step, "f32[4], f32[8], f32[3]", static=["x"], donate=["x"], runs=0)
-    assert (
-        report.error.kind == "spec_error"
-        and "both static and donated" in (report.error.message)
-    )
+    assert report.error.kind == "spec_error" and "both static and donated" in (report.error.message)
 
 
 def chain(x):

@@ -18,7 +18,7 @@ from ui.navigation import navigation_from_the_start
 from ui.program import program
 from viz import demo
 from viz.worker import Worker, WorkerPool
-from viz.worker.protocol import Request
+from viz.worker.protocol import Progress, Request
 
 R = TypeVar("R", bound=Request)
 
@@ -122,10 +122,8 @@ def run_lesson(request: R, label: str) -> Any:
     by `lesson_controls`) kills that worker. Returns the typed reply."""
     bar = st.progress(0.0, f"{label}…")
 
-    def show(p: dict[str, Any]) -> None:
-        bar.progress(
-            p["done"] / max(p["total"], 1), f"{p.get('label', '')} ({p['done']}/{p['total']})"
-        )
+    def show(p: Progress) -> None:
+        bar.progress(p.share, f"{p.label} ({p.done}/{p.total})")
 
     reply = ask(request, role="lessons", on_progress=show)
     bar.empty()

@@ -246,9 +246,19 @@ class Worker:
         client: str = "",
     ) -> protocol.Reply:
         """Run `request` in the child and decode the answer into its reply type (a
-        failure is a reply too: `ok` False and `error` say what happened)."""
+        failure is a reply too: `ok` False and `error` say what happened);
+        `on_progress` hears `protocol.Progress`."""
+
+        def progress(payload: Any) -> None:
+            try:
+                step = protocol.Progress.from_dict(payload)
+            except (TypeError, AttributeError):  # a garbled one is not worth a failure
+                return
+            if on_progress is not None:
+                on_progress(step)
+
         payload = self.request(
-            request.OP, timeout_s, on_progress, on_queue, client, **request.to_dict()
+            request.OP, timeout_s, progress, on_queue, client, **request.to_dict()
         )
         return protocol.decode_reply(request, payload)
 

@@ -15,6 +15,19 @@ from viz.worker.requests import Analyze, Request
 
 
 @dataclass
+class Progress(Plain):
+    """How far a long request is: `done` of `total` steps, the last one's label."""
+
+    done: int
+    total: int
+    label: str = ""
+
+    @property
+    def share(self) -> float:
+        return self.done / max(self.total, 1)
+
+
+@dataclass
 class Reply(Plain):
     """What every answer carries: whether it worked and, if not, why."""
 
