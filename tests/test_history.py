@@ -290,6 +290,17 @@ def test_a_v1_file_migrates_forward_and_keeps_its_runs(tmp_path, reports):
     assert new == 9 and db.count() == 3  # ids continue after the migrated ones
 
 
+def test_a_summary_an_older_jitscope_wrote_still_reads_as_numbers(tmp_path, reports):
+    path = tmp_path / "old.sqlite"
+    write_v1_file(path, reports["scale8"])
+    older = {"counts": {"jaxpr.eqn_count": 3}, "timings": None}  # fewer keys, a null
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE runs SET summary = ? WHERE id = 8", (json.dumps(older),))
+    n = History(path).get(8).numbers
+    assert n.jaxpr.eqn_count == 3 and n.compiled.kernel_count is None
+    assert n.compile_total_s == 0 and n.ok
+
+
 def test_a_file_from_a_newer_jitscope_is_refused_with_a_clear_error(tmp_path):
     path = tmp_path / "new.sqlite"
     with sqlite3.connect(path) as raw:

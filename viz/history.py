@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from viz.diff import Origin, donated_names, numbers
 from viz.errors import KINDS, ErrorInfo, ErrorKind
+from viz.plain import Plain
 from viz.report import (
     CompiledSection,
     Cost,
@@ -551,12 +552,24 @@ _RECORDING_COLUMNS = (
 )
 
 
+@dataclass
+class Summary(Plain):
+    """A run's stored summary (`viz.diff.numbers`), decoded once. A file written by an
+    older jitscope may lack keys (they take their defaults) or hold nulls."""
+
+    counts: dict[str, int | None] = field(default_factory=dict)  # by COUNT_PATHS name
+    timings: Timings | None = None
+    cost: Cost | None = None
+    memory: Memory | None = None
+    ops: dict[str, int] | None = None
+    stablehlo_ops: dict[str, int] | None = None
+
+
 def skeleton(run: Run) -> Report:
-    """A report with only what a pruned run still knows: its summary numbers (the
-    stored summary JSON is read here, once; a file from an older jitscope may lack
-    keys). Every section is there, with no text; no kernels, no graphs."""
-    s = run.summary
-    counts = s.get("counts") or {}
+    """A report with only what a pruned run still knows: its summary numbers. Every
+    section is there, with no text; no kernels, no graphs."""
+    s = Summary.from_dict(run.summary)
+    counts = s.counts or {}
     report = Report(
         device=run.device,
         jax_version=run.jax_version,
@@ -564,18 +577,18 @@ def skeleton(run: Run) -> Report:
         args=run.args,
         static=list(run.static),
         compiler_options=dict(run.compiler_options),
-        timings=Timings.from_dict(s.get("timings") or {}),
-        cost=Cost.from_dict(s.get("cost") or {}),
-        memory=Memory.from_dict(s.get("memory") or {}),
+        timings=s.timings or Timings(),
+        cost=s.cost or Cost(),
+        memory=s.memory or Memory(),
         jaxpr=JaxprSection(eqn_count=counts.get("jaxpr.eqn_count")),
         stablehlo=StableHLOSection(
-            op_count=counts.get("stablehlo.op_count"), ops=dict(s.get("stablehlo_ops") or {})
+            op_count=counts.get("stablehlo.op_count"), ops=dict(s.stablehlo_ops or {})
         ),
         compiled=CompiledSection(
             op_count=counts.get("compiled.op_count"),
             kernel_count=counts.get("compiled.kernel_count"),
             fusion_count=counts.get("compiled.fusion_count"),
-            ops=dict(s.get("ops") or {}),
+            ops=dict(s.ops or {}),
         ),
     )
     return report if run.ok else report.fail(_kept_error(run.error_kind))
