@@ -20,15 +20,17 @@ from typing import Any
 
 from viz.diff import diff_reports
 from viz.history import History
+from viz.program import Program
+from viz.report import Report
 from viz.samples import get_sample
 from viz.worker.handlers import analyze
 
 os.environ["JITSCOPE_HOME"] = tempfile.mkdtemp(prefix="jitscope-bench-")
 
 
-def report(name: str) -> dict[str, Any]:
-    s = get_sample(name)
-    return analyze(lambda _: None, s.code, s.function, s.args, list(s.static), "cpu", 0)
+def report(name: str) -> Report:
+    request = Program.from_sample(get_sample(name)).analysis("cpu", runs=0)
+    return analyze(lambda _: None, request).report
 
 
 def median_ms(work: Callable[[], Any], repeats: int = 7) -> float:

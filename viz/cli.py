@@ -232,7 +232,7 @@ def _analyze(args: argparse.Namespace, worker: Worker) -> None:
     assert isinstance(reply, Analyzed)
     report = reply.report
     if not args.no_history:
-        cli_history.record(reply.to_dict(), code)
+        cli_history.record(reply.report, code)
     print(summarize_report(report))
     _write_exports(args, report)
     _write_json(args.json, report_json(report))

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import re
 import traceback
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
+
+from viz.plain import Plain
 
 
 class ErrorKind(StrEnum):
@@ -43,7 +46,7 @@ KINDS = tuple(kind.value for kind in ErrorKind)
 
 
 @dataclass
-class ErrorInfo:
+class ErrorInfo(Plain):
     """One failure: its kind (checked), a message, the fix and the user's line."""
 
     kind: ErrorKind
@@ -61,9 +64,11 @@ class ErrorInfo:
         return {**asdict(self), "kind": self.kind.value}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ErrorInfo:
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ErrorInfo | None:
+        if data is None:
+            return None
         known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{"message": "", **{k: v for k, v in data.items() if k in known}})
 
 
 class UserCodeError(Exception):

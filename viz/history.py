@@ -25,7 +25,7 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -327,17 +327,14 @@ class History:
     # -- writing -------------------------------------------------------------
     def record(
         self,
-        report: Report | Mapping[str, Any],
+        report: Report,
         *,
         code: str | None = None,
         sample: str | None = None,
         source: str = "api",
     ) -> int:
-        """Store one analysis (a `Report`; a report's JSON is decoded once, here) with
-        the code that ran and the built-in sample it is, if any; returns its id. Prunes
-        to the bound in the same transaction."""
-        if not isinstance(report, Report):
-            report = Report.from_dict(report)
+        """Store one analysis with the code that ran and the built-in sample it is, if
+        any; returns its id. Prunes to the bound in the same transaction."""
         digest = code_hash(code) if code is not None else None
         row = (
             time.time(),
