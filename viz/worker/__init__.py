@@ -22,20 +22,15 @@ is sent again: it never started, so it cannot be blamed. This module does not
 import jax.
 
 The package: `client` (a `Worker`: one child, its limits, its queue), `pool` (per-device
-pools, sessions pinned), `protocol` (JSON frames), `processes` (memory, killing a
-child's whole family), `child` (the loop in the child) and `handlers` (the requests
-it answers; they import jax). Importing the package does not import jax.
+pools, sessions pinned), `limits` (the shared memory budget), `protocol` (the typed
+requests and replies of `requests` and `replies`, paired and decoded), `frames` (JSON
+frames), `processes` (memory, killing a child's whole family), `child` (the loop in
+the child) and `handlers` (the requests it answers; they import jax). Importing the
+package does not import jax.
 """
 
-from viz.worker.client import (
-    DEFAULT_TIMEOUT_S,
-    LESSON_TIMEOUT_S,
-    MemoryBudget,
-    Worker,
-    WorkerStatus,
-    default_memory_limit,
-    worker_env,
-)
+from viz.worker.client import DEFAULT_TIMEOUT_S, LESSON_TIMEOUT_S, Worker, WorkerStatus, worker_env
+from viz.worker.limits import MemoryBudget, default_memory_limit
 from viz.worker.pool import WorkerPool, available_devices, default_pool_size
 
 __all__ = [

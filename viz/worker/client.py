@@ -22,6 +22,7 @@ from viz.worker.frames import (
     encode,
     error_result,
 )
+from viz.worker.limits import MemoryBudget, default_memory_limit
 from viz.worker.processes import _descendants, _kill_family, _kill_group, _rss_bytes
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -29,18 +30,6 @@ LESSON_TIMEOUT_S = 300.0
 POLL_S = 0.05
 QUEUE_POLL_S = 0.25
 STARTUP_S = 120.0  # a fresh child's JAX import, not counted against a request's limit
-
-
-def default_memory_limit() -> int:
-    """The budget all workers share: JITSCOPE_MEMORY_LIMIT_GB, else half of this
-    machine's memory, at most 16 GiB."""
-    if "JITSCOPE_MEMORY_LIMIT_GB" in os.environ:
-        return int(float(os.environ["JITSCOPE_MEMORY_LIMIT_GB"]) * 2**30)
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        total = 16 << 30
-    return min(total // 2, 16 << 30)
 
 
 def worker_env(device: str, memory_limit: int, demo: bool = False) -> dict[str, str]:
@@ -74,31 +63,6 @@ class WorkerStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class MemoryBudget:
-    """One memory budget shared by every worker of a pool: a request that pushes the
-    pool's total resident memory over it stops (the worker running it is the one
-    growing). Thread-safe."""
-
-    def __init__(self, total_bytes: int):
-        self.total = total_bytes
-        self._members: list[Worker] = []
-        self._lock = threading.Lock()
-
-    def join(self, worker: Worker) -> None:
-        with self._lock:
-            self._members.append(worker)
-
-    def share(self) -> int:
-        """What one worker may plan for (the pipeline refuses larger inputs up front)."""
-        with self._lock:
-            return self.total // max(len(self._members), 1)
-
-    def others(self, worker: Worker) -> int:
-        with self._lock:
-            members = [w for w in self._members if w is not worker]
-        return sum(w.rss() or 0 for w in members)
 
 
 @dataclass

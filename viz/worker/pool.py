@@ -10,13 +10,8 @@ import shutil
 import threading
 from collections import OrderedDict
 
-from viz.worker.client import (
-    DEFAULT_TIMEOUT_S,
-    LESSON_TIMEOUT_S,
-    MemoryBudget,
-    Worker,
-    default_memory_limit,
-)
+from viz.worker.client import DEFAULT_TIMEOUT_S, LESSON_TIMEOUT_S, Worker
+from viz.worker.limits import MemoryBudget, default_memory_limit
 
 
 def default_pool_size() -> int:
