@@ -1,49 +1,40 @@
-"""Run history: every analysis, kept in `$JITSCOPE_HOME/history.sqlite`.
+"""`History`: the run history in one SQLite file, `$JITSCOPE_HOME/history.sqlite`.
 
-The database is the durable store; the app's in-session list of results is only a
-view of the current session. It is bounded: the last `keep_reports` runs keep their
-full report (IR texts, kernels, the compiled graph), and older runs keep only their
-summary numbers (counts, timings, cost, memory, op histograms), which is all the
-history list and most of a diff need. At most `keep_runs` runs are kept at all.
-
-`History.report(id)` gives a run back as a `Report` (the full one, or a skeleton of
-its numbers); what travels beside it (the id, when it ran, whether the full report is
-kept, the code, the sample) is the `Run` row, never part of the report.
-
-The schema is versioned (`PRAGMA user_version`) and migrates forward when a file
-written by an older jitscope is opened. Every call opens its own connection
-(SQLite in WAL mode, a busy timeout), so many Streamlit sessions, the CLI and the
-tests can share one file. Stdlib only: no jax, no Streamlit.
+Every call opens its own connection (SQLite in WAL mode, a busy timeout), so many
+Streamlit sessions, the CLI and the tests can share one file; a process's first call
+on a file creates it or migrates it forward (`viz.history.schema`). A run keeps
+its full report (zlib JSON in `reports`) while it is among the newest `keep_reports`
+(`JITSCOPE_HISTORY_KEEP`, else DEFAULT_KEEP_REPORTS), and its summary row while among
+the newest `keep_runs`; both are pruned in the transaction that records a run.
+`record_api_run` is `analyze(..., history=True)`: a history that cannot be written is
+a warning in the report.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from viz.diff import Origin, donated_names, numbers
-from viz.errors import KINDS, ErrorInfo, ErrorKind
-from viz.plain import Plain
-from viz.report import (
-    CompiledSection,
-    Cost,
-    JaxprSection,
-    Memory,
-    Report,
-    StableHLOSection,
-    Timings,
+from viz.diff import donated_names, numbers
+from viz.history.recordings import (
+    RecordingRow,
+    insert_recording,
+    newest_recordings,
+    read_recording,
 )
-from viz.samples import Sample, get_sample, list_samples
+from viz.history.runs import Recorded, Run, sample_of, shipped_sample, skeleton
+from viz.history.schema import MIGRATIONS, SCHEMA_VERSION, code_hash
+from viz.report import Report
+from viz.samples import get_sample
 from viz.source import home
 
 if TYPE_CHECKING:
@@ -52,7 +43,6 @@ if TYPE_CHECKING:
 FILE_NAME = "history.sqlite"
 DEFAULT_KEEP_REPORTS = 100  # full reports (the largest sample's is ~200 KB compressed)
 DEFAULT_KEEP_RUNS = 5000  # summary rows (about 2 KB each)
-DEFAULT_KEEP_RECORDINGS = 200  # whole-program recordings (bounded detail each)
 
 
 class HistoryError(RuntimeError):
@@ -62,134 +52,6 @@ class HistoryError(RuntimeError):
 def default_path() -> Path:
     return home() / FILE_NAME
 
-
-def code_hash(code: str) -> str:
-    return hashlib.sha256(code.encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class Run:
-    """One recorded analysis: what ran, and its summary numbers."""
-
-    id: int
-    created: float  # Unix time
-    source: str  # app, cli or api
-    function: str
-    args: str
-    static: list[str]
-    device: str
-    ok: bool
-    error_kind: str | None
-    sample: str | None  # the built-in sample whose code ran, if any
-    code_hash: str | None
-    jax_version: str
-    compiler_options: dict[str, Any] = field(default_factory=dict)
-    donate: list[str] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)  # viz.diff.numbers(report)
-    full: bool = False  # whether the full report is still kept
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @property
-    def when(self) -> str:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created))
-
-    @property
-    def origin(self) -> Origin:
-        """This run as one side of a diff."""
-        return Origin(id=self.id, when=self.when, full=self.full)
-
-    @property
-    def numbers(self) -> Report:
-        """Its summary numbers as a report (`skeleton`): counts, timings, cost, memory."""
-        return skeleton(self)
-
-    @property
-    def options_text(self) -> str:
-        """Static, donated and compiler options in one short line ('' when none)."""
-        parts = [f"{k}={v}" for k, v in self.compiler_options.items()]
-        if self.static:
-            parts.append("static " + ", ".join(self.static))
-        if self.donate:
-            parts.append("donate " + ", ".join(self.donate))
-        return " · ".join(parts)
-
-
-# -- schema -------------------------------------------------------------------
-# Version 1 kept the code and the full report inline in `runs` and never pruned.
-# Version 2 moves code into `sources` (one row per distinct text), the report into
-# `reports` (zlib JSON, pruned to the bound) and adds the columns the history list
-# filters and shows.
-_V1 = """
-CREATE TABLE runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, created REAL NOT NULL, function TEXT NOT NULL,
-    args TEXT NOT NULL, static TEXT NOT NULL, device TEXT NOT NULL, ok INTEGER NOT NULL,
-    summary TEXT NOT NULL, code TEXT, report TEXT
-);
-"""
-
-_V2 = """
-CREATE TABLE sources (hash TEXT PRIMARY KEY, code TEXT NOT NULL);
-CREATE TABLE runs2 (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, created REAL NOT NULL, source TEXT NOT NULL,
-    function TEXT NOT NULL, args TEXT NOT NULL, static TEXT NOT NULL, device TEXT NOT NULL,
-    ok INTEGER NOT NULL, error_kind TEXT, sample TEXT, code_hash TEXT,
-    jax_version TEXT NOT NULL DEFAULT '', options TEXT NOT NULL DEFAULT '{}',
-    donate TEXT NOT NULL DEFAULT '[]', summary TEXT NOT NULL
-);
-CREATE TABLE reports (
-    run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE, payload BLOB NOT NULL
-);
-"""
-
-
-def _script(db: sqlite3.Connection, sql: str) -> None:
-    """Run statements one by one (`executescript` would commit the open transaction)."""
-    for statement in sql.split(";"):
-        if statement.strip():
-            db.execute(statement)
-
-
-def _migrate_1_to_2(db: sqlite3.Connection) -> None:
-    _script(db, _V2)
-    old = db.execute(
-        "SELECT id, created, function, args, static, device, ok, summary, code, report FROM runs"
-    )
-    for rid, created, function, args, static, device, ok, summary, code, report in old.fetchall():
-        digest = None
-        if code is not None:
-            digest = code_hash(code)
-            db.execute("INSERT OR IGNORE INTO sources VALUES (?, ?)", (digest, code))
-        db.execute(
-            "INSERT INTO runs2 (id, created, source, function, args, static, device, ok, "
-            "code_hash, summary) VALUES (?, ?, 'unknown', ?, ?, ?, ?, ?, ?, ?)",
-            (rid, created, function, args, static, device, ok, digest, summary),
-        )
-        if report is not None:
-            db.execute("INSERT INTO reports VALUES (?, ?)", (rid, zlib.compress(report.encode())))
-    db.execute("DROP TABLE runs")
-    db.execute("ALTER TABLE runs2 RENAME TO runs")
-    db.execute("CREATE INDEX runs_function ON runs(function, id)")
-
-
-# Version 3 adds recordings of whole programs (`python -m viz record`), beside the runs.
-_V3 = """
-CREATE TABLE recordings (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, created REAL NOT NULL, name TEXT NOT NULL,
-    argv TEXT NOT NULL, cwd TEXT NOT NULL, wall_s REAL, exit_code INTEGER,
-    compiles INTEGER NOT NULL, compile_s REAL NOT NULL, functions INTEGER NOT NULL,
-    payload BLOB NOT NULL
-);
-"""
-
-# MIGRATIONS[v] turns a version-v file into version v + 1.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
-    0: lambda db: _script(db, _V1),
-    1: _migrate_1_to_2,
-    2: lambda db: _script(db, _V3),
-}
-SCHEMA_VERSION = max(MIGRATIONS) + 1
 
 _lock = threading.Lock()  # serialises schema set-up within this process
 _ready: set[Path] = set()
@@ -241,19 +103,6 @@ def _unpack(payload: bytes) -> Report | None:
         return Report.from_dict(json.loads(zlib.decompress(payload)))
     except (ValueError, TypeError, KeyError, zlib.error):
         return None
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """A run of the history and its report, read together: the full report while the
-    history keeps it (`run.full`), else the run's numbers as a report (`skeleton`)."""
-
-    run: Run
-    report: Report
-
-    @property
-    def origin(self) -> Origin:
-        return self.run.origin
 
 
 class History:
@@ -420,47 +269,18 @@ class History:
     def record_recording(self, recording: dict[str, Any]) -> int:
         """Store a Recording JSON (`Recording.to_dict()`); returns its id. Keeps the
         newest DEFAULT_KEEP_RECORDINGS."""
-        program, summary = recording["program"], recording["summary"]
-        row = (
-            program.get("started") or time.time(),
-            program.get("name") or " ".join(program.get("argv") or []) or "?",
-            json.dumps(program.get("argv") or []),
-            program.get("cwd") or "",
-            program.get("wall_s"),
-            program.get("exit_code"),
-            summary.get("compiles", 0),
-            summary.get("compile_s", 0.0),
-            summary.get("functions", 0),
-            zlib.compress(json.dumps(recording, default=str).encode()),
-        )
         with self._connect(write=True) as db:
-            cursor = db.execute(
-                "INSERT INTO recordings (created, name, argv, cwd, wall_s, exit_code, "
-                "compiles, compile_s, functions, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
-            db.execute(
-                "DELETE FROM recordings WHERE id NOT IN "
-                "(SELECT id FROM recordings ORDER BY id DESC LIMIT ?)",
-                (DEFAULT_KEEP_RECORDINGS,),
-            )
-        return int(cursor.lastrowid or 0)
+            return insert_recording(db, recording)
 
     def recordings(self, limit: int = 200) -> list[RecordingRow]:
         """The newest recordings first."""
         with self._connect() as db:
-            rows = db.execute(
-                f"SELECT {_RECORDING_COLUMNS} FROM recordings ORDER BY id DESC LIMIT ?", (limit,)
-            ).fetchall()
-        return [RecordingRow(r[0], r[1], r[2], json.loads(r[3]), *r[4:]) for r in rows]
+            return newest_recordings(db, limit)
 
     def recording(self, recording_id: int) -> dict[str, Any] | None:
         """The Recording JSON of one recording, None for an unknown id."""
         with self._connect() as db:
-            row = db.execute(
-                "SELECT payload FROM recordings WHERE id = ?", (recording_id,)
-            ).fetchone()
-        return json.loads(zlib.decompress(row[0])) if row else None
+            return read_recording(db, recording_id)
 
     def previous(self, run_id: int) -> Run | None:
         """The newest run of the same function recorded before `run_id`."""
@@ -507,7 +327,7 @@ class History:
             base = Program.from_sample(get_sample(run.sample or ""))
         else:
             code = self.code(run.id) or ""
-            sample = _sample(run.sample)
+            sample = shipped_sample(run.sample)
             base = Program(
                 code=code,
                 function=run.function,
@@ -522,104 +342,6 @@ class History:
             donate=list(run.donate),
             compiler_options=dict(run.compiler_options),
         )
-
-
-@dataclass(frozen=True)
-class RecordingRow:
-    """One recorded program, as the Recordings list shows it."""
-
-    id: int
-    created: float
-    name: str
-    argv: list[str]
-    cwd: str
-    wall_s: float | None
-    exit_code: int | None
-    compiles: int
-    compile_s: float
-    functions: int
-
-    @property
-    def when(self) -> str:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created))
-
-
-_RECORDING_COLUMNS = (
-    "id, created, name, argv, cwd, wall_s, exit_code, compiles, compile_s, functions"
-)
-
-
-@dataclass
-class Summary(Plain):
-    """A run's stored summary (`viz.diff.numbers`), decoded once. A file written by an
-    older jitscope may lack keys (they take their defaults) or hold nulls."""
-
-    counts: dict[str, int | None] = field(default_factory=dict)  # by COUNT_PATHS name
-    timings: Timings | None = None
-    cost: Cost | None = None
-    memory: Memory | None = None
-    ops: dict[str, int] | None = None
-    stablehlo_ops: dict[str, int] | None = None
-
-
-def skeleton(run: Run) -> Report:
-    """A report with only what a pruned run still knows: its summary numbers. Every
-    section is there, with no text; no kernels, no graphs."""
-    s = Summary.from_dict(run.summary)
-    counts = s.counts or {}
-    report = Report(
-        device=run.device,
-        jax_version=run.jax_version,
-        function=run.function,
-        args=run.args,
-        static=list(run.static),
-        compiler_options=dict(run.compiler_options),
-        timings=s.timings or Timings(),
-        cost=s.cost or Cost(),
-        memory=s.memory or Memory(),
-        jaxpr=JaxprSection(eqn_count=counts.get("jaxpr.eqn_count")),
-        stablehlo=StableHLOSection(
-            op_count=counts.get("stablehlo.op_count"), ops=dict(s.stablehlo_ops or {})
-        ),
-        compiled=CompiledSection(
-            op_count=counts.get("compiled.op_count"),
-            kernel_count=counts.get("compiled.kernel_count"),
-            fusion_count=counts.get("compiled.fusion_count"),
-            ops=dict(s.ops or {}),
-        ),
-    )
-    return report if run.ok else report.fail(_kept_error(run.error_kind))
-
-
-def _kept_error(kind: str | None) -> ErrorInfo:
-    """A failed run's error, of which the history keeps the kind only."""
-    if kind in KINDS:
-        shown = kind.replace("_", " ")
-        return ErrorInfo(kind, f"{shown}: the history kept only the kind of this error")
-    return ErrorInfo(
-        ErrorKind.INTERNAL_ERROR,
-        f"this run failed ({kind or 'kind not recorded'}); the history kept no more of it",
-    )
-
-
-def _sample(name: str | None) -> Sample | None:
-    """The built-in sample of that name, None for none (or one no longer shipped)."""
-    try:
-        return get_sample(name) if name else None
-    except KeyError:
-        return None
-
-
-def sample_runs(runs: list[Run]) -> list[Run]:
-    """Only runs of a built-in sample whose code is still that sample's code (demo mode
-    shows and re-opens these only, and re-opens them by sample name)."""
-    pristine = {s.name: code_hash(s.code) for s in list_samples()}
-    return [r for r in runs if r.sample in pristine and r.code_hash == pristine[r.sample]]
-
-
-def sample_of(code: str) -> str | None:
-    """The built-in sample whose file is exactly `code`, if any."""
-    return next((s.name for s in list_samples() if s.code == code), None)
 
 
 def record_api_run(report: Report) -> int | None:

@@ -1,0 +1,69 @@
+"""`diff_reports(a, b)`: the whole diff of report A → report B, from its parts.
+
+The numbers and the op histograms come from `viz.diff.deltas`, the kernels from
+`viz.diff.kernels`, each IR's text diff from `viz.diff.text`; `side` is what each
+side ran, for headers. A side whose `Origin` says its full report is not kept is
+numbers only: its kernels and texts are said to be gone, never compared empty.
+"""
+
+from __future__ import annotations
+
+from viz.diff.deltas import (
+    COST_KEYS,
+    COUNT_PATHS,
+    MEMORY_KEYS,
+    TIMING_KEYS,
+    donated_names,
+    histogram_deltas,
+    key_deltas,
+    numbers,
+)
+from viz.diff.kernels import diff_kernels
+from viz.diff.model import Diff, DiffSide, Origin
+from viz.diff.text import IRS, diff_text
+from viz.report import Report
+
+
+def side(report: Report, origin: Origin | None = None) -> DiffSide:
+    """What one side ran, for headers: function, args, options, history id."""
+    origin = origin or Origin()
+    return DiffSide(
+        id=origin.id,
+        when=origin.when,
+        full=origin.full,
+        function=report.function,
+        args=report.args,
+        static=list(report.static),
+        device=report.device,
+        ok=report.ok,
+        compiler_options=dict(report.compiler_options),
+        donate=donated_names(report),
+    )
+
+
+def diff_reports(
+    a: Report,
+    b: Report,
+    context: int = 3,
+    *,
+    origins: tuple[Origin | None, Origin | None] = (None, None),
+) -> Diff:
+    """Report `a` → report `b` (delta = b − a); `origins`: where each came from, when
+    from the history (a pruned run's texts and kernels are gone)."""
+    oa, ob = (o or Origin() for o in origins)
+    na, nb = numbers(a), numbers(b)
+    timing_keys = [
+        k for k in TIMING_KEYS if na["timings"][k] is not None or nb["timings"][k] is not None
+    ]
+    return Diff(
+        a=side(a, oa),
+        b=side(b, ob),
+        counts=key_deltas(na["counts"], nb["counts"], list(COUNT_PATHS)),
+        timings=key_deltas(na["timings"], nb["timings"], timing_keys),
+        cost=key_deltas(na["cost"], nb["cost"], COST_KEYS),
+        memory=key_deltas(na["memory"], nb["memory"], MEMORY_KEYS),
+        kernels=diff_kernels(a.kernels if oa.full else None, b.kernels if ob.full else None),
+        ops=histogram_deltas(na["ops"], nb["ops"]),
+        stablehlo_ops=histogram_deltas(na["stablehlo_ops"], nb["stablehlo_ops"]),
+        ir={ir: diff_text(a, b, ir, context, origins=(oa, ob)) for ir in IRS},
+    )

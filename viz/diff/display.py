@@ -1,0 +1,167 @@
+"""The diff as people read it: display rows for the Diff page, a summary for the terminal.
+
+`human` formats one number as the app shows it (seconds, bytes, SI or a count);
+`rows`, `op_rows` and `kernel_rows` are the tables of a group of numbers, of the op
+histograms and of the matched kernels; `summarize` is `viz diff`'s few lines. They
+only format a `Diff`: every number comes from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from viz import format as fmt
+from viz.diff.deltas import Delta, Number
+from viz.diff.model import Diff, DiffSide, KernelBrief, KernelChange, KernelDiff
+
+LABELS = {
+    "jaxpr.eqn_count": "jaxpr equations",
+    "stablehlo.op_count": "StableHLO ops",
+    "compiled.op_count": "compiled ops",
+    "compiled.kernel_count": "compiled kernels",
+    "compiled.fusion_count": "fusions",
+    "trace_s": "trace",
+    "lower_s": "lower",
+    "compile_s": "compile",
+    "first_call_s": "first call",
+    "run_median_s": "run (median)",
+    "run_min_s": "run (min)",
+    "run_p90_s": "run (p90)",
+    "eager_median_s": "eager (median)",
+    "runs": "timed runs",
+    "flops": "FLOPs",
+    "bytes_accessed": "bytes accessed",
+    "transcendentals": "transcendentals",
+    "argument_bytes": "arguments",
+    "output_bytes": "outputs",
+    "temp_bytes": "temporaries",
+    "alias_bytes": "aliased",
+    "generated_code_bytes": "generated code",
+}
+
+
+def human(group: str, key: str, value: Number | None, signed: bool = False) -> str:
+    """A number as the app shows it: seconds, bytes, SI or a plain count."""
+    if key.endswith("_s"):
+        return fmt.seconds(value, signed)
+    if group == "memory" or key == "bytes_accessed":
+        return fmt.nbytes(value, signed)
+    if group == "cost":
+        return fmt.si(value, signed)
+    return fmt.count(value, signed)
+
+
+def summarize(diff: Diff) -> str:
+    """A few lines for the terminal: each count and timing with its delta."""
+    out = [f"A: {_who(diff.a)}", f"B: {_who(diff.b)}"]
+    for group, deltas in (
+        ("counts", diff.counts),
+        ("timings", diff.timings),
+        ("cost", diff.cost),
+        ("memory", diff.memory),
+    ):
+        for name, d in deltas.items():
+            if d.a is None and d.b is None:
+                continue
+            a_, b_ = human(group, name, d.a), human(group, name, d.b)
+            out.append(f"  {name:<24} {a_:>12} → {b_:>12}  Δ {human(group, name, d.delta, True)}")
+    k = diff.kernels
+    if k.note:
+        out.append(f"kernels: {k.note}")
+    else:
+        out.append(
+            f"kernels: {len(k.added)} added, {len(k.removed)} removed, "
+            f"{len(k.changed)} changed, {k.unchanged} unchanged"
+        )
+    moved = [f"{op} {d.delta:+d}" for op, d in diff.ops.items() if d.delta]
+    if moved:
+        out.append("compiled ops: " + ", ".join(moved[:12]))
+    return "\n".join(out)
+
+
+def _who(s: DiffSide) -> str:
+    ident = f"#{s.id} " if s.id is not None else ""
+    opts = " ".join(f"{k}={v}" for k, v in s.compiler_options.items())
+    return f"{ident}{s.function}({s.args}) on {s.device}" + (f" [{opts}]" if opts else "")
+
+
+def rows(group: str, deltas: dict[str, Delta]) -> list[dict[str, str]]:
+    """One display row per number of a group (`timings`, `cost`, `memory`): A, B, Δ and
+    the ratio B / A."""
+    out = []
+    for key, d in deltas.items():
+        ratio = f"{d.b / d.a:.2f}×" if d.a and d.b is not None else "–"
+        out.append(
+            {
+                "": LABELS.get(key, key),
+                "A": human(group, key, d.a),
+                "B": human(group, key, d.b),
+                "Δ (B − A)": human(group, key, d.delta, signed=True),
+                "B / A": ratio,
+            }
+        )
+    return out
+
+
+def op_rows(deltas: dict[str, Delta], every: bool = False) -> list[dict[str, Any]]:
+    """One display row per op type whose count changed (every op type with `every`)."""
+    return [
+        {"op": op, "A": d.a, "B": d.b, "Δ": d.delta} for op, d in deltas.items() if every or d.delta
+    ]
+
+
+def _ops_text(kernel: KernelBrief) -> str:
+    return ", ".join(f"{op} ×{n}" for op, n in kernel.ops.items())
+
+
+def _what_changed(c: KernelChange) -> str:
+    change = [f"{op} {d.delta:+d}" for op, d in c.ops.items()]
+    if c.lines:
+        gone = sorted(set(c.lines["a"]) - set(c.lines["b"]))
+        new = sorted(set(c.lines["b"]) - set(c.lines["a"]))
+        change.append(
+            "source lines " + ", ".join([*(f"−{x}" for x in gone), *(f"+{x}" for x in new)])
+        )
+    if c.kind:
+        change.append(f"kind {c.kind['a']} → {c.kind['b']}")
+    return "; ".join(change)
+
+
+def kernel_rows(k: KernelDiff) -> list[dict[str, str]]:
+    """One display row per kernel: changed ones first (what changed in each), then
+    added, removed and unchanged ones, each with its name in A and B and its ops."""
+    table = [
+        {
+            "": "changed",
+            "A": c.a.name,
+            "B": c.b.name,
+            "kind": c.b.kind,
+            "what changed": _what_changed(c),
+            "ops inside": _ops_text(c.b),
+        }
+        for c in k.changed
+    ]
+    for status, kernels in (("added", k.added), ("removed", k.removed)):
+        table += [
+            {
+                "": status,
+                "A": kernel.name if status == "removed" else "",
+                "B": kernel.name if status == "added" else "",
+                "kind": kernel.kind,
+                "what changed": "lines " + ", ".join(map(str, kernel.lines)),
+                "ops inside": _ops_text(kernel),
+            }
+            for kernel in kernels
+        ]
+    table += [
+        {
+            "": "unchanged",
+            "A": same.a,
+            "B": same.b,
+            "kind": same.kind,
+            "what changed": "",
+            "ops inside": _ops_text(same),
+        }
+        for same in k.same
+    ]
+    return table

@@ -1,0 +1,86 @@
+"""The recordings table: whole programs recorded with `python -m viz record`.
+
+`History` opens the connection and the transaction; these functions hold the table's
+SQL. A recording is kept whole (its Recording JSON, zlib-compressed) beside the few
+numbers the Recordings list shows (`RecordingRow`); at most `DEFAULT_KEEP_RECORDINGS`
+are kept, the newest.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_KEEP_RECORDINGS = 200  # whole-program recordings (bounded detail each)
+
+
+@dataclass(frozen=True)
+class RecordingRow:
+    """One recorded program, as the Recordings list shows it."""
+
+    id: int
+    created: float
+    name: str
+    argv: list[str]
+    cwd: str
+    wall_s: float | None
+    exit_code: int | None
+    compiles: int
+    compile_s: float
+    functions: int
+
+    @property
+    def when(self) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created))
+
+
+_RECORDING_COLUMNS = (
+    "id, created, name, argv, cwd, wall_s, exit_code, compiles, compile_s, functions"
+)
+
+
+def insert_recording(db: sqlite3.Connection, recording: dict[str, Any]) -> int:
+    """Store a Recording JSON (`Recording.to_dict()`) in the open transaction; returns
+    its id. Keeps the newest DEFAULT_KEEP_RECORDINGS."""
+    program, summary = recording["program"], recording["summary"]
+    row = (
+        program.get("started") or time.time(),
+        program.get("name") or " ".join(program.get("argv") or []) or "?",
+        json.dumps(program.get("argv") or []),
+        program.get("cwd") or "",
+        program.get("wall_s"),
+        program.get("exit_code"),
+        summary.get("compiles", 0),
+        summary.get("compile_s", 0.0),
+        summary.get("functions", 0),
+        zlib.compress(json.dumps(recording, default=str).encode()),
+    )
+    cursor = db.execute(
+        "INSERT INTO recordings (created, name, argv, cwd, wall_s, exit_code, "
+        "compiles, compile_s, functions, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        row,
+    )
+    db.execute(
+        "DELETE FROM recordings WHERE id NOT IN "
+        "(SELECT id FROM recordings ORDER BY id DESC LIMIT ?)",
+        (DEFAULT_KEEP_RECORDINGS,),
+    )
+    return int(cursor.lastrowid or 0)
+
+
+def newest_recordings(db: sqlite3.Connection, limit: int) -> list[RecordingRow]:
+    """The newest recordings first."""
+    rows = db.execute(
+        f"SELECT {_RECORDING_COLUMNS} FROM recordings ORDER BY id DESC LIMIT ?", (limit,)
+    ).fetchall()
+    return [RecordingRow(r[0], r[1], r[2], json.loads(r[3]), *r[4:]) for r in rows]
+
+
+def read_recording(db: sqlite3.Connection, recording_id: int) -> dict[str, Any] | None:
+    """The Recording JSON of one recording, None for an unknown id."""
+    row = db.execute("SELECT payload FROM recordings WHERE id = ?", (recording_id,)).fetchone()
+    return json.loads(zlib.decompress(row[0])) if row else None

@@ -1,0 +1,163 @@
+"""A run of the history as data: `Run` (what ran, and its summary numbers), `Recorded`
+(a run and its report, read together) and the skeleton report of a pruned run.
+
+A run's `summary` is `viz.diff.numbers(report)`, decoded once into a `Summary`; a
+pruned run's report is `skeleton(run)`, its numbers with no texts, kernels or graphs.
+`sample_runs` and `sample_of` tell which runs are of a built-in sample, unedited.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from viz.diff import Origin
+from viz.errors import KINDS, ErrorInfo, ErrorKind
+from viz.history.schema import code_hash
+from viz.plain import Plain
+from viz.report import (
+    CompiledSection,
+    Cost,
+    JaxprSection,
+    Memory,
+    Report,
+    StableHLOSection,
+    Timings,
+)
+from viz.samples import Sample, get_sample, list_samples
+
+
+@dataclass(frozen=True)
+class Run:
+    """One recorded analysis: what ran, and its summary numbers."""
+
+    id: int
+    created: float  # Unix time
+    source: str  # app, cli or api
+    function: str
+    args: str
+    static: list[str]
+    device: str
+    ok: bool
+    error_kind: str | None
+    sample: str | None  # the built-in sample whose code ran, if any
+    code_hash: str | None
+    jax_version: str
+    compiler_options: dict[str, Any] = field(default_factory=dict)
+    donate: list[str] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)  # viz.diff.numbers(report)
+    full: bool = False  # whether the full report is still kept
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def when(self) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.created))
+
+    @property
+    def origin(self) -> Origin:
+        """This run as one side of a diff."""
+        return Origin(id=self.id, when=self.when, full=self.full)
+
+    @property
+    def numbers(self) -> Report:
+        """Its summary numbers as a report (`skeleton`): counts, timings, cost, memory."""
+        return skeleton(self)
+
+    @property
+    def options_text(self) -> str:
+        """Static, donated and compiler options in one short line ('' when none)."""
+        parts = [f"{k}={v}" for k, v in self.compiler_options.items()]
+        if self.static:
+            parts.append("static " + ", ".join(self.static))
+        if self.donate:
+            parts.append("donate " + ", ".join(self.donate))
+        return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A run of the history and its report, read together: the full report while the
+    history keeps it (`run.full`), else the run's numbers as a report (`skeleton`)."""
+
+    run: Run
+    report: Report
+
+    @property
+    def origin(self) -> Origin:
+        return self.run.origin
+
+
+@dataclass
+class Summary(Plain):
+    """A run's stored summary (`viz.diff.numbers`), decoded once. A file written by an
+    older jitscope may lack keys (they take their defaults) or hold nulls."""
+
+    counts: dict[str, int | None] = field(default_factory=dict)  # by COUNT_PATHS name
+    timings: Timings | None = None
+    cost: Cost | None = None
+    memory: Memory | None = None
+    ops: dict[str, int] | None = None
+    stablehlo_ops: dict[str, int] | None = None
+
+
+def skeleton(run: Run) -> Report:
+    """A report with only what a pruned run still knows: its summary numbers. Every
+    section is there, with no text; no kernels, no graphs."""
+    s = Summary.from_dict(run.summary)
+    counts = s.counts or {}
+    report = Report(
+        device=run.device,
+        jax_version=run.jax_version,
+        function=run.function,
+        args=run.args,
+        static=list(run.static),
+        compiler_options=dict(run.compiler_options),
+        timings=s.timings or Timings(),
+        cost=s.cost or Cost(),
+        memory=s.memory or Memory(),
+        jaxpr=JaxprSection(eqn_count=counts.get("jaxpr.eqn_count")),
+        stablehlo=StableHLOSection(
+            op_count=counts.get("stablehlo.op_count"), ops=dict(s.stablehlo_ops or {})
+        ),
+        compiled=CompiledSection(
+            op_count=counts.get("compiled.op_count"),
+            kernel_count=counts.get("compiled.kernel_count"),
+            fusion_count=counts.get("compiled.fusion_count"),
+            ops=dict(s.ops or {}),
+        ),
+    )
+    return report if run.ok else report.fail(_kept_error(run.error_kind))
+
+
+def _kept_error(kind: str | None) -> ErrorInfo:
+    """A failed run's error, of which the history keeps the kind only."""
+    if kind in KINDS:
+        shown = kind.replace("_", " ")
+        return ErrorInfo(kind, f"{shown}: the history kept only the kind of this error")
+    return ErrorInfo(
+        ErrorKind.INTERNAL_ERROR,
+        f"this run failed ({kind or 'kind not recorded'}); the history kept no more of it",
+    )
+
+
+def shipped_sample(name: str | None) -> Sample | None:
+    """The built-in sample of that name, None for none (or one no longer shipped)."""
+    try:
+        return get_sample(name) if name else None
+    except KeyError:
+        return None
+
+
+def sample_runs(runs: list[Run]) -> list[Run]:
+    """Only runs of a built-in sample whose code is still that sample's code (demo mode
+    shows and re-opens these only, and re-opens them by sample name)."""
+    pristine = {s.name: code_hash(s.code) for s in list_samples()}
+    return [r for r in runs if r.sample in pristine and r.code_hash == pristine[r.sample]]
+
+
+def sample_of(code: str) -> str | None:
+    """The built-in sample whose file is exactly `code`, if any."""
+    return next((s.name for s in list_samples() if s.code == code), None)
