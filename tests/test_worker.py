@@ -187,13 +187,28 @@ def test_unknown_op_is_a_bad_request_and_the_worker_keeps_serving(worker):
     assert worker.request("ping")["ok"]
 
 
-def test_a_handler_bug_is_an_internal_error_and_the_worker_keeps_serving(worker):
+def test_a_field_the_operation_does_not_take_is_a_bad_request_and_the_worker_keeps_serving(
+    worker,
+):
     pid = worker.status().pid
     result = worker.request("analyze", not_an_argument=1)
-    assert result["error"]["kind"] == "internal_error"
+    assert result["error"]["kind"] == "bad_request"
     assert "not_an_argument" in result["error"]["message"]
     assert worker.request("ping")["ok"]
     assert worker.status().pid == pid
+
+
+def test_a_handler_bug_is_an_internal_error_in_the_reply_type(monkeypatch):
+    from viz.worker import handlers, protocol
+
+    def broken(progress, request):
+        raise KeyError("a jitscope bug")
+
+    monkeypatch.setitem(handlers.HANDLERS, "passes", broken)
+    reply = handlers.handle(protocol.Passes(code="def f(x):\n    return x\n"), lambda p: None)
+    assert isinstance(reply, protocol.PassesReply) and not reply.ok
+    assert reply.error.kind == "internal_error" and "a jitscope bug" in reply.error.message
+    assert "Traceback" in reply.error.detail
 
 
 def test_messages_are_length_prefixed_json():
