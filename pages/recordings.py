@@ -159,11 +159,10 @@ def page() -> None:
         format_func=lambda i: f"#{i} · {by_id[i].name} · {by_id[i].when}",
         key="rec_pick",
     )
-    data = db.recording(pick)
-    if data is None:
+    rec = db.recording(pick)
+    if rec is None:
         st.warning("That recording is gone (the history keeps the newest ones).")
         return
-    rec = Recording.from_dict(data)
     overview(rec)
     if rec.compiles:
         st.plotly_chart(charts.recording_timeline(rec), width="stretch")

@@ -14,7 +14,6 @@ import pytest
 import viz
 from viz.history import History
 from viz.recorder.journal import read_journal
-from viz.recorder.model import Recording
 from viz.spec import abstract_args, parse_spec
 
 
@@ -266,8 +265,7 @@ def test_journal_json_and_history_hold_the_same_recording(tmp_path):
         "static_value",
     }
     stored = History().recording(rid)
-    assert stored == data
-    assert Recording.from_dict(stored).to_dict() == data
+    assert stored is not None and stored.to_dict() == data
     (row,) = [r for r in History().recordings() if r.id == rid]
     assert row.name == "unit" and row.compiles == 2
 

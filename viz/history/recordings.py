@@ -13,7 +13,8 @@ import sqlite3
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Any
+
+from viz.recorder.model import Recording
 
 DEFAULT_KEEP_RECORDINGS = 200  # whole-program recordings (bounded detail each)
 
@@ -43,21 +44,21 @@ _RECORDING_COLUMNS = (
 )
 
 
-def insert_recording(db: sqlite3.Connection, recording: dict[str, Any]) -> int:
-    """Store a Recording JSON (`Recording.to_dict()`) in the open transaction; returns
-    its id. Keeps the newest DEFAULT_KEEP_RECORDINGS."""
-    program, summary = recording["program"], recording["summary"]
+def insert_recording(db: sqlite3.Connection, recording: Recording) -> int:
+    """Store a recording (its Recording JSON) in the open transaction; returns its id.
+    Keeps the newest DEFAULT_KEEP_RECORDINGS."""
+    program, summary = recording.program, recording.summary
     row = (
-        program.get("started") or time.time(),
-        program.get("name") or " ".join(program.get("argv") or []) or "?",
-        json.dumps(program.get("argv") or []),
-        program.get("cwd") or "",
-        program.get("wall_s"),
-        program.get("exit_code"),
-        summary.get("compiles", 0),
-        summary.get("compile_s", 0.0),
-        summary.get("functions", 0),
-        zlib.compress(json.dumps(recording, default=str).encode()),
+        program.started or time.time(),
+        program.name or " ".join(program.argv) or "?",
+        json.dumps(program.argv),
+        program.cwd,
+        program.wall_s,
+        program.exit_code,
+        summary.compiles,
+        summary.compile_s,
+        summary.functions,
+        zlib.compress(json.dumps(recording.to_dict(), default=str).encode()),
     )
     cursor = db.execute(
         "INSERT INTO recordings (created, name, argv, cwd, wall_s, exit_code, "
@@ -80,7 +81,7 @@ def newest_recordings(db: sqlite3.Connection, limit: int) -> list[RecordingRow]:
     return [RecordingRow(r[0], r[1], r[2], json.loads(r[3]), *r[4:]) for r in rows]
 
 
-def read_recording(db: sqlite3.Connection, recording_id: int) -> dict[str, Any] | None:
-    """The Recording JSON of one recording, None for an unknown id."""
+def read_recording(db: sqlite3.Connection, recording_id: int) -> Recording | None:
+    """One recording, decoded once; None for an unknown id."""
     row = db.execute("SELECT payload FROM recordings WHERE id = ?", (recording_id,)).fetchone()
-    return json.loads(zlib.decompress(row[0])) if row else None
+    return Recording.from_dict(json.loads(zlib.decompress(row[0]))) if row else None

@@ -33,6 +33,7 @@ from viz.history.recordings import (
 )
 from viz.history.runs import Recorded, Run, sample_of, shipped_sample, skeleton
 from viz.history.schema import MIGRATIONS, SCHEMA_VERSION, code_hash
+from viz.recorder.model import Recording
 from viz.report import Report
 from viz.samples import get_sample
 from viz.source import home
@@ -266,9 +267,8 @@ class History:
         return row[0] if row else None
 
     # -- recordings of whole programs ------------------------------------------
-    def record_recording(self, recording: dict[str, Any]) -> int:
-        """Store a Recording JSON (`Recording.to_dict()`); returns its id. Keeps the
-        newest DEFAULT_KEEP_RECORDINGS."""
+    def record_recording(self, recording: Recording) -> int:
+        """Store a recording; returns its id. Keeps the newest DEFAULT_KEEP_RECORDINGS."""
         with self._connect(write=True) as db:
             return insert_recording(db, recording)
 
@@ -277,8 +277,8 @@ class History:
         with self._connect() as db:
             return newest_recordings(db, limit)
 
-    def recording(self, recording_id: int) -> dict[str, Any] | None:
-        """The Recording JSON of one recording, None for an unknown id."""
+    def recording(self, recording_id: int) -> Recording | None:
+        """One recording, None for an unknown id."""
         with self._connect() as db:
             return read_recording(db, recording_id)
 

@@ -19,4 +19,4 @@ def save(
         print(json.dumps(data, indent=2, default=str))
     elif json_path:
         Path(json_path).write_text(json.dumps(data, indent=2, default=str))
-    return History().record_recording(data) if history else None
+    return History().record_recording(recording) if history else None
