@@ -16,10 +16,10 @@ from viz.report import (
     JaxprSection,
     Report,
     Runs,
-    RunTimes,
     StableHLOSection,
     Timings,
 )
+from viz.timing import RunStats
 from viz.worker.protocol import PassStep
 
 TIMINGS = Timings(
@@ -126,7 +126,7 @@ def test_the_pass_chart_names_each_pass_and_counts_ops_and_fusions() -> None:
 
 
 def test_the_run_distribution_has_one_box_per_timed_mode() -> None:
-    jit = RunTimes(0.01, 0.002, 0.001, 0.003, samples=2, number=1, per_call_s=[0.001, 0.002])
+    jit = RunStats(0.01, 0.002, 0.001, 0.003, samples=2, number=1, per_call_s=[0.001, 0.002])
     assert [b.name for b in charts.run_distribution(Report(run=Runs(jit=jit))).data] == ["jit"]
     assert list(charts.run_distribution(Report(run=Runs(jit=jit))).data[0].y) == [1.0, 2.0]
     assert charts.run_distribution(Report()).data == ()

@@ -18,6 +18,7 @@ from ui.graphs import show_graph
 from ui.results import Result
 from ui.workers import ask
 from viz.format import seconds
+from viz.fusion.profile import Profile
 from viz.fusion.report import PROFILE_RUNS
 from viz.fusion.selection import (
     Picked,
@@ -29,7 +30,7 @@ from viz.fusion.selection import (
     selected_eqns,
 )
 from viz.ir.model import Graph
-from viz.report import FusionEntry, ProfileSection
+from viz.report import FusionEntry
 from viz.worker.protocol import Analyzed
 
 
@@ -131,7 +132,7 @@ def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selectio
 
 
 def graphs(
-    profile: ProfileSection | None,
+    profile: Profile | None,
     fmap: list[FusionEntry],
     stablehlo: Graph,
     compiled: Graph,
@@ -254,9 +255,7 @@ def not_found(fmap: list[FusionEntry], stablehlo: Graph) -> None:
         )
 
 
-def kernel_table(
-    profile: ProfileSection | None, fmap: list[FusionEntry], device: str, index: int
-) -> None:
+def kernel_table(profile: Profile | None, fmap: list[FusionEntry], device: str, index: int) -> None:
     if profile and profile.kernels:
         st.plotly_chart(
             viz.fusion.view.kernel_time_chart(profile), width="stretch", key=f"fm_chart_{index}"

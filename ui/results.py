@@ -17,8 +17,9 @@ from ui.cards import report_json
 from viz import charts
 from viz.export import html_report
 from viz.format import nbytes, seconds, si
+from viz.fusion.profile import Profile
 from viz.history import History, HistoryError
-from viz.report import ProfileSection, Report
+from viz.report import Report
 from viz.worker.protocol import Analyze, Passes, PassesReply
 
 FULL_RESULTS = 8  # results that keep their graph models (each can be tens of MB)
@@ -38,7 +39,7 @@ class Result:
     sample: str | None = None  # the built-in sample whose code ran, if any
     folder: str | None = None  # the program's folder (a recorded file), for its imports
     passes: PassesReply | None = None  # the worker's pass-by-pass answer, once asked
-    profile: ProfileSection | None = None  # per-kernel times, once "Profile kernels" ran
+    profile: Profile | None = None  # per-kernel times, once "Profile kernels" ran
     trimmed: bool = False
 
     @property
@@ -50,7 +51,7 @@ class Result:
         return self.report.function
 
     @property
-    def kernel_profile(self) -> ProfileSection | None:
+    def kernel_profile(self) -> Profile | None:
         """The profile asked for later, else the one the analysis itself made."""
         return self.profile or self.report.profile
 

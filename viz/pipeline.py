@@ -30,7 +30,6 @@ from viz.report import (
     Memory,
     Report,
     Runs,
-    RunTimes,
     StableHLOSection,
 )
 from viz.stages import DEFAULT_MEMORY_LIMIT, Compiled, Lowered, Target, Traced, block
@@ -191,11 +190,11 @@ def _time_runs(report: Report, compiled: Compiled, runs: int, budget_s: float) -
     t = report.timings
     t.first_call_s, t.run_median_s, t.run_min_s = stats.first_call_s, stats.median_s, stats.min_s
     t.run_p90_s, t.runs = stats.p90_s, stats.samples
-    report.run = Runs(jit=RunTimes.from_dict(stats.to_dict()))
+    report.run = Runs(jit=stats)
     try:
         eager = compiled.time_eager(max(3, runs // 2), budget_s / 2)
     except Exception as exc:  # eager failing (e.g. jit-only code) is worth a note, not an error
         report.warnings.append(f"eager run failed: {type(exc).__name__}: {exc}")
         return
     t.eager_median_s = eager.median_s
-    report.run.eager = RunTimes.from_dict(eager.to_dict())
+    report.run.eager = eager

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from viz.errors import ErrorInfo
+from viz.fusion.profile import Profile
 from viz.ir.model import Graph
 from viz.plain import Plain, encode
+from viz.timing import RunStats
 
 # What each count counts; shown in the app and written into every report.
 COUNT_DEFINITIONS = {
@@ -88,24 +90,11 @@ class Memory(Plain):
 
 
 @dataclass
-class RunTimes(Plain):
-    """One run-time distribution (`viz.timing.RunStats` as data)."""
-
-    first_call_s: float
-    median_s: float
-    min_s: float
-    p90_s: float
-    samples: int  # how many timed samples
-    number: int  # calls per sample
-    per_call_s: list[float] = field(default_factory=list)  # one value per sample
-
-
-@dataclass
 class Runs(Plain):
-    """Run-time distributions: jit, and eager if it ran."""
+    """Run-time distributions (`viz.timing`): jit, and eager if it ran."""
 
-    jit: RunTimes | None = None
-    eager: RunTimes | None = None
+    jit: RunStats | None = None
+    eager: RunStats | None = None
 
 
 @dataclass
@@ -155,29 +144,6 @@ class FusionCoverage(Plain):
 
 
 @dataclass
-class KernelTime(Plain):
-    name: str
-    calls: int
-    mean_s: float
-    total_s: float
-    share: float
-
-
-@dataclass
-class ProfileSection(Plain):
-    """Per-kernel time under `jax.profiler` (`viz.fusion.profile`)."""
-
-    source: str
-    runs: int
-    step_s: float
-    kernels: list[KernelTime] = field(default_factory=list)
-    unattributed_s: float = 0.0
-    per_kernel_events: bool = True  # False: the platform emitted none by kernel name
-    concurrent: bool = False  # shares add up to more than 1
-    trace_file: str | None = None  # the Chrome JSON trace (gzip) JAX's profiler wrote
-
-
-@dataclass
 class DonatedArg(Plain):
     name: str  # the leaf as JAX names it: x, params['w']
     donated: bool
@@ -220,7 +186,7 @@ class Report(Plain):
     # issue #12: kernels and what went into them (viz.fusion.map), per-kernel time
     fusion_map: list[FusionEntry] = field(default_factory=list)
     fusion_map_coverage: FusionCoverage | None = None
-    profile: ProfileSection | None = None
+    profile: Profile | None = None
     mlir: str | None = None  # StableHLO with locations, when asked for (analyze(mlir=True))
     count_definitions: dict[str, str] = field(default_factory=lambda: dict(COUNT_DEFINITIONS))
     graph_models: dict[str, Graph] = field(default_factory=dict)  # full graphs, for the app

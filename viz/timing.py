@@ -12,12 +12,14 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from viz.plain import Plain
 
 
 @dataclass
-class RunStats:
+class RunStats(Plain):
     first_call_s: float
     median_s: float
     min_s: float
@@ -25,9 +27,6 @@ class RunStats:
     samples: int  # how many timed samples
     number: int  # calls per sample
     per_call_s: list[float] = field(default_factory=list)  # one value per sample
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _percentile(values: list[float], q: float) -> float:

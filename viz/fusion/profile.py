@@ -29,15 +29,17 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from viz.plain import Plain
 
 SOURCE = "jax.profiler"
 
 
 @dataclass
-class KernelTime:
+class KernelTime(Plain):
     name: str
     calls: int
     mean_s: float
@@ -46,7 +48,7 @@ class KernelTime:
 
 
 @dataclass
-class Profile:
+class Profile(Plain):
     source: str
     runs: int
     step_s: float
@@ -55,9 +57,6 @@ class Profile:
     per_kernel_events: bool = True  # False: the platform emitted none by kernel name
     concurrent: bool = False  # shares add up to more than 1
     trace_file: str | None = None  # the Chrome JSON trace (gzip) JAX's profiler wrote
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def profile_kernels(

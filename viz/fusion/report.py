@@ -13,7 +13,7 @@ from typing import Any
 
 from viz.fusion.map import fusion_map
 from viz.ir.kernels import kernel_names
-from viz.report import FusionCoverage, FusionEntry, ProfileSection, Report
+from viz.report import FusionCoverage, FusionEntry, Report
 
 PROFILE_RUNS = 5
 
@@ -54,7 +54,7 @@ def add_profile(
     except Exception as exc:  # e.g. another profiler session is running
         report.warnings.append(f"profile failed: {type(exc).__name__}: {exc}")
         return
-    report.profile = ProfileSection.from_dict(result.to_dict())
+    report.profile = result
     if not result.per_kernel_events:
         report.warnings.append(
             f"profile: this platform ({report.device}) emitted no per-kernel trace events"
