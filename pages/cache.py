@@ -121,18 +121,16 @@ with st.container(border=True):
         key="cache_guard",
         help="turn any miss after the first compile into an error, like a guard in your own code",
     )
-    route = st.session_state.get("cache_route", False)  # the toggle lives with the buckets
+    call_fields = {
+        **program_fields,
+        "placements": placements,
+        "fail_on_recompile": guard,
+        "persistent_cache": disk,
+        "route": st.session_state.get("cache_route", False),  # the toggle is with the buckets
+        "x64": x64,
+    }
     if c[0].button("Call", type="primary", width="stretch"):
-        call = CacheCall(
-            **program_fields,
-            args=spec,
-            placements=placements,
-            fail_on_recompile=guard,
-            persistent_cache=disk,
-            route=route,
-            x64=x64,
-        )
-        remember(ui.ask(call))
+        remember(ui.ask(CacheCall(**call_fields, args=spec)))
     if c[1].button("Clear cache", width="stretch"):
         remember(ui.ask(CacheState(**program_fields, clear=True)))
 
@@ -155,18 +153,9 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
                 st.stop()
             calls = [resize(spec, names, param, int(axis), size) for size in sizes]
             bar = st.progress(0.0, "sweeping…")
-            sweep = CacheCalls(
-                **program_fields,
-                calls=calls,
-                placements=placements,
-                fail_on_recompile=guard,
-                persistent_cache=disk,
-                route=route,
-                x64=x64,
-            )
             remember(
                 ui.ask(
-                    sweep,
+                    CacheCalls(**call_fields, calls=calls),
                     on_progress=lambda p: bar.progress(p.share, f"call {p.done} of {p.total}"),
                 )
             )

@@ -28,24 +28,28 @@ def seconds(value: float | None, signed: bool = False) -> str:
 
 def nbytes(value: float | None, signed: bool = False) -> str:
     """3.0 MiB, 512 B (binary units)."""
-    if value is None:
-        return MISSING
-    v = abs(value)
-    for unit, scale in _BYTES:
-        if v >= scale:
-            return f"{_sign(value, signed)}{v / scale:.1f} {unit}"
-    return f"{_sign(value, signed)}{v:.0f} B"
+    return _scaled(value, signed, _BYTES, 1, " B")
 
 
 def si(value: float | None, signed: bool = False) -> str:
     """FLOPs and the like: 1.23 G, 45.60 M, 789."""
+    return _scaled(value, signed, _SI, 2, "")
+
+
+def _scaled(
+    value: float | None,
+    signed: bool,
+    units: tuple[tuple[str, float], ...],
+    decimals: int,
+    base_unit: str,
+) -> str:
+    """`value` in the largest unit it reaches; below all of them, whole `base_unit`s."""
     if value is None:
         return MISSING
     v = abs(value)
-    for unit, scale in _SI:
-        if v >= scale:
-            return f"{_sign(value, signed)}{v / scale:.2f} {unit}"
-    return f"{_sign(value, signed)}{v:.0f}"
+    unit, scale = next(((u, k) for u, k in units if v >= k), (None, 1.0))
+    shown = f"{v / scale:.{decimals}f} {unit}" if unit else f"{v:.0f}{base_unit}"
+    return f"{_sign(value, signed)}{shown}"
 
 
 def count(value: float | None, signed: bool = False) -> str:
