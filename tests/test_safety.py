@@ -54,6 +54,14 @@ def test_the_project_config_serves_on_localhost_only() -> None:
     assert config["server"]["address"] == "127.0.0.1"
 
 
+def test_a_first_run_on_a_desktop_does_not_stop_at_streamlits_email_prompt() -> None:
+    from streamlit import config as streamlit_config
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["showEmailPrompt"] is False
+    assert "server.showEmailPrompt" in streamlit_config._config_options_template  # no typo
+
+
 def _listening_addresses(port: int) -> set[str]:
     """The local addresses with a socket listening on `port` (from /proc/net/tcp*)."""
     found = set()

@@ -90,6 +90,29 @@ def test_os_exit_in_user_code_is_a_worker_crash(fresh_worker):
     assert_next_request_succeeds(fresh_worker)
 
 
+EXITS = {
+    "sys_exit_in_the_function": ("import sys\n\n\ndef f(x):\n    sys.exit(0)\n", 5, "sys.exit(0)"),
+    "keyboard_interrupt": ("def f(x):\n    raise KeyboardInterrupt\n", 2, "KeyboardInterrupt"),
+    "sys_exit_at_module_level": (
+        "import sys\n\nsys.exit(3)\n\n\ndef f(x):\n    return x\n",
+        3,
+        "sys.exit(3)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(EXITS))
+def test_sys_exit_and_keyboard_interrupt_say_what_the_code_did_and_the_worker_lives(worker, name):
+    code, line, what = EXITS[name]
+    restarts = worker.status().restarts
+    result = analyze(worker, code)
+    assert result["error"]["kind"] == "user_exception"
+    assert what in result["error"]["message"] and f"at line {line}" in result["error"]["message"]
+    assert result["error"]["line"] == line and result["error"]["hint"]
+    assert worker.status().restarts == restarts  # no crash, no fresh worker
+    assert_next_request_succeeds(worker)
+
+
 MEMORY_HOGS = {
     "in_the_function": (
         "import numpy as np\n\n_kept = []\n\n\n"

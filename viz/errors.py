@@ -81,6 +81,29 @@ class UserCodeError(Exception):
         self.seconds = seconds
 
 
+def _user_exit(exc: BaseException, line: int | None, stage: str, detail: str) -> ErrorInfo:
+    """sys.exit() or KeyboardInterrupt in the user's code, said as what the code did."""
+    where = f" at line {line}" if line else ""
+    if isinstance(exc, SystemExit):
+        what = f"Your code called sys.exit({exc.code!r}){where}"
+        hint = (
+            "jitscope calls your function to trace, compile and time it: remove the "
+            "sys.exit() call, or keep script code under `if __name__ == '__main__':`"
+        )
+    else:
+        what = f"Your code raised KeyboardInterrupt{where}"
+        hint = "raise an ordinary exception instead (KeyboardInterrupt stops a program)"
+    return ErrorInfo(
+        "user_exception",
+        f"{what} while jitscope ran it ({stage}).",
+        hint,
+        line,
+        None,
+        stage,
+        detail,
+    )
+
+
 def user_line(exc: BaseException, user_file: str | None) -> int | None:
     """The deepest line of the user's own file in the exception's traceback."""
     if not user_file:
@@ -158,6 +181,11 @@ def _tracer_error(exc: BaseException, message: str) -> tuple[str, str, str]:
     )
 
 
+# What user code may raise that is no Exception: uncaught, either would end the worker
+# and read as a crash. Every place that runs user code catches them with Exception.
+USER_EXITS = (SystemExit, KeyboardInterrupt)
+
+
 def classify(exc: BaseException, stage: str, user_file: str | None = None) -> ErrorInfo:
     """Explain an exception raised in `stage` of the pipeline."""
     import jax
@@ -167,6 +195,8 @@ def classify(exc: BaseException, stage: str, user_file: str | None = None) -> Er
     message = str(exc)
     line = user_line(exc, user_file)
     detail = f"{type(exc).__name__}: {message}"
+    if isinstance(exc, USER_EXITS):
+        return _user_exit(exc, line, stage, detail)
     if isinstance(
         exc, jax.errors.ConcretizationTypeError | jax.errors.NonConcreteBooleanIndexError
     ):

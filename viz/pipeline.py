@@ -14,7 +14,7 @@ import jax
 
 import viz.graph
 from viz.donation import UNUSABLE_WARNING, read_donation
-from viz.errors import UserCodeError
+from viz.errors import USER_EXITS, UserCodeError
 from viz.fusion.report import PROFILE_RUNS, add_fusion_map, add_profile
 from viz.ir import model
 from viz.ir.hlo import read_hlo
@@ -193,7 +193,7 @@ def _time_runs(report: Report, compiled: Compiled, runs: int, budget_s: float) -
     report.run = Runs(jit=stats)
     try:
         eager = compiled.time_eager(max(3, runs // 2), budget_s / 2)
-    except Exception as exc:  # eager failing (e.g. jit-only code) is worth a note, not an error
+    except (Exception, *USER_EXITS) as exc:  # eager failing (jit-only code) is a note, not an error
         report.warnings.append(f"eager run failed: {type(exc).__name__}: {exc}")
         return
     t.eager_median_s = eager.median_s

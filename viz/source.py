@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from viz.errors import ErrorInfo, UserCodeError
+from viz.errors import USER_EXITS, ErrorInfo, UserCodeError
 
 
 def home() -> Path:
@@ -154,9 +154,11 @@ def load_module(code: str, folder: str | None = None) -> ModuleType:
     _register_module(name, module)
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
-        from viz.errors import user_line
+    except (Exception, *USER_EXITS) as exc:
+        from viz.errors import classify, user_line
 
+        if isinstance(exc, USER_EXITS):
+            raise UserCodeError(classify(exc, "load", str(path))) from None
         line = user_line(exc, str(path))
         raise UserCodeError(
             ErrorInfo(

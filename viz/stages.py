@@ -36,7 +36,7 @@ from typing import Any
 import jax
 
 from viz import events
-from viz.errors import ErrorInfo, ErrorKind, UserCodeError, classify
+from viz.errors import USER_EXITS, ErrorInfo, ErrorKind, UserCodeError, classify
 from viz.source import load_function
 from viz.spec import SpecError, abstract_args, concrete_args, input_bytes, parse_spec, uses_x64
 from viz.timing import RunStats, time_calls
@@ -101,7 +101,7 @@ def timed(stage: str, user_file: str | None) -> Iterator[list[float]]:
         yield seconds
     except UserCodeError:
         raise
-    except Exception as exc:
+    except (Exception, *USER_EXITS) as exc:
         spent = time.perf_counter() - start
         raise UserCodeError(classify(exc, stage, user_file), spent) from exc
     seconds.append(time.perf_counter() - start)

@@ -21,7 +21,7 @@ from viz.cache.events import CacheEvent, CallEvent, EntryRow, FailedEvent, Route
 from viz.cache.keys import call_signature
 from viz.cache.router import BucketRouter
 from viz.cache.signature import Reason, Signature, explain_miss
-from viz.errors import ErrorInfo
+from viz.errors import USER_EXITS, ErrorInfo
 from viz.spec import NARROWED, array_specs
 from viz.stages import Args, Target, block
 
@@ -154,7 +154,7 @@ class CacheSession:
                 start = time.perf_counter()
                 try:
                     block(self.jitted(*values))
-                except Exception:
+                except (Exception, *USER_EXITS):
                     self._record_failure(signature, size_before)
                     raise
                 wall = time.perf_counter() - start

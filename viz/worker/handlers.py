@@ -17,7 +17,7 @@ from typing import Any
 import jax
 
 from viz import demo
-from viz.errors import ErrorInfo, ErrorKind, UserCodeError, classify
+from viz.errors import USER_EXITS, ErrorInfo, ErrorKind, UserCodeError, classify
 from viz.report import Report
 from viz.source import load_function
 from viz.stages import Target
@@ -112,6 +112,8 @@ def handle(request: p.Request, progress: Progress) -> p.Reply:
         return HANDLERS[request.OP](progress, request)
     except UserCodeError as exc:
         return request.REPLY.failure(exc.info)
+    except USER_EXITS as exc:  # user code outside any stage (a lesson's loop): say what it did
+        return request.REPLY.failure(classify(exc, "run"))
     except Exception as exc:  # a bug in jitscope: report it, keep serving
         return request.REPLY.failure(
             ErrorInfo(
@@ -201,7 +203,7 @@ def _call(session: Any, args: str, request: p.CacheCalls | p.CacheCall) -> Any:
         return session.call(args, request.placements, request.fail_on_recompile, request.x64)
     except UserCodeError as exc:
         info = exc.info
-    except Exception as exc:
+    except (Exception, *USER_EXITS) as exc:
         info = classify(exc, "trace", session.target.user_file)
     return session.record_error(args, info)
 
