@@ -148,7 +148,7 @@ def _read_compiled(report: Report, compiled: Compiled) -> None:
         graph = report.graph_models["compiled"]
         section.op_count, section.ops = sum(hist.values()), hist
         section.fusion_count, section.kernel_count = fusion_count(graph), kernel_count(graph)
-        report.kernels = [Kernel.from_dict(k) for k in kernels(graph)]
+        report.kernels = [Kernel(**k) for k in kernels(graph)]
     report.cost = Cost(**compiled.cost())
     report.memory = Memory(**compiled.memory())
     report.warnings.extend(compiled.warnings)
@@ -180,7 +180,7 @@ def _read_graph(report: Report, ir: str, read: Callable[[], model.Graph]) -> dic
     except Exception as exc:
         report.warnings.append(f"could not read the {ir} graph: {type(exc).__name__}: {exc}")
         return None
-    report.graphs[ir] = GraphSummary.from_dict(viz.graph.summary(graph))
+    report.graphs[ir] = GraphSummary(**viz.graph.summary(graph))
     report.graph_models[ir] = graph
     return model.op_histogram(graph)
 

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from viz.ir.kernels import KernelRef, kernel_names, kernel_of
 from viz.ir.model import Graph, Node, Path, name_parts
+from viz.report import FusionEntry
 
 Parts = tuple[str, ...]
 Loc = tuple[str, int, int]
@@ -96,28 +97,8 @@ NOT_COUNTED = {
 
 
 @dataclass
-class MapEntry:
-    """One kernel (or one `no_kernel` instruction) and what went into it."""
-
-    kernel: str
-    kind: str
-    stablehlo_ops: list[dict[str, str]] = field(default_factory=list)  # {id, name}
-    jaxpr_eqns: list[dict[str, str]] = field(default_factory=list)  # {id, primitive}
-    lines: list[int] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kernel": self.kernel,
-            "kind": self.kind,
-            "stablehlo_ops": self.stablehlo_ops,
-            "jaxpr_eqns": self.jaxpr_eqns,
-            "lines": self.lines,
-        }
-
-
-@dataclass
 class FusionMap:
-    entries: list[MapEntry]
+    entries: list[FusionEntry]
     # 'stablehlo' / 'jaxpr' → share found (None: no ops); 'counts' → per IR: ops,
     # by_metadata, by_dataflow, folded
     coverage: dict[str, Any]
@@ -140,7 +121,7 @@ def fusion_map(graphs: dict[str, Graph], user_file: str | None = None) -> Fusion
     if compiled is None:
         return FusionMap([], {"stablehlo": None, "jaxpr": None})
     index = _Index(compiled)
-    entries = {name: MapEntry(name, "") for name in kernel_names(compiled)}
+    entries = {name: FusionEntry(name, "") for name in kernel_names(compiled)}
     coverage: dict[str, Any] = {}
     counts: dict[str, dict[str, int]] = {}
     for ir in ("stablehlo", "jaxpr"):
@@ -160,7 +141,7 @@ def fusion_map(graphs: dict[str, Graph], user_file: str | None = None) -> Fusion
         for op in ops:
             via = "metadata" if direct.get(op.id) else "dataflow"
             for ref in found.get(op.id, ()):
-                entry = entries.setdefault(ref.name, MapEntry(ref.name, ref.kind))
+                entry = entries.setdefault(ref.name, FusionEntry(ref.name, ref.kind))
                 entry.kind = ref.kind
                 if ir == "stablehlo":
                     entry.stablehlo_ops.append({"id": op.id, "name": op.op, "via": via})
@@ -178,7 +159,7 @@ def counted_ops(graph: Graph, ir: str) -> list[Node]:
     return [n for n in graph.nodes if n.kind == "op" and n.op not in skip]
 
 
-def _add_line(entry: MapEntry, node: Node, user_file: str | None) -> None:
+def _add_line(entry: FusionEntry, node: Node, user_file: str | None) -> None:
     src = node.source
     if src is None or not src.line or (user_file is not None and src.file != user_file):
         return
@@ -187,7 +168,7 @@ def _add_line(entry: MapEntry, node: Node, user_file: str | None) -> None:
 
 
 def _fill_kernels(
-    entries: dict[str, MapEntry],
+    entries: dict[str, FusionEntry],
     compiled: Graph,
     kernel: Callable[[Node], KernelRef],
     user_file: str | None,

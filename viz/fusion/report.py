@@ -13,7 +13,7 @@ from typing import Any
 
 from viz.fusion.map import fusion_map
 from viz.ir.kernels import kernel_names
-from viz.report import FusionCoverage, FusionEntry, Report
+from viz.report import FusionCoverage, Report
 
 PROFILE_RUNS = 5
 
@@ -26,12 +26,12 @@ def add_fusion_map(report: Report) -> Report:
     if report.fusion_map_coverage is not None or "compiled" not in report.graph_models:
         return report
     try:
-        found = fusion_map(report.graph_models, report.source_file).to_dict()
+        found = fusion_map(report.graph_models, report.source_file)
     except Exception as exc:  # a bug here must not hide the other results
         report.warnings.append(f"could not build the fusion map: {type(exc).__name__}: {exc}")
         return report
-    report.fusion_map = [FusionEntry.from_dict(e) for e in found["fusion_map"]]
-    report.fusion_map_coverage = FusionCoverage.from_dict(found["fusion_map_coverage"])
+    report.fusion_map = found.entries
+    report.fusion_map_coverage = FusionCoverage(**found.coverage)
     return report
 
 
