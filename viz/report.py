@@ -132,6 +132,15 @@ class FusionEntry(Plain):
     def is_kernel(self) -> bool:
         return self.kind != "no_kernel"
 
+    def to_dict(self) -> dict[str, Any]:  # thousands per large report: plain data already
+        return {
+            "kernel": self.kernel,
+            "kind": self.kind,
+            "stablehlo_ops": self.stablehlo_ops,
+            "jaxpr_eqns": self.jaxpr_eqns,
+            "lines": self.lines,
+        }
+
 
 @dataclass
 class FusionCoverage(Plain):
@@ -194,10 +203,10 @@ class Report(Plain):
     def to_dict(self, include_models: bool = False) -> dict[str, Any]:
         """Plain data: the JSON of DESIGN.md's report contract (serializes only). The
         graph models travel only when asked for (the worker sends them to the app)."""
-        data = {f.name: encode(getattr(self, f.name)) for f in fields(self)}
+        names = [f.name for f in fields(self)]
         if not include_models:
-            del data["graph_models"]
-        return data
+            names.remove("graph_models")
+        return {name: encode(getattr(self, name)) for name in names}
 
     def fail(self, error: ErrorInfo) -> Report:
         self.ok = False
