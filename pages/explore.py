@@ -157,9 +157,10 @@ def argument_table(code: str, prog: Program) -> tuple[str, list[str], list[str]]
 
 def analyze(runs: int) -> None:
     prog = ui.program()
+    request = prog.analysis(ui.device(), runs)
     with st.spinner("Tracing, lowering, compiling and timing in the worker…"):
-        reply: Analyzed = ui.ask(prog.analysis(ui.device(), runs))
-    res = Result(reply.report, prog.code, reply.stdout, sample=prog.sample, folder=prog.folder)
+        reply: Analyzed = ui.ask(request)
+    res = Result(request, reply.report, reply.stdout)
     res.history_id = results.record(res.report, res.code, res.sample)
     results.add(res)
     st.query_params.from_dict(share.link(prog, ui.device(), demo.enabled()))
@@ -224,7 +225,7 @@ def fusion_link(r: Report) -> None:
     text, button = st.columns([4, 1], vertical_alignment="center")
     text.markdown(
         f"**Fusion map**: {coverage.stablehlo:.0%} of the StableHLO ops traced to the "
-        f"{r.kernel_count} kernels XLA runs, each with its source lines"
+        f"{r.mapped_kernels} kernels XLA runs, each with its source lines"
     )
     button.button("Open the fusion map", key="ov_fusion", on_click=_open_tab, args=("Fusion",))
 
@@ -264,7 +265,8 @@ def overview_graphs(r: Report) -> None:
 def ir_tab(res: Result, ir: str, index: int) -> None:
     r = res.report
     models = r.graph_models
-    text = getattr(r, ir).text
+    section = getattr(r, ir)
+    text = section.text if section else ""  # a failed lower or compile has no section
     if res.trimmed:
         st.caption(
             f"Only the last {FULL_RESULTS} results keep their graphs: analyze again to see it."

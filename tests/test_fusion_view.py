@@ -13,6 +13,7 @@ import pytest
 import viz.fusion.view
 import viz.graph
 from viz import analyze
+from viz.fusion.profile import KernelTime, Profile
 from viz.report import Report
 
 
@@ -98,14 +99,15 @@ def test_source_lines_are_tinted_by_kernel(report: Report) -> None:
     assert "outline" in html and "&gt;" not in row.split("</span>")[0]
 
 
+def profile_of(*kernels: tuple[str, float, float]) -> Profile:
+    """A profile of (name, mean seconds, share) kernels, one call each."""
+    timed = [KernelTime(name, 1, mean, mean, share) for name, mean, share in kernels]
+    return Profile("test", 1, sum(k.mean_s for k in timed), timed)
+
+
 def test_kernel_table_sorts_by_time_when_profiled(report: Report) -> None:
-    names = [e["kernel"] for e in report.fusion_map if e["kind"] != "no_kernel"]
-    profile = {
-        "kernels": [
-            {"name": names[0], "mean_s": 1e-3, "share": 0.2},
-            {"name": names[-1], "mean_s": 3e-3, "share": 0.6},
-        ]
-    }
+    names = [e.kernel for e in report.fusion_map if e.is_kernel]
+    profile = profile_of((names[0], 1e-3, 0.2), (names[-1], 3e-3, 0.6))
     rows = viz.fusion.view.kernel_rows(report.fusion_map, profile)
     assert rows[0]["kernel"] == names[-1] and rows[0]["time / step (ms)"] == 3.0
     assert rows[1]["share"] == 0.2
@@ -113,9 +115,7 @@ def test_kernel_table_sorts_by_time_when_profiled(report: Report) -> None:
 
 
 def test_heat_is_deepest_on_the_slowest_kernel() -> None:
-    heat = viz.fusion.view.heat_colours(
-        {"kernels": [{"name": "a", "mean_s": 1.0}, {"name": "b", "mean_s": 0.01}]}
-    )
+    heat = viz.fusion.view.heat_colours(profile_of(("a", 1.0, 0.99), ("b", 0.01, 0.01)))
     assert heat["a"] < heat["b"]  # less green/blue: a deeper red
 
 

@@ -73,7 +73,7 @@ def test_editing_the_code_leaves_the_sample_behind() -> None:
     program.edit(program.code)
     assert program.sample == "outer_inner"
     program.edit(program.code + "\n# mine\n")
-    assert (program.sample, program.hint("INNER")) == (None, None)
+    assert program.sample is None and program.hint("INNER") == "f"  # the hint stays
 
 
 def test_spec_rows_name_each_parameter_and_join_back() -> None:
@@ -130,3 +130,18 @@ def test_replies_decode_their_nested_types_and_keep_stdout_beside_the_report() -
 def test_an_answer_that_does_not_decode_is_a_clear_internal_error() -> None:
     reply = protocol.decode_reply(protocol.Ping(), {"ok": True, "devices": 3, "error": "x"})
     assert not reply.ok and reply.error.kind == "internal_error"
+
+
+def test_pass_names_survive_the_wire() -> None:
+    reply = protocol.PassesReply(steps=[protocol.PassStep(3, "opt", "fusion", 7, 2)])
+    wire = reply.to_dict()
+    assert wire["steps"][0]["pass"] == "fusion" and "pass_" not in wire["steps"][0]
+    back = protocol.decode_reply(protocol.Passes(), wire)
+    assert back.steps[0].pass_ == "fusion"
+
+
+def test_plain_fields_are_the_dataclass_fields_not_its_class_constants() -> None:
+    request = protocol.Analyze(code="x")
+    assert "OP" not in list(request) and "REPLY" not in request.to_dict()
+    with pytest.raises(KeyError):
+        request["REPLY"]

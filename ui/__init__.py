@@ -5,12 +5,12 @@ and graphs come from `viz` as plain data; nothing here imports jax.
 - `workers`: the server's worker pool and this session's requests;
 - `program`: the current program shared by every page, samples, spec rows;
 - `sidebar`: device picker, worker status, notices;
-- `cards`: error cards and formatting;
+- `cards`: error cards, code excerpts, the report download;
 - `graphs`: graph panels and the pan-and-zoom frame;
 - `lessons`: the lesson pages' run/cancel controls;
 - `editor`: the code editor; `fusion`: the Fusion tab's map views.
 
-Pages use the names re-exported here (`ui.request`, `ui.graph_panel`, ...).
+Pages use the names re-exported here (`ui.ask`, `ui.graph_panel`, ...).
 """
 
 from ui.cards import error_card, excerpt, report_json, stamp

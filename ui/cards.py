@@ -37,8 +37,8 @@ def excerpt(code: str, line: int, context: int = 3) -> str:
 
 
 def report_json(report: Report) -> str:
-    """The report JSON the CLI writes (graph models are the app's, not the report's)."""
-    return json.dumps(report.to_dict(), indent=2, default=str)
+    """The report file the CLI writes with `--json`."""
+    return json.dumps(report.public_dict(), indent=2, default=str)
 
 
 def stamp() -> str:

@@ -1,6 +1,7 @@
 """The Fusion tab's main view: which ops became which kernel, where each came
 from, and where the time goes. Layout only: the map and the profile come from
-the worker in the report; colours, tints and tables from `viz.fusion_view`.
+the worker in the report; colours, tints and tables from `viz.fusion.view`, what a
+pick lights up from `viz.fusion.selection`.
 Nothing here imports jax.
 """
 

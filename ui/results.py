@@ -27,20 +27,27 @@ FULL_RESULTS = 8  # results that keep their graph models (each can be tens of MB
 
 @dataclass
 class Result:
-    """One analysis shown in Explore. The only change ever made to its report is
-    dropping the graph models once the result is old (`trim`): they are the app's
-    copy of the graphs, not part of the report JSON."""
+    """One analysis shown in Explore: the request that ran and the worker's answer.
+    The only change ever made to its report is dropping the graph models once the
+    result is old (`trim`): they are the app's copy of the graphs, not part of the
+    report JSON."""
 
+    asked: Analyze  # what ran: code, function, spec, settings (a variant changes one)
     report: Report
-    code: str
     stdout: str = ""  # what the user's code printed
     stamp: str = field(default_factory=lambda: time.strftime("%H:%M:%S"))
     history_id: int | None = None
-    sample: str | None = None  # the built-in sample whose code ran, if any
-    folder: str | None = None  # the program's folder (a recorded file), for its imports
     passes: PassesReply | None = None  # the worker's pass-by-pass answer, once asked
     profile: Profile | None = None  # per-kernel times, once "Profile kernels" ran
     trimmed: bool = False
+
+    @property
+    def code(self) -> str:
+        return self.asked.code
+
+    @property
+    def sample(self) -> str | None:
+        return self.asked.sample  # the built-in sample whose code ran, if any
 
     @property
     def ok(self) -> bool:
@@ -61,27 +68,13 @@ class Result:
             self.trimmed = True
 
     def request(self, **changes: Any) -> Analyze:
-        """This result's analysis as a request: a second compile of the same run
-        (profile, a variant) must use all its settings; `changes` changes some."""
-        r = self.report
-        asked = Analyze(
-            code=self.code,
-            function=r.function,
-            args=r.args,
-            static=list(r.static),
-            donate=list(r.donate),
-            compiler_options=dict(r.compiler_options),
-            device=r.device,
-            x64=r.x64,
-            sample=self.sample,
-            folder=self.folder,
-        )
-        return replace(asked, **changes)
+        """This result's analysis again, `changes` changed: a second compile of the
+        same run (profile, a variant) must use all its settings."""
+        return replace(self.asked, **changes)
 
     def passes_request(self) -> Passes:
         """Pass-by-pass, compiled with this result's settings."""
-        asked = self.request()
-        return Passes(**{f.name: getattr(asked, f.name) for f in fields(Passes)})
+        return Passes(**{f.name: getattr(self.asked, f.name) for f in fields(Passes)})
 
     def label(self, index: int) -> str:
         r = self.report

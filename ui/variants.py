@@ -128,8 +128,7 @@ def run_variant(original: Result, label: str, request: Analyze) -> None:
     (a failed variant stays in Explore with its error card)."""
     with st.spinner(f"{label}: tracing, lowering, compiling and timing in the worker…"):
         reply: Analyzed = ask(request)
-    variant = Result(reply.report, request.code, reply.stdout, sample=original.sample)
-    variant.folder = original.folder
+    variant = Result(request, reply.report, reply.stdout)
     variant.history_id = record(variant.report, variant.code, variant.sample)
     add(variant)
     if not variant.ok:

@@ -86,7 +86,7 @@ def ask(request: R, role: str = "main", on_progress: Any = None) -> Any:
     back as replies too). While it waits behind other sessions' requests, the page
     says its place in the queue. In demo mode the request names the program's sample:
     the worker reads the code from there."""
-    if demo.enabled() and hasattr(request, "sample"):
+    if demo.enabled() and hasattr(request, "sample") and request.sample is None:  # type: ignore[attr-defined]
         request = replace(request, sample=program().sample)  # type: ignore[type-var]
     st.session_state.pop("worker_notice", None)
     target = worker(role)

@@ -196,14 +196,6 @@ def _write_exports(args: argparse.Namespace, report: Report) -> None:
             print(f"no trace written: {exc}", file=sys.stderr)
 
 
-def report_json(report: Report) -> dict[str, Any]:
-    """The `--json` of `analyze`: the report's JSON, without the StableHLO text with
-    locations (that goes to `--mlir`) and without graph models or stdout."""
-    data = report.to_dict()
-    del data["mlir"]
-    return data
-
-
 def cache_json(reply: CacheReply) -> dict[str, Any]:
     """The Cache JSON of DESIGN.md: `ok`, `error` and every call's event."""
     return {
@@ -235,7 +227,7 @@ def _analyze(args: argparse.Namespace, worker: Worker) -> None:
         cli_history.record(reply.report, code)
     print(summarize_report(report))
     _write_exports(args, report)
-    _write_json(args.json, report_json(report))
+    _write_json(args.json, report.public_dict())
     if args.html:
         from viz.export import html_report
 

@@ -100,11 +100,9 @@ def html_report(report: Report) -> str:
         parts.append(fig.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False))
     parts.append(viz.fusion.view.html_section(report))  # issue #12: the map and kernel times
     parts.extend(_ir_sections(report))
-    public = report.to_dict()
-    del public["mlir"]  # as the CLI's --json: the located StableHLO is --mlir's file
     parts.append(
         "<h2>Report JSON</h2><pre>"
-        + html.escape(json.dumps(public, indent=1, default=str))
+        + html.escape(json.dumps(report.public_dict(), indent=1, default=str))
         + "</pre>"
     )
     return (

@@ -1,8 +1,8 @@
 """`Plain`: the base of the plain-data dataclasses that cross a boundary (worker →
 app, report → JSON, history → page). A plain dataclass converts to its JSON
 (`to_dict`) and back (`from_dict`), nested plain fields included, decoded by their
-type hints: `list[Kernel]`, `dict[str, GraphSummary]`, `ErrorInfo | None`. It can
-also be read like its JSON (`section["key"]`), which tests and scripts use."""
+type hints: `list[Kernel]`, `dict[str, GraphSummary]`, `ErrorInfo | None`. Its
+fields can also be read by name (`section["key"]`), which tests and scripts use."""
 
 from __future__ import annotations
 

@@ -38,9 +38,10 @@ class Program:
         )
 
     def edit(self, code: str) -> None:
-        """The user changed the code: it is no longer the sample's (nor the file's)."""
+        """The user changed the code: it is no longer the sample's (nor the file's); the
+        sample's lesson hints stay, as long as the functions they name do."""
         if code != self.code:
-            self.code, self.sample, self.extra, self.origin = code, None, {}, ""
+            self.code, self.sample, self.origin = code, None, ""
 
     def hint(self, name: str) -> Any:
         """A lesson hint of the sample (INNER, LOOP_STEP, BATCH_ARG), None if absent."""

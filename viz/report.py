@@ -208,6 +208,14 @@ class Report(Plain):
             names.remove("graph_models")
         return {name: encode(getattr(self, name)) for name in names}
 
+    def public_dict(self) -> dict[str, Any]:
+        """The report file jitscope writes (the CLI's `--json`, the app's download, the
+        HTML export): the JSON without the StableHLO with locations, which goes to a
+        file of its own (`--mlir`)."""
+        data = self.to_dict()
+        del data["mlir"]
+        return data
+
     def fail(self, error: ErrorInfo) -> Report:
         self.ok = False
         self.error = error
@@ -229,7 +237,7 @@ class Report(Plain):
         return sum(v or 0 for v in (m.argument_bytes, m.output_bytes, m.temp_bytes))
 
     @property
-    def kernel_count(self) -> int:
+    def mapped_kernels(self) -> int:
         """Kernels in the fusion map (`no_kernel` instructions left out)."""
         return sum(1 for e in self.fusion_map if e.is_kernel)
 

@@ -39,7 +39,7 @@ class CallEvent(Plain):
 
     @property
     def status(self) -> str:
-        """What the table says of the entry: traced, loaded or compiled."""
+        """What a miss did to get its executable: loaded it from disk, or compiled it."""
         return "loaded from disk" if self.from_disk else "compile"
 
 

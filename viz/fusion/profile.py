@@ -165,10 +165,10 @@ def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def save_trace(profile: dict[str, Any], out: Path) -> None:
+def save_trace(profile: Profile, out: Path) -> None:
     """Copy the Chrome JSON trace of a profile to `out` (gzip kept when `out` ends
     in .gz, else written plain). Raises FileNotFoundError without one."""
-    src = Path(profile.get("trace_file") or "")
+    src = Path(profile.trace_file or "")
     if not src.is_file():
         raise FileNotFoundError("the profile kept no trace file")
     if out.suffix == ".gz":

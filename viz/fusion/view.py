@@ -20,8 +20,10 @@ from typing import Any
 import plotly.graph_objects as go
 
 import viz.graph
+from viz.fusion.profile import Profile
 from viz.ir.kernels import kernel_of
 from viz.ir.model import Graph, Path
+from viz.report import FusionCoverage, FusionEntry, Report
 
 MAX_STRIPES = 6  # a group's fill shows at most this many kernels' colours
 NOT_FOUND = "#ffffff"
@@ -38,25 +40,24 @@ def kernel_colours(kernels: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def heat_colours(profile: dict[str, Any] | None) -> dict[str, str]:
+def heat_colours(profile: Profile | None) -> dict[str, str]:
     """kernel → white (no time) … deep red (the slowest kernel), by time per step."""
-    kernels = (profile or {}).get("kernels") or []
-    top = max((k["mean_s"] for k in kernels), default=0.0)
+    kernels = profile.kernels if profile else []
+    top = max((k.mean_s for k in kernels), default=0.0)
     out = {}
     for k in kernels:
-        t = (k["mean_s"] / top) ** 0.5 if top > 0 else 0.0  # sqrt: small ones stay visible
+        t = (k.mean_s / top) ** 0.5 if top > 0 else 0.0  # sqrt: small ones stay visible
         g = int(255 - 190 * t)
-        out[k["name"]] = f"#ff{g:02x}{g:02x}" if t > 0 else NOT_FOUND
+        out[k.name] = f"#ff{g:02x}{g:02x}" if t > 0 else NOT_FOUND
     return out
 
 
-def ops_by_kernel(fusion_map: list[dict[str, Any]], ir: str) -> dict[str, list[str]]:
+def ops_by_kernel(fusion_map: list[FusionEntry], ir: str) -> dict[str, list[str]]:
     """op id → kernels it went into, for 'stablehlo' or 'jaxpr' ops."""
-    key = "stablehlo_ops" if ir == "stablehlo" else "jaxpr_eqns"
     out: dict[str, list[str]] = {}
     for entry in fusion_map:
-        for op in entry[key]:
-            out.setdefault(op["id"], []).append(entry["kernel"])
+        for op in entry.stablehlo_ops if ir == "stablehlo" else entry.jaxpr_eqns:
+            out.setdefault(op["id"], []).append(entry.kernel)
     return out
 
 
@@ -147,21 +148,21 @@ def selection_view(graph: Graph, ids: Iterable[str], focus: bool = False) -> viz
     return view
 
 
-def line_kernels(fusion_map: list[dict[str, Any]]) -> dict[int, list[str]]:
+def line_kernels(fusion_map: list[FusionEntry]) -> dict[int, list[str]]:
     """source line → the kernels its ops went into (largest first)."""
     counts: dict[int, Counter[str]] = {}
     for entry in fusion_map:
-        if entry["kind"] == "no_kernel":
+        if not entry.is_kernel:
             continue
-        weight = len(entry["stablehlo_ops"]) + len(entry["jaxpr_eqns"]) or 1
-        for line in entry["lines"]:
-            counts.setdefault(line, Counter())[entry["kernel"]] += weight
+        weight = len(entry.stablehlo_ops) + len(entry.jaxpr_eqns) or 1
+        for line in entry.lines:
+            counts.setdefault(line, Counter())[entry.kernel] += weight
     return {line: [k for k, _ in c.most_common()] for line, c in counts.items()}
 
 
 def tinted_source(
     code: str,
-    fusion_map: list[dict[str, Any]],
+    fusion_map: list[FusionEntry],
     colours: dict[str, str],
     selected: set[int] = frozenset(),  # type: ignore[assignment]
 ) -> str:
@@ -212,44 +213,42 @@ def _chips(kernels: list[str], colours: dict[str, str]) -> str:
     return "".join(f'<span class="chip" style="background:{colours[k]}"></span>' for k in kernels)
 
 
-def kernel_rows(
-    fusion_map: list[dict[str, Any]], profile: dict[str, Any] | None
-) -> list[dict[str, Any]]:
+def kernel_rows(fusion_map: list[FusionEntry], profile: Profile | None) -> list[dict[str, Any]]:
     """The kernel table: kernel, kind, StableHLO ops by name, jaxpr eqns, source
     lines, and time per step and share when profiled (slowest first then)."""
-    times = {k["name"]: k for k in (profile or {}).get("kernels") or []}
+    times = {k.name: k for k in profile.kernels} if profile else {}
     rows = []
     for entry in fusion_map:
-        ops = Counter(o["name"].removeprefix("stablehlo.") for o in entry["stablehlo_ops"])
-        eqns = Counter(e["primitive"] for e in entry["jaxpr_eqns"])
+        ops = Counter(o["name"].removeprefix("stablehlo.") for o in entry.stablehlo_ops)
+        eqns = Counter(e["primitive"] for e in entry.jaxpr_eqns)
         row: dict[str, Any] = {
-            "kernel": entry["kernel"],
-            "kind": entry["kind"],
+            "kernel": entry.kernel,
+            "kind": entry.kind,
             "StableHLO ops": ", ".join(f"{op} ×{n}" for op, n in ops.most_common()),
             "jaxpr eqns": ", ".join(f"{p} ×{n}" for p, n in eqns.most_common()),
-            "source lines": ", ".join(str(x) for x in entry["lines"]),
+            "source lines": ", ".join(str(x) for x in entry.lines),
         }
         if profile:
-            t = times.get(entry["kernel"])
-            row["time / step (ms)"] = round(t["mean_s"] * 1e3, 4) if t else None
-            row["share"] = round(t["share"], 4) if t else None
+            t = times.get(entry.kernel)
+            row["time / step (ms)"] = round(t.mean_s * 1e3, 4) if t else None
+            row["share"] = round(t.share, 4) if t else None
         rows.append(row)
     if profile:
         rows.sort(key=lambda r: -(r["time / step (ms)"] or 0))
     return rows
 
 
-def kernel_time_chart(profile: dict[str, Any], top: int = 25) -> go.Figure:
+def kernel_time_chart(profile: Profile, top: int = 25) -> go.Figure:
     """Time per step of the slowest kernels, sorted, as horizontal bars."""
-    kernels = (profile.get("kernels") or [])[:top]
+    kernels = profile.kernels[:top]
     fig = go.Figure(
         go.Bar(
-            x=[k["mean_s"] * 1e3 for k in kernels],
-            y=[k["name"] for k in kernels],
+            x=[k.mean_s * 1e3 for k in kernels],
+            y=[k.name for k in kernels],
             orientation="h",
-            marker_color=list(heat_colours(profile).get(k["name"], "#ccc") for k in kernels),
+            marker_color=list(heat_colours(profile).get(k.name, "#ccc") for k in kernels),
             marker_line={"color": "#b03030", "width": 1},
-            text=[f"{k['share']:.1%}" for k in kernels],
+            text=[f"{k.share:.1%}" for k in kernels],
             textposition="outside",
             hovertemplate="%{y}: %{x:.3f} ms per step<extra></extra>",
         )
@@ -265,13 +264,13 @@ def kernel_time_chart(profile: dict[str, Any], top: int = 25) -> go.Figure:
     return fig
 
 
-def coverage_text(coverage: dict[str, Any] | None) -> str:
+def coverage_text(coverage: FusionCoverage | None) -> str:
     """One line: how much of each IR the map found, and how."""
     if not coverage:
         return "No fusion map (the function did not compile)."
     parts = []
     for ir, title in (("stablehlo", "StableHLO ops"), ("jaxpr", "jaxpr equations")):
-        share, counts = coverage.get(ir), (coverage.get("counts") or {}).get(ir) or {}
+        share, counts = getattr(coverage, ir), coverage.counts.get(ir) or {}
         if share is None:
             continue
         meta, flow = counts.get("by_metadata", 0), counts.get("by_dataflow", 0)
@@ -280,7 +279,7 @@ def coverage_text(coverage: dict[str, Any] | None) -> str:
             f"**{share:.0%}** of {counts.get('ops', 0)} {title} "
             f"({meta} by XLA's metadata, {flow} by dataflow, {missing} not found)"
         )
-    folded = (coverage.get("counts") or {}).get("stablehlo", {}).get("folded", 0)
+    folded = coverage.counts.get("stablehlo", {}).get("folded", 0)
     return (
         "Found in the compiled program: "
         + " · ".join(parts)
@@ -288,21 +287,21 @@ def coverage_text(coverage: dict[str, Any] | None) -> str:
     )
 
 
-def html_section(report: dict[str, Any]) -> str:
+def html_section(report: Report) -> str:
     """The offline HTML report's fusion map: coverage, the kernel-time chart when
     profiled (plotly.js must already be on the page), and the kernel table."""
-    fusion_map = report.get("fusion_map") or []
+    fusion_map = report.fusion_map
     if not fusion_map:
         return ""
-    profile = report.get("profile")
+    profile = report.profile
     parts = [
         "<h2>Fusion map</h2>",
-        f"<p>{html.escape(coverage_text(report.get('fusion_map_coverage')).replace('**', ''))}</p>",
+        f"<p>{html.escape(coverage_text(report.fusion_map_coverage).replace('**', ''))}</p>",
     ]
-    if profile and profile.get("kernels"):
+    if profile and profile.kernels:
         parts.append(
-            f"<p>Profiled with {html.escape(profile['source'])}: {profile['runs']} runs, "
-            f"{profile['step_s'] * 1e3:.3f} ms per step.</p>"
+            f"<p>Profiled with {html.escape(profile.source)}: {profile.runs} runs, "
+            f"{profile.step_s * 1e3:.3f} ms per step.</p>"
         )
         parts.append(kernel_time_chart(profile).to_html(full_html=False, include_plotlyjs=False))
     rows = kernel_rows(fusion_map, profile)

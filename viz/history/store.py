@@ -294,8 +294,8 @@ class History:
 
     def report(self, run_id: int) -> Report | None:
         """The run's report: the full report while it is kept, else a skeleton rebuilt
-        from the summary numbers (no texts, kernels or graphs; `get(id).full` says
-        which). None for an unknown id."""
+        from the summary numbers (no texts, kernels or graphs; `recorded(id).run.full`
+        says which). None for an unknown id."""
         recorded = self.recorded(run_id)
         return recorded.report if recorded else None
 

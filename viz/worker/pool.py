@@ -12,6 +12,7 @@ from collections import OrderedDict
 
 from viz.worker.client import DEFAULT_TIMEOUT_S, LESSON_TIMEOUT_S, Worker
 from viz.worker.limits import MemoryBudget, default_memory_limit
+from viz.worker.protocol import Ping
 
 
 def default_pool_size() -> int:
@@ -67,7 +68,7 @@ class WorkerPool:
                 self._workers[key] = worker
                 if role == "main" and device in self._warmed:
                     threading.Thread(
-                        target=worker.request, args=("ping",), kwargs={"warm": True}, daemon=True
+                        target=worker.ask, args=(Ping(warm=True),), daemon=True
                     ).start()
             return self._workers[key]
 

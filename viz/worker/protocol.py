@@ -134,4 +134,4 @@ def decode_reply(request: Request, payload: dict[str, Any]) -> Reply:
                 "this is a jitscope bug; please report it",
                 stage="worker",
             )
-        )
+        ).answering(request)

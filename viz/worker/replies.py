@@ -110,7 +110,7 @@ class PassStep(Plain):
         if data is None:
             return None
         data = dict(data)
-        data["pass_"] = data.pop("pass", "")
+        data.setdefault("pass_", data.pop("pass", ""))
         return super().from_dict(data)
 
 

@@ -41,7 +41,7 @@ class Request(Plain):
     def specs(self) -> list[str]:
         """The argument specs the request will evaluate (demo mode checks each)."""
         spec = getattr(self, "args", None)
-        return [spec] if isinstance(spec, str) else []
+        return [] if spec is None else [spec]  # not text: check_spec refuses it
 
     def swept(self) -> list[int]:
         """The sizes a sweep will try (demo mode bounds them)."""
@@ -49,7 +49,7 @@ class Request(Plain):
 
     def functions(self) -> list[str]:
         """The names of the code's functions the request uses."""
-        return [n for n in (getattr(self, f) for f in self.FUNCTION_FIELDS) if n]
+        return [n for n in (getattr(self, f) for f in self.FUNCTION_FIELDS) if n is not None]
 
 
 def _is_default(f: Any, value: Any) -> bool:
