@@ -102,6 +102,19 @@ def test_a_free_form_option_line_is_sent_as_a_python_literal():
     assert shown(at)["compiler_options"] == {"xla_backend_optimization_level": 0}
 
 
+def test_a_compile_that_failed_keeps_its_tabs_and_says_why():
+    at = chain_app()
+    at.text_area(key="in_opt_free").set_value("xla_no_such_flag=1\n").run()
+    button(at, "Analyze").click().run()
+    assert not at.exception, at.exception
+    assert shown(at)["error"]["kind"] == "compile_error" and shown(at)["compiled"] is None
+    for tab in ("jaxpr", "StableHLO", "Compiled HLO", "Fusion", "Timing", "Cost & memory"):
+        at.session_state["result_tab"] = tab
+        at.run()
+        assert not at.exception, (tab, at.exception)
+        assert any("compile error" in e.value for e in at.error), tab
+
+
 def test_a_bad_free_form_line_shows_an_error_and_sends_nothing():
     at = chain_app()
     before = History().count()
