@@ -87,8 +87,10 @@ def encode(value: Any) -> Any:
     them; other values as they are."""
     if isinstance(value, str | int | float | bool) or value is None:
         return value
-    if isinstance(value, list | tuple):
+    if isinstance(value, list):
         return [encode(v) for v in value]
+    if isinstance(value, tuple):  # as dataclasses.asdict keeps them (JSON writes a list)
+        return tuple(encode(v) for v in value)
     if isinstance(value, dict):
         return {k: encode(v) for k, v in value.items()}
     if isinstance(value, type):
