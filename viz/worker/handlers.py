@@ -196,7 +196,7 @@ def _session(
     return _sessions[key]
 
 
-def _call(session: Any, args: str, request: p.CacheCalls | p.CacheCall) -> Any:
+def _call(session: Any, args: str, request: p.CallOptions) -> Any:
     try:
         if request.route and session.router is not None:
             return session.routed_call(args, request.x64)
@@ -224,7 +224,7 @@ def _session_of(request: p.CacheRequest, folder: str | None = None) -> Any:
 
 
 @register("cache_calls")
-def cache_calls(progress: Progress, request: p.CacheCalls | p.CacheCall) -> p.CacheReply:
+def cache_calls(progress: Progress, request: p.CallOptions) -> p.CacheReply:
     """A sweep: many calls in one request (progress after each)."""
     calls = request.calls if isinstance(request, p.CacheCalls) else [request.args]
     session = _session_of(request, request.folder)

@@ -123,44 +123,46 @@ class CacheRequest(CodeRequest):
 
 
 @dataclass
-class CacheCalls(CacheRequest):
-    """A sweep: many calls in one request, progress after each."""
+class CallOptions(CacheRequest):
+    """How the cache lab calls the function (Call and Sweep alike)."""
 
-    calls: list[str] = field(default_factory=list)
     placements: dict[str, str] | None = None
     fail_on_recompile: bool = False
-    persistent_cache: bool = False
+    persistent_cache: bool = False  # demo mode admits it, and turns it off: it writes files
     route: bool = False  # through the precompiled buckets
     x64: bool | None = None
     folder: str | None = None
 
+    DEMO = CacheRequest.DEMO | {
+        "placements",
+        "fail_on_recompile",
+        "persistent_cache",
+        "route",
+        "x64",
+    }
+
+
+@dataclass
+class CacheCalls(CallOptions):
+    """A sweep: many calls in one request, progress after each."""
+
+    calls: list[str] = field(default_factory=list)
+
     OP = "cache_calls"
-    DEMO = (
-        CacheRequest.DEMO
-        | {"calls", "placements", "fail_on_recompile", "route", "x64"}
-        | {
-            "persistent_cache"  # admitted, and turned off: it writes files
-        }
-    )
+    DEMO = CallOptions.DEMO | {"calls"}
 
     def specs(self) -> list[str]:
         return list(self.calls)
 
 
 @dataclass
-class CacheCall(CacheRequest):
+class CacheCall(CallOptions):
     """One call; the reply's `event` is what it did."""
 
     args: str = ""
-    placements: dict[str, str] | None = None
-    fail_on_recompile: bool = False
-    persistent_cache: bool = False
-    route: bool = False
-    x64: bool | None = None
-    folder: str | None = None
 
     OP = "cache_call"
-    DEMO = CacheCalls.DEMO - {"calls"} | {"args"}
+    DEMO = CallOptions.DEMO | {"args"}
 
 
 @dataclass
