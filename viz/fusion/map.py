@@ -369,6 +369,7 @@ def _ends_with(parts: Parts, suffix: Parts) -> bool:
     return len(parts) >= len(suffix) and parts[len(parts) - len(suffix) :] == suffix
 
 
+@functools.lru_cache(maxsize=16384)  # a few hundred pairs, asked about millions of times
 def _same_op(op: str, hlo_op: str) -> bool:
     name = op.rsplit(".", 1)[-1]
     return _SAME_OP.get(name, name.replace("_", "-")) == hlo_op

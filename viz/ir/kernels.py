@@ -158,17 +158,22 @@ def kernel_of(graph: Graph) -> Callable[[Node], KernelRef]:
     """node → the kernel it runs in (remembered per scope: many nodes share one)."""
     fusions = set(_top_level_fusions(graph))
     outermost = _outermost(fusions)
+    known: dict[str, KernelRef] = {}  # the fusion map asks about a node many times
 
     def of(node: Node) -> KernelRef:
-        path = outermost(node.scope)
-        if path is not None:
-            group = graph.groups[path]
-            return KernelRef(path[-1], group.attrs.get("kind") or "fusion", path)
-        if node.op in PLUMBING_OPS or node.kind != "op":
-            return KernelRef(node.id, "no_kernel")
-        return KernelRef(node.id, node.op)
+        if node.id not in known:
+            known[node.id] = _kernel_ref(graph, node, outermost(node.scope))
+        return known[node.id]
 
     return of
+
+
+def _kernel_ref(graph: Graph, node: Node, fusion: Path | None) -> KernelRef:
+    if fusion is not None:
+        return KernelRef(fusion[-1], graph.groups[fusion].attrs.get("kind") or "fusion", fusion)
+    if node.op in PLUMBING_OPS or node.kind != "op":
+        return KernelRef(node.id, "no_kernel")
+    return KernelRef(node.id, node.op)
 
 
 def kernel_names(graph: Graph) -> list[str]:
