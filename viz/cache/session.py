@@ -53,25 +53,16 @@ def place(value: Any, placement: str, platform: str = "cpu") -> Any:
 
 @dataclass
 class Entry:
-    signature: Signature
-    compile_s: float
-    created: int  # call number that compiled it
-    hits: int = 0
-    last_hit: int | None = None
-    failed: bool = False  # tracing failed, yet jit kept a cache entry for the signature
-    from_disk: bool = False  # the persistent compilation cache supplied the executable
+    """One jit cache entry: the signature it is keyed on (compared with each call's)
+    and its table row (counted as calls hit it)."""
 
-    def row(self) -> EntryRow:
-        return EntryRow(
-            self.signature.to_dict(),
-            self.signature.describe(),
-            self.compile_s,
-            self.created,
-            self.hits,
-            self.last_hit,
-            self.failed,
-            self.from_disk,
-        )
+    signature: Signature
+    row: EntryRow
+
+    @classmethod
+    def compiled(cls, signature: Signature, compile_s: float, created: int, **flags: bool) -> Entry:
+        row = EntryRow(signature.to_dict(), signature.describe(), compile_s, created, **flags)
+        return cls(signature, row)
 
 
 def x64_notes(args: Args) -> list[str]:
@@ -162,7 +153,7 @@ class CacheSession:
         event = self._record(spec, signature, hit, 0.0 if hit else found.compile_seconds(), wall)
         event.notes = x64_notes(args)
         if not hit and found.from_disk():
-            event.from_disk = self.entries[-1].from_disk = True
+            event.from_disk = self.entries[-1].row.from_disk = True
         if fail_on_recompile and not hit and len(self.entries) > 1:
             event.guard = "recompiled: the cache grew while the recompile guard was on"
         return event
@@ -170,7 +161,7 @@ class CacheSession:
     def _record_failure(self, signature: Signature, size_before: int) -> None:
         """A call that failed can still leave a cache entry; keep one row per entry."""
         if self.jitted._cache_size() > size_before:
-            self.entries.append(Entry(signature, 0.0, len(self.events) + 1, failed=True))
+            self.entries.append(Entry.compiled(signature, 0.0, len(self.events) + 1, failed=True))
 
     def record_error(self, args: str, error: ErrorInfo) -> FailedEvent:
         """Log a failed call, so call numbers stay unique and the timeline shows it."""
@@ -187,15 +178,15 @@ class CacheSession:
         if hit:
             entry = next((e for e in self.entries if e.signature == signature), None)
             if entry is not None:
-                entry.hits += 1
-                entry.last_hit = number
+                entry.row.hits += 1
+                entry.row.last_hit = number
                 used = self.entries.index(entry)
             else:  # the cache matched a signature we describe differently
                 used = None
         else:
             miss = explain_miss(signature, [e.signature for e in self.entries])
             reasons, closest = list(miss.reasons), miss.closest
-            self.entries.append(Entry(signature, compile_s, number))
+            self.entries.append(Entry.compiled(signature, compile_s, number))
             used = len(self.entries) - 1
         event = CallEvent(
             call=number,
@@ -214,4 +205,4 @@ class CacheSession:
         return event
 
     def table(self) -> list[EntryRow]:
-        return [e.row() for e in self.entries]
+        return [e.row for e in self.entries]
