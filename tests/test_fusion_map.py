@@ -16,8 +16,9 @@ import pytest
 from conftest import sample_params
 
 from viz import analyze
-from viz.fusion.map import counted_ops, kernels_by_op
+from viz.fusion.map import counted_ops
 from viz.fusion.profile import _union, summarize
+from viz.fusion.view import ops_by_kernel
 from viz.ir.kernels import kernel_names
 from viz.report import Report
 from viz.samples import Sample
@@ -147,7 +148,7 @@ def unrolled(x: jax.Array, w: jax.Array) -> jax.Array:
 
 def test_look_alike_ops_pair_up_in_program_order() -> None:
     report = analyze(unrolled, "f32[64,64], f32[64,64]", runs=0)
-    by_op = kernels_by_op(report.fusion_map)["stablehlo"]
+    by_op = ops_by_kernel(report.fusion_map, "stablehlo")
     dots = [n.id for n in report.graph_models["stablehlo"].nodes if n.op.endswith("dot_general")]
     assert len(dots) == 4
     kernels = [by_op[d] for d in dots]
@@ -276,7 +277,7 @@ def dead_code(x: jax.Array) -> jax.Array:
 
 def test_dead_code_is_not_found_in_the_optimized_program() -> None:
     report = analyze(dead_code, "f32[128]", runs=0)  # jax drops it when lowering
-    found = kernels_by_op(report.fusion_map)["jaxpr"]
+    found = ops_by_kernel(report.fusion_map, "jaxpr")
     dead = [n.id for n in report.graph_models["jaxpr"].nodes if n.op in ("sin", "mul")][:2]
     assert len(dead) == 2 and not any(found.get(i) for i in dead)
     assert report.fusion_map_coverage["jaxpr"] < 1.0

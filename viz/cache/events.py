@@ -5,7 +5,7 @@ tells the events apart on the wire (`event_from_dict`)."""
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from viz.cache.signature import Reason
@@ -68,9 +68,6 @@ class FailedEvent(Plain):
     cache_size: int
     time: float = field(default_factory=time.time)
     type: str = "failed"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "error": self.error.to_dict()}
 
 
 CacheEvent = CallEvent | RoutedEvent | FailedEvent

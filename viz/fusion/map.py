@@ -29,7 +29,7 @@ Pure functions over `viz.ir.model.Graph`; no jax, no streamlit.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,13 +102,6 @@ class FusionMap:
     # 'stablehlo' / 'jaxpr' → share found (None: no ops); 'counts' → per IR: ops,
     # by_metadata, by_dataflow, folded
     coverage: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report's `fusion_map` and `fusion_map_coverage` keys."""
-        return {
-            "fusion_map": [e.to_dict() for e in self.entries],
-            "fusion_map_coverage": dict(self.coverage),
-        }
 
 
 def fusion_map(graphs: dict[str, Graph], user_file: str | None = None) -> FusionMap:
@@ -373,14 +366,3 @@ def _ends_with(parts: Parts, suffix: Parts) -> bool:
 def _same_op(op: str, hlo_op: str) -> bool:
     name = op.rsplit(".", 1)[-1]
     return _SAME_OP.get(name, name.replace("_", "-")) == hlo_op
-
-
-def kernels_by_op(entries: Iterable[dict[str, Any]]) -> dict[str, dict[str, list[str]]]:
-    """From the report's `fusion_map`: per IR, op id → the kernels it went into."""
-    out: dict[str, dict[str, list[str]]] = {"stablehlo": {}, "jaxpr": {}}
-    for entry in entries:
-        for op in entry.get("stablehlo_ops", []):
-            out["stablehlo"].setdefault(op["id"], []).append(entry["kernel"])
-        for eqn in entry.get("jaxpr_eqns", []):
-            out["jaxpr"].setdefault(eqn["id"], []).append(entry["kernel"])
-    return out
