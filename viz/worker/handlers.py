@@ -78,11 +78,11 @@ def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
             args=request.args,
             static=list(request.static),
         ).fail(exc.info)
-        return p.Analyzed(ok=False, error=exc.info, report=report)
+        return p.Analyzed.of(report)
     report = analyze_target(
         target, request.args, request.runs, profile=request.profile, mlir=request.mlir
     )
-    return p.Analyzed(ok=report.ok, error=report.error, report=report)
+    return p.Analyzed.of(report)
 
 
 def _expressions() -> bool:

@@ -73,12 +73,16 @@ class Analyzed(Reply):
     def from_dict(cls, data: dict[str, Any] | None) -> Analyzed:
         data = dict(data or {})
         stdout = data.pop("stdout", "") or ""
-        report = Report.from_dict(data)
+        return cls.of(Report.from_dict(data), stdout)
+
+    @classmethod
+    def of(cls, report: Report, stdout: str = "") -> Analyzed:
+        """The reply carrying `report`: its `ok` and `error` are the report's."""
         return cls(ok=report.ok, error=report.error, stdout=stdout, report=report)
 
     @classmethod
     def failure(cls, error: ErrorInfo) -> Analyzed:
-        return cls(ok=False, error=error, report=Report().fail(error))
+        return cls.of(Report().fail(error))
 
     def answering(self, request: Request) -> Analyzed:
         """A failure the worker itself saw (a timeout, a crash) has a bare report: it
