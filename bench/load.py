@@ -11,7 +11,13 @@ Then, to tell the server's share from the browsers', the same N sessions without
 browsers: Streamlit's AppTest runs app.py for each in its own thread of this process,
 against one shared worker pool, as the server's session threads do.
 
+With --headless N it measures the server alone instead (bench/headless.py): N
+sessions speaking Streamlit's websocket protocol, no browser, against a real server;
+p50/p95 to the result against the floor (the sessions' single-session server CPU
+over the cores), exceptions, and the server's and workers' peak memory.
+
 Usage: python bench/load.py [--sessions 8] [--workers N]
+       python bench/load.py --headless N [--workers N] [--samples a,b] [--timeout S]
 """
 
 from __future__ import annotations
@@ -26,12 +32,10 @@ import threading
 import time
 from pathlib import Path
 
-from playwright.async_api import async_playwright
-
-from viz.samples import list_samples
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from anywhere, installed or not
 sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' server and Chromium helpers
+from proc_tree import browser_seconds, tree_seconds  # noqa: E402
 from serving import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -42,40 +46,14 @@ from serving import (  # noqa: E402
     wait_listening,
 )
 
+from viz.samples import list_samples  # noqa: E402
+
 SLOW = {"transformer_24"}  # a minute of compiling on its own: not a load test
 
 
-# -- CPU time per process tree (from /proc) ------------------------------------------
-def _processes() -> dict[int, tuple[int, str, int]]:
-    """pid -> (ppid, comm, utime+stime ticks)."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                head, _, tail = f.read().rpartition(")")
-            fields = tail.split()
-            comm = head.partition("(")[2]
-            found[int(entry)] = (int(fields[1]), comm, int(fields[11]) + int(fields[12]))
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
-
-
-def cpu_split(server_pid: int) -> dict[str, int]:
-    """Ticks used so far by the server's process tree and by every chromium process."""
-    procs = _processes()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in procs.items():
-        children.setdefault(ppid, []).append(pid)
-    server, stack = 0, [server_pid]
-    while stack:
-        pid = stack.pop()
-        server += procs.get(pid, (0, "", 0))[2]
-        stack.extend(children.get(pid, []))
-    browsers = sum(t for _, comm, t in procs.values() if "chrom" in comm or "headless" in comm)
-    return {"server": server, "browsers": browsers}
+def cpu_split(server_pid: int) -> dict[str, float]:
+    """CPU seconds used so far by the server's process tree and by every chromium."""
+    return {"server": tree_seconds(server_pid), "browsers": browser_seconds()}
 
 
 # -- the sessions ---------------------------------------------------------------------
@@ -92,6 +70,8 @@ async def first_chart(browser, url: str) -> tuple[float, int, object]:
 
 
 async def run(args: argparse.Namespace) -> None:
+    from playwright.async_api import async_playwright  # the browser mode's alone
+
     samples = [s for s in list_samples() if not s.expect_error and s.name not in SLOW]
     chosen = samples[: args.sessions]
     if len(chosen) < args.sessions:  # more sessions than samples: reuse some
@@ -182,9 +162,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def report(n, solo, times, failures, shown, logged, before, after, wall, warm) -> None:
-    ticks = os.sysconf("SC_CLK_TCK")
-    server_s = (after["server"] - before["server"]) / ticks
-    browser_s = (after["browsers"] - before["browsers"]) / ticks
+    server_s = after["server"] - before["server"]
+    browser_s = after["browsers"] - before["browsers"]
     single = statistics.median(solo)
     p50, p95 = (percentile(times, 0.5), percentile(times, 0.95)) if times else (0.0, 0.0)
     exceptions = shown + logged + failures
@@ -207,7 +186,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--workers", type=int, default=None, help="JITSCOPE_WORKERS")
-    asyncio.run(run(parser.parse_args()))
+    parser.add_argument(
+        "--headless", type=int, metavar="N", help="N protocol sessions, no browsers"
+    )
+    parser.add_argument("--samples", help="headless: these samples (comma-separated), cycled")
+    parser.add_argument("--timeout", type=float, default=600, help="headless: per session, s")
+    args = parser.parse_args()
+    if args.headless:
+        from headless import run_headless  # bench/, beside this file
+
+        names = args.samples.split(",") if args.samples else None
+        run_headless(args.headless, args.workers, names, args.timeout)
+    else:
+        asyncio.run(run(args))
 
 
 if __name__ == "__main__":
