@@ -32,6 +32,7 @@ from viz.report import (
     Runs,
     StableHLOSection,
 )
+from viz.specialization.read import read_specialization
 from viz.stages import DEFAULT_MEMORY_LIMIT, Compiled, Lowered, Target, Traced, block
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "analyze", "analyze_target"]
@@ -97,6 +98,7 @@ def analyze_target(
         compiler_options=dict(target.compiler_options),
         source_file=target.user_file,
     )
+    args = traced = compiled = None  # as far as the stages got, for the specialization
     try:
         args = target.args(spec)
         report.x64 = args.x64
@@ -120,7 +122,18 @@ def analyze_target(
         if exc.seconds is not None and exc.info.stage in ("trace", "lower", "compile"):
             setattr(report.timings, f"{exc.info.stage}_s", exc.seconds)
         report.fail(exc.info)
+    _read_specialization(report, target, args, traced, compiled)
     return report
+
+
+def _read_specialization(report: Report, target: Target, *stages: Any) -> None:
+    """What the executable is specialized on (a reader bug is a warning, not a failure)."""
+    try:
+        report.specialization, report.specialization_ops = read_specialization(
+            target, *stages, error=report.error
+        )
+    except Exception as exc:
+        report.warnings.append(f"could not read the specialization: {type(exc).__name__}: {exc}")
 
 
 def _read_jaxpr(report: Report, traced: Traced) -> None:

@@ -16,6 +16,7 @@ from viz.errors import ErrorInfo
 from viz.fusion.profile import Profile
 from viz.ir.model import Graph
 from viz.plain import Plain, encode
+from viz.specialization.model import ShapeOp, SpecializedArg
 from viz.timing import RunStats
 
 # What each count counts; shown in the app and written into every report.
@@ -197,6 +198,9 @@ class Report(Plain):
     fusion_map_coverage: FusionCoverage | None = None
     profile: Profile | None = None
     mlir: str | None = None  # StableHLO with locations, when asked for (analyze(mlir=True))
+    # issue #21: what the executable is specialized on, per argument leaf
+    specialization: list[SpecializedArg] = field(default_factory=list)
+    specialization_ops: list[ShapeOp] = field(default_factory=list)  # sizes from arguments
     count_definitions: dict[str, str] = field(default_factory=lambda: dict(COUNT_DEFINITIONS))
     graph_models: dict[str, Graph] = field(default_factory=dict)  # full graphs, for the app
 
