@@ -5,7 +5,9 @@ from __future__ import annotations
 import gc
 import inspect
 import random
+import re
 import weakref
+from collections import Counter
 from dataclasses import fields, replace
 
 import jax
@@ -191,9 +193,16 @@ def test_reader_paths_expand_inside_chunks(model_graphs):
     fusion = next(p for p, g in graph.groups.items() if g.kind == "fusion")
     assert fusion not in view.graph.groups  # moved under a chunk
     opened = viz.graph.expand(view, fusion)
-    (moved,) = [p for p in view.graph.groups if p[1:] == fusion]
-    assert moved in opened.expanded and moved[:1] in opened.expanded
+    (moved,) = [p for p in view.graph.groups if p[-1:] == fusion and reader_path(view, p) == fusion]
+    assert all(moved[:d] in opened.expanded for d in range(1, len(moved) + 1))
     assert moved not in viz.graph.collapse(opened, fusion).expanded
+
+
+def reader_path(view: viz.graph.View, path) -> tuple[str, ...]:
+    """`path` without the synthetic groups a default view put above it."""
+    groups = view.graph.groups
+    synthetic = viz.graph.fold.SYNTHETIC
+    return tuple(c for d, c in enumerate(path) if synthetic not in groups[path[: d + 1]].attrs)
 
 
 def test_collapsed_group_summarises_its_ops(model_graphs):
@@ -362,15 +371,16 @@ def test_default_view_budget_and_cap(model_graphs, flat_graphs):
 def test_look_alike_groups_expand_together():
     graph = layered()
     layers = {(f"layer{i}",) for i in range(24)}
-    mlps = {(f"layer{i}", "mlp") for i in range(24)}
-    view = viz.graph.default_view(graph)  # every layer fits, no attention / mlp does
-    assert view.expanded == layers
+    view = viz.graph.default_view(graph)  # folded ×24; every layer fits, no attention does
+    assert {reader_path(view, p) for p in view.expanded} - {()} == layers
     assert_no_edge_lost(view)
     assert_counts_add_up(view, graph)
-    view = viz.graph.default_view(graph, max_nodes=130)  # 24 mlps fit, 24 attentions do not
-    assert view.expanded == layers | mlps
-    view = viz.graph.default_view(graph, max_nodes=40)  # not all 24 layers fit: none is opened
-    assert not view.expanded
+    everything = viz.graph.default_view(graph, max_nodes=300)  # the whole graph fits
+    assert {reader_path(everything, p) for p in everything.expanded} >= set(graph.groups)
+    view = viz.graph.default_view(graph, max_nodes=20)  # not all 24 layers fit: only the first
+    assert {reader_path(view, p) for p in view.expanded} - {()} == {("layer0",)}
+    (rest,) = [p for p, g in view.graph.groups.items() if g.label == "23 more like layer0"]
+    assert rest not in view.expanded and rest[:1] in view.expanded
 
 
 def test_top_level_runs_are_chunked_by_layer_with_parts():
@@ -381,17 +391,27 @@ def test_top_level_runs_are_chunked_by_layer_with_parts():
         for p, g in view.graph.groups.items()
         if g.attrs.get(viz.graph.fold.SYNTHETIC) == "chunk"
     }
-    tops = sorted((g.label for p, g in chunks.items() if len(p) == 1), key=lambda s: int(s[5:7]))
+    tops = sorted(
+        (g.label for g in chunks.values() if not g.label.startswith(("attention", "mlp"))),
+        key=lambda s: int(s[5:7]),
+    )
     assert len(tops) == 24 and tops[3].startswith("layer3 (10 items")
-    parts = sorted({g.label.split(" (")[0] for p, g in chunks.items() if len(p) == 2})
+    names = {g.label.split(" (")[0] for g in chunks.values()}
+    parts = sorted(names - {t.split(" (")[0] for t in tops})
     assert parts == ["attention", "mlp"]
-    assert all(p in view.expanded for p in chunks if len(p) == 1)  # all layers, together
-    assert not any(p in view.expanded for p in chunks if len(p) == 2)
+    folds = Counter(
+        re.sub(r"\d+", "#", g.label)
+        for g in view.graph.groups.values()
+        if g.attrs.get(viz.graph.fold.SYNTHETIC) == "fold"
+    )
+    # 24 look-alike chunks are one group; in each, six look-alike attention kernels too
+    assert folds == {"layer#–layer# ×#": 1, "fusion.#.#–fusion.#.# ×#": 24}
+    assert any(g.label == "layer0–layer23 ×24" for g in view.graph.groups.values())
     assert_no_edge_lost(view)
     assert_counts_add_up(view, graph)
-    opened = viz.graph.expand(view, ("fusion.3.2",))  # a reader path, two synthetic levels down
-    (moved,) = [p for p in view.graph.groups if p[2:] == ("fusion.3.2",)]
-    assert moved in opened.expanded and moved[:2] in opened.expanded
+    opened = viz.graph.expand(view, ("fusion.3.2",))  # a reader path, four synthetic levels down
+    (moved,) = [p for p in view.graph.groups if p[-1:] == ("fusion.3.2",)]
+    assert all(moved[:d] in opened.expanded for d in range(1, len(moved) + 1))
     assert "f3.2.0" in set(viz.graph.visible_ids(opened))
     assert moved not in viz.graph.collapse(opened, ("fusion.3.2",)).expanded
 
@@ -400,7 +420,7 @@ def test_fans_do_not_get_their_edges_drawn():
     graph = layered()
     view = viz.graph.default_view(graph)
     _, edges = viz.graph.visible(view)
-    assert ("g:[inputs]", "g:layer0/attention") in edges  # the view keeps every edge
+    assert ("g:[inputs]", "g:[fold 1]/layer0/attention") in edges  # the view keeps every edge
     dot = viz.graph.to_dot(view)
     assert '"g:[inputs]" ->' not in dot and '"mask" ->' not in dot
     boxes = [
@@ -408,7 +428,8 @@ def test_fans_do_not_get_their_edges_drawn():
     ]
     assert len(boxes) == 2
     assert all("linked to 24 items (edges not drawn)" in line for line in boxes)
-    assert '"g:layer0/mlp" -> "g:layer1/attention";' in dot  # the main flow is drawn
+    # the main flow is drawn, from the fold's first layer into its box of the others
+    assert '"g:[fold 1]/layer0/mlp" -> "g:[fold 1]/[rest]/layer1/attention";' in dot
     focus = viz.graph.neighbourhood(graph, "mask", radius=1)
     assert '"mask" -> "l0.attention.1"' in viz.graph.to_dot(focus)
     few = layered(n_layers=viz.graph.dot.HUB_DEGREE)  # a mask read by few layers keeps its edges

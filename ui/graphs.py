@@ -17,14 +17,13 @@ IR_TITLES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "compiled": "Compiled H
 def graph_panel(ir: str, graph: Graph, key: str, title: str = "") -> None:
     """A graph with find, expand/collapse, neighbourhood and DOT/SVG export."""
     view = viz.graph.default_view(graph)
-    groups = sorted(graph.groups, key=lambda p: (len(p), p))
-    labels = {"/".join(p): p for p in groups}
+    labels = viz.graph.expandable(graph, view)
     c1, c2, c3 = st.columns([2, 2, 1])
     query = c1.text_input(
         "Find", key=f"{key}_find", placeholder="op (dot), shape (f32[8,128]) or line (:12)"
     )
     opened = c2.multiselect(
-        "Expand groups", list(labels), key=f"{key}_open", placeholder=f"{len(groups)} groups"
+        "Expand groups", list(labels), key=f"{key}_open", placeholder=f"{len(labels)} groups"
     )
     depth = c3.number_input(
         "Expand depth", 0, 12, value=None, key=f"{key}_depth", placeholder="auto"
@@ -35,10 +34,12 @@ def graph_panel(ir: str, graph: Graph, key: str, title: str = "") -> None:
         view = viz.graph.expand(view, labels[name])
     if query:
         found = viz.graph.find(graph, query)
-        st.caption(f"{len(found)} matches for “{query}”")
-        if found:
-            view = viz.graph.neighbourhood(graph, found[0], radius=2)
-            view.highlight = frozenset(found)
+        view.highlight = frozenset(found)  # boxes and folds say how many they hold
+        where = " · ".join(f"{label}: {n}" for label, n in viz.graph.match_summary(view)[:4])
+        st.caption(f"{len(found)} matches for “{query}”" + (f" · {where}" if where else ""))
+        if found and st.button("Show the first match's neighbourhood", key=f"{key}_first"):
+            st.session_state[f"{key}_focus"] = found[0]
+            st.rerun()
     focus = st.session_state.get(f"{key}_focus")
     if focus in graph.node_map():
         view = viz.graph.neighbourhood(graph, focus, radius=2)

@@ -4,6 +4,7 @@
   collapse, neighbourhood, regions, and what a view draws (`visible`);
 - `index`: per-graph lookups, built once per Graph object;
 - `fold`: synthetic groups that keep flat programs readable;
+- `repeats`: repeated structure folded (`layer0` … `layer95` as one group ×96);
 - `search`: find nodes by op, shape or source line;
 - `dot`: the DOT and SVG of a view (`DotStyle` adds attributes), and the report's
   graph summary.
@@ -22,6 +23,9 @@ from viz.graph.view import (
     default_view,
     expand,
     expand_to_depth,
+    expandable,
+    match_counts,
+    match_summary,
     name_scope_of,
     neighbourhood,
     region_view,
@@ -40,7 +44,10 @@ __all__ = [
     "default_view",
     "expand",
     "expand_to_depth",
+    "expandable",
     "find",
+    "match_counts",
+    "match_summary",
     "name_scope_of",
     "neighbourhood",
     "region_view",

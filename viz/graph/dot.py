@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from viz.graph.fold import SYNTHETIC
-from viz.graph.view import View, VisibleNode, default_view, visible
+from viz.graph.view import View, VisibleNode, default_view, match_counts, visible
 from viz.ir.model import Graph, Group, Path
 
 HUB_DEGREE = 8  # a drawn node with more neighbours than this does not constrain the layout
@@ -77,11 +77,12 @@ def _dot(
     # layers made dot take seconds, and the browser give up, while showing
     # little. Its label says how many items it is linked to; expanding a box, or
     # focusing on the neighbourhood of a node, shows them.
+    matches = match_counts(view) if view.highlight else Counter()
     fans = _fans(view, items, edges)
     if fans:
         items = [_quiet(item, fans[item.id]) if item.id in fans else item for item in items]
         edges = [(a, b) for a, b in edges if a not in fans and b not in fans]
-    lines.extend(_clusters(view, items, style))
+    lines.extend(_clusters(view, items, style, matches))
     hubs = _hubs(edges)
     for a, b in edges:
         # Edges of a hub (the inputs box, a mask used by every layer) do not
@@ -115,7 +116,11 @@ def _fans(view: View, items: list[VisibleNode], edges: list[tuple[str, str]]) ->
     """
     if view.focus is not None:
         return {}
-    cluster = {item.id: item.path[0] for item in items if item.path[:1] in view.expanded}
+    cluster = {
+        item.id: top
+        for item in items
+        if (top := _top_cluster(view.graph, item.path)) and top in view.expanded
+    }
     spread: dict[str, set[str]] = {}
     for a, b in edges:
         if b in cluster:
@@ -129,12 +134,24 @@ def _fans(view: View, items: list[VisibleNode], edges: list[tuple[str, str]]) ->
     return {k: degree[k] for k in fans}
 
 
+def _top_cluster(graph: Graph, path: Path) -> Path:
+    """The outermost group of `path` that the program has (a layer), not one a view
+    added around it (a fold of the layers, its box of the others)."""
+    for depth in range(1, len(path) + 1):
+        group = graph.groups.get(path[:depth])
+        if group is None or SYNTHETIC not in group.attrs or group.attrs[SYNTHETIC] == "chunk":
+            return path[:depth]
+    return path
+
+
 def _quiet(item: VisibleNode, neighbours: int) -> VisibleNode:
     note = f"linked to {neighbours} items (edges not drawn)"
     return replace(item, label=f"{item.label}\n{note}", tooltip=f"{note}\n{item.tooltip}")
 
 
-def _clusters(view: View, items: list[VisibleNode], style: DotStyle) -> list[str]:
+def _clusters(
+    view: View, items: list[VisibleNode], style: DotStyle, matches: Counter[Path]
+) -> list[str]:
     """Node statements nested in `subgraph cluster_...` blocks for expanded groups."""
     by_parent: dict[Path, list[VisibleNode]] = {}
     for item in items:
@@ -144,7 +161,7 @@ def _clusters(view: View, items: list[VisibleNode], style: DotStyle) -> list[str
     children: dict[Path, list[Path]] = {}
     for path in sorted(used, key=lambda p: (len(p), p)):
         children.setdefault(path[:-1], []).append(path)
-    return _cluster_body(view, (), by_parent, children, 1, style)
+    return _cluster_body(view, (), by_parent, children, 1, style, matches)
 
 
 def _cluster_body(
@@ -154,18 +171,24 @@ def _cluster_body(
     children: dict[Path, list[Path]],
     depth: int,
     style: DotStyle,
+    matches: Counter[Path],
 ) -> list[str]:
     pad = "  " * depth
     out = [pad + _node_stmt(item, style) for item in by_parent.get(path, [])]
     for child in children.get(path, []):
         group = view.graph.groups.get(child)
-        attrs = {"label": group.label if group else child[-1], **_cluster_attrs(group)}
+        label = (group.label if group else child[-1]) + _matches(matches[child])
+        attrs = {"label": label, **_cluster_attrs(group)}
         attrs.update(style.cluster(child))
         out.append(f"{pad}subgraph {_q('cluster_' + '/'.join(child))} {{")
         out.append(pad + "  " + " ".join(f"{k}={_q(v)};" for k, v in attrs.items()))
-        out.extend(_cluster_body(view, child, by_parent, children, depth + 1, style))
+        out.extend(_cluster_body(view, child, by_parent, children, depth + 1, style, matches))
         out.append(pad + "}")
     return out
+
+
+def _matches(count: int) -> str:
+    return f" · {count} match{'es' if count != 1 else ''}" if count else ""
 
 
 def _cluster_attrs(group: Group | None) -> dict[str, str]:
@@ -204,6 +227,8 @@ def _group_attrs(item: VisibleNode) -> dict[str, str]:
     ops = ", ".join(f"{_short_op(op)} ×{n}" for op, n in item.top_ops)
     noun = "fused ops" if item.group_kind == "fusion" else "ops"
     label = f"{item.label}\n{item.inner_ops} {noun}" + (f": {ops}" if ops else "")
+    if item.matches:  # search results inside the box
+        label += "\n" + _matches(item.matches).removeprefix(" · ")
     fill = COLOURS.get(item.colour, COLOURS["loop"]) if item.group_kind == "fusion" else GROUP_FILL
     return {"label": label, "shape": "box", "style": "filled,bold", "fillcolor": fill}
 

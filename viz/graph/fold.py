@@ -5,6 +5,7 @@ source become chunks. The model itself is never changed: a folded copy is return
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 
 from viz.ir.model import Graph, Group, Node, Path
@@ -15,6 +16,12 @@ INPUT_GROUP_MIN = 12  # more top-level inputs (or constants) than this → one b
 MIN_RUN = 3  # shorter runs of same-source top-level items are not chunked
 
 
+FOLD_MIN = 3  # fewer look-alikes than this are drawn side by side (viz.graph.repeats)
+
+
+PHASE_MIN = 12  # a top level with more items than this, some name-scoped, is cut into phases
+
+
 SYNTHETIC = "synthetic"  # Group.attrs key marking groups a view added
 
 
@@ -22,7 +29,9 @@ SYNTHETIC = "synthetic"  # Group.attrs key marking groups a view added
 
 
 def _fold_top_level(graph: Graph, max_nodes: int) -> Graph:
-    """A copy with many top-level inputs/constants boxed and an oversized top level chunked.
+    """A copy with many top-level inputs/constants/outputs boxed, and a top level that is
+    oversized, or mixes name-scoped parts with loose ops (a training step: the forward
+    pass, the loss, the backward pass, the update), chunked into its runs.
 
     A graph whose every node fits in `max_nodes` is returned as it is.
     """
@@ -31,15 +40,17 @@ def _fold_top_level(graph: Graph, max_nodes: int) -> Graph:
     top = [n for n in graph.nodes if not n.scope]
     moves: dict[str, Path] = {}
     new_groups: list[Group] = []
-    for kind, name in (("input", "inputs"), ("constant", "constants")):
+    for kind, name in (("input", "inputs"), ("constant", "constants"), ("output", "outputs")):
         ids = [n.id for n in top if _leaf_kind(n) == kind]
         if len(ids) > INPUT_GROUP_MIN:
             path = (_fresh(graph, f"[{name}]"),)
             new_groups.append(_synthetic(path, f"{name} ({len(ids)})", "leaves"))
             moves.update(dict.fromkeys(ids, path))
     items = _top_items(graph, moves)
-    if len(items) + len(new_groups) > max_nodes:
-        chunks = _chunks(graph, items, max_nodes - len(new_groups))
+    info = _item_info(graph)
+    phases = any(info[i].scoped for i in items if i in info) and len(items) > PHASE_MIN
+    if len(items) + len(new_groups) > max_nodes or phases:
+        chunks = _chunks(items, info, max_nodes - len(new_groups), phases)
         for k, (label, members, parts) in enumerate(chunks):
             path = (_fresh(graph, f"[chunk {k + 1}]"),)
             new_groups.append(_synthetic(path, label, "chunk"))
@@ -83,10 +94,15 @@ def _top_items(graph: Graph, moved: dict[str, Path]) -> list[str]:
 _Chunk = tuple[str, list[str], list[tuple[str, list[str]]]]  # label, items, parts
 
 
-def _chunks(graph: Graph, items: list[str], max_nodes: int) -> list[_Chunk]:
+def _chunks(
+    items: list[str], info: dict[str, _ItemInfo], max_nodes: int, phases: bool
+) -> list[_Chunk]:
     """Runs of consecutive items with the same key, at most max_nodes // 2 entries in all.
 
-    The key is an item's first name scope (`layer3`), else its source function.
+    The key is an item's first name scope (`layer3`), else its source function. With
+    `phases` (a top level mixing name scopes and loose ops), items with the same key
+    form one run wherever they are: XLA's schedule interleaves the backward pass's
+    kernels with the optimizer's, yet they are the phases a user thinks in.
     Runs shorter than MIN_RUN stay at top level. A run is divided into parts by
     the next name-scope level (`layer3` into `attention` and `mlp`) when that
     gives it 2 to max_nodes // 4 entries; a run longer than max_nodes // 4 items
@@ -94,19 +110,18 @@ def _chunks(graph: Graph, items: list[str], max_nodes: int) -> list[_Chunk]:
     that still leaves more than max_nodes // 2 top-level entries, fixed-size
     chunks of all items are used (labelled with the keys they span).
     """
-    info = _item_info(graph)
     target, cap = max(2, max_nodes // 2), max(MIN_RUN, max_nodes // 4)
     chunks: list[_Chunk] = []  # (key, items, parts), labelled below
-    for key, members in _runs(items, info, 0):
+    for key, members in _phases(items, info) if phases else _runs(items, info, 0):
         if len(members) < MIN_RUN:
             continue
         parts = _parts(members, info, cap)
-        if parts or len(members) <= cap:
+        if parts or len(members) <= cap or phases:  # a phase is one box, however long
             chunks.append((key, members, parts))
         else:
             chunks.extend((key, members[i : i + cap], []) for i in range(0, len(members), cap))
     loose = len(items) - sum(len(members) for _, members, _ in chunks)
-    if len(chunks) + loose > target:
+    if _folded(chunks) + loose > target:
         size = math.ceil(len(items) / target)
         fixed = [items[i : i + size] for i in range(0, len(items), size)]
         chunks = [(_key_span(members, info), members, []) for members in fixed]
@@ -133,6 +148,41 @@ def _runs(items: list[str], info: dict[str, _ItemInfo], level: int) -> list[tupl
     return runs
 
 
+def _folded(chunks: list[tuple[str, list[str], list]]) -> int:
+    """How many boxes the chunks make once look-alike runs are folded (`layer0` …
+    `layer95`, each the same number of items: one fold, see viz.graph.repeats). Pieces
+    of one long run share a key: they are not counted as look-alikes."""
+    boxes, run = 0, 1
+    following = [*chunks[1:], ("", [], [])][: len(chunks)]
+    for (key, members, _), (after, others, _) in zip(chunks, following, strict=True):
+        alike = after != key and len(others) == len(members)
+        if alike and re.sub(r"\d+", "#", after) == re.sub(r"\d+", "#", key):
+            run += 1
+            continue
+        boxes += 1 if run >= FOLD_MIN else run
+        run = 1
+    return boxes
+
+
+def _phases(items: list[str], info: dict[str, _ItemInfo]) -> list[tuple[str, list[str]]]:
+    """Items by their first key, in order of first appearance. An item without a key (a
+    broadcast kernel XLA made, a constant) joins the next item's phase, which uses it."""
+    runs: dict[str, list[str]] = {}
+    waiting: list[str] = []
+    for item in items:
+        key = info[item].keys[0] if item in info else ""
+        if item in info and info[item].kind in ("input", "output"):
+            runs[f"\0{item}"] = [item]  # a few inputs (many are boxed already) stay loose
+            continue
+        if not key:
+            waiting.append(item)
+            continue
+        runs.setdefault(key, []).extend([*waiting, item])
+        waiting = []
+    phases = [("" if key.startswith("\0") else key, members) for key, members in runs.items()]
+    return [*phases, *(("", [item]) for item in waiting)]
+
+
 def _parts(members: list[str], info: dict[str, _ItemInfo], cap: int) -> list[tuple[str, list[str]]]:
     """A chunk's parts by the next name-scope level, or [] when that does not divide it."""
     parts = [(k, part) for k, part in _runs(members, info, 1) if len(part) >= MIN_RUN]
@@ -151,34 +201,54 @@ def _key_span(members: list[str], info: dict[str, _ItemInfo]) -> str:
 @dataclass
 class _ItemInfo:
     keys: tuple[str, ...]  # chunking keys: name-scope components, else (source function,)
-    lines: set[int]
+    lines: set[tuple[str, int]]  # (file, line) of its ops
+    scoped: bool  # keyed by a name scope (or a fold), not by a source function
+    kind: str = "op"  # its first node's: 'op', 'input', 'output', 'constant'
 
 
 def _item_info(graph: Graph) -> dict[str, _ItemInfo]:
-    """Each top-level item's chunking keys and source lines."""
+    """Each top-level item's chunking keys (its first node's that has any: a fusion's
+    first fused op may have no source) and source lines."""
     info: dict[str, _ItemInfo] = {}
     for node in graph.nodes:
         item = "g:" + node.scope[0] if node.scope else node.id
         found = info.get(item)
-        if found is None:
-            found = info[item] = _ItemInfo(_keys(node, graph.groups.get(node.scope[:1])), set())
+        if found is None or not found.keys[0]:
+            keys, scoped = _keys(node, graph.groups.get(node.scope[:1]))
+            if found is None:
+                found = info[item] = _ItemInfo(keys, set(), scoped, node.kind)
+            else:
+                found.keys, found.scoped = keys, scoped
         if node.source is not None:
-            found.lines.add(node.source.line)
+            found.lines.add((node.source.file, node.source.line))
     return info
 
 
-def _keys(node: Node, group: Group | None) -> tuple[str, ...]:
+def _keys(node: Node, group: Group | None) -> tuple[tuple[str, ...], bool]:
+    """An item's chunking keys, and whether they are a name scope's."""
+    if group is not None and group.attrs.get(SYNTHETIC) == "fold":
+        return (group.label,), True  # a fold (`layer ×96`) stands alone, like a name scope
     scope = (group.attrs.get("name_scope") if group else None) or node.attrs.get("name_scope", "")
+    if not scope and group is not None and group.kind == "scope":
+        scope = group.path[0]  # a name scope the reader made a group of
     if scope:
-        return tuple(scope.split("/"))
+        return tuple(scope.split("/")), True
     if node.source is not None:
-        return (node.source.function or node.source.file,)
-    return (node.kind if node.kind != "op" else "",)
+        return (_function(node.source.function) or node.source.file,), False
+    return (node.kind if node.kind != "op" else "",), False
+
+
+def _function(name: str) -> str:
+    """`train_step.<locals>.loss_fn` → `train_step.loss_fn`, `tree_map.<locals>.<lambda>`
+    → `tree_map`: the names a user knows."""
+    return ".".join(p for p in name.split(".") if not p.startswith("<"))
 
 
 def _chunk_label(key: str, members: list[str], info: dict[str, _ItemInfo]) -> str:
-    lines = sorted(set().union(*(info[m].lines for m in members if m in info)))
-    where = f", lines {lines[0]}–{lines[-1]}" if lines else ""
+    spots = set().union(*(info[m].lines for m in members if m in info))
+    lines = sorted(line for _, line in spots)
+    one_file = len({file for file, _ in spots}) == 1  # else the numbers mean nothing together
+    where = f", lines {lines[0]}–{lines[-1]}" if lines and one_file else ""
     return f"{key or 'ops'} ({len(members)} items{where})"
 
 

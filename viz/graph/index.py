@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from viz.graph.fold import SYNTHETIC
 from viz.ir.model import Graph, Group, Node, Path
 
 # ---------------------------------------------------------------- index
@@ -35,6 +36,21 @@ class _Index:
     opaque: set[Path]
     group_order: dict[Path, int]  # position in graph.groups
     boxes: dict[Path, _Box] = field(default_factory=dict)
+    _reader_paths: dict[Path, Path] | None = None
+
+    def reader_paths(self) -> dict[Path, Path]:
+        """A reader's group path → the path it has under synthetic groups (a chunk, a
+        fold), for the groups a view moved; worked out when first asked."""
+        if self._reader_paths is None:
+            found: dict[Path, Path] = {}
+            for path in self.groups:
+                reader = tuple(
+                    c for d, c in enumerate(path) if not _is_synthetic(self.groups, path[: d + 1])
+                )
+                if reader != path and reader:
+                    found.setdefault(reader, path)
+            self._reader_paths = found
+        return self._reader_paths
 
 
 @dataclass
@@ -145,6 +161,11 @@ def _box(index: _Index, path: Path) -> _Box:
                 count += 1
     found = index.boxes[path] = _Box(count, sum(ops.values()), ops.most_common(3))
     return found
+
+
+def _is_synthetic(groups: dict[Path, Group], path: Path) -> bool:
+    group = groups.get(path)
+    return group is not None and SYNTHETIC in group.attrs
 
 
 def _inside(scope: Path, paths: set[Path]) -> bool:

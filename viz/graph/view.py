@@ -33,12 +33,13 @@ This module imports neither jax nor streamlit.
 from __future__ import annotations
 
 import re
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from viz.graph.fold import SYNTHETIC, _fold_top_level
 from viz.graph.index import _box, _Index, _index
+from viz.graph.repeats import fold_chains, fold_groups
 from viz.ir.model import Graph, Group, Node, Path, SourceLoc
 
 DEFAULT_NODES = 80  # the default view's budget: readable, and quick for dot to lay out
@@ -71,6 +72,7 @@ class VisibleNode:
     colour: str = ""  # fusion colour class
     highlighted: bool = False
     tooltip: str = ""
+    matches: int = 0  # highlighted nodes it stands for (search results inside a box)
 
 
 # ---------------------------------------------------------------- views
@@ -95,13 +97,11 @@ def collapse(view: View, path: Path) -> View:
 
 
 def _resolve(graph: Graph, path: Path) -> Path:
-    """`path` as `graph` spells it: possibly under synthetic groups (a chunk, its part)."""
+    """`path` as `graph` spells it: possibly under synthetic groups (a chunk, its part, a
+    fold, the box of a fold's other members)."""
     if path in graph.groups or not path:
         return path
-    for head, group in graph.groups.items():
-        if group.attrs.get(SYNTHETIC) and (*head, *path) in graph.groups:
-            return (*head, *path)
-    return path
+    return _index(graph).reader_paths().get(path, path)
 
 
 def expand_to_depth(graph: Graph, depth: int) -> View:
@@ -117,19 +117,26 @@ def default_view(graph: Graph, max_nodes: int = DEFAULT_NODES) -> View:
     transformer, or their `attention` scopes) are expanded together or not at
     all, so repeated structure is drawn the same way everywhere.
 
-    When the graph has more than `max_nodes` nodes, many top-level inputs (or
-    constants) are folded into one box, and a top level that alone has more
-    than `max_nodes` members is chunked into runs of consecutive nodes (see
-    `_chunks`); both are synthetic groups on a copy of the graph (they have no
-    op, so counts do not change). A graph that fits is shown fully expanded.
+    A graph that fits is shown fully expanded. A graph with more than `max_nodes`
+    nodes is drawn from a copy with synthetic groups (they have no op, so counts
+    do not change): repeated structure folded (`viz.graph.repeats`: `layer0` …
+    `layer95` as one group ×96), many top-level inputs (constants, outputs) in one
+    box, and an oversized or mixed top level chunked into its runs (`_chunks`: a
+    training step's forward, loss, backward and update). Of that copy, only groups
+    that show structure are opened (`_may_open`), not screenfuls of loose ops.
     """
     max_nodes = min(max_nodes, MAX_NODES)
-    graph = _fold_top_level(graph, max_nodes)
+    # A graph that does not fit opens only groups that show structure (sub-groups), not
+    # a screenful of loose ops: a training step reads as forward, loss, backward, update.
+    structure_only = len(graph.nodes) > max_nodes
+    if structure_only:  # a graph that fits is shown whole
+        graph = _fold_top_level(fold_groups(fold_chains(graph), kernels=False), max_nodes)
+        graph = fold_groups(graph)  # the chunks of a flat top level (compiled layers) repeat too
     index = _index(graph)
     visible = len(index.children[()]) + len(index.members[()])
     expanded: set[Path] = set()
     order = {path: i for i, path in enumerate(index.children)}
-    level = [p for p in index.children[()] if not _is_folded_leaves(graph, p)]
+    level = [p for p in index.children[()] if _may_open(graph, index, p, structure_only)]
     while level:
         opened = []
         for alike in _alike(graph, index, level, order):
@@ -140,7 +147,12 @@ def default_view(graph: Graph, max_nodes: int = DEFAULT_NODES) -> View:
             expanded.update(alike)
             opened.extend(alike)
         opened.sort(key=order.__getitem__)
-        level = [c for p in opened for c in index.children[p] if not _is_folded_leaves(graph, c)]
+        level = [
+            c
+            for p in opened
+            for c in index.children[p]
+            if _may_open(graph, index, c, structure_only)
+        ]
     return View(graph, frozenset(expanded))
 
 
@@ -162,9 +174,35 @@ def _alike(
     )
 
 
-def _is_folded_leaves(graph: Graph, path: Path) -> bool:
+FEW_LOOSE = 2  # a group with no more loose ops than this, or than sub-groups, shows structure
+
+
+def _may_open(graph: Graph, index: _Index, path: Path, structure_only: bool) -> bool:
+    """Whether a default view may open `path`: never the inputs box or the box of a fold's
+    other chains; when the graph does not fit, only a group that shows structure (the
+    list of a fold's other layers always does)."""
+    what = _synthetic(graph, path)
+    if what in ("leaves", "chains"):
+        return False
+    if not structure_only or what == "rest":
+        return True
+    if _kind(graph, path) == "fusion":  # one kernel: its fused ops are a click away
+        return False
+    kids = index.children[path]
+    # a fusion is one kernel and a chunk's part a run of ops: neither is structure
+    flat = sum(1 for k in kids if _synthetic(graph, k) == "chunk" or _kind(graph, k) == "fusion")
+    loose = len(index.members[path]) + flat
+    return loose <= max(FEW_LOOSE, len(kids) - flat)
+
+
+def _synthetic(graph: Graph, path: Path) -> str:
     group = graph.groups.get(path)
-    return group is not None and group.attrs.get(SYNTHETIC) == "leaves"
+    return group.attrs.get(SYNTHETIC, "") if group is not None else ""
+
+
+def _kind(graph: Graph, path: Path) -> str:
+    group = graph.groups.get(path)
+    return group.kind if group is not None else ""
 
 
 def _size(index: _Index, path: Path) -> int:
@@ -177,19 +215,54 @@ def visible(view: View) -> tuple[list[VisibleNode], list[tuple[str, str]]]:
     graph, index = view.graph, _index(view.graph)
     rep, boxes = _representatives(view, index)
     shown: dict[str, VisibleNode] = {}
-    highlighted = {rep[n] for n in view.highlight if n in rep}
+    highlighted = Counter(rep[n] for n in view.highlight if n in rep)
     for node in graph.nodes:
         key = rep.get(node.id)
         if key is not None and key not in shown:
             box = boxes[node.scope] if key != node.id else None
-            shown[key] = _visible_item(view, index, node, box, key in highlighted)
+            shown[key] = _visible_item(view, index, node, box, highlighted[key])
     if view.focus is None:
         for path in graph.groups:
             key = _group_id(path)
             if key not in shown and _is_box(path, view.expanded):
-                shown[key] = _group_item(graph.groups[path], index, key in highlighted)
+                shown[key] = _group_item(graph.groups[path], index, highlighted[key])
     edges = _edges(graph, rep)
     return list(shown.values()), edges
+
+
+def expandable(graph: Graph, view: View) -> dict[str, Path]:
+    """Groups a user may open by name, label → path: the folds `view` made (`[layer0–
+    layer95 ×96]`, `[95 more like layer0]`), then the reader's own groups of `graph`,
+    shallowest first (`expand` finds those under the view's synthetic groups)."""
+    folds = {
+        f"[{g.label}]": p
+        for p, g in view.graph.groups.items()
+        if g.attrs.get(SYNTHETIC) in ("fold", "rest", "chains")
+    }
+    own = {"/".join(p): p for p in sorted(graph.groups, key=lambda p: (len(p), p))}
+    return {**folds, **own}
+
+
+def match_summary(view: View) -> list[tuple[str, int]]:
+    """Where a search's matches are, by top-level group of the view (`layer0–layer95
+    ×96`, `loss_fn (11 items)`), most first; matches outside any group as "top level"."""
+    counts = match_counts(view)
+    tops = [(view.graph.groups[p].label, n) for p, n in counts.items() if len(p) == 1]
+    nodes = _index(view.graph).nodes
+    loose = sum(1 for i in view.highlight if i in nodes and not nodes[i].scope)
+    return sorted([*tops, *([("top level", loose)] if loose else [])], key=lambda t: -t[1])
+
+
+def match_counts(view: View) -> Counter[Path]:
+    """How many highlighted nodes (search results) each group of the view's graph holds,
+    folds and the boxes of their other members included."""
+    nodes = _index(view.graph).nodes
+    counts: Counter[Path] = Counter()
+    for node_id in view.highlight:
+        node = nodes.get(node_id)
+        if node is not None:
+            counts.update(node.scope[:d] for d in range(1, len(node.scope) + 1))
+    return counts
 
 
 def _representatives(view: View, index: _Index) -> tuple[dict[str, str], dict[Path, Path | None]]:
@@ -222,11 +295,11 @@ def _group_id(path: Path) -> str:
 
 
 def _visible_item(
-    view: View, index: _Index, node: Node, box: Path | None, lit: bool
+    view: View, index: _Index, node: Node, box: Path | None, matches: int
 ) -> VisibleNode:
     if box is not None:
         group = view.graph.groups.get(box) or Group(box, box[-1])
-        return _group_item(group, index, lit)
+        return _group_item(group, index, matches)
     tooltip = "\n".join(
         t for t in (str(node.source or ""), node.attrs.get("op_name", ""), node.type) if t
     )
@@ -239,12 +312,13 @@ def _visible_item(
         node.type,
         node.source,
         op_count=1 if node.id in index.counted else 0,
-        highlighted=lit,
+        highlighted=matches > 0,
         tooltip=tooltip,
+        matches=matches,
     )
 
 
-def _group_item(group: Group, index: _Index, lit: bool) -> VisibleNode:
+def _group_item(group: Group, index: _Index, matches: int) -> VisibleNode:
     box = _box(index, group.path)
     return VisibleNode(
         _group_id(group.path),
@@ -257,8 +331,9 @@ def _group_item(group: Group, index: _Index, lit: bool) -> VisibleNode:
         top_ops=list(box.top_ops),
         group_kind=group.kind,
         colour=group.attrs.get("colour", ""),
-        highlighted=lit,
+        highlighted=matches > 0,
         tooltip=group.attrs.get("op_name", "") or "/".join(group.path),
+        matches=matches,
     )
 
 

@@ -1,0 +1,285 @@
+"""Repeated structure, folded, so that a 96-layer model shows its layers and a
+training step its per-parameter optimizer update at a glance.
+
+Two kinds of repeats become one synthetic group marked ×N:
+- sibling groups with the same inside, consecutive (`layer0` … `layer95`: the
+  same ops and the same sub-groups, their names equal up to numbers);
+- identical chains of loose ops side by side (an optimizer's update of each
+  parameter: `tree.map` emits every leaf's ops, unscoped). A chain is a
+  connected piece of the loose ops once the scalars they all share (a step
+  count, a bias correction) are set aside.
+
+Shapes are not compared: an optimizer's chains, or a CNN's look-alike blocks,
+differ only in the sizes of their parameters; a fold's label says when they do.
+
+A fold keeps its first member as it is and the others in one box ("95 more like
+layer0"), so a view that opens the fold shows one layer's structure beside the
+count; opening that box lists the others, and each of them opens to its ops.
+The model itself is never changed: a folded copy is returned, whose synthetic
+groups have no op (counts do not change).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from viz.graph.fold import FOLD_MIN, SYNTHETIC, _function, _moved_group, _moved_node
+from viz.graph.index import _Index, _index
+from viz.ir.model import Graph, Group, Node, Path
+
+HUB_NEIGHBOURS = 3  # a loose op linked to more loose ops than this is shared, not in a chain
+FOLD = "fold"  # Group.attrs[SYNTHETIC] of a fold; "rest" or "chains": the box of the others
+_NUMBER = re.compile(r"\d+")
+
+
+@dataclass
+class _Fold:
+    """One fold to make: under `parent`, the look-alike `members` (child group names,
+    or the node ids of each chain), labelled for what they are."""
+
+    parent: Path
+    members: list[str] | list[list[str]]
+    label: str
+    rest_label: str
+    member_labels: list[str]  # one per chain (groups keep their own label)
+    rest: str = "chains"  # the other members' box: "rest" (a view may open it) or "chains"
+
+
+def fold_groups(graph: Graph, kernels: bool = True) -> Graph:
+    """A copy with every run of FOLD_MIN or more consecutive look-alike sibling groups
+    folded (at every depth), or the graph itself when there is none.
+
+    `kernels=False` leaves fusions alone: a compiled program's top level is a flat
+    list of kernels whose layers are found by chunking first; folding three look-alike
+    kernels there would cut a layer's run in two."""
+    index = _index(graph)
+    signature = _signatures(graph, index)
+    folds = [
+        fold
+        for parent, kids in index.children.items()
+        if not _inside_fold(graph, parent)
+        for fold in _group_folds(graph, parent, kids, signature, kernels)
+    ]
+    return _apply(graph, folds) if folds else graph
+
+
+def fold_chains(graph: Graph) -> Graph:
+    """A copy with FOLD_MIN or more identical chains of top-level loose ops folded, or
+    the graph itself when there are none."""
+    # a compiled op with a name scope belongs to a layer: chunking finds it a home
+    top = [
+        n
+        for n in graph.nodes
+        if not n.scope and n.kind in ("op", "constant") and not n.attrs.get("name_scope")
+    ]
+    if len(top) < 2 * FOLD_MIN:
+        return graph
+    folds = list(_chain_folds(graph, top))
+    return _apply(graph, folds) if folds else graph
+
+
+# ---------------------------------------------------------------- look-alike groups
+
+
+def _signatures(graph: Graph, index: _Index) -> dict[Path, int]:
+    """Each group's structure as a hash: its kind, op, name up to numbers, the ops of its
+    members and its sub-groups' structures (orders ignored: XLA schedules the fusions
+    of two identical layers in different orders)."""
+    signature: dict[Path, int] = {}
+    for path in sorted(index.children, key=len, reverse=True):  # deepest first
+        if not path:
+            continue
+        group = graph.groups.get(path) or Group(path, path[-1])
+        ops = sorted(index.nodes[i].op for i in index.members[path])
+        kids = sorted(signature[c] for c in index.children[path])
+        name = _NUMBER.sub("#", group.label)
+        signature[path] = hash((group.kind, group.op, name, tuple(ops), tuple(kids)))
+    return signature
+
+
+def _group_folds(
+    graph: Graph, parent: Path, kids: list[Path], signature: dict[Path, int], kernels: bool
+) -> Iterator[_Fold]:
+    run: list[Path] = []
+    for kid in [*kids, None]:
+        if kid is not None and run and signature[kid] == signature[run[0]]:
+            run.append(kid)
+            continue
+        if len(run) >= FOLD_MIN and _foldable(graph, run[0], kernels):
+            yield _group_fold(graph, parent, run)
+        run = [kid] if kid is not None else []
+
+
+def _inside_fold(graph: Graph, parent: Path) -> bool:
+    """A fold's own levels are not folded again (a second pass over a folded copy)."""
+    group = graph.groups.get(parent)
+    return group is not None and group.attrs.get(SYNTHETIC) in (FOLD, "rest", "chains")
+
+
+def _foldable(graph: Graph, path: Path, kernels: bool) -> bool:
+    group = graph.groups.get(path)
+    if group is None:
+        return True
+    return group.attrs.get(SYNTHETIC) != "leaves" and (kernels or group.kind != "fusion")
+
+
+def _group_fold(graph: Graph, parent: Path, run: list[Path]) -> _Fold:
+    labels = [(graph.groups.get(p) or Group(p, p[-1])).label.split(" (", 1)[0] for p in run]
+    span = f"{labels[0]}–{labels[-1]}" if labels[0] != labels[-1] else labels[0]
+    kernels = (graph.groups.get(run[0]) or Group(run[0], "")).kind == "fusion"
+    return _Fold(
+        parent,
+        [p[-1] for p in run],
+        f"{span} ×{len(run)}",
+        f"{len(run) - 1} more like {labels[0]}",
+        [],
+        "chains" if kernels else "rest",  # a list of kernels is not structure
+    )
+
+
+# ---------------------------------------------------------------- identical chains
+
+
+def _chain_folds(graph: Graph, loose: list[Node]) -> Iterator[_Fold]:
+    """Classes of FOLD_MIN or more chains with the same ops among `loose` (top level)."""
+    ids = {n.id for n in loose}
+    neighbours: dict[str, set[str]] = {i: set() for i in ids}
+    for edge in graph.edges:
+        if edge.src in ids and edge.dst in ids and edge.src != edge.dst:
+            neighbours[edge.src].add(edge.dst)
+            neighbours[edge.dst].add(edge.src)
+    shared = {i for i, near in neighbours.items() if len(near) > HUB_NEIGHBOURS}
+    nodes = {n.id: n for n in loose}
+    classes: dict[tuple[object, ...], list[list[str]]] = {}
+    for chain in _components(loose, neighbours, shared):
+        if len(chain) >= 2:
+            ops = tuple(sorted(Counter(nodes[i].op for i in chain).items()))
+            classes.setdefault(ops, []).append(chain)
+    for chains in classes.values():
+        if len(chains) >= FOLD_MIN:
+            yield _chain_fold(chains, nodes)
+
+
+def _components(
+    loose: list[Node], neighbours: dict[str, set[str]], shared: set[str]
+) -> Iterator[list[str]]:
+    """Connected pieces of the loose ops without the shared ones, in program order."""
+    seen: set[str] = set(shared)
+    for node in loose:
+        if node.id in seen:
+            continue
+        seen.add(node.id)
+        piece, todo = [node.id], [node.id]
+        while todo:
+            for other in neighbours[todo.pop()]:
+                if other not in seen:
+                    seen.add(other)
+                    piece.append(other)
+                    todo.append(other)
+        yield piece
+
+
+def _chain_fold(chains: list[list[str]], nodes: dict[str, Node]) -> _Fold:
+    order = {node_id: k for k, node_id in enumerate(nodes)}
+    chains = [sorted(c, key=order.__getitem__) for c in chains]
+    chains.sort(key=lambda c: order[c[0]])
+    widest = [max((nodes[i].type for i in c), key=_elements) for c in chains]
+    shapes = "" if len(set(widest)) == 1 else ", shapes differ"
+    functions = Counter(  # a constant's location is often its caller's: not telling
+        _function(nodes[i].source.function)
+        for i in chains[0]
+        if nodes[i].source and not nodes[i].op.endswith("constant")
+    )
+    top = functions.most_common(2)
+    what = ", ".join(f for f, n in top if n * 2 >= top[0][1]) if top else "chains"
+    return _Fold(
+        (),
+        chains,
+        f"{what} ×{len(chains)} · identical chains of {len(chains[0])} ops{shapes}",
+        f"{len(chains) - 1} more chains like the first",
+        [f"chain {k + 1} · {_short_type(t)}" for k, t in enumerate(widest)],
+    )
+
+
+def _elements(type_: str) -> int:
+    dims = re.findall(r"\d+", type_.split("[", 1)[-1].split("]", 1)[0]) if "[" in type_ else []
+    total = 1
+    for d in dims:
+        total *= int(d)
+    return total
+
+
+def _short_type(type_: str) -> str:
+    return type_ if len(type_) <= 32 else type_[:31] + "…"
+
+
+# ---------------------------------------------------------------- the folded copy
+
+
+def _apply(graph: Graph, folds: list[_Fold]) -> Graph:
+    """A copy of `graph` with each fold's members moved under its synthetic groups."""
+    inserted: dict[Path, Path] = {}  # reader group path → the fold levels put above it
+    node_levels: dict[str, Path] = {}  # node id → the fold levels of its chain
+    new_groups: list[tuple[Path, Path, Group]] = []  # (reader parent, levels, group)
+    names = _fresh_names(graph)
+    for fold in folds:
+        name = next(names)
+        head, rest = (name,), (name, "[rest]")
+        new_groups.append((fold.parent, head, _group(head, fold.label, FOLD)))
+        new_groups.append((fold.parent, rest, _group(rest, fold.rest_label, fold.rest)))
+        for j, member in enumerate(fold.members):
+            levels = head if j == 0 else rest
+            if isinstance(member, str):
+                inserted[(*fold.parent, member)] = levels
+                continue
+            chain = (*levels, f"[chain {j + 1}]")
+            new_groups.append((fold.parent, chain, _group(chain, fold.member_labels[j], "chain")))
+            node_levels.update(dict.fromkeys(member, chain))
+    moved = _Mover(inserted)
+    nodes = [
+        _moved_node(n, moved(n.scope) + node_levels.get(n.id, ()))
+        if n.id in node_levels or moved(n.scope) != n.scope
+        else n
+        for n in graph.nodes
+    ]
+    groups: dict[Path, Group] = {}
+    for parent, levels, group in new_groups:
+        path = moved(parent) + levels
+        groups[path] = replace(group, path=path)
+    for path, group in graph.groups.items():
+        new = moved(path)
+        groups[new] = group if new == path else _moved_group(group, new)
+    return replace(graph, nodes=nodes, groups=groups)
+
+
+def _fresh_names(graph: Graph) -> Iterator[str]:
+    """`[fold 1]`, `[fold 2]`, ... skipping those an earlier pass gave out."""
+    taken = {c for path in graph.groups for c in path if c.startswith("[fold ")}
+    k = 0
+    while True:
+        k += 1
+        if f"[fold {k}]" not in taken:
+            yield f"[fold {k}]"
+
+
+class _Mover:
+    """Reader path → its path in the folded copy (memoized: a big graph has a few
+    hundred scopes and tens of thousands of nodes)."""
+
+    def __init__(self, inserted: dict[Path, Path]) -> None:
+        self.inserted = inserted
+        self.done: dict[Path, Path] = {(): ()}
+
+    def __call__(self, path: Path) -> Path:
+        found = self.done.get(path)
+        if found is None:
+            found = self(path[:-1]) + self.inserted.get(path, ()) + path[-1:]
+            self.done[path] = found
+        return found
+
+
+def _group(path: Path, label: str, what: str) -> Group:
+    return Group(path, label, "scope", attrs={SYNTHETIC: what})
