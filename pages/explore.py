@@ -10,7 +10,7 @@ import streamlit as st
 
 import ui
 import viz.graph
-from ui import editor, fusion, results, variants
+from ui import editor, fusion, results, specialization, variants
 from ui.results import FULL_RESULTS, Result
 from viz import charts, demo, share, vega
 from viz.history import History, HistoryError
@@ -211,6 +211,7 @@ def overview(r: Report) -> None:
         "memory", ui.nbytes(r.memory_total_bytes), help="arguments + outputs + XLA temporaries"
     )
     fusion_link(r)
+    specialization.overview_link(r, _open_tab)
     overview_graphs(r)
     left, right = st.columns(2)
     left.vega_lite_chart(vega.count_chain(r), width="stretch", key="ov_chain")
@@ -340,11 +341,13 @@ def show_results() -> None:
         with st.expander("Printed by your code"):
             st.text(res.stdout)
     if not r.jaxpr:
+        specialization.after_failed_trace(res, index)
         return
     variants.quick_variants(res)
     # Stateful tabs: only the open one runs, so a big graph is drawn only when asked for.
     render = {
         "Overview": lambda: overview(r),
+        specialization.TAB: lambda: specialization.panel(res, index),
         "jaxpr": lambda: ir_tab(res, "jaxpr", index),
         "StableHLO": lambda: ir_tab(res, "stablehlo", index),
         "Compiled HLO": lambda: ir_tab(res, "compiled", index),

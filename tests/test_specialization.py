@@ -329,3 +329,10 @@ def test_no_answer_when_the_analysed_call_itself_failed():
     failed = FailedEvent(1, "f32[3]", ErrorInfo("user_exception", "boom", stage="trace"), 0)
     answer = outcome(row(item="f32[3]"), Change("shape", "", "f32[4]"), "f32[4]", [failed, failed])
     assert answer.verdict == "error" and "boom" in answer.note and answer.recompiles is None
+
+
+def test_the_cli_summary_names_what_the_executable_is_specialized_on():
+    from viz.cli import summarize_report
+
+    report = analyze(arange_plus, "f32[16], 16", static=["n"], runs=0)
+    assert "specialized on: x f32[16] · n = 16 (static)" in summarize_report(report)

@@ -21,6 +21,7 @@ from viz.format import seconds
 from viz.options import parse_option
 from viz.recorder import cli as recorder_cli
 from viz.report import Report
+from viz.specialization import SpecializedArg
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
 from viz.worker.protocol import Analyze, Analyzed, CacheCalls, CacheReply
 
@@ -125,6 +126,7 @@ def summarize_report(report: Report) -> str:
             f"jaxpr eqns {counts[0]} → StableHLO ops {counts[1]} → compiled kernels {counts[2]}"
         )
     lines.extend(_fusion_lines(report))
+    lines.extend(_specialization_lines(report))
     lines.append(
         f"trace {seconds(t.trace_s)} · lower {seconds(t.lower_s)} · "
         f"compile {seconds(t.compile_s)} · run median "
@@ -153,6 +155,25 @@ def _fusion_lines(report: Report) -> list[str]:
         top = ", ".join(f"{k.name} {seconds(k.mean_s)} ({k.share:.0%})" for k in prof.kernels[:3])
         lines.append(f"kernel time per step {seconds(prof.step_s)}: {top}")
     return lines
+
+
+SHOWN_LEAVES = 6  # the summary's specialization line names this many leaves
+
+
+def _specialization_lines(report: Report) -> list[str]:
+    """`specialized on: x f32[16] · n = 16 (static)`, the first SHOWN_LEAVES leaves."""
+    rows = report.specialization
+    if not rows:
+        return []
+    shown = " · ".join(_leaf_text(r) for r in rows[:SHOWN_LEAVES])
+    more = f" · … {len(rows) - SHOWN_LEAVES} more" if len(rows) > SHOWN_LEAVES else ""
+    return [f"specialized on: {shown}{more}"]
+
+
+def _leaf_text(row: SpecializedArg) -> str:
+    if row.state == "static":
+        return f"{row.arg} = {row.value} (static)"
+    return f"{row.arg} {row.baked_in}" + (" (untraceable)" if row.state == "untraceable" else "")
 
 
 def summarize_cache(events: list[CacheEvent]) -> str:
