@@ -66,7 +66,10 @@ def _dot(
 ) -> str:
     lines = [
         "digraph G {",
-        f'  graph [rankdir=TB, fontname="{FONT}", fontsize=12, labelloc=t, '
+        # newrank: ranks over the whole graph, not cluster by cluster. With clusters
+        # nested in a fold (`layer ×24` > its layers) and edges from outside into them,
+        # dot's per-cluster ranking took 7 s where this takes 0.04 s.
+        f'  graph [newrank=true, rankdir=TB, fontname="{FONT}", fontsize=12, labelloc=t, '
         f"label={_q(title)}, nodesep=0.25, ranksep=0.35];",
         f'  node [fontname="{FONT}", fontsize=10, height=0.3];',
         f'  edge [fontname="{FONT}", fontsize=8, color="#8a8a8a", arrowsize=0.6];',
