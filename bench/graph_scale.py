@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # run from anywhere
 import viz.graph
 from viz.ir.hlo import read_hlo
 from viz.ir.jaxpr import read_jaxpr
