@@ -336,3 +336,10 @@ def test_the_cli_summary_names_what_the_executable_is_specialized_on():
 
     report = analyze(arange_plus, "f32[16], 16", static=["n"], runs=0)
     assert "specialized on: x f32[16] · n = 16 (static)" in summarize_report(report)
+
+
+def test_the_overviews_summary_counts_each_state_and_names_a_few():
+    from viz.specialization import summary
+
+    rows = [row(arg=a) for a in "abcd"] + [row(arg="n", state="static")]
+    assert summary(rows) == "1 static value (`n`), 4 dynamic leaves (`a`, `b`, `c` …)"

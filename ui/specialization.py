@@ -18,7 +18,15 @@ from ui.results import Result
 from ui.workers import ask, owner
 from viz.errors import ErrorInfo
 from viz.report import Report
-from viz.specialization import Change, Outcome, SpecializedArg, changes, outcome, variant_spec
+from viz.specialization import (
+    Change,
+    Outcome,
+    SpecializedArg,
+    changes,
+    outcome,
+    summary,
+    variant_spec,
+)
 from viz.worker.protocol import CacheCalls, CacheReply, CacheState
 
 STATE_TEXT = {
@@ -49,20 +57,6 @@ def overview_link(r: Report, open_tab: Callable[[str], None]) -> None:
     text, button = st.columns([4, 1], vertical_alignment="center")
     text.markdown(f"**Specialization**: {summary(r.specialization)}, and what would recompile")
     button.button("Open the specialization", key="ov_spec", on_click=open_tab, args=(TAB,))
-
-
-def summary(rows: list[SpecializedArg]) -> str:
-    """`1 static value (n), 1 dynamic leaf`: the rows by state."""
-    parts = []
-    for state, word in (("static", "static value"), ("dynamic", "dynamic leaf")):
-        names = [r.arg for r in rows if r.state == state]
-        if names:
-            shown = ", ".join(f"`{n}`" for n in names[:3]) + (" …" if len(names) > 3 else "")
-            parts.append(f"{len(names)} {word}{'s' if len(names) > 1 else ''} ({shown})")
-    stuck = [r.arg for r in rows if r.state == "untraceable"]
-    if stuck:
-        parts.append(f"untraceable: {', '.join(f'`{n}`' for n in stuck)}")
-    return ", ".join(parts)
 
 
 def panel(res: Result, index: int) -> None:

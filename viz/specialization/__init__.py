@@ -9,7 +9,7 @@ import it as `viz.specialization.read`, it imports jax).
 """
 
 from viz.specialization.changes import Change, Outcome, changes, outcome, variant_spec
-from viz.specialization.model import STATES, ShapeOp, SpecializedArg
+from viz.specialization.model import STATES, ShapeOp, SpecializedArg, summary
 
 __all__ = [
     "STATES",
@@ -19,5 +19,6 @@ __all__ = [
     "SpecializedArg",
     "changes",
     "outcome",
+    "summary",
     "variant_spec",
 ]

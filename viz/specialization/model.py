@@ -75,3 +75,21 @@ class ShapeOp(Plain):
 
 
 MAX_MATCHES = 4
+
+
+def summary(rows: list[SpecializedArg]) -> str:
+    """The rows by state, as markdown: `1 static value (`n`), 1 dynamic leaf (`x`)`."""
+    parts = []
+    words = (
+        ("static", "static value", "static values"),
+        ("dynamic", "dynamic leaf", "dynamic leaves"),
+    )
+    for state, one, many in words:
+        names = [r.arg for r in rows if r.state == state]
+        if names:
+            shown = ", ".join(f"`{n}`" for n in names[:3]) + (" …" if len(names) > 3 else "")
+            parts.append(f"{len(names)} {one if len(names) == 1 else many} ({shown})")
+    stuck = [r.arg for r in rows if r.state == "untraceable"]
+    if stuck:
+        parts.append(f"untraceable: {', '.join(f'`{n}`' for n in stuck)}")
+    return ", ".join(parts)
