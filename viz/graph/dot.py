@@ -230,6 +230,8 @@ def _group_attrs(item: VisibleNode) -> dict[str, str]:
     ops = ", ".join(f"{_short_op(op)} ×{n}" for op, n in item.top_ops)
     noun = "fused ops" if item.group_kind == "fusion" else "ops"
     label = f"{item.label}\n{item.inner_ops} {noun}" + (f": {ops}" if ops else "")
+    if not item.inner_ops:  # a box of inputs (or outputs): its label says what it holds
+        label = item.label
     if item.matches:  # search results inside the box
         label += "\n" + _matches(item.matches).removeprefix(" · ")
     fill = COLOURS.get(item.colour, COLOURS["loop"]) if item.group_kind == "fusion" else GROUP_FILL
