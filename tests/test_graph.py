@@ -454,6 +454,12 @@ def test_view_cache_does_not_keep_graphs_alive():
     gc.collect()
     assert all(ref() is None for ref in refs)
     assert not any(hit[0]() is None for hit in viz.graph.index._CACHE.values())
+    small = layered(2)  # fits: its default view is of the graph itself
+    assert viz.graph.default_view(small).graph is small
+    ref = weakref.ref(small)
+    del small
+    gc.collect()
+    assert ref() is None
 
 
 def test_a_region_shows_only_its_ops_in_both_ir_graphs():

@@ -8,6 +8,7 @@ import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from viz.graph.fold import SYNTHETIC
 from viz.ir.model import Graph, Group, Node, Path
@@ -36,6 +37,7 @@ class _Index:
     opaque: set[Path]
     group_order: dict[Path, int]  # position in graph.groups
     boxes: dict[Path, _Box] = field(default_factory=dict)
+    default_views: dict[int, Any] = field(default_factory=dict)  # budget → view.View
     _reader_paths: dict[Path, Path] | None = None
 
     def reader_paths(self) -> dict[Path, Path]:

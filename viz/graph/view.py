@@ -110,6 +110,19 @@ def expand_to_depth(graph: Graph, depth: int) -> View:
 
 
 def default_view(graph: Graph, max_nodes: int = DEFAULT_NODES) -> View:
+    """The default view of `graph` (see `_default_view`), worked out once per graph and
+    budget: the app asks for it on every rerun. A copy, so that a caller setting its
+    highlight does not change another session's."""
+    views = _index(graph).default_views
+    found = views.get(max_nodes)
+    if found is None:
+        found = _default_view(graph, max_nodes)
+        if found.graph is not graph:  # a view of the graph itself would keep it alive
+            views[max_nodes] = found
+    return replace(found)
+
+
+def _default_view(graph: Graph, max_nodes: int) -> View:
     """Groups expanded breadth-first (shallowest, then largest first) within `max_nodes`.
 
     `max_nodes` is capped at MAX_NODES. Groups that look alike (the same kind,
