@@ -166,6 +166,31 @@ def test_the_24_layer_transformer_graph_renders_and_a_group_expands(page) -> Non
     shot(page, "transformer24_jaxpr_expanded", graph(page))
 
 
+def graph_text(page) -> str:
+    """All the text of the first graph (labels of its boxes and clusters)."""
+    if render.dot_program() is None:
+        return page.locator("[data-testid=stGraphVizChart] svg").first.text_content()
+    return page.frame_locator("[data-testid=stIFrame]").first.locator("svg").first.text_content()
+
+
+def test_a_training_step_reads_as_its_phases_and_find_counts_inside_folds(page) -> None:
+    page.goto(f"{page.base_url}/?sample=train_step")
+    page.get_by_text("jaxpr equations").first.wait_for(timeout=120_000)
+    open_tab(page, "jaxpr")
+    graph(page).wait_for()
+    assert graph_nodes(page).count() <= 12  # inputs, forward, loss, backward, update, outputs
+    text = graph_text(page)
+    for phase in ("jvp(CNN)", "transpose(jvp(CNN))", "loss_fn", "adam ×8"):
+        assert phase in text, phase
+    page.get_by_label("Find").first.fill("sqrt")
+    page.keyboard.press("Enter")
+    page.get_by_text("8 matches for “sqrt”").wait_for()
+    page.wait_for_timeout(1000)
+    graph(page).wait_for()
+    assert "7 matches" in graph_text(page)  # the box of the seven other chains holds 7
+    shot(page, "train_step_jaxpr_find", graph(page))
+
+
 def shot_from(page, name: str, anchor) -> None:
     """A screenshot with `anchor` at the top of the window."""
     anchor.evaluate("e => e.scrollIntoView({block: 'start'})")
