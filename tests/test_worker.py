@@ -286,6 +286,25 @@ def test_worker_env_simulates_n_cpu_devices_before_jax_starts():
     assert worker_env("gpu", 1 << 30)["JAX_PLATFORMS"] == "cuda"
 
 
+MODULE_LEVEL_JAX = "import jax.numpy as jnp\nW = jnp.ones(4)\ndef f(x):\n    return x * W\n"
+
+
+def test_a_gpu_worker_without_a_usable_gpu_says_so_for_every_request(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU even on a machine with one
+    w = Worker("gpu", timeout_s=60)
+    try:
+        for code in (OK_CODE, MODULE_LEVEL_JAX):  # the failure is not the module's
+            report = analyze(w, code, device="gpu")
+            assert not report["ok"]
+            assert report["error"]["kind"] == "device_unavailable", report["error"]
+            assert "requirements-gpu.txt" in report["error"]["hint"]
+            assert report["function"] == "f"  # the reply still says what it answers
+        ping = w.request("ping")
+        assert ping["error"]["kind"] == "device_unavailable"
+    finally:
+        w.close()
+
+
 def test_available_devices_always_include_cpu_and_cpu8():
     assert {"cpu", "cpu:8"} <= set(available_devices())
 

@@ -8,6 +8,7 @@ an error reply so the worker keeps serving.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import traceback
 from collections import OrderedDict
@@ -85,6 +86,26 @@ def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
     return p.Analyzed.of(report)
 
 
+@functools.cache
+def _backend_error() -> ErrorInfo | None:
+    """Why this worker's JAX cannot run anything, or None. A `gpu` worker whose jaxlib
+    has no CUDA plugin (or sees no GPU) fails on first use, with an empty
+    AssertionError, wherever that is: loading the user's module, or tracing."""
+    try:
+        jax.devices()
+    except Exception as exc:
+        platform = os.environ.get("JAX_PLATFORMS", "") or "default"
+        return ErrorInfo(
+            ErrorKind.DEVICE_UNAVAILABLE,
+            f"JAX {jax.__version__} cannot start its {platform} backend in this worker"
+            f" ({type(exc).__name__}{': ' + str(exc) if str(exc) else ''})",
+            "on a GPU machine, install the CUDA plugin that matches jax "
+            "(pip install -r requirements-gpu.txt); else pick cpu",
+            stage="spec",
+        )
+    return None
+
+
 def _expressions() -> bool:
     """Whether specs may hold Python expressions: not in demo mode, where a spec is the
     spec language and the sample's own names only."""
@@ -108,6 +129,9 @@ def register(name: str) -> Callable[[Handler], Handler]:
 
 
 def handle(request: p.Request, progress: Progress) -> p.Reply:
+    unusable = _backend_error()
+    if unusable is not None:  # every request would fail inside JAX: say why, once
+        return request.REPLY.failure(unusable).answering(request)
     try:
         return HANDLERS[request.OP](progress, request)
     except UserCodeError as exc:
