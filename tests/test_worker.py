@@ -284,6 +284,9 @@ def test_worker_env_simulates_n_cpu_devices_before_jax_starts():
     assert env["JITSCOPE_MEMORY_LIMIT_BYTES"] == str(1 << 30)
     assert "device_count" not in worker_env("cpu", 1 << 30)["XLA_FLAGS"]
     assert worker_env("gpu", 1 << 30)["JAX_PLATFORMS"] == "cuda"
+    # each of a pool's gpu workers takes memory as it needs it, not 75% of the GPU at start
+    assert worker_env("gpu", 1 << 30)["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE" not in worker_env("cpu", 1 << 30)
 
 
 MODULE_LEVEL_JAX = "import jax.numpy as jnp\nW = jnp.ones(4)\ndef f(x):\n    return x * W\n"

@@ -43,6 +43,8 @@ def worker_env(device: str, memory_limit: int, demo: bool = False) -> dict[str, 
     env["JITSCOPE_MEMORY_LIMIT_BYTES"] = str(memory_limit)
     env["JITSCOPE_DEMO"] = "1" if demo else ""
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if platform == "gpu":  # JAX takes 75% of a GPU at start: a pool's second worker could not
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env
