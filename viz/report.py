@@ -16,6 +16,7 @@ from viz.errors import ErrorInfo
 from viz.fusion.profile import Profile
 from viz.ir.model import Graph
 from viz.plain import Plain, encode
+from viz.sharding.model import ShardingSection
 from viz.specialization.model import ShapeOp, SpecializedArg
 from viz.timing import RunStats
 
@@ -201,6 +202,8 @@ class Report(Plain):
     # issue #21: what the executable is specialized on, per argument leaf
     specialization: list[SpecializedArg] = field(default_factory=list)
     specialization_ops: list[ShapeOp] = field(default_factory=list)  # sizes from arguments
+    # issue #21: how the program is split over a device mesh (None: one device)
+    sharding: ShardingSection | None = None
     count_definitions: dict[str, str] = field(default_factory=lambda: dict(COUNT_DEFINITIONS))
     graph_models: dict[str, Graph] = field(default_factory=dict)  # full graphs, for the app
 

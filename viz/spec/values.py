@@ -44,21 +44,25 @@ import math
 import operator
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from viz.spec.mesh import MeshSpec
 from viz.spec.text import (
     DTYPES,
     X64_DTYPES,
     ItemError,
+    Partition,
     SpecError,
     SpecItem,
     describe_error,
     looks_like_dtype,
     parse_item_ast,
+    partition_of,
     rewrite_empty_subscripts,
+    sharded_parts,
     split_items,
     unknown_dtype_message,
 )
@@ -79,6 +83,25 @@ jax: Any = _LazyModule("jax")
 jnp: Any = _LazyModule("jax.numpy")
 
 
+def named_sharding(mesh: Any, partition: Partition | None) -> Any:
+    """The NamedSharding of `partition` on the jax `mesh` (replicated when None); None
+    without a mesh, which leaves JAX's default placement, as before meshes."""
+    if mesh is None:
+        return None
+    entries = partition.entries if partition is not None else ()
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*entries))
+
+
+def _put(value: Any, mesh: Any, partition: Partition | None) -> Any:
+    """Every array leaf of `value` placed by `partition` on `mesh` (as it is: no mesh)."""
+    sharding = named_sharding(mesh, partition)
+    if sharding is None:
+        return value
+    return jax.tree_util.tree_map(
+        lambda x: jax.device_put(x, sharding) if _is_array(x) else x, value
+    )
+
+
 # --------------------------------------------------------------------------- leaf specs
 
 
@@ -88,6 +111,7 @@ class ArraySpec:
 
     dtype: str
     shape: tuple[int, ...]
+    sharding: Partition | None = None  # `@ P(...)`: how it is split over the mesh
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -107,17 +131,22 @@ class ArraySpec:
         """Bytes of the array as written (an upper bound when x64 is off)."""
         return math.prod(self.shape) * self.np_dtype.itemsize
 
-    def abstract(self) -> jax.ShapeDtypeStruct:
-        """The ShapeDtypeStruct JAX would see (64-bit only under ``jax.enable_x64``)."""
-        return jax.ShapeDtypeStruct(self.shape, jax.dtypes.canonicalize_dtype(self.np_dtype))
-
-    def concrete(self, rng: np.random.Generator) -> jax.Array:
-        """Deterministic data: normal floats/complex, small ints, random bools."""
+    def abstract(self, mesh: Any = None) -> jax.ShapeDtypeStruct:
+        """The ShapeDtypeStruct JAX would see (64-bit only under ``jax.enable_x64``);
+        on a `mesh`, with its sharding (replicated without `@`)."""
         dtype = jax.dtypes.canonicalize_dtype(self.np_dtype)
-        return jnp.asarray(np.asarray(_sample(self.np_dtype, self.shape, rng)).astype(dtype))
+        return jax.ShapeDtypeStruct(self.shape, dtype, sharding=named_sharding(mesh, self.sharding))
+
+    def concrete(self, rng: np.random.Generator, mesh: Any = None) -> jax.Array:
+        """Deterministic data: normal floats/complex, small ints, random bools; on a
+        `mesh`, placed by its sharding."""
+        dtype = jax.dtypes.canonicalize_dtype(self.np_dtype)
+        data = jnp.asarray(np.asarray(_sample(self.np_dtype, self.shape, rng)).astype(dtype))
+        return _put(data, mesh, self.sharding)
 
     def __str__(self) -> str:
-        return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+        text = f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+        return text if self.sharding is None else f"{text} @ {self.sharding}"
 
 
 def _sample(dtype: np.dtype, shape: tuple[int, ...], rng: np.random.Generator) -> Any:
@@ -138,11 +167,14 @@ class KeySpec:
 
     seed: int = 0
 
-    def abstract(self) -> jax.ShapeDtypeStruct:
-        return jax.eval_shape(lambda: jax.random.key(0))
+    def abstract(self, mesh: Any = None) -> jax.ShapeDtypeStruct:
+        shape = jax.eval_shape(lambda: jax.random.key(0))
+        if mesh is None:
+            return shape
+        return jax.ShapeDtypeStruct(shape.shape, shape.dtype, sharding=named_sharding(mesh, None))
 
-    def concrete(self, rng: np.random.Generator | None = None) -> jax.Array:
-        return jax.random.key(self.seed)
+    def concrete(self, rng: np.random.Generator | None = None, mesh: Any = None) -> jax.Array:
+        return _put(jax.random.key(self.seed), mesh, None)
 
     @property
     def nbytes(self) -> int:
@@ -159,9 +191,10 @@ class ValueSpec:
 
     text: str
     value: Any
+    sharding: Partition | None = None  # `@ P(...)`: how its arrays are split over the mesh
 
     def __str__(self) -> str:
-        return self.text
+        return self.text if self.sharding is None else f"{self.text} @ {self.sharding}"
 
 
 @dataclass(frozen=True)
@@ -169,13 +202,16 @@ class _Ctx:
     ns: dict[str, Any]
     src: str
     expressions: bool = True  # False: literals and the namespace's own names only
+    mesh: MeshSpec | None = None  # the mesh `@ P(...)` suffixes split over
 
 
-def _parse_item(item: SpecItem, ns: dict[str, Any], expressions: bool = True) -> Any:
+def _parse_item(
+    item: SpecItem, ns: dict[str, Any], expressions: bool = True, mesh: MeshSpec | None = None
+) -> Any:
     if item.problem:
         raise ItemError(item.problem)
     src = "(\n" + rewrite_empty_subscripts(item.text, item.masked) + "\n)"
-    ctx = _Ctx(ns, src, expressions)
+    ctx = _Ctx(ns, src, expressions, mesh)
     root = parse_item_ast(src, item).body
     if _is_value_node(root, ctx):
         return ValueSpec(item.text, _eval(root, ctx))
@@ -186,6 +222,8 @@ def _is_value_node(node: ast.expr, ctx: _Ctx) -> bool:
     """True when ``node`` is a plain Python value, not an array/key/container item."""
     if isinstance(node, ast.Subscript | ast.Name | ast.Call):
         return _special(node, ctx) is None
+    if sharded_parts(node) is not None:
+        return False
     if isinstance(node, ast.Dict):
         return None in node.keys
     if isinstance(node, ast.List | ast.Tuple):
@@ -196,6 +234,9 @@ def _is_value_node(node: ast.expr, ctx: _Ctx) -> bool:
 def _build(node: ast.expr, ctx: _Ctx) -> Any:
     if _is_value_node(node, ctx):
         return ValueSpec(_segment(node, ctx), _eval(node, ctx))
+    sharded = sharded_parts(node)
+    if sharded is not None:
+        return _shard(_build(sharded[0], ctx), partition_of(sharded[1]), ctx.mesh)
     if isinstance(node, ast.Dict):
         pairs = zip(node.keys, node.values, strict=True)
         return {_dict_key(k, ctx): _build(v, ctx) for k, v in pairs}
@@ -244,6 +285,58 @@ def _key_spec(node: ast.Call, ctx: _Ctx) -> KeySpec:
     if isinstance(seed, bool) or not _is_int(seed):
         raise ItemError(f"key seed {_label(_segment(node.args[0], ctx), seed)} is not an integer")
     return KeySpec(operator.index(seed))
+
+
+def _shard(tree: Any, partition: Partition, mesh: MeshSpec | None) -> Any:
+    """`tree @ partition`: each array leaf without a sharding of its own gets this one,
+    checked against the mesh (its axes exist, each is used once, the dimensions divide)."""
+    if mesh is None:
+        raise ItemError(
+            f"{partition} needs a mesh to split over: give one, e.g. mesh data=8 (Explore's "
+            "Mesh field, --mesh data=8, analyze(..., mesh='data=8'))"
+        )
+    unknown = [a for a in partition.axes if a not in mesh.sizes]
+    if unknown:
+        raise ItemError(f"mesh axis '{unknown[0]}' is not in the mesh ({mesh})")
+    twice = [a for a in partition.axes if partition.axes.count(a) > 1]
+    if twice:
+        raise ItemError(f"mesh axis '{twice[0]}' is used twice in {partition}")
+    return _map_tree(tree, lambda leaf: _shard_leaf(leaf, partition, mesh))
+
+
+def _shard_leaf(leaf: Any, partition: Partition, mesh: MeshSpec) -> Any:
+    if isinstance(leaf, ArraySpec):
+        if leaf.sharding is None:
+            _check_split(leaf.shape, partition, mesh, str(leaf))
+            return replace(leaf, sharding=partition)
+        return leaf
+    if isinstance(leaf, ValueSpec) and leaf.sharding is None:
+        for x in _value_leaves(leaf.value):
+            if not _is_array(x):
+                raise ItemError(f"{leaf.text} holds a {type(x).__name__}: only arrays are sharded")
+            _check_split(tuple(np.shape(x)), partition, mesh, leaf.text)
+        return replace(leaf, sharding=partition)
+    if isinstance(leaf, ValueSpec):
+        return leaf
+    raise ItemError(f"{leaf} cannot be sharded: only arrays (and values holding arrays) are")
+
+
+def _check_split(shape: tuple[int, ...], partition: Partition, mesh: MeshSpec, what: str) -> None:
+    """ItemError when `partition` does not fit an array of `shape` on `mesh`."""
+    if len(partition.entries) > len(shape):
+        raise ItemError(
+            f"{partition} has {len(partition.entries)} entries but {what} has "
+            f"{len(shape)} dimension{'s' if len(shape) != 1 else ''}"
+        )
+    for axis, (dim, entry) in enumerate(zip(shape, partition.entries, strict=False)):
+        names = (entry,) if isinstance(entry, str) else tuple(entry or ())
+        parts = math.prod(mesh.sizes[n] for n in names)
+        if dim % parts:
+            over = " × ".join(f"'{n}'" for n in names)
+            raise ItemError(
+                f"dimension {axis} of {what} ({dim}) does not split over {over} "
+                f"({parts} devices): make it a multiple of {parts}"
+            )
 
 
 MAX_RANK = 64  # numpy's limit on dimensions, and so JAX's
@@ -340,13 +433,18 @@ def _name_error(err: NameError) -> str:
 
 
 def parse_spec(
-    text: str, namespace: dict[str, Any] | None = None, *, expressions: bool = True
+    text: str,
+    namespace: dict[str, Any] | None = None,
+    *,
+    expressions: bool = True,
+    mesh: MeshSpec | None = None,
 ) -> list[Any]:
     """Parse ``text`` into one pytree per positional argument. Raises SpecError only.
 
     ``expressions=False`` accepts only the spec language and bare names ``namespace``
     binds to values (never calls, attributes or operators): what demo mode allows, a
-    choice the caller makes (the worker, from ``viz.demo``)."""
+    choice the caller makes (the worker, from ``viz.demo``). ``mesh``: the mesh that
+    `@ P(...)` suffixes split over (a suffix without one is a SpecError)."""
     if not isinstance(text, str):
         raise SpecError(f"spec must be a string, not {type(text).__name__}")
     defaults = {
@@ -359,12 +457,14 @@ def parse_spec(
         items = split_items(text)
     except Exception as err:  # pragma: no cover - the splitter is total
         raise SpecError(f"cannot split spec: {describe_error(err)}") from err
-    return [_parse_one(item, ns, expressions) for item in items]
+    return [_parse_one(item, ns, expressions, mesh) for item in items]
 
 
-def _parse_one(item: SpecItem, ns: dict[str, Any], expressions: bool = True) -> Any:
+def _parse_one(
+    item: SpecItem, ns: dict[str, Any], expressions: bool = True, mesh: MeshSpec | None = None
+) -> Any:
     try:
-        return _parse_item(item, ns, expressions)
+        return _parse_item(item, ns, expressions, mesh)
     except ItemError as err:
         raise SpecError(err.reason, item.index, item.text) from None
     except Exception as err:  # e.g. RecursionError on absurd nesting
@@ -403,41 +503,49 @@ def _value_leaves(value: Any) -> list[Any]:
         return [value]
 
 
-def _abstract_leaf(x: Any) -> Any:
+def _abstract_leaf(x: Any, sharding: Any = None) -> Any:
     if isinstance(x, jax.Array):
-        return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=getattr(x, "weak_type", False))
+        weak = getattr(x, "weak_type", False)
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=weak, sharding=sharding)
     if isinstance(x, np.ndarray | np.generic):
-        return jax.ShapeDtypeStruct(x.shape, jax.dtypes.canonicalize_dtype(x.dtype))
+        dtype = jax.dtypes.canonicalize_dtype(x.dtype)
+        return jax.ShapeDtypeStruct(x.shape, dtype, sharding=sharding)
     return x
 
 
-def _abstract_value(value: Any) -> Any:
+def _abstract_value(value: Any, sharding: Any = None) -> Any:
     try:
-        return jax.tree_util.tree_map(_abstract_leaf, value)
+        return jax.tree_util.tree_map(lambda x: _abstract_leaf(x, sharding), value)
     except Exception:
-        return _abstract_leaf(value)
+        return _abstract_leaf(value, sharding)
 
 
-def _abstract_spec(leaf: Any) -> Any:
+def _abstract_spec(leaf: Any, mesh: Any = None) -> Any:
     if isinstance(leaf, ArraySpec | KeySpec):
-        return leaf.abstract()
-    return _abstract_value(leaf.value if isinstance(leaf, ValueSpec) else leaf)
+        return leaf.abstract(mesh)
+    if isinstance(leaf, ValueSpec):
+        return _abstract_value(leaf.value, named_sharding(mesh, leaf.sharding))
+    return _abstract_value(leaf, named_sharding(mesh, None))
 
 
-def abstract_args(items: list) -> list:
+def abstract_args(items: list, mesh: Any = None) -> list:
     """Same trees with ShapeDtypeStruct for arrays and keys; values stay values, except
-    that array leaves inside them become ShapeDtypeStruct (shape, dtype, weak_type)."""
-    return [_map_tree(item, _abstract_spec) for item in items]
+    that array leaves inside them become ShapeDtypeStruct (shape, dtype, weak_type). On
+    a jax `mesh`, every array carries its sharding (replicated without `@`)."""
+    return [_map_tree(item, lambda leaf: _abstract_spec(leaf, mesh)) for item in items]
 
 
-def concrete_args(items: list, seed: int = 0) -> list:
-    """Same trees with real arrays, drawn in order from ``np.random.default_rng(seed)``."""
+def concrete_args(items: list, seed: int = 0, mesh: Any = None) -> list:
+    """Same trees with real arrays, drawn in order from ``np.random.default_rng(seed)``;
+    on a jax `mesh`, each placed by its sharding (replicated without `@`)."""
     rng = np.random.default_rng(seed)
 
     def concrete(leaf: Any) -> Any:
         if isinstance(leaf, ArraySpec | KeySpec):
-            return leaf.concrete(rng)
-        return leaf.value if isinstance(leaf, ValueSpec) else leaf
+            return leaf.concrete(rng, mesh)
+        if isinstance(leaf, ValueSpec):
+            return _put(leaf.value, mesh, leaf.sharding)
+        return _put(leaf, mesh, None)
 
     return [_map_tree(item, concrete) for item in items]
 

@@ -70,6 +70,7 @@ def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
             donate=tuple(request.donate),
             compiler_options=dict(request.compiler_options),
             expressions=_expressions(),
+            mesh=request.mesh,
         )
     except UserCodeError as exc:
         report = Report(

@@ -93,11 +93,12 @@ class Analyze(CodeRequest):
     mlir: bool = False
     memory_limit_bytes: int | None = None
     folder: str | None = None  # the program's folder, for its sibling imports
+    mesh: str = ""  # `data=4, model=2`: the device mesh `@ P(...)` splits over
 
     OP = "analyze"
     DEMO = frozenset(
         {"sample", "code", "function", "static", "device", "args", "runs", "donate"}
-        | {"compiler_options", "x64", "profile", "mlir"}
+        | {"compiler_options", "x64", "profile", "mlir", "mesh"}
     )
 
 
