@@ -218,6 +218,7 @@ def test_a_report_outside_the_history_is_a_full_side_without_an_id(shapes):
         "a",
         "b",
         *("counts", "timings", "cost", "memory", "kernels", "ops", "stablehlo_ops", "ir"),
+        "sharding",
     ]
     assert d["a"] == {
         "id": None,

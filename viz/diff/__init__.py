@@ -19,6 +19,9 @@ either side lacks it):
   compared without its `metadata={…}` and stack-frame tables: they hold file paths
   (user code is named by its hash) and jitscope's own frames, which differ between
   any two runs;
+- `sharding{mesh_a, mesh_b, args[{arg, a, b}], collectives[{kind, dtype, count,
+  bytes_per_device, lines_a, lines_b}]}` (count and bytes as `{a, b, delta}`), or
+  None when neither run is sharded (`viz.diff.sharding`);
 - `a`, `b`: what each side ran (function, args, static, device, options) and, for a
   run of the history, its `Origin` (id, when, whether its full report is kept).
 
@@ -44,7 +47,16 @@ from viz.diff.deltas import (
     donated_names,
     numbers,
 )
-from viz.diff.display import LABELS, human, kernel_rows, op_rows, rows, summarize
+from viz.diff.display import (
+    LABELS,
+    collective_rows,
+    collectives_line,
+    human,
+    kernel_rows,
+    op_rows,
+    rows,
+    summarize,
+)
 from viz.diff.kernels import SIMILAR, Pairs, diff_kernels
 from viz.diff.model import (
     Diff,
@@ -56,6 +68,7 @@ from viz.diff.model import (
     SameKernel,
     TextDiff,
 )
+from viz.diff.sharding import ArgChange, CollectiveDelta, ShardingDiff, diff_sharding
 from viz.diff.text import IRS, MAX_DIFF_LINES, comparable, diff_text, label
 
 __all__ = [
@@ -67,6 +80,8 @@ __all__ = [
     "MEMORY_KEYS",
     "SIMILAR",
     "TIMING_KEYS",
+    "ArgChange",
+    "CollectiveDelta",
     "Delta",
     "Diff",
     "DiffSide",
@@ -77,11 +92,15 @@ __all__ = [
     "Origin",
     "Pairs",
     "SameKernel",
+    "ShardingDiff",
     "TextDiff",
+    "collective_rows",
+    "collectives_line",
     "comparable",
     "delta",
     "diff_kernels",
     "diff_reports",
+    "diff_sharding",
     "diff_text",
     "donated_names",
     "human",

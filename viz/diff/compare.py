@@ -20,6 +20,7 @@ from viz.diff.deltas import (
 )
 from viz.diff.kernels import diff_kernels
 from viz.diff.model import Diff, DiffSide, Origin
+from viz.diff.sharding import diff_sharding
 from viz.diff.text import IRS, diff_text
 from viz.report import Report
 
@@ -66,4 +67,5 @@ def diff_reports(
         ops=histogram_deltas(na["ops"], nb["ops"]),
         stablehlo_ops=histogram_deltas(na["stablehlo_ops"], nb["stablehlo_ops"]),
         ir={ir: diff_text(a, b, ir, context, origins=(oa, ob)) for ir in IRS},
+        sharding=diff_sharding(a, b),
     )

@@ -1,8 +1,9 @@
 """The diff as people read it: display rows for the Diff page, a summary for the terminal.
 
 `human` formats one number as the app shows it (seconds, bytes, SI or a count);
-`rows`, `op_rows` and `kernel_rows` are the tables of a group of numbers, of the op
-histograms and of the matched kernels; `summarize` is `viz diff`'s few lines. They
+`rows`, `op_rows`, `kernel_rows` and `collective_rows` are the tables of a group of
+numbers, of the op histograms, of the matched kernels and of the collectives;
+`summarize` is `viz diff`'s few lines. They
 only format a `Diff`: every number comes from it.
 """
 
@@ -13,6 +14,7 @@ from typing import Any
 from viz import format as fmt
 from viz.diff.deltas import Delta, Number
 from viz.diff.model import Diff, DiffSide, KernelBrief, KernelChange, KernelDiff
+from viz.diff.sharding import ShardingDiff
 
 LABELS = {
     "jaxpr.eqn_count": "jaxpr equations",
@@ -76,7 +78,42 @@ def summarize(diff: Diff) -> str:
     moved = [f"{op} {d.delta:+d}" for op, d in diff.ops.items() if d.delta]
     if moved:
         out.append("compiled ops: " + ", ".join(moved[:12]))
+    if diff.sharding is not None:
+        out.append(collectives_line(diff.sharding))
     return "\n".join(out)
+
+
+def collectives_line(s: ShardingDiff) -> str:
+    """`collectives: all-reduce f32 1 → 2 (+1), all-gather f32 0 → 2 (+2)`."""
+    moved = [
+        f"{c.kind} {c.dtype} {c.count.a} → {c.count.b} ({c.count.delta:+d})"
+        for c in s.collectives
+        if c.count.delta
+    ]
+    return "collectives: " + (", ".join(moved) if moved else "the same kinds and counts")
+
+
+def _lines(lines: list[int]) -> str:
+    return ", ".join(map(str, lines)) or "–"
+
+
+def collective_rows(s: ShardingDiff) -> list[dict[str, Any]]:
+    """One display row per kind of collective (and element type): count and bytes per
+    device in A and B with their deltas, and the source lines on each side."""
+    return [
+        {
+            "collective": f"{c.kind} ({c.dtype})",
+            "A": c.count.a,
+            "B": c.count.b,
+            "Δ count": c.count.delta,
+            "bytes/device A": fmt.nbytes(c.bytes_per_device.a),
+            "bytes/device B": fmt.nbytes(c.bytes_per_device.b),
+            "Δ bytes/device": fmt.nbytes(c.bytes_per_device.delta, True),
+            "lines A": _lines(c.lines_a),
+            "lines B": _lines(c.lines_b),
+        }
+        for c in s.collectives
+    ]
 
 
 def _who(s: DiffSide) -> str:

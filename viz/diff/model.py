@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from viz.diff.deltas import Delta
+from viz.diff.sharding import ShardingDiff
 from viz.plain import Plain
 
 
@@ -105,3 +106,4 @@ class Diff(Plain):
     ops: dict[str, Delta]
     stablehlo_ops: dict[str, Delta]
     ir: dict[str, TextDiff]
+    sharding: ShardingDiff | None = None  # None: neither run is sharded
