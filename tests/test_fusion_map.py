@@ -281,3 +281,23 @@ def test_dead_code_is_not_found_in_the_optimized_program() -> None:
     dead = [n.id for n in report.graph_models["jaxpr"].nodes if n.op in ("sin", "mul")][:2]
     assert len(dead) == 2 and not any(found.get(i) for i in dead)
     assert report.fusion_map_coverage["jaxpr"] < 1.0
+
+
+def test_sides_prepared_beforehand_give_the_same_map() -> None:
+    """The pipeline prepares the jaxpr's and StableHLO's sides while XLA compiles
+    (issue #20): the map made from them is the map made from the graphs alone."""
+    from viz.fusion.map import fusion_map, prepare
+
+    code = (Path(__file__).resolve().parent.parent / "samples" / "transformer_block.py").read_text()
+    module = load_module(code)
+    fn = find_function(module, code, module.FUNCTION)
+    report = analyze(fn, module.ARGS, runs=0, namespace=vars(module))
+    graphs = report.graph_models
+    sides = {ir: prepare(graphs[ir], ir) for ir in ("jaxpr", "stablehlo")}
+    alone, prepared = (
+        fusion_map(graphs, report.source_file),
+        fusion_map(graphs, report.source_file, sides),
+    )
+    assert [e.to_dict() for e in alone.entries] == [e.to_dict() for e in prepared.entries]
+    assert alone.coverage == prepared.coverage
+    assert [e.to_dict() for e in report.fusion_map] == [e.to_dict() for e in alone.entries]

@@ -29,7 +29,6 @@ Pure functions over `viz.ir.model.Graph`; no jax, no streamlit.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,10 +103,45 @@ class FusionMap:
     coverage: dict[str, Any]
 
 
-def fusion_map(graphs: dict[str, Graph], user_file: str | None = None) -> FusionMap:
+@dataclass
+class Side:
+    """What one IR brings to the map before any compiled program exists (`prepare`): its
+    counted ops, what each is matched on, which only compute constants, and the links
+    the ops lost by XLA's metadata are found through. The pipeline prepares both sides
+    while XLA compiles, so that only the matching waits for the compile."""
+
+    ir: str
+    ops: list[Node]  # counted_ops, program order
+    keys: list[tuple[Parts, Loc | None, str, str | None]]  # name parts, loc, op, owner
+    constant: list[str]  # ids of the ops whose value depends on constants only
+    users: dict[str, list[str]]  # op id → the nodes reading its value, edge order
+    producers: dict[str, list[str]]  # op id → the nodes producing its operands
+
+
+def prepare(graph: Graph, ir: str) -> Side:
+    """One IR's side of the map (`ir`: 'stablehlo' or 'jaxpr')."""
+    ops = counted_ops(graph, ir)
+    owners = _applied_owners(graph)
+    keys = [(_node_parts(op, ir), _loc(op), op.op, owners.get(op.scope)) for op in ops]
+    ids = {op.id for op in ops}
+    users: dict[str, list[str]] = {}
+    producers: dict[str, list[str]] = {}
+    for edge in graph.edges:
+        if edge.src in ids:
+            users.setdefault(edge.src, []).append(edge.dst)
+        if edge.dst in ids:
+            producers.setdefault(edge.dst, []).append(edge.src)
+    constant = _constant_only(graph)
+    return Side(ir, ops, keys, [op.id for op in ops if constant.get(op.id)], users, producers)
+
+
+def fusion_map(
+    graphs: dict[str, Graph], user_file: str | None = None, sides: dict[str, Side] | None = None
+) -> FusionMap:
     """The map from the three graph models (`jaxpr`, `stablehlo`, `compiled`).
 
     `user_file`: keep only source lines of this file in `lines` (None: every file).
+    `sides`: `prepare` of the jaxpr and StableHLO graphs, where already made.
     Never raises on a missing IR: its ops are simply not mapped.
     """
     compiled = graphs.get("compiled")
@@ -119,31 +153,50 @@ def fusion_map(graphs: dict[str, Graph], user_file: str | None = None) -> Fusion
     counts: dict[str, dict[str, int]] = {}
     for ir in ("stablehlo", "jaxpr"):
         graph = graphs.get(ir)
-        ops = counted_ops(graph, ir) if graph is not None else []
-        direct = _match(index, ops, ir, _applied_owners(graph) if graph is not None else {})
-        folded = _folded(graph, ops, direct) if graph is not None else set()
-        ops = [o for o in ops if o.id not in folded]
-        found = _absorbed(graph, ops, direct) if graph is not None else direct
+        side = (sides or {}).get(ir) or (prepare(graph, ir) if graph is not None else None)
+        if side is None:
+            side = Side(ir, [], [], [], {}, {})
+        direct = _match(index, side)
+        folded = {i for i in side.constant if not direct[i]}
+        ops = [o for o in side.ops if o.id not in folded] if folded else side.ops
+        found = _absorbed(side, ops, direct)
+        mapped = sum(1 for o in ops if found[o.id])
+        by_metadata = sum(1 for o in ops if direct[o.id])
         counts[ir] = {
             "ops": len(ops),
-            "by_metadata": sum(1 for o in ops if direct.get(o.id)),
-            "by_dataflow": sum(1 for o in ops if found.get(o.id) and not direct.get(o.id)),
+            "by_metadata": by_metadata,
+            "by_dataflow": mapped - by_metadata,
             "folded": len(folded),
         }
-        coverage[ir] = (sum(1 for o in ops if found.get(o.id)) / len(ops)) if ops else None
-        for op in ops:
-            via = "metadata" if direct.get(op.id) else "dataflow"
-            for ref in found.get(op.id, ()):
-                entry = entries.setdefault(ref.name, FusionEntry(ref.name, ref.kind))
-                entry.kind = ref.kind
-                if ir == "stablehlo":
-                    entry.stablehlo_ops.append({"id": op.id, "name": op.op, "via": via})
-                else:
-                    entry.jaxpr_eqns.append({"id": op.id, "primitive": op.op, "via": via})
-                _add_line(entry, op, user_file)
-    _fill_kernels(entries, compiled, index.kernel, user_file)
+        coverage[ir] = mapped / len(ops) if ops else None
+        _add_ops(entries, ir, ops, direct, found, user_file)
+    _fill_kernels(entries, compiled, index, user_file)
     coverage["counts"] = counts
     return FusionMap(list(entries.values()), coverage)
+
+
+def _add_ops(
+    entries: dict[str, FusionEntry],
+    ir: str,
+    ops: list[Node],
+    direct: dict[str, list[KernelRef]],
+    found: dict[str, list[KernelRef]],
+    user_file: str | None,
+) -> None:
+    """Each op into the entry of every kernel it went into."""
+    key = "name" if ir == "stablehlo" else "primitive"
+    for op in ops:
+        via = "metadata" if direct[op.id] else "dataflow"
+        line = _user_line(op, user_file)
+        for ref in found[op.id]:
+            entry = entries.get(ref.name)
+            if entry is None:
+                entry = entries[ref.name] = FusionEntry(ref.name, ref.kind)
+            entry.kind = ref.kind
+            ops_in = entry.stablehlo_ops if ir == "stablehlo" else entry.jaxpr_eqns
+            ops_in.append({"id": op.id, key: op.op, "via": via})
+            if line and line not in entry.lines:
+                entry.lines.append(line)
 
 
 def counted_ops(graph: Graph, ir: str) -> list[Node]:
@@ -152,49 +205,48 @@ def counted_ops(graph: Graph, ir: str) -> list[Node]:
     return [n for n in graph.nodes if n.kind == "op" and n.op not in skip]
 
 
-def _add_line(entry: FusionEntry, node: Node, user_file: str | None) -> None:
+def _user_line(node: Node, user_file: str | None) -> int:
+    """The node's source line if it is one `lines` keeps (else 0)."""
     src = node.source
-    if src is None or not src.line or (user_file is not None and src.file != user_file):
-        return
-    if src.line not in entry.lines:
-        entry.lines.append(src.line)
+    if src is None or (user_file is not None and src.file != user_file):
+        return 0
+    return src.line
 
 
 def _fill_kernels(
-    entries: dict[str, FusionEntry],
-    compiled: Graph,
-    kernel: Callable[[Node], KernelRef],
-    user_file: str | None,
+    entries: dict[str, FusionEntry], compiled: Graph, index: _Index, user_file: str | None
 ) -> None:
     """Each entry's kind, and the lines its own instructions name; lines sorted."""
-    for node in compiled.nodes:
-        if node.kind != "op":
-            continue
-        ref = kernel(node)
+    for node, ref in zip(index.nodes, index.refs, strict=True):
         entry = entries.get(ref.name)
         if entry is not None:
             entry.kind = entry.kind or ref.kind
-            _add_line(entry, node, user_file)
+            line = _user_line(node, user_file)
+            if line and line not in entry.lines:
+                entry.lines.append(line)
     for entry in entries.values():
         entry.lines.sort()
 
 
 class _Index:
-    """The compiled program's instructions, by (last name part, location) and by name."""
+    """The compiled program's instructions, by (last name part, location) and by name,
+    each with the kernel it runs in."""
 
     def __init__(self, compiled: Graph):
         self.nodes = [n for n in compiled.nodes if n.kind == "op"]
-        self.kernel = kernel_of(compiled)
+        self.ops = [n.op for n in self.nodes]
+        self.refs = _kernel_refs(compiled, self.nodes)
         self.by_loc: dict[tuple[str, Loc], list[tuple[int, Parts]]] = {}
         self.by_name: dict[str, list[tuple[int, Parts]]] = {}  # every instruction
         self.unplaced: dict[str, list[tuple[int, Parts]]] = {}  # those without a location
         self.by_parts: dict[Parts, list[int]] = {}
         self.exact: dict[tuple[Parts, Loc], list[int]] = {}
-        self.at: dict[Loc, list[int]] = {}
+        self.at: dict[tuple[Loc, str], list[int]] = {}  # by location and opcode
+        self.found: dict[tuple[Parts, Loc | None, str], tuple[int, ...]] = {}  # candidates
         for i, node in enumerate(self.nodes):
             loc = node.source.key if node.source is not None else None
             if loc is not None:
-                self.at.setdefault(loc, []).append(i)
+                self.at.setdefault((loc, node.op), []).append(i)
             for parts in _op_names(node.attrs.get("op_name", "")):
                 self.by_name.setdefault(parts[-1], []).append((i, parts))
                 self.by_parts.setdefault(parts, []).append(i)
@@ -208,15 +260,24 @@ class _Index:
         """Instructions at `loc` of the kind `region_op` becomes (sort, reduce...)."""
         if loc is None:
             return ()
-        return tuple(i for i in self.at.get(loc, ()) if _same_op(region_op, self.nodes[i].op))
+        return tuple(self.at.get((loc, _hlo_op(region_op)), ()))
 
     def candidates(self, parts: Parts, loc: Loc | None, op: str) -> tuple[int, ...]:
-        """Instructions an op with this name, location and kind may have become."""
+        """Instructions an op with this name, location and kind may have become
+        (remembered: look-alike ops ask the same question)."""
+        key = (parts, loc, op)
+        found = self.found.get(key)
+        if found is None:
+            found = self.found[key] = self._candidates(parts, loc, _hlo_op(op))
+        return found
+
+    def _candidates(self, parts: Parts, loc: Loc | None, want: str) -> tuple[int, ...]:
         if not parts:
             return ()
+        ops = self.ops
         exact = self.exact.get((parts, loc)) if loc is not None else None
         if exact:  # the common case: same name stack, same place
-            same = [i for i in exact if _same_op(op, self.nodes[i].op)]
+            same = [i for i in exact if ops[i] == want]
             return tuple(dict.fromkeys(same or exact))
         found = list(self.by_loc.get((parts[-1], loc), ())) if loc is not None else []
         if not found:  # no location on one side: the name decides
@@ -225,61 +286,61 @@ class _Index:
         if not found and len(parts) > 1:
             # XLA merged it with an identical op elsewhere (CSE kept the other's
             # location): the same name stack and the same kind of instruction
-            found = [
-                (i, parts) for i in self.by_parts.get(parts, ()) if _same_op(op, self.nodes[i].op)
-            ]
+            found = [(i, parts) for i in self.by_parts.get(parts, ()) if ops[i] == want]
         named = [(i, p) for i, p in found if _ends_with(p, parts)] or found
-        same = [i for i, _ in named if _same_op(op, self.nodes[i].op)]
+        same = [i for i, _ in named if ops[i] == want]
         return tuple(dict.fromkeys(same or [i for i, _ in named]))
 
+    def kernels(self, insts: tuple[int, ...]) -> list[KernelRef]:
+        """The kernels these instructions run in, each once, in their order."""
+        if len(insts) == 1:
+            return [self.refs[insts[0]]]
+        refs = self.refs  # one object per kernel: telling them apart by identity is quick
+        return list({id(refs[i]): refs[i] for i in insts}.values())
 
-def _match(
-    index: _Index, ops: list[Node], ir: str, owners: dict[Path, str]
-) -> dict[str, list[KernelRef]]:
+
+def _kernel_refs(compiled: Graph, nodes: list[Node]) -> list[KernelRef]:
+    """The kernel of each node, one KernelRef object per kernel."""
+    of = kernel_of(compiled)
+    shared: dict[KernelRef, KernelRef] = {}
+    return [shared.setdefault(ref, ref) for ref in map(of, nodes)]
+
+
+def _match(index: _Index, side: Side) -> dict[str, list[KernelRef]]:
     """op id → the kernels it went into (empty: not found in the optimized program).
 
-    `owners`: scope → the op with regions whose applied computation it is (the
-    comparator of a sort, the adder of a reduce): such ops run inside that op.
+    An op in the applied computation of an op with regions (the comparator of a sort,
+    the adder of a reduce: its `owner`) runs inside that op.
     """
     chosen: dict[str, tuple[int, ...]] = {}
     groups: dict[tuple[tuple[int, ...], str], list[str]] = {}
-    for op in ops:
-        region_op = owners.get(op.scope)
-        cands = index.applied(region_op, _loc(op)) if region_op else ()
-        cands = cands or index.candidates(_node_parts(op, ir), _loc(op), op.op)
+    for op, (parts, loc, name, owner) in zip(side.ops, side.keys, strict=True):
+        cands = index.applied(owner, loc) if owner else ()
+        cands = cands or index.candidates(parts, loc, name)
         chosen[op.id] = cands
         if len(cands) > 1:
-            groups.setdefault((cands, op.op), []).append(op.id)
+            groups.setdefault((cands, name), []).append(op.id)
     # k look-alike ops and exactly k look-alike instructions: pair them in order
     for (cands, _), ids in groups.items():
         if len(ids) == len(cands):
             for op_id, inst in zip(ids, cands, strict=True):
                 chosen[op_id] = (inst,)
-    found: dict[str, list[KernelRef]] = {}
-    for op_id, insts in chosen.items():
-        refs = dict.fromkeys(index.kernel(index.nodes[i]) for i in insts)
-        found[op_id] = list(refs)
-    return found
+    return {op_id: index.kernels(insts) if insts else [] for op_id, insts in chosen.items()}
 
 
 def _absorbed(
-    graph: Graph, ops: list[Node], direct: dict[str, list[KernelRef]]
+    side: Side, ops: list[Node], direct: dict[str, list[KernelRef]]
 ) -> dict[str, list[KernelRef]]:
     """Ops XLA rewrote without keeping their metadata (a broadcast folded into the
     add that reads it, a reshape that became its user's bitcast) take the kernels of
     the ops that read their result, else of the ops that produced their operands.
     An op whose result nothing reads (dead code XLA removed) stays not found."""
     found = dict(direct)
-    missing = [o.id for o in ops if not direct.get(o.id)]
-    lost = set(missing)
-    users: dict[str, list[str]] = {}
-    producers: dict[str, list[str]] = {}
-    for edge in graph.edges:  # only the links of lost ops are needed
-        if edge.src in lost:
-            users.setdefault(edge.src, []).append(edge.dst)
-        if edge.dst in lost:
-            producers.setdefault(edge.dst, []).append(edge.src)
-    for links in (users, producers):
+    missing = [o.id for o in ops if not direct[o.id]]
+    if not missing:
+        return found
+    users = side.users
+    for links in (users, side.producers):
         # program order backwards for users (a chain of lost ops feeds a found one)
         order = reversed(missing) if links is users else missing
         for op_id in order:
@@ -291,10 +352,10 @@ def _absorbed(
     return found
 
 
-def _folded(graph: Graph, ops: list[Node], found: dict[str, list[KernelRef]]) -> set[str]:
-    """Ops not found whose value depends on constants only (a `sqrt` of a literal,
-    an `iota` mask): XLA computed them while compiling, so they are constants."""
-    counted = {o.id for o in ops}
+def _constant_only(graph: Graph) -> dict[str, bool]:
+    """node id → whether its value depends on constants only (a `sqrt` of a literal,
+    an `iota` mask): XLA computes such ops while compiling, so an op of them that is
+    not found (`folded`) is a constant, not a miss."""
     nodes = graph.node_map()
     inputs: dict[str, list[str]] = {}
     for edge in graph.edges:
@@ -310,7 +371,7 @@ def _folded(graph: Graph, ops: list[Node], found: dict[str, list[KernelRef]]) ->
                 constant.get(src, src in nodes and nodes[src].kind == "constant")
                 for src in inputs.get(node.id, ())
             )
-    return {i for i in counted if constant.get(i) and not found.get(i)}
+    return constant
 
 
 def _applied_owners(graph: Graph) -> dict[Path, str]:
@@ -362,7 +423,9 @@ def _ends_with(parts: Parts, suffix: Parts) -> bool:
     return len(parts) >= len(suffix) and parts[len(parts) - len(suffix) :] == suffix
 
 
-@functools.lru_cache(maxsize=16384)  # a few hundred pairs, asked about millions of times
-def _same_op(op: str, hlo_op: str) -> bool:
+@functools.lru_cache(maxsize=4096)  # a few hundred op names, asked about many times
+def _hlo_op(op: str) -> str:
+    """The HLO opcode a StableHLO op or jaxpr primitive usually becomes: instructions of
+    that opcode are preferred among an op's candidates."""
     name = op.rsplit(".", 1)[-1]
-    return _SAME_OP.get(name, name.replace("_", "-")) == hlo_op
+    return _SAME_OP.get(name, name.replace("_", "-"))

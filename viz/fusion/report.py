@@ -11,22 +11,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from viz.fusion.map import fusion_map
+from viz.fusion.map import Side, fusion_map
 from viz.ir.kernels import kernel_names
 from viz.report import FusionCoverage, Report
 
 PROFILE_RUNS = 5
 
 
-def add_fusion_map(report: Report) -> Report:
+def add_fusion_map(report: Report, sides: dict[str, Side] | None = None) -> Report:
     """`fusion_map` and `fusion_map_coverage` from the report's graph models (lines
     of `report.source_file` only), once; returns the report. Every report JSON
     carries it, so the pipeline builds it (bench/fusion_map_cost.py: a few percent
-    of the compile on the 24-layer transformer)."""
+    of the compile on the 24-layer transformer). `sides`: the jaxpr's and StableHLO's
+    `viz.fusion.map.prepare`, where the pipeline made them while XLA compiled."""
     if report.fusion_map_coverage is not None or "compiled" not in report.graph_models:
         return report
     try:
-        found = fusion_map(report.graph_models, report.source_file)
+        found = fusion_map(report.graph_models, report.source_file, sides)
     except Exception as exc:  # a bug here must not hide the other results
         report.warnings.append(f"could not build the fusion map: {type(exc).__name__}: {exc}")
         return report
