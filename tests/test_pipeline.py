@@ -455,3 +455,66 @@ def test_sample_runs_and_times_when_runs_are_asked_for():
     assert report.ok, report.error
     assert report.timings["run_median_s"] > 0
     assert report.timings["eager_median_s"] > 0
+
+
+# -- the jaxpr and the StableHLO are read on a thread while XLA compiles (issue #20) --
+def _chain(x):
+    for _ in range(4):
+        x = jnp.tanh(x) * 1.5 + 0.25
+    return x
+
+
+def test_the_stablehlo_read_beside_the_compile_is_the_lowered_module():
+    """The reader thread walks a copy of the module (its own MLIR context): its text,
+    graph and counts are those of the module XLA compiled."""
+    from viz.ir.stablehlo import module_bytecode, module_copy, module_text, read_stablehlo
+
+    lowered = jax.jit(_chain).lower(jax.ShapeDtypeStruct((8, 8), jnp.float32))
+    module = lowered.compiler_ir("stablehlo")
+    copy = module_copy(module_bytecode(module))
+    assert module_text(copy) == lowered.as_text()
+    assert read_stablehlo(copy).to_dict() == read_stablehlo(module).to_dict()
+    report = analyze(_chain, "f32[8,8]", runs=0)
+    assert report.stablehlo.text == lowered.as_text()
+
+
+def test_a_failed_lowering_keeps_the_jaxpr(monkeypatch: pytest.MonkeyPatch):
+    """The jaxpr is read beside the compile, so a lowering that fails reads it first."""
+    import viz.stages
+    from viz.errors import UserCodeError, classify
+
+    def broken(_: Any) -> Any:
+        raise UserCodeError(classify(ValueError("no lowering"), "lower", None))
+
+    monkeypatch.setattr(viz.stages.Traced, "lower", broken)
+    report = analyze(_chain, "f32[8,8]", runs=0)
+    assert not report.ok and report.error.stage == "lower"
+    assert report.jaxpr is not None and report.jaxpr.eqn_count == 12  # tanh, mul, add ×4
+    assert "jaxpr" in report.graphs and report.stablehlo is None
+
+
+def test_the_analysis_leaves_garbage_collection_as_it_found_it():
+    import gc
+
+    analyze(_chain, "f32[8,8]", runs=0)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        analyze(_chain, "f32[8,8]", runs=0)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_reader_failure_on_the_thread_is_a_warning(monkeypatch: pytest.MonkeyPatch):
+    import viz.pipeline
+
+    def broken(*_: Any) -> Any:
+        raise ValueError("boom")
+
+    monkeypatch.setattr(viz.pipeline, "read_stablehlo", broken)
+    report = analyze(_chain, "f32[8,8]", runs=0)
+    assert report.ok
+    assert "could not read the stablehlo graph: ValueError: boom" in report.warnings
+    assert report.stablehlo.text and report.stablehlo.op_count is None
+    assert report.jaxpr.eqn_count and report.compiled.op_count

@@ -7,20 +7,25 @@ are read after XLA has compiled, so `compile_s` is XLA's time alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+import contextlib
+import gc
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, cast
 
 import jax
 
 import viz.graph
 from viz.donation import UNUSABLE_WARNING, read_donation
 from viz.errors import USER_EXITS, UserCodeError
+from viz.fusion.map import Side, prepare
 from viz.fusion.report import PROFILE_RUNS, add_fusion_map, add_profile
 from viz.ir import model
 from viz.ir.hlo import read_hlo
 from viz.ir.jaxpr import read_jaxpr
 from viz.ir.kernels import fusion_count, kernel_count, kernels
-from viz.ir.stablehlo import read_stablehlo
+from viz.ir.stablehlo import module_bytecode, module_copy, module_text, read_stablehlo
 from viz.report import (
     CompiledSection,
     Cost,
@@ -33,9 +38,11 @@ from viz.report import (
     StableHLOSection,
 )
 from viz.specialization.read import read_specialization
-from viz.stages import DEFAULT_MEMORY_LIMIT, Compiled, Lowered, Target, Traced, block
+from viz.stages import DEFAULT_MEMORY_LIMIT, Compiled, Target, Traced, block
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "analyze", "analyze_target"]
+
+T = TypeVar("T")
 
 
 def analyze(
@@ -104,15 +111,8 @@ def analyze_target(
         report.x64 = args.x64
         traced = target.trace(args)
         report.timings.trace_s = traced.seconds
-        _read_jaxpr(report, traced)
-        lowered = traced.lower()
-        report.timings.lower_s = lowered.seconds
-        _read_stablehlo(report, lowered)
-        if mlir:  # StableHLO with locations, for Model Explorer
-            report.mlir = lowered.text(debug_info=True)
-        compiled = lowered.compile()
-        _read_compiled(report, compiled)
-        add_fusion_map(report)
+        with gc_paused():
+            compiled = _lower_and_compile(report, traced, mlir)
         if runs > 0:
             _time_runs(report, compiled, runs, budget_s)
         if profile:  # with runs=0 there is nothing to profile: add_profile says so
@@ -136,17 +136,100 @@ def _read_specialization(report: Report, target: Target, *stages: Any) -> None:
         report.warnings.append(f"could not read the specialization: {type(exc).__name__}: {exc}")
 
 
-def _read_jaxpr(report: Report, traced: Traced) -> None:
+def _lower_and_compile(report: Report, traced: Traced, mlir: bool) -> Compiled:
+    """Lower and compile, every IR read into the report. The jaxpr and the StableHLO are
+    read on a thread while XLA compiles (XLA's compile releases the GIL, and on a 96-layer
+    model takes longer than both readers together), so they add nothing to the wait;
+    `compile_s` stays XLA's time alone. The compiled HLO is read once it exists."""
+    try:
+        lowered = traced.lower()
+    except UserCodeError:
+        _put_jaxpr(report, _read_jaxpr(traced))  # what the trace learned stays
+        raise
+    report.timings.lower_s = lowered.seconds
+    if mlir:  # StableHLO with locations, for Model Explorer
+        report.mlir = lowered.text(debug_info=True)
+    bytecode = module_bytecode(lowered.mlir_module())  # a copy for the thread (see module_copy)
+    early = Background(lambda: _read_early(traced, bytecode))
+    try:
+        compiled = lowered.compile()
+    finally:  # a failed compile keeps what the readers found, in the order they read
+        jaxpr, stablehlo = early.result()
+        _put_jaxpr(report, jaxpr)
+        _put_stablehlo(report, stablehlo)
+    _read_compiled(report, compiled)
+    add_fusion_map(report, {r.name: r.side for r in (jaxpr, stablehlo) if r.side is not None})
+    return compiled
+
+
+@dataclass
+class _IR:
+    """One IR as read: its text, graph, default view and op histogram (no graph, but a
+    warning, when the reader failed: a reader bug must not hide the other results)."""
+
+    name: str
+    text: str
+    graph: model.Graph | None = None
+    view: GraphSummary | None = None
+    hist: dict[str, int] = field(default_factory=dict)
+    warning: str = ""
+    side: Side | None = None  # its side of the fusion map, for the jaxpr and StableHLO
+
+
+def _read_ir(name: str, text: str, read: Callable[[], model.Graph]) -> _IR:
+    try:
+        graph = read()
+    except Exception as exc:
+        warning = f"could not read the {name} graph: {type(exc).__name__}: {exc}"
+        return _IR(name, text, warning=warning)
+    view = GraphSummary(**viz.graph.summary(graph))
+    return _IR(name, text, graph, view, model.op_histogram(graph))
+
+
+def _with_side(read: _IR) -> _IR:
+    """The IR with its side of the fusion map (none if that fails: the map, made
+    without it, then says why in its warning)."""
+    if read.graph is not None:
+        with contextlib.suppress(Exception):
+            read.side = prepare(read.graph, read.name)
+    return read
+
+
+def _read_early(traced: Traced, bytecode: bytes) -> tuple[_IR, _IR]:
+    """The jaxpr and the StableHLO, read on the compile's side thread: the StableHLO from
+    a copy of the module in a context of its own, which XLA never touches."""
+    with traced.target.scope(traced.args):
+        jaxpr = _with_side(_read_jaxpr(traced))
+        module = module_copy(bytecode)
+        stablehlo = _read_ir("stablehlo", module_text(module), lambda: read_stablehlo(module))
+        return jaxpr, _with_side(stablehlo)
+
+
+def _read_jaxpr(traced: Traced) -> _IR:
     names = traced.target.param_names(len(traced.args.items))
-    report.jaxpr = JaxprSection(text=str(traced.jaxpr))
-    hist = _read_graph(report, "jaxpr", lambda: read_jaxpr(traced.jaxpr, names))
+    return _read_ir("jaxpr", str(traced.jaxpr), lambda: read_jaxpr(traced.jaxpr, names))
+
+
+def _put_graph(report: Report, read: _IR) -> dict[str, int] | None:
+    """The IR's graph and view into the report; its op histogram (None: no graph)."""
+    if read.graph is None:
+        report.warnings.append(read.warning)
+        return None
+    report.graphs[read.name] = read.view
+    report.graph_models[read.name] = read.graph
+    return read.hist
+
+
+def _put_jaxpr(report: Report, read: _IR) -> None:
+    report.jaxpr = JaxprSection(text=read.text)
+    hist = _put_graph(report, read)
     if hist is not None:
         report.jaxpr.eqn_count, report.jaxpr.primitives = sum(hist.values()), hist
 
 
-def _read_stablehlo(report: Report, lowered: Lowered) -> None:
-    report.stablehlo = StableHLOSection(text=lowered.text() or "")
-    hist = _read_graph(report, "stablehlo", lambda: read_stablehlo(lowered.mlir_module()))
+def _put_stablehlo(report: Report, read: _IR) -> None:
+    report.stablehlo = StableHLOSection(text=read.text or "")
+    hist = _put_graph(report, read)
     if hist is not None:
         report.stablehlo.op_count, report.stablehlo.ops = sum(hist.values()), hist
 
@@ -155,15 +238,19 @@ def _read_compiled(report: Report, compiled: Compiled) -> None:
     report.timings.compile_s = compiled.seconds
     report.timings.compile_from_disk = compiled.events.from_disk()
     report.compile_events = compiled.events.totals()
-    report.compiled = section = CompiledSection(text=compiled.text() or "")
-    hist = _read_graph(report, "compiled", lambda: read_hlo(compiled.compiled))
+    # XLA's text, cost and memory analyses release the GIL: they run beside the reader
+    analyses = Background(lambda: (compiled.text(), compiled.cost(), compiled.memory()), "xla")
+    read = _read_ir("compiled", "", lambda: read_hlo(compiled.compiled))
+    text, cost, memory = analyses.result()
+    report.compiled = section = CompiledSection(text=text or "")
+    hist = _put_graph(report, read)
     if hist is not None:
         graph = report.graph_models["compiled"]
         section.op_count, section.ops = sum(hist.values()), hist
         section.fusion_count, section.kernel_count = fusion_count(graph), kernel_count(graph)
         report.kernels = [Kernel(**k) for k in kernels(graph)]
-    report.cost = Cost(**compiled.cost())
-    report.memory = Memory(**compiled.memory())
+    report.cost = Cost(**cost)
+    report.memory = Memory(**memory)
     report.warnings.extend(compiled.warnings)
     if compiled.target.donate:
         _read_donation(report, compiled)
@@ -185,17 +272,43 @@ def _read_donation(report: Report, compiled: Compiled) -> None:
     )
 
 
-def _read_graph(report: Report, ir: str, read: Callable[[], model.Graph]) -> dict[str, int] | None:
-    """One IR's graph and default view into the report; its op histogram (None if the
-    reader failed: a reader bug must not hide the other results)."""
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block. Reading a 96-layer model allocates
+    a few hundred thousand small objects, which sets off full collections that walk
+    every object alive, the jaxpr and the graphs included, again and again (a third of
+    the readers' time), and frees nothing: the readers make no reference cycles."""
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
-        graph = read()
-    except Exception as exc:
-        report.warnings.append(f"could not read the {ir} graph: {type(exc).__name__}: {exc}")
-        return None
-    report.graphs[ir] = GraphSummary(**viz.graph.summary(graph))
-    report.graph_models[ir] = graph
-    return model.op_histogram(graph)
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class Background(Generic[T]):
+    """`fn()` on a thread of its own; `result()` waits for it and returns what it
+    returned, or raises what it raised."""
+
+    def __init__(self, fn: Callable[[], T], name: str = "reader"):
+        self._fn = fn
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"jitscope-{name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn()
+        except BaseException as exc:  # handed to the caller of result()
+            self._error = exc
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._value)
 
 
 def _time_runs(report: Report, compiled: Compiled, runs: int, budget_s: float) -> None:

@@ -34,11 +34,13 @@ of its `return` feed 'output' nodes. Scopes come from op locations:
 
 from __future__ import annotations
 
+import io
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from jax.interpreters.mlir import make_ir_context
 from jaxlib.mlir import ir
 
 from viz.ir.model import (
@@ -347,6 +349,27 @@ def parse_location(loc: Any) -> tuple[str, SourceLoc | None]:
         elif isinstance(loc, ir.FusedLoc):
             todo.extend(reversed(loc.locations))
     return name, None
+
+
+def module_bytecode(module: Any) -> bytes:
+    """`module` as MLIR bytecode: a few milliseconds where its text takes tens of them."""
+    out = io.BytesIO()
+    module.operation.write_bytecode(file=out)
+    return out.getvalue()
+
+
+def module_copy(bytecode: bytes) -> Any:
+    """The module of `module_bytecode`, parsed into an MLIR context of its own. The
+    pipeline reads the copy on another thread while XLA compiles the original: MLIR
+    objects of one context must not be shared between threads."""
+    return ir.Module.parse(bytecode, context=make_ir_context())
+
+
+def module_text(module: Any) -> str:
+    """The module's text as `jax.stages.Lowered.as_text()` prints it (no locations)."""
+    out = io.StringIO()
+    module.operation.print(file=out, enable_debug_info=False)
+    return out.getvalue()
 
 
 def render_type(type_: Any) -> str:
