@@ -17,7 +17,7 @@ from typing import Any
 from viz import cli_history
 from viz.cache.events import CacheEvent, FailedEvent, RoutedEvent
 from viz.cache.signature import reason_text
-from viz.format import seconds
+from viz.format import nbytes, seconds
 from viz.options import parse_option
 from viz.recorder import cli as recorder_cli
 from viz.report import Report
@@ -67,6 +67,13 @@ def _parser() -> argparse.ArgumentParser:
         "--args", default="", metavar="SPEC", help="args spec, e.g. 'f32[8,128], 3'"
     )
     analyze.add_argument("--runs", type=int, default=20, help="timed runs (0: compile only)")
+    analyze.add_argument(
+        "--mesh",
+        default="",
+        metavar="AXIS=N,...",
+        help="a device mesh for the spec's `@ P(...)` suffixes, e.g. data=4,model=2 "
+        "(needs that many devices: --device cpu:8)",
+    )
     analyze.add_argument(
         "--donate",
         nargs="*",
@@ -127,6 +134,7 @@ def summarize_report(report: Report) -> str:
         )
     lines.extend(_fusion_lines(report))
     lines.extend(_specialization_lines(report))
+    lines.extend(_sharding_lines(report))
     lines.append(
         f"trace {seconds(t.trace_s)} · lower {seconds(t.lower_s)} · "
         f"compile {seconds(t.compile_s)} · run median "
@@ -174,6 +182,23 @@ def _leaf_text(row: SpecializedArg) -> str:
     if row.state == "static":
         return f"{row.arg} = {row.value} (static)"
     return f"{row.arg} {row.baked_in}" + (" (untraceable)" if row.state == "untraceable" else "")
+
+
+def _sharding_lines(report: Report) -> list[str]:
+    """`sharded over data=8: x P('data', None) → [8, 128] per device` and the collectives."""
+    s = report.sharding
+    if s is None:
+        return []
+    mesh = ", ".join(f"{k}={v}" for k, v in s.mesh.items())
+    split = [f"{a.arg} {a.spec} → {a.per_device_shape}" for a in s.args if a.spec != "replicated"]
+    lines = [f"sharded over {mesh} ({s.devices} devices): " + (" · ".join(split) or "replicated")]
+    found = [
+        f"{c.kind} ×{c.count} {c.dtype} {nbytes(c.bytes_per_device)}/device"
+        + (f" (lines {', '.join(map(str, c.lines))})" if c.lines else "")
+        for c in s.collectives
+    ]
+    lines.append("collectives: " + (" · ".join(found) if found else "none"))
+    return lines
 
 
 def summarize_cache(events: list[CacheEvent]) -> str:
@@ -240,6 +265,7 @@ def _analyze(args: argparse.Namespace, worker: Worker) -> None:
         profile=args.profile or args.trace is not None,
         mlir=args.mlir is not None,
         folder=folder,
+        mesh=args.mesh,
     )
     reply = worker.ask(request)
     assert isinstance(reply, Analyzed)

@@ -64,16 +64,20 @@ def analyze(
     profile: bool = False,
     mlir: bool = False,
     history: bool = False,
+    mesh: str = "",
 ) -> Report:
     """Analyze `fn` on the args spec. Never raises for problems in user code: they are
     reported in `report.error` with `report.ok == False`, keeping what was learned.
 
     `profile`: also time each kernel under `jax.profiler` (needs runs > 0).
     `mlir`: also keep the StableHLO with its locations (`report.mlir`), for Model Explorer.
-    `history`: also record the run in `viz.history` (the CLI and the app always do)."""
+    `history`: also record the run in `viz.history` (the CLI and the app always do).
+    `mesh`: a device mesh, `"data=4, model=2"`, that the spec's `@ P(...)` suffixes split
+    arrays over (needs that many devices: `cpu:8` in the worker); `report.sharding`."""
     settings: dict[str, Any] = {"static": tuple(static), "device": device, "x64": x64}
     settings.update(donate=tuple(donate), compiler_options=dict(compiler_options or {}))
     settings["memory_limit_bytes"] = memory_limit_bytes
+    settings["mesh"] = mesh
     if namespace is not None:
         settings["namespace"] = namespace
     if user_file is not None:
@@ -115,6 +119,7 @@ def analyze_target(
         report.timings.trace_s = traced.seconds
         with gc_paused():
             compiled = _lower_and_compile(report, traced, mlir)
+        _read_sharding(report, compiled)
         if runs > 0:
             _time_runs(report, compiled, runs, budget_s)
         if profile:  # with runs=0 there is nothing to profile: add_profile says so
@@ -136,6 +141,24 @@ def _read_specialization(report: Report, target: Target, *stages: Any) -> None:
         )
     except Exception as exc:
         report.warnings.append(f"could not read the specialization: {type(exc).__name__}: {exc}")
+
+
+def _read_sharding(report: Report, compiled: Compiled) -> None:
+    """How the program is split over devices (a reader bug is a warning, not a failure)."""
+    from viz.sharding.read import read_sharding
+
+    target = compiled.target
+    try:
+        report.sharding = read_sharding(
+            compiled.compiled,
+            compiled.arg_names,
+            target.mesh_spec,
+            report.graph_models.get("compiled"),
+            report.fusion_map,
+            target.user_file,
+        )
+    except Exception as exc:
+        report.warnings.append(f"could not read the sharding: {type(exc).__name__}: {exc}")
 
 
 def _lower_and_compile(report: Report, traced: Traced, mlir: bool) -> Compiled:
