@@ -169,3 +169,13 @@ def test_a_graph_that_fits_is_still_shown_whole():
     view = viz.graph.default_view(graph)
     ids = set(viz.graph.visible_ids(view))
     assert {n.id for n in graph.nodes if n.kind == "op"} <= ids
+
+
+def test_a_graph_up_to_twice_the_budget_also_shows_ops_a_bigger_one_its_structure():
+    mid = layered(10)  # 120-odd nodes: one layer stack a bit over the budget
+    assert viz.graph.DEFAULT_NODES < len(mid.nodes) <= 2 * viz.graph.DEFAULT_NODES
+    opened = {reader_path(v, p) for v in [viz.graph.default_view(mid)] for p in v.expanded}
+    assert ("layer0", "attention") in opened and ("layer9", "attention") in opened  # together
+    big = layered(24)
+    view = viz.graph.default_view(big)
+    assert not any(len(reader_path(view, p)) > 1 for p in view.expanded)  # layers, no ops

@@ -135,12 +135,11 @@ def _default_view(graph: Graph, max_nodes: int) -> View:
     do not change): repeated structure folded (`viz.graph.repeats`: `layer0` …
     `layer95` as one group ×96), many top-level inputs (constants, outputs) in one
     box, and an oversized or mixed top level chunked into its runs (`_chunks`: a
-    training step's forward, loss, backward and update). Of that copy, only groups
-    that show structure are opened (`_may_open`), not screenfuls of loose ops.
+    training step's forward, loss, backward and update). Of that copy, groups that
+    show structure open first (`_shows_structure`), then groups of loose ops as the
+    budget allows (see below).
     """
     max_nodes = min(max_nodes, MAX_NODES)
-    # A graph that does not fit opens only groups that show structure (sub-groups), not
-    # a screenful of loose ops: a training step reads as forward, loss, backward, update.
     structure_only = len(graph.nodes) > max_nodes
     if structure_only:  # a graph that fits is shown whole
         graph = _fold_top_level(fold_groups(fold_chains(graph), kernels=False), max_nodes)
@@ -149,10 +148,30 @@ def _default_view(graph: Graph, max_nodes: int) -> View:
     visible = len(index.children[()]) + len(index.members[()])
     expanded: set[Path] = set()
     order = {path: i for i, path in enumerate(index.children)}
-    level = [p for p in index.children[()] if _may_open(graph, index, p, structure_only)]
+    # Structure first (the layers of a model), breadth-first, look-alikes together; a
+    # group that would show mostly loose ops waits. Then, in a graph up to twice the
+    # budget (one transformer block), waiting groups open largest first while they
+    # fit. A bigger one (a training step, 96 layers) shows its structure only: its
+    # forward, loss, backward and update stay boxes side by side, rather than the one
+    # or two that happened to fit spilling their ops between them.
+    detail = len(graph.nodes) <= 2 * max_nodes
+    waiting: list[list[Path]] = []
+    level = [p for p in index.children[()] if _may_open(graph, p)]
     while level:
+        # a fold and its box of the others are not a level of the program: opened
+        # where they fit, their members join this level (layer0 beside layer1 …)
+        while folds := [p for p in level if _synthetic(graph, p) in ("fold", "rest")]:
+            level = [p for p in level if p not in folds]
+            for fold in folds:
+                grow = _size(index, fold) - 1
+                if visible + grow <= max_nodes:
+                    visible += grow
+                    expanded.add(fold)
+                    level.extend(c for c in index.children[fold] if _may_open(graph, c))
+        flat = [p for p in level if structure_only and not _shows_structure(graph, index, p)]
+        waiting.append(flat)
         opened = []
-        for alike in _alike(graph, index, level, order):
+        for alike in _alike(graph, index, [p for p in level if p not in flat], order):
             grow = sum(_size(index, path) - 1 for path in alike)
             if visible + grow > max_nodes:
                 continue
@@ -160,12 +179,13 @@ def _default_view(graph: Graph, max_nodes: int) -> View:
             expanded.update(alike)
             opened.extend(alike)
         opened.sort(key=order.__getitem__)
-        level = [
-            c
-            for p in opened
-            for c in index.children[p]
-            if _may_open(graph, index, c, structure_only)
-        ]
+        level = [c for p in opened for c in index.children[p] if _may_open(graph, c)]
+    for flat in waiting if detail else []:
+        for alike in _alike(graph, index, flat, order):
+            grow = sum(_size(index, path) - 1 for path in alike)
+            if visible + grow <= max_nodes:
+                visible += grow
+                expanded.update(alike)
     return View(graph, frozenset(expanded))
 
 
@@ -190,16 +210,18 @@ def _alike(
 FEW_LOOSE = 2  # a group with no more loose ops than this, or than sub-groups, shows structure
 
 
-def _may_open(graph: Graph, index: _Index, path: Path, structure_only: bool) -> bool:
-    """Whether a default view may open `path`: never the inputs box or the box of a fold's
-    other chains; when the graph does not fit, only a group that shows structure (the
-    list of a fold's other layers always does)."""
-    what = _synthetic(graph, path)
-    if what in ("leaves", "chains"):
-        return False
-    if not structure_only or what == "rest":
+def _may_open(graph: Graph, path: Path) -> bool:
+    """Whether a default view may open `path` at all: not the inputs box, a fold's box of
+    other chains or a chain (the fold's label says what they are)."""
+    return _synthetic(graph, path) not in ("leaves", "chains", "chain")
+
+
+def _shows_structure(graph: Graph, index: _Index, path: Path) -> bool:
+    """Whether opening `path` shows structure (sub-groups: a layer's attention and mlp,
+    the list of a fold's other layers) rather than mostly loose ops."""
+    if _synthetic(graph, path) == "rest":
         return True
-    if _kind(graph, path) == "fusion":  # one kernel: its fused ops are a click away
+    if _kind(graph, path) == "fusion":  # one kernel: its fused ops are loose ops
         return False
     kids = index.children[path]
     # a fusion is one kernel and a chunk's part a run of ops: neither is structure
