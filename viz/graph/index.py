@@ -98,33 +98,37 @@ def _forget(graph_id: int) -> Callable[[weakref.ref[Graph]], None]:
 
 
 def _build_index(graph: Graph) -> _Index:
+    # One pass over the nodes (a 96-layer model has 13k): views build an index for
+    # each copy they make, so this is on the worker's path after every compile.
     opaque = {p for p, g in graph.groups.items() if g.opaque}
-    paths = dict.fromkeys(graph.groups)
-    for scope in dict.fromkeys(n.scope for n in graph.nodes):
-        # scopes a producer forgot to describe are groups too
-        paths.update(dict.fromkeys(scope[:d] for d in range(1, len(scope) + 1)))
-    children: dict[Path, list[Path]] = {(): []}
+    nodes: dict[str, Node] = {}
     members: dict[Path, list[str]] = {(): []}
     positions: dict[Path, list[int]] = {(): []}
+    counts_scope: dict[Path, bool] = {(): True}  # per scope: does op_histogram count its ops?
+    counted: set[str] = set()
+    for i, node in enumerate(graph.nodes):
+        scope, node_id = node.scope, node.id
+        nodes[node_id] = node
+        ids = members.get(scope)
+        if ids is None:
+            ids = members[scope] = []
+            positions[scope] = []
+            counts_scope[scope] = not _inside(scope, opaque)
+        ids.append(node_id)
+        positions[scope].append(i)
+        if node.kind == "op" and counts_scope[scope]:
+            counted.add(node_id)
+    paths = dict.fromkeys(graph.groups)
+    for scope in list(members)[1:]:  # scopes a producer forgot to describe are groups too
+        paths.update(dict.fromkeys(scope[:d] for d in range(1, len(scope) + 1)))
+    children: dict[Path, list[Path]] = {(): []}
     for path in paths:
         children.setdefault(path[:-1], []).append(path)
         children.setdefault(path, [])
         members.setdefault(path, [])
         positions.setdefault(path, [])
-    counts_scope: dict[Path, bool] = {}  # per scope: does op_histogram count its ops?
-    counted: set[str] = set()
-    for i, node in enumerate(graph.nodes):
-        scope = node.scope
-        members[scope].append(node.id)
-        positions[scope].append(i)
-        if node.kind != "op":
-            continue
-        if scope not in counts_scope:
-            counts_scope[scope] = not _inside(scope, opaque)
-        if counts_scope[scope]:
-            counted.add(node.id)
     return _Index(
-        graph.node_map(),
+        nodes,
         children,
         members,
         counted,

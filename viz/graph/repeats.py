@@ -48,22 +48,35 @@ class _Fold:
     rest: str = "chains"  # the other members' box: "rest" (a view may open it) or "chains"
 
 
-def fold_groups(graph: Graph, kernels: bool = True) -> Graph:
+def fold_groups(graph: Graph, kernels: bool = True, chunks_only: bool = False) -> Graph:
     """A copy with every run of FOLD_MIN or more consecutive look-alike sibling groups
     folded (at every depth), or the graph itself when there is none.
 
     `kernels=False` leaves fusions alone: a compiled program's top level is a flat
     list of kernels whose layers are found by chunking first; folding three look-alike
-    kernels there would cut a layer's run in two."""
+    kernels there would cut a layer's run in two. `chunks_only` folds only the chunks a
+    view made and what is inside them (the second pass, after chunking)."""
+    foldable = sum(1 for g in graph.groups.values() if kernels or g.kind != "fusion")
+    if foldable < FOLD_MIN:  # a compiled program's kernels, before chunking: nothing to do
+        return graph
     index = _index(graph)
-    signature = _signatures(graph, index)
+    signature = _Signatures(graph, index)
     folds = [
         fold
         for parent, kids in index.children.items()
-        if not _inside_fold(graph, parent)
-        for fold in _group_folds(graph, parent, kids, signature, kernels)
+        if not _inside_fold(graph, parent) and (not chunks_only or _in_chunk(graph, parent))
+        for fold in _group_folds(graph, parent, kids, signature, kernels, chunks_only)
     ]
     return _apply(graph, folds) if folds else graph
+
+
+def _in_chunk(graph: Graph, parent: Path) -> bool:
+    """The top level (where chunks are) or a path under a chunk."""
+    return not parent or any(
+        graph.groups[parent[:d]].attrs.get(SYNTHETIC) == "chunk"
+        for d in range(1, len(parent) + 1)
+        if parent[:d] in graph.groups
+    )
 
 
 def fold_chains(graph: Graph) -> Graph:
@@ -84,33 +97,52 @@ def fold_chains(graph: Graph) -> Graph:
 # ---------------------------------------------------------------- look-alike groups
 
 
-def _signatures(graph: Graph, index: _Index) -> dict[Path, int]:
+class _Signatures:
     """Each group's structure as a hash: its kind, op, name up to numbers, the ops of its
     members and its sub-groups' structures (orders ignored: XLA schedules the fusions
-    of two identical layers in different orders)."""
-    signature: dict[Path, int] = {}
-    for path in sorted(index.children, key=len, reverse=True):  # deepest first
-        if not path:
-            continue
-        group = graph.groups.get(path) or Group(path, path[-1])
-        ops = sorted(index.nodes[i].op for i in index.members[path])
-        kids = sorted(signature[c] for c in index.children[path])
-        name = _NUMBER.sub("#", group.label)
-        signature[path] = hash((group.kind, group.op, name, tuple(ops), tuple(kids)))
-    return signature
+    of two identical layers in different orders). Worked out when first asked."""
+
+    def __init__(self, graph: Graph, index: _Index) -> None:
+        self.graph, self.index = graph, index
+        self.done: dict[Path, int] = {}
+
+    def __call__(self, path: Path) -> int:
+        found = self.done.get(path)
+        if found is None:
+            index = self.index
+            group = self.graph.groups.get(path) or Group(path, path[-1])
+            ops = sorted(index.nodes[i].op for i in index.members[path])
+            kids = sorted(self(c) for c in index.children[path])
+            name = _NUMBER.sub("#", group.label)
+            found = self.done[path] = hash((group.kind, group.op, name, tuple(ops), tuple(kids)))
+        return found
 
 
 def _group_folds(
-    graph: Graph, parent: Path, kids: list[Path], signature: dict[Path, int], kernels: bool
+    graph: Graph,
+    parent: Path,
+    kids: list[Path],
+    signature: _Signatures,
+    kernels: bool,
+    chunks_only: bool,
 ) -> Iterator[_Fold]:
+    if len(kids) < FOLD_MIN:
+        return
     run: list[Path] = []
     for kid in [*kids, None]:
-        if kid is not None and run and signature[kid] == signature[run[0]]:
+        # after chunking, only the chunks are new at the top: anything else breaks a run
+        candidate = kid is not None and (bool(parent) or not chunks_only or _is_chunk(graph, kid))
+        if candidate and run and signature(kid) == signature(run[0]):
             run.append(kid)
             continue
         if len(run) >= FOLD_MIN and _foldable(graph, run[0], kernels):
             yield _group_fold(graph, parent, run)
-        run = [kid] if kid is not None else []
+        run = [kid] if candidate else []
+
+
+def _is_chunk(graph: Graph, path: Path) -> bool:
+    group = graph.groups.get(path)
+    return group is not None and group.attrs.get(SYNTHETIC) == "chunk"
 
 
 def _inside_fold(graph: Graph, parent: Path) -> bool:

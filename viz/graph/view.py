@@ -142,8 +142,10 @@ def _default_view(graph: Graph, max_nodes: int) -> View:
     max_nodes = min(max_nodes, MAX_NODES)
     structure_only = len(graph.nodes) > max_nodes
     if structure_only:  # a graph that fits is shown whole
-        graph = _fold_top_level(fold_groups(fold_chains(graph), kernels=False), max_nodes)
-        graph = fold_groups(graph)  # the chunks of a flat top level (compiled layers) repeat too
+        folded = fold_groups(fold_chains(graph), kernels=False)
+        graph = _fold_top_level(folded, max_nodes)
+        if graph is not folded:  # the chunks of a flat top level (compiled layers) repeat too
+            graph = fold_groups(graph, chunks_only=True)
     index = _index(graph)
     visible = len(index.children[()]) + len(index.members[()])
     expanded: set[Path] = set()
