@@ -15,6 +15,10 @@ from viz.diff import (
     LABELS,
     Diff,
     Origin,
+    ShardingDiff,
+    arg_change_rows,
+    collective_rows,
+    collectives_line,
     diff_reports,
     human,
     kernel_rows,
@@ -168,6 +172,24 @@ def ir_tab(d: Diff) -> None:
                 st.caption("The two texts are identical.")
 
 
+def sharding_tab(s: ShardingDiff) -> None:
+    """The two meshes, the argument leaves split differently, the collectives' delta."""
+    for column, name, mesh in zip(st.columns(2), "AB", (s.mesh_a, s.mesh_b), strict=True):
+        axes = " × ".join(f"{k}={v}" for k, v in mesh.items()) or "not sharded"
+        column.markdown(f"**{name}** · mesh {axes}")
+    st.markdown(f"**Collectives** · {collectives_line(s).removeprefix('collectives: ')}")
+    table = collective_rows(s)
+    if table:
+        st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
+    else:
+        st.caption("Neither run has collectives.")
+    st.markdown("**Arguments split differently** · sharding · per-device shape")
+    if s.args:
+        st.dataframe(pd.DataFrame(arg_change_rows(s)), hide_index=True, width="stretch")
+    else:
+        st.caption("Every argument leaf is split the same way in both runs.")
+
+
 def graphs_tab(sides: tuple[Side, Side]) -> None:
     panels = st.toggle(
         "Find, expand and inspect nodes in each graph",
@@ -183,7 +205,10 @@ def graphs_tab(sides: tuple[Side, Side]) -> None:
             title = f"{name} · {report.function}({report.args})"
             if panels and "compiled" in report.graph_models:
                 model = report.graph_models["compiled"]
-                ui.graph_panel("compiled", model, key=f"diff_graph_{name}", title=title)
+                marked = report.sharding.collective_nodes if report.sharding else frozenset()
+                ui.graph_panel(
+                    "compiled", model, key=f"diff_graph_{name}", title=title, highlight=marked
+                )
                 continue
             graph = report.graphs["compiled"]
             st.markdown(f"**{title}** · {graph.visible_nodes} of {graph.total_nodes} nodes")
@@ -195,6 +220,7 @@ def show(a: Side, b: Side, named: bool = True) -> None:
     header(d, named)
     count_metrics(d)
     render = {
+        **({"Sharding": lambda: sharding_tab(d.sharding)} if d.sharding else {}),
         "Timings, cost, memory": lambda: numbers_tab(d),
         "Kernels": lambda: kernels_tab(d),
         "Ops by type": lambda: ops_tab(d),

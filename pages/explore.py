@@ -10,7 +10,7 @@ import streamlit as st
 
 import ui
 import viz.graph
-from ui import editor, fusion, results, specialization, variants
+from ui import editor, fusion, results, sharding, specialization, variants
 from ui.results import FULL_RESULTS, Result
 from viz import charts, demo, share, vega
 from viz.history import History, HistoryError
@@ -92,9 +92,11 @@ def inputs() -> tuple[bool, int, str | None]:
         prog.function = st.selectbox("Function", functions, key="fn_w", help="the function to jit")
         st.markdown("**Arguments** · spec per parameter, e.g. `f32[8,128]`, `3`, `key`, `params`")
         prog.args, prog.static, prog.donate = argument_table(code, prog)
+        mesh_problem = sharding.mesh_input(prog, ui.device())
         options, problem = variants.options_input(prog)
         if problem is None:
             prog.compiler_options = options
+        problem = problem or mesh_problem
         runs = st.number_input(
             "Timed runs",
             0,
@@ -212,6 +214,7 @@ def overview(r: Report) -> None:
     )
     fusion_link(r)
     specialization.overview_link(r, _open_tab)
+    sharding.overview_link(r, _open_tab)
     overview_graphs(r)
     left, right = st.columns(2)
     left.vega_lite_chart(vega.count_chain(r), width="stretch", key="ov_chain")
@@ -273,8 +276,13 @@ def ir_tab(res: Result, ir: str, index: int) -> None:
             f"Only the last {FULL_RESULTS} results keep their graphs: analyze again to see it."
         )
     if ir in models:
+        collectives = r.sharding.collective_nodes if ir == "compiled" and r.sharding else None
         ui.graph_panel(
-            ir, models[ir], key=f"g_{ir}_{index}", title=f"{r.function} · {ui.IR_TITLES[ir]}"
+            ir,
+            models[ir],
+            key=f"g_{ir}_{index}",
+            title=f"{r.function} · {ui.IR_TITLES[ir]}",
+            highlight=collectives or frozenset(),
         )
     if ir == "compiled" and {"stablehlo", "compiled"} <= set(models):
         ui.fusion_compare(models["stablehlo"], models["compiled"], key=f"fc_{index}")
@@ -348,6 +356,7 @@ def show_results() -> None:
     render = {
         "Overview": lambda: overview(r),
         specialization.TAB: lambda: specialization.panel(res, index),
+        **({sharding.TAB: lambda: sharding.panel(res, index)} if r.sharding else {}),
         "jaxpr": lambda: ir_tab(res, "jaxpr", index),
         "StableHLO": lambda: ir_tab(res, "stablehlo", index),
         "Compiled HLO": lambda: ir_tab(res, "compiled", index),

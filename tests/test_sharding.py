@@ -272,3 +272,31 @@ def test_the_cli_takes_a_mesh_and_prints_the_split_and_the_collectives(tmp_path)
     assert "collectives: all-reduce ×1 f32 145.1 KiB/device (lines 6, 7)" in proc.stdout
     section = json.loads(out.read_text())["sharding"]
     assert section["mesh"] == {"data": 8} and section["collectives"][0]["kind"] == "all-reduce"
+
+
+# -- how Explore shows it ------------------------------------------------------------------
+def test_a_mesh_too_big_for_the_picked_device_is_said_before_sending() -> None:
+    from viz.sharding.display import mesh_problem
+
+    assert mesh_problem("data=4, model=2", "cpu") == (
+        "The mesh data=4, model=2 needs 8 devices, and cpu has 1.",
+        8,
+    )
+    assert mesh_problem("data=8", "cpu:8") == (None, 8)
+    assert mesh_problem("", "cpu") == (None, None)
+    assert mesh_problem("data", "cpu")[0].startswith("Mesh: mesh axis 'data' is not NAME=SIZE")
+
+
+def test_the_collectives_filter_shows_them_with_their_neighbours_only(data_parallel) -> None:
+    import viz.graph
+    from viz.sharding.display import highlighted, leaf_rows, only_collectives
+
+    graph, s = data_parallel.graph_models["compiled"], data_parallel.sharding
+    view = only_collectives(graph, s)
+    assert view is not None and view.highlight == s.collective_nodes
+    shown = set(viz.graph.visible_ids(view))
+    assert s.collective_nodes <= shown and len(shown) < len(graph.nodes)
+    assert highlighted(graph, s).highlight == s.collective_nodes
+    x = next(r for r in leaf_rows(s.args) if r["argument"] == "x")
+    assert (x["per device"], x["split"], x["bytes/device"]) == ("f32[8, 128]", "÷8 · ÷1", "4.0 KiB")
+    assert leaf_rows(s.outputs)[1]["output"] == "1: out[0]['w']"

@@ -14,9 +14,13 @@ from viz.ir.model import Graph
 IR_TITLES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "compiled": "Compiled HLO"}
 
 
-def graph_panel(ir: str, graph: Graph, key: str, title: str = "") -> None:
-    """A graph with find, expand/collapse, neighbourhood and DOT/SVG export."""
+def graph_panel(
+    ir: str, graph: Graph, key: str, title: str = "", highlight: frozenset[str] = frozenset()
+) -> None:
+    """A graph with find, expand/collapse, neighbourhood and DOT/SVG export; `highlight`:
+    node ids marked until a search replaces them (a sharded program's collectives)."""
     view = viz.graph.default_view(graph)
+    view.highlight = highlight
     labels = viz.graph.expandable(graph, view)
     c1, c2, c3 = st.columns([2, 2, 1])
     query = c1.text_input(

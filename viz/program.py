@@ -25,6 +25,7 @@ class Program:
     extra: dict[str, Any] = field(default_factory=dict)  # the sample's lesson hints
     origin: str = ""  # where the code came from, when a recording opened it
     folder: str | None = None  # the file's folder (a recorded program), for its imports
+    mesh: str = ""  # `data=4, model=2`: the device mesh its `@ P(...)` specs split over
 
     @classmethod
     def from_sample(cls, sample: Sample) -> Program:
@@ -60,6 +61,7 @@ class Program:
             runs=runs,
             sample=self.sample,
             folder=self.folder,
+            mesh=self.mesh,
         )
 
 

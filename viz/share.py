@@ -27,6 +27,8 @@ def link(program: Program, device: str, demo: bool) -> dict[str, str | list[str]
     }
     if program.donate:
         params["donate"] = ",".join(program.donate)
+    if program.mesh:
+        params["mesh"] = program.mesh
     if program.compiler_options:
         params["option"] = [f"{k}={v}" for k, v in program.compiler_options.items()]
     if program.sample or demo:
@@ -56,7 +58,7 @@ def open_link(params: Params, current: Program, samples: set[str], demo: bool) -
     program = current
     if last.get("sample") in samples:
         program = Program.from_sample(get_sample(last["sample"]))
-    program = replace(program, **{k: last[k] for k in ("function", "args") if k in last})
+    program = replace(program, **{k: last[k] for k in ("function", "args", "mesh") if k in last})
     for name in ("static", "donate"):
         if name in last:
             setattr(program, name, [s for s in last[name].split(",") if s])

@@ -49,6 +49,7 @@ from viz.diff.deltas import (
 )
 from viz.diff.display import (
     LABELS,
+    arg_change_rows,
     collective_rows,
     collectives_line,
     human,
@@ -94,6 +95,7 @@ __all__ = [
     "SameKernel",
     "ShardingDiff",
     "TextDiff",
+    "arg_change_rows",
     "collective_rows",
     "collectives_line",
     "comparable",

@@ -97,6 +97,11 @@ def _lines(lines: list[int]) -> str:
     return ", ".join(map(str, lines)) or "–"
 
 
+def arg_change_rows(s: ShardingDiff) -> list[dict[str, str]]:
+    """One display row per argument leaf split differently: A and B."""
+    return [{"argument": c.arg, "A": c.a, "B": c.b} for c in s.args]
+
+
 def collective_rows(s: ShardingDiff) -> list[dict[str, Any]]:
     """One display row per kind of collective (and element type): count and bytes per
     device in A and B with their deltas, and the source lines on each side."""

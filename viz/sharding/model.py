@@ -41,6 +41,7 @@ class ShardedOutput(Plain):
     bytes_per_device: int
     shape: list[int] = field(default_factory=list)
     dtype: str = ""
+    path: str = ""  # where in the returned pytree: [0]['w'] ('' for a lone array)
 
 
 @dataclass

@@ -38,10 +38,10 @@ def read_sharding(
         ShardedArg(name, *_shard(s, info.shape, info.dtype))
         for name, s, info in zip(arg_names, inputs, infos, strict=False)
     ]
-    out_infos = jax.tree_util.tree_leaves(compiled.out_info)
+    out_infos = jax.tree_util.tree_flatten_with_path(compiled.out_info)[0]
     outs = [
-        ShardedOutput(i, *_shard(s, o.shape, o.dtype))
-        for i, (s, o) in enumerate(zip(outputs, out_infos, strict=False))
+        ShardedOutput(i, *_shard(s, o.shape, o.dtype), jax.tree_util.keystr(path))
+        for i, (s, (path, o)) in enumerate(zip(outputs, out_infos, strict=False))
     ]
     return ShardingSection(
         mesh=mesh.sizes if mesh is not None else _mesh_of(inputs + outputs),
