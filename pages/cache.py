@@ -44,6 +44,7 @@ program_fields = {
 }
 key = f"{hash((prog.code, prog.function, tuple(prog.static)))}"
 X64_CHOICES = {"auto": None, "on": True, "off": False}
+PLACEMENTS = ("default", "replicated", "sharded", "P('x')", "P(None, 'x')")
 
 
 def argument_controls() -> tuple[str, dict[str, str]]:
@@ -83,11 +84,17 @@ def argument_controls() -> tuple[str, dict[str, str]]:
         else:
             items.append(cols[2].text_input("value", item, key=f"c_v_{key}_{name}"))
         if multi and name not in prog.static:
-            placements[name] = cols[4].selectbox(
-                "placement",
-                ["default", "replicated", "sharded"] + [f"device:{i}" for i in range(8)],
-                key=f"c_pl_{key}_{name}",
-                help="sharded: split the leading axis over all devices",
+            placements[name] = (
+                cols[4].selectbox(
+                    "placement",
+                    [*PLACEMENTS, *(f"device:{i}" for i in range(8))],
+                    key=f"c_pl_{key}_{name}",
+                    accept_new_options=True,
+                    help="sharded: split the leading axis over all devices. Or type the spec's "
+                    "sharding suffix, P('x', None), over the mesh below (default: x over every "
+                    "device)",
+                )
+                or "default"
             )
     return ui.join_spec(items), placements
 
@@ -100,6 +107,14 @@ with st.container(border=True):
     st.markdown("**Next call**")
     spec, placements = argument_controls()
     st.caption(f"args spec: `{spec}`")
+    mesh = ""
+    if any(p.lstrip("@ ").startswith("P") for p in placements.values()):  # the spec's suffix
+        mesh = st.text_input(
+            "Mesh",
+            key="cache_mesh",
+            placeholder="x over every device",
+            help="the mesh a P(...) placement splits over: NAME=SIZE per axis, data=4, model=2",
+        ).strip()
     c = st.columns([1, 1, 1.8, 1.9, 1.4])
     x64_choice = c[4].selectbox(
         "x64",
@@ -124,6 +139,7 @@ with st.container(border=True):
     call_fields = {
         **program_fields,
         "placements": placements,
+        "mesh": mesh,
         "fail_on_recompile": guard,
         "persistent_cache": disk,
         "route": st.session_state.get("cache_route", False),  # the toggle is with the buckets

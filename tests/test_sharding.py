@@ -300,3 +300,36 @@ def test_the_collectives_filter_shows_them_with_their_neighbours_only(data_paral
     x = next(r for r in leaf_rows(s.args) if r["argument"] == "x")
     assert (x["per device"], x["split"], x["bytes/device"]) == ("f32[8, 128]", "÷8 · ÷1", "4.0 KiB")
     assert leaf_rows(s.outputs)[1]["output"] == "1: out[0]['w']"
+
+
+# -- the cache lab's placement takes the spec's suffix -------------------------------------
+CACHE_CODE = "import jax.numpy as jnp\n\n\ndef f(x):\n    return jnp.sin(x) * 2\n"
+
+
+def cache_calls(worker8, placement: str, mesh: str = "", calls: int = 1):
+    return worker8.request(
+        "cache_calls",
+        code=CACHE_CODE,
+        function="f",
+        calls=["f32[16,8]"] * calls,
+        placements={"x": placement},
+        mesh=mesh,
+    )
+
+
+def test_the_cache_lab_places_an_argument_by_the_spec_suffix(worker8) -> None:
+    worker8.request("cache_state", code=CACHE_CODE, function="f", clear=True)
+    first = cache_calls(worker8, "P('x')", calls=2)
+    assert [e["hit"] for e in first["new"]] == [False, True]
+    assert "P('x',) over mesh(x=8)" in first["new"][0]["signature"]
+    moved = cache_calls(worker8, "@ P(None, 'model')", mesh="data=4, model=2")
+    (miss,) = moved["new"]
+    assert not miss["hit"] and [r["kind"] for r in miss["reasons"]] == ["sharding"]
+    assert "mesh(data=4,model=2)" in miss["reasons"][0]["after"]
+
+
+def test_a_cache_lab_partition_over_an_unknown_axis_is_a_failed_call(worker8) -> None:
+    reply = cache_calls(worker8, "P('data')")
+    (event,) = reply["new"]
+    assert event["type"] == "failed"
+    assert "mesh axis 'data' is not in x=8" in event["error"]["message"]

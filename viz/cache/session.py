@@ -22,19 +22,39 @@ from viz.cache.keys import call_signature
 from viz.cache.router import BucketRouter
 from viz.cache.signature import Reason, Signature, explain_miss
 from viz.errors import USER_EXITS, ErrorInfo
-from viz.spec import NARROWED, array_specs
-from viz.stages import Args, Target, block
+from viz.sharding.build import device_mesh, platform_devices
+from viz.spec import NARROWED, SpecError, array_specs
+from viz.spec.mesh import MeshAxis, MeshSpec, parse_mesh
+from viz.spec.text import parse_partition
+from viz.stages import Args, Target, block, spec_error
 
-PLACEMENTS = ("default", "replicated", "sharded")  # plus 'device:N'
+PLACEMENTS = ("default", "replicated", "sharded")  # plus 'device:N' and P(...)
 
 
-def place(value: Any, placement: str, platform: str = "cpu") -> Any:
+def partition_sharding(placement: str, platform: str, mesh: str = "") -> NamedSharding:
+    """The NamedSharding of a placement written as the spec's suffix (`P('x', None)`,
+    `@ P('x')`) on `mesh` (text, viz.spec.mesh; default: one axis `x` over every
+    device of `platform`); a spec_error for a partition or mesh that does not fit."""
+    try:
+        partition = parse_partition(placement)
+        spec = parse_mesh(mesh) or MeshSpec((MeshAxis("x", len(platform_devices(platform))),))
+    except SpecError as exc:
+        raise spec_error(f"placement: {exc}") from None
+    unknown = [a for a in partition.axes if a not in spec.sizes]
+    if unknown:
+        raise spec_error(f"placement {partition}: mesh axis '{unknown[0]}' is not in {spec}")
+    return NamedSharding(device_mesh(spec, platform), PartitionSpec(*partition.entries))
+
+
+def place(value: Any, placement: str, platform: str = "cpu", mesh: str = "") -> Any:
     """Put every array leaf of `value` where the user asked, on `platform`'s devices."""
     if placement == "default":
         return value
     devices = jax.devices({"cuda": "gpu"}.get(platform, platform))
     if placement.startswith("device:"):
         target: Any = devices[int(placement.split(":")[1])]
+    elif placement.lstrip("@ ").startswith("P"):
+        target = partition_sharding(placement, platform, mesh)
     else:
         mesh = Mesh(np.array(devices), ("x",))
         spec = PartitionSpec("x") if placement == "sharded" else PartitionSpec()
@@ -115,13 +135,15 @@ class CacheSession:
         self.events.append(event)
         return event
 
-    def values(self, args: Args, placements: dict[str, str] | None = None) -> list[Any]:
+    def values(
+        self, args: Args, placements: dict[str, str] | None = None, mesh: str = ""
+    ) -> list[Any]:
         """Concrete arguments, each placed where the user asked (inside the target's scope)."""
         values = args.concrete()
         names = self.target.param_names(len(values))
         placements = placements or {}
         return [
-            place(v, placements.get(n, "default"), self.target.device.partition(":")[0])
+            place(v, placements.get(n, "default"), self.target.device.partition(":")[0], mesh)
             if i not in self.static_nums
             else v
             for i, (n, v) in enumerate(zip(names, values, strict=True))
@@ -133,11 +155,13 @@ class CacheSession:
         placements: dict[str, str] | None = None,
         fail_on_recompile: bool = False,
         x64: bool | None = None,
+        mesh: str = "",
     ) -> CallEvent:
-        """Call the jitted function once; `x64` None follows the spec, as Explore does."""
+        """Call the jitted function once; `x64` None follows the spec, as Explore does;
+        `mesh`: the mesh a `P(...)` placement splits over (default: `x` over every device)."""
         args = self.target.args(spec, x64=x64)
         with self.target.scope(args):
-            values = self.values(args, placements)
+            values = self.values(args, placements, mesh)
             names = self.target.param_names(len(values))
             signature = call_signature(names, values, self.static_nums, args.x64)
             size_before = self.jitted._cache_size()

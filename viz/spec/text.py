@@ -457,6 +457,22 @@ def _partition_entry(node: ast.expr) -> Axes:
     )
 
 
+def parse_partition(text: str) -> Partition:
+    """`P('data', None)` (or `@ P('data', None)`, a spec's suffix alone) as a Partition;
+    SpecError saying what is wrong. The cache lab's placement field takes it."""
+    source = text.strip().removeprefix("@").strip()
+    try:
+        node = parse_python(source, "eval").body  # type: ignore[attr-defined]
+    except (SyntaxError, ValueError):
+        node = None
+    if node is None or not is_partition(node):
+        raise SpecError(f"{text.strip()!r} is not a partition: write e.g. P('x') or P(None, 'x')")
+    try:
+        return partition_of(node)
+    except ItemError as err:
+        raise SpecError(err.reason) from None
+
+
 _SUFFIX = re.compile(r"^(?P<item>.*?)\s*@\s*(?P<partition>(?:P|PartitionSpec)\s*\(.*\))\s*$", re.S)
 
 

@@ -225,7 +225,9 @@ def _call(session: Any, args: str, request: p.CallOptions) -> Any:
     try:
         if request.route and session.router is not None:
             return session.routed_call(args, request.x64)
-        return session.call(args, request.placements, request.fail_on_recompile, request.x64)
+        return session.call(
+            args, request.placements, request.fail_on_recompile, request.x64, request.mesh
+        )
     except UserCodeError as exc:
         info = exc.info
     except (Exception, *USER_EXITS) as exc:

@@ -133,8 +133,10 @@ class CallOptions(CacheRequest):
     route: bool = False  # through the precompiled buckets
     x64: bool | None = None
     folder: str | None = None
+    mesh: str = ""  # the mesh a `P(...)` placement splits over (default: x over all devices)
 
     DEMO = CacheRequest.DEMO | {
+        "mesh",
         "placements",
         "fail_on_recompile",
         "persistent_cache",
