@@ -333,3 +333,12 @@ def test_a_cache_lab_partition_over_an_unknown_axis_is_a_failed_call(worker8) ->
     (event,) = reply["new"]
     assert event["type"] == "failed"
     assert "mesh axis 'data' is not in x=8" in event["error"]["message"]
+
+
+def test_pass_by_pass_compiles_with_the_analysed_mesh(worker8) -> None:
+    from viz.worker.protocol import Passes, PassesReply
+
+    reply = worker8.ask(
+        Passes(code=MLP, function="grads", args=DATA_PARALLEL, device="cpu:8", mesh="data=8")
+    )
+    assert isinstance(reply, PassesReply) and reply.error is None and reply.steps

@@ -317,6 +317,7 @@ def passes(progress: Progress, request: p.Passes) -> p.PassesReply:
         donate=tuple(request.donate),
         compiler_options=dict(request.compiler_options),
         expressions=_expressions(),
+        mesh=request.mesh,
     )
     steps = pass_by_pass(target.trace(target.args(request.args)).lower())
     return p.PassesReply(steps=[p.PassStep.from_dict(s) for s in steps])

@@ -110,6 +110,7 @@ class Passes(CodeRequest):
     donate: list[str] = field(default_factory=list)
     compiler_options: dict[str, Any] = field(default_factory=dict)
     x64: bool | None = None
+    mesh: str = ""  # the analysed run's mesh: its `@ P(...)` specs need it
 
     OP = "passes"  # never in demo mode: it writes dumps
 
