@@ -409,11 +409,55 @@ def test_hlo_text_shortcuts_read_what_full_scans_read(fn, args):
         assert hlo._entry_name(text) == (entry.group(1) if entry else None)
         frames = hlo.parse_stack_frames(text)
         assert frames  # the tables were found
+        lines = hlo.instruction_lines(compiled.as_text())
         for comp in module.computations():
             for inst in comp.instructions():
                 parsed = hlo._parse(inst, frames)
                 want = _reference_parse(inst, frames)
                 assert {k: getattr(parsed, k) for k in want} == want, inst.to_string()
+                # read from the executable's text, operands included: the same
+                assert hlo._parse(inst, frames, lines) == parsed, inst.to_string()
+
+
+@pytest.mark.parametrize(
+    ("fn", "args"),
+    [
+        (sin_mul_add, (X8,)),
+        (scan_in_cond, (1.0, XS)),
+        (with_while_and_custom_jvp, (XS,)),
+        (calls_inner_twice, (X8,)),
+        (with_key, (jax.random.key(0), X8)),
+    ],
+    ids=["fusion", "scan_in_cond", "while_custom_jvp", "call", "prng"],
+)
+def test_the_graph_read_from_the_executables_text_is_the_same(fn, args):
+    compiled = jax.jit(fn).trace(*args).lower().compile()
+    assert read_hlo(compiled, compiled.as_text) == read_hlo(compiled)
+    assert read_hlo(compiled, lambda: None) == read_hlo(compiled)  # no text: XLA's
+
+
+def test_an_instruction_the_text_lacks_is_read_from_xla():
+    compiled = jax.jit(scan_in_cond).trace(1.0, XS).lower().compile()
+    text = compiled.as_text()
+    entry = next(line for line in text.splitlines() if line.startswith("ENTRY"))
+    name = next(line for line in text.split(entry)[1].splitlines() if "= " in line)
+    name = name.split("%")[1].split(" ")[0]
+    lines = hlo.instruction_lines(text)
+    assert name in lines
+    cut = "\n".join(line for line in text.splitlines() if f"%{name} = " not in line)
+    assert name not in hlo.instruction_lines(cut)
+    assert read_hlo(compiled, lambda: cut) == read_hlo(compiled)
+
+
+def test_operands_read_from_a_line_skip_xlas_index_comments():
+    rest = "%a, %b.1, %c, %d, %e, /*index=5*/%f-2), index=0"
+    assert hlo._operands(rest, "tuple") == ["a", "b.1", "c", "d", "e", "f-2"]
+    assert hlo._operands("0), metadata={}", "parameter") == []
+    assert hlo._operands("), dimensions={0}", "iota") == []
+    assert hlo._operands("{ {1, 2} })", "constant") == []
+    # operand shapes printed (another XLA's text): split where no tuple is among them
+    assert hlo._operands("f32[2,3]{1,0} %a, s32[] %b), x=1", "add") == ["a", "b"]
+    assert hlo._operands("(f32[], s32[]) %t), index=0", "get-tuple-element") is None
 
 
 def test_attribute_search_finds_what_a_full_scan_finds_despite_decoys():

@@ -263,9 +263,11 @@ def _read_compiled(report: Report, compiled: Compiled) -> None:
     report.timings.compile_s = compiled.seconds
     report.timings.compile_from_disk = compiled.events.from_disk()
     report.compile_events = compiled.events.totals()
-    # XLA's text, cost and memory analyses release the GIL: they run beside the reader
-    analyses = Background(lambda: (compiled.text(), compiled.cost(), compiled.memory()), "xla")
-    read = _read_ir("compiled", "", lambda: read_hlo(compiled.compiled))
+    # XLA's text, cost and memory analyses release the GIL: they run beside the reader,
+    # which reads the instructions' lines from the text once it is made
+    made = Background(compiled.text, "xla")
+    analyses = Background(lambda: (made.result(), compiled.cost(), compiled.memory()), "xla")
+    read = _read_ir("compiled", "", lambda: read_hlo(compiled.compiled, made.get))
     text, cost, memory = analyses.result()
     report.compiled = section = CompiledSection(text=text or "")
     hist = _put_graph(report, read)
@@ -334,6 +336,11 @@ class Background(Generic[T]):
         if self._error is not None:
             raise self._error
         return cast(T, self._value)
+
+    def get(self) -> T | None:
+        """`result()`, or None where `fn` raised (whoever calls `result()` learns why)."""
+        self._thread.join()
+        return self._value if self._error is None else None
 
 
 def _time_runs(report: Report, compiled: Compiled, runs: int, budget_s: float) -> None:

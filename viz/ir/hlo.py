@@ -2,11 +2,13 @@
 
 The compiled executable's HLO modules (`compiled.runtime_executable()
 .hlo_modules()`) are walked computation by computation, instruction by
-instruction, starting at the ENTRY computation. Each instruction's one-line
-text (`instruction.to_string()`, read once) gives its result type, called
-computations, fusion kind and metadata; the module text's `FileNames` /
-`FunctionNames` / `FileLocations` / `StackFrames` tables (parsed once per
-module) resolve `stack_frame_id`s to source lines.
+instruction (in `instructions()` order), starting at the ENTRY computation. Each
+instruction's one-line text gives its result type, operands, called computations,
+fusion kind and metadata: its line of the module's text, split once (the
+executable's `as_text()` where the caller has it, which the report shows anyway),
+else `instruction.to_string()`; the module text's `FileNames` / `FunctionNames` /
+`FileLocations` / `StackFrames` tables (parsed once per module) resolve
+`stack_frame_id`s to source lines.
 
 Structure:
 - a `fusion` is a group (kind 'fusion', op 'fusion', opaque) holding one node
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +61,7 @@ _INDEX = re.compile(r"^(\d+)\)")
 _TARGET = re.compile(r'\bcustom_call_target="([^"]*)"')
 _LAYOUT = re.compile(r"\{[^{}]*\}|/\*[^*]*\*/")
 _OPCODE = re.compile(r"\s*([\w\-]+)\(")
+_OPERAND = re.compile(r"%([^\s,()]+)")
 _CALLED = re.compile(
     r"\b(calls|to_apply|condition|body|true_computation|false_computation)=%([\w.\-]+)"
 )
@@ -96,6 +99,8 @@ class _Reader:
     comps: dict[str, Any]
     frames: dict[int, SourceLoc]
     roots: dict[str, str]  # computation name → its ROOT instruction's name
+    lines: dict[str, str]  # instruction name → its line of the module text
+    insts: dict[str, list[Any]]  # computation name → its instructions (HloInstruction)
     graph: Graph = field(default_factory=lambda: Graph("compiled"))
     ids: set[str] = field(default_factory=set)
 
@@ -108,21 +113,42 @@ class _Reader:
         return id_
 
 
-def read_hlo(compiled: Any) -> Graph:
-    """The graph of a compiled executable's optimized HLO (every module's ENTRY)."""
-    return read_hlo_modules(compiled.runtime_executable().hlo_modules())
+def read_hlo(compiled: Any, text: Callable[[], str | None] | None = None) -> Graph:
+    """The graph of a compiled executable's optimized HLO (every module's ENTRY).
+
+    `text`: gives the executable's `as_text()`, which the report shows anyway (the
+    pipeline makes it on another thread meanwhile): a single module's lines are read
+    from it rather than printed again. Asked for once the instructions are listed."""
+    modules = compiled.runtime_executable().hlo_modules()
+    if text is None or len(modules) != 1:
+        return read_hlo_modules(modules)
+    listed = _list_instructions(modules[0])
+    return read_hlo_modules(modules, [text()], [listed])
 
 
-def read_hlo_modules(modules: Iterable[Any]) -> Graph:
+def read_hlo_modules(
+    modules: Sequence[Any],
+    texts: Sequence[str | None] = (),
+    listed: Sequence[dict[str, list[Any]]] = (),
+) -> Graph:
     """The graph of HLO modules (`jaxlib._hlo.HloModule`: an executable's, or one
-    parsed back from XLA's dumps with `hlo_module_from_text`), every module's ENTRY."""
+    parsed back from XLA's dumps with `hlo_module_from_text`), every module's ENTRY.
+    `texts`, `listed`: each module's text and `_list_instructions`, where made already."""
     graph = Graph("compiled")
     for i, module in enumerate(modules):
-        text = module.to_string()
+        text = texts[i] if i < len(texts) else None
+        text = module.to_string() if text is None else text
         if i == 0:  # the program's own parameters: a later module's are not the function's
             graph.output_aliases = output_aliases(text)
-        _read_module(module, text, graph)
+        insts = listed[i] if i < len(listed) else _list_instructions(module)
+        _read_module(module, text, insts, graph)
     return register_scopes(graph)
+
+
+def _list_instructions(module: Any) -> dict[str, list[Any]]:
+    """computation name → its instructions, in `instructions()` order (the order the
+    graph's nodes follow: a module text lists many computations in another)."""
+    return {c.name: c.instructions() for c in module.computations()}
 
 
 def output_aliases(text: str) -> dict[int, int]:
@@ -141,7 +167,7 @@ def output_aliases(text: str) -> dict[int, int]:
     return found
 
 
-def _read_module(module: Any, text: str, graph: Graph) -> None:
+def _read_module(module: Any, text: str, insts: dict[str, list[Any]], graph: Graph) -> None:
     comps = {c.name: c for c in module.computations()}
     name = _entry_name(text)
     entry = comps.get(name) if name else None
@@ -149,7 +175,8 @@ def _read_module(module: Any, text: str, graph: Graph) -> None:
         entry = next((c for n, c in comps.items() if n.startswith("main")), None)
     if entry is None:
         return
-    reader = _Reader(comps, parse_stack_frames(text), computation_roots(text), graph)
+    frames, roots = parse_stack_frames(text), computation_roots(text)
+    reader = _Reader(comps, frames, roots, instruction_lines(text), insts, graph)
     reader.ids.update(n.id for n in graph.nodes)
     root, _ = _read_comp(reader, entry, (), None)
     out = Node(reader.new_id("out"), "output", "out", root[1], kind="output")
@@ -201,6 +228,23 @@ def _resolve_frames(tables: dict[str, dict[int, str]]) -> dict[int, SourceLoc]:
     return frames
 
 
+def instruction_lines(text: str) -> dict[str, str]:
+    """instruction name → its line of a module's text as `to_string()` prints it
+    (`%name = TYPE opcode(...), attrs`: the indent and `ROOT ` dropped). Names are
+    unique in a module. One pass over the text instead of a call into XLA for each
+    instruction's text and each of its operands."""
+    lines: dict[str, str] = {}
+    for line in text.split("\n"):
+        if line.startswith("  %"):
+            body = line[2:]
+        elif line.startswith("  ROOT %"):
+            body = line[7:]
+        else:
+            continue
+        lines[body[1 : body.find(" ")]] = body
+    return lines
+
+
 def computation_roots(text: str) -> dict[str, str]:
     """computation name → ROOT instruction name, from a module's text.
 
@@ -228,31 +272,36 @@ def _fields(raw: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in raw.split() if "=" in part)
 
 
-def _parse(inst: Any, frames: dict[int, SourceLoc]) -> _Inst:
-    """Parse one instruction's text line: `[ROOT] %name = TYPE opcode(...), attrs`.
+def _parse(inst: Any, frames: dict[int, SourceLoc], lines: dict[str, str] | None = None) -> _Inst:
+    """Parse one instruction's text line: `%name = TYPE opcode(...), attrs`, from the
+    module text's `lines` (its operands from the line too), else from XLA.
 
     This runs for every instruction, so it avoids regex scans where it can: each
     attribute pattern is searched from the first occurrence of a literal that
     every match starts with (`str.find` is much faster than a regex scan of the
     metadata and backend_config text), which finds the same first match.
     """
-    line = inst.to_string()
+    name = inst.name
+    line = lines.get(name) if lines is not None else None
+    from_text = line is not None
+    line = line if from_text else inst.to_string()
     start = line.index(" = ") + 3
     end = line.index(" ", start) if line[start] != "(" else _type_end(line, start)
     match = _OPCODE.match(line, end)
     if match:
         opcode, rest = match.group(1), line[match.end() :]
+        operands = _operands(rest, opcode) if from_text else None
     else:
-        opcode, rest = str(inst.opcode), line[end:]
+        opcode, rest, operands = str(inst.opcode), line[end:], None
     at = rest.find('op_name="')
     op_name = _OP_NAME.search(rest, at) if at >= 0 else None
     at = rest.find("kind=")
     kind = _KIND.search(rest, at) if at >= 0 else None
     return _Inst(
-        inst.name,
+        name,
         opcode,
         render_type(line[start:end]),
-        [o.name for o in inst.operands()],
+        [o.name for o in inst.operands()] if operands is None else operands,
         _called(rest) if "=%" in rest or "branch_computations={" in rest else {},
         kind.group(1) if kind else "",
         op_name.group(1) if op_name else "",
@@ -260,6 +309,20 @@ def _parse(inst: Any, frames: dict[int, SourceLoc]) -> _Inst:
         int(_first(_INDEX, rest) or 0) if opcode == "parameter" else 0,
         _first(_TARGET, rest) if opcode == "custom-call" else "",
     )
+
+
+def _operands(rest: str, opcode: str) -> list[str] | None:
+    """The operand names of a line's `opcode(%a, %b)` (`rest`: the text after the
+    opening parenthesis), each written `%name` (a long list numbers every fifth:
+    `/*index=5*/%name`). A constant has none: its parentheses hold its literal. None
+    (ask XLA) where the list holds parentheses: operand shapes printed, tuples among
+    them, which this does not split."""
+    if opcode == "constant":
+        return []
+    inside = rest[: rest.find(")")]
+    if "(" in inside:
+        return None
+    return _OPERAND.findall(inside) if "%" in inside else []
 
 
 def _search(pattern: re.Pattern[str], literal: str, text: str) -> re.Match[str] | None:
@@ -340,9 +403,9 @@ def _read_comp(
     `params`: the producers bound to its parameters (None for ENTRY, whose
     parameters become input nodes).
     """
-    raw = comp.instructions()
-    frames = reader.frames
-    insts = _topological([_parse(i, frames) for i in raw])
+    raw = reader.insts[comp.name]
+    frames, lines = reader.frames, reader.lines
+    insts = _topological([_parse(i, frames, lines) for i in raw])
     root_name = reader.roots.get(comp.name) or _userless(raw)
     env: dict[str, Producers] = {}
     for inst in insts:
