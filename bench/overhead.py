@@ -94,7 +94,9 @@ TIMED = {  # step name → (module or class, attribute) the pipeline calls it th
     "memory analysis": (viz.stages.Compiled, "memory"),
     "kernels": (viz.pipeline, "kernels"),
     "fusion map": (viz.pipeline, "add_fusion_map"),
-    "specialization": (viz.pipeline, "read_specialization"),
+    "specialization (spec, jaxpr)": (viz.pipeline, "read_traced"),
+    "specialization (shardings)": (viz.pipeline, "finish"),
+    "specialization (all, after)": (viz.pipeline, "read_specialization"),  # when not early
 }
 
 

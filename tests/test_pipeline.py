@@ -506,6 +506,42 @@ def test_the_analysis_leaves_garbage_collection_as_it_found_it():
         gc.enable()
 
 
+def test_the_specialization_is_read_beside_the_compile(monkeypatch: pytest.MonkeyPatch):
+    import threading
+
+    import viz.pipeline
+
+    threads: list[str] = []
+    real = viz.pipeline.read_traced
+
+    def read_traced(*args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(viz.pipeline, "read_traced", read_traced)
+    report = analyze(_chain, "f32[8,8]", runs=0)
+    assert threads == ["jitscope-reader"]
+    (row,) = report.specialization
+    assert (row.arg, row.state, row.shape) == ("x", "dynamic", [8, 8])
+    assert row.sharding.startswith("single device")  # the executable's, added after
+
+
+def test_a_specialization_reader_failure_beside_the_compile_is_read_again(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    import viz.pipeline
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise ValueError("boom")
+
+    monkeypatch.setattr(viz.pipeline, "read_traced", broken)
+    report = analyze(_chain, "f32[8,8]", runs=0)
+    assert report.ok and [r.arg for r in report.specialization] == ["x"]
+    monkeypatch.setattr(viz.pipeline, "read_specialization", broken)
+    report = analyze(_chain, "f32[8,8]", runs=0)
+    assert "could not read the specialization: ValueError: boom" in report.warnings
+
+
 def test_a_reader_failure_on_the_thread_is_a_warning(monkeypatch: pytest.MonkeyPatch):
     import viz.pipeline
 

@@ -77,6 +77,21 @@ def test_every_leaf_of_a_pytree_is_a_row_named_as_jax_names_it():
     assert {r.param for r in report.specialization[:2]} == {"p"}
 
 
+def test_the_rows_read_in_two_steps_are_the_rows_read_at_once():
+    from viz.specialization.read import finish, read_specialization, read_traced
+
+    target = Target.load(arange_plus, static=["n"])
+    args = target.args("f32[16], 16")
+    traced = target.trace(args)
+    assert traced.abstract and len(traced.abstract) == 2  # the trace keeps what it traced
+    compiled = traced.lower().compile()
+    at_once = read_specialization(target, args, traced, compiled)
+    assert finish(*read_traced(target, args, traced), compiled) == at_once
+    assert at_once[1]  # jnp.arange(n): an op sized by the static value
+    without_abstract = type(traced)(traced.target, traced.args, traced.traced, traced.seconds)
+    assert read_specialization(target, args, without_abstract, compiled) == at_once
+
+
 def test_an_argument_whose_value_decides_a_shape_is_untraceable():
     sample = get_sample("nonzero_dynamic")
     target = Target.from_code(sample.code, sample.function)

@@ -39,7 +39,7 @@ from viz.report import (
     Runs,
     StableHLOSection,
 )
-from viz.specialization.read import read_specialization
+from viz.specialization.read import Specialization, finish, read_specialization, read_traced
 from viz.stages import DEFAULT_MEMORY_LIMIT, Compiled, Target, Traced, block
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "analyze", "analyze_target"]
@@ -112,13 +112,14 @@ def analyze_target(
         source_file=target.user_file,
     )
     args = traced = compiled = None  # as far as the stages got, for the specialization
+    early = _Early()
     try:
         args = target.args(spec)
         report.x64 = args.x64
         traced = target.trace(args)
         report.timings.trace_s = traced.seconds
         with gc_paused():
-            compiled = _lower_and_compile(report, traced, mlir)
+            compiled = _lower_and_compile(report, traced, mlir, early)
         _read_sharding(report, compiled)
         if runs > 0:
             _time_runs(report, compiled, runs, budget_s)
@@ -129,16 +130,34 @@ def analyze_target(
         if exc.seconds is not None and exc.info.stage in ("trace", "lower", "compile"):
             setattr(report.timings, f"{exc.info.stage}_s", exc.seconds)
         report.fail(exc.info)
-    _read_specialization(report, target, args, traced, compiled)
+    _read_specialization(report, target, args, traced, compiled, early.specialization)
     return report
 
 
-def _read_specialization(report: Report, target: Target, *stages: Any) -> None:
-    """What the executable is specialized on (a reader bug is a warning, not a failure)."""
+@dataclass
+class _Early:
+    """What the reader thread learned beside the IRs: the specialization as the spec and
+    the trace say it (None: not read there, or its reader failed: read it again after)."""
+
+    specialization: Specialization | None = None
+
+
+def _read_specialization(
+    report: Report,
+    target: Target,
+    args: Any,
+    traced: Traced | None,
+    compiled: Compiled | None,
+    early: Specialization | None,
+) -> None:
+    """What the executable is specialized on (a reader bug is a warning, not a failure):
+    the rows read while XLA compiled, finished with what the executable says."""
     try:
-        report.specialization, report.specialization_ops = read_specialization(
-            target, *stages, error=report.error
-        )
+        if early is not None:
+            found = finish(*early, compiled, report.error)
+        else:
+            found = read_specialization(target, args, traced, compiled, error=report.error)
+        report.specialization, report.specialization_ops = found
     except Exception as exc:
         report.warnings.append(f"could not read the specialization: {type(exc).__name__}: {exc}")
 
@@ -161,11 +180,12 @@ def _read_sharding(report: Report, compiled: Compiled) -> None:
         report.warnings.append(f"could not read the sharding: {type(exc).__name__}: {exc}")
 
 
-def _lower_and_compile(report: Report, traced: Traced, mlir: bool) -> Compiled:
-    """Lower and compile, every IR read into the report. The jaxpr and the StableHLO are
-    read on a thread while XLA compiles (XLA's compile releases the GIL, and on a 96-layer
-    model takes longer than both readers together), so they add nothing to the wait;
-    `compile_s` stays XLA's time alone. The compiled HLO is read once it exists."""
+def _lower_and_compile(report: Report, traced: Traced, mlir: bool, early: _Early) -> Compiled:
+    """Lower and compile, every IR read into the report. The jaxpr and the StableHLO (and
+    the specialization's rows, into `early`) are read on a thread while XLA compiles
+    (XLA's compile releases the GIL, and on a 96-layer model takes longer than both
+    readers together), so they add nothing to the wait; `compile_s` stays XLA's time
+    alone. The compiled HLO is read once it exists."""
     try:
         lowered = traced.lower()
     except UserCodeError:
@@ -175,11 +195,11 @@ def _lower_and_compile(report: Report, traced: Traced, mlir: bool) -> Compiled:
     if mlir:  # StableHLO with locations, for Model Explorer
         report.mlir = lowered.text(debug_info=True)
     bytecode = module_bytecode(lowered.mlir_module())  # a copy for the thread (see module_copy)
-    early = Background(lambda: _read_early(traced, bytecode))
+    reader = Background(lambda: _read_early(traced, bytecode))
     try:
         compiled = lowered.compile()
     finally:  # a failed compile keeps what the readers found, in the order they read
-        jaxpr, stablehlo = early.result()
+        jaxpr, stablehlo, early.specialization = reader.result()
         _put_jaxpr(report, jaxpr)
         _put_stablehlo(report, stablehlo)
     _read_compiled(report, compiled)
@@ -220,14 +240,24 @@ def _with_side(read: _IR) -> _IR:
     return read
 
 
-def _read_early(traced: Traced, bytecode: bytes) -> tuple[_IR, _IR]:
-    """The jaxpr and the StableHLO, read on the compile's side thread: the StableHLO from
-    a copy of the module in a context of its own, which XLA never touches."""
+def _read_early(traced: Traced, bytecode: bytes) -> tuple[_IR, _IR, Specialization | None]:
+    """The jaxpr, the StableHLO and the specialization's rows (`_Early`), read on the
+    compile's side thread: the StableHLO from a copy of the module in a context of its
+    own, which XLA never touches."""
     with traced.target.scope(traced.args):
         jaxpr = _with_side(_read_jaxpr(traced))
         module = module_copy(bytecode)
         stablehlo = _read_ir("stablehlo", module_text(module), lambda: read_stablehlo(module))
-        return jaxpr, _with_side(stablehlo)
+        return jaxpr, _with_side(stablehlo), _traced_specialization(traced)
+
+
+def _traced_specialization(traced: Traced) -> Specialization | None:
+    """`read_traced`, or None where it fails (read again once the stages are done, its
+    error then becomes the report's warning)."""
+    try:
+        return read_traced(traced.target, traced.args, traced)
+    except Exception:
+        return None
 
 
 def _read_jaxpr(traced: Traced) -> _IR:

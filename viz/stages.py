@@ -298,7 +298,7 @@ class Target:
             abstract = args.abstract()
             with timed("trace", self.user_file) as seconds:
                 traced = self.jitted.trace(*abstract)
-        return Traced(self, args, traced, seconds[0])
+        return Traced(self, args, traced, seconds[0], abstract)
 
 
 @dataclass(frozen=True)
@@ -320,6 +320,7 @@ class Traced:
     args: Args
     traced: Any  # jax.stages.Traced
     seconds: float
+    abstract: list[Any] = field(default_factory=list)  # the arguments it traced (args.abstract())
 
     @property
     def jaxpr(self) -> Any:

@@ -48,6 +48,8 @@ UNTRACEABLE = {
     ErrorKind.VALUE_DEPENDENT_SHAPE: "its value decided a shape while tracing",
     ErrorKind.CONTROL_FLOW: "its value decided a Python branch while tracing",
 }
+# the rows (one per argument leaf) and the ops whose sizes come from arguments
+Specialization = tuple[list[SpecializedArg], list[ShapeOp]]
 _NAMED = re.compile(r"depends on the values? of the arguments? (.+?)\.(?:\s|$)")
 
 
@@ -57,19 +59,38 @@ def read_specialization(
     traced: Traced | None = None,
     compiled: Compiled | None = None,
     error: ErrorInfo | None = None,
-) -> tuple[list[SpecializedArg], list[ShapeOp]]:
+) -> Specialization:
     """The rows and the shape ops of one analysis, from as far as it got: no rows
     without a parsed spec, no shape ops without a jaxpr, no sharding without an
     executable."""
     if args is None:
         return [], []
+    rows, ops = read_traced(target, args, traced)
+    return finish(rows, ops, compiled, error)
+
+
+def read_traced(target: Target, args: Args, traced: Traced | None = None) -> Specialization:
+    """What the spec and the trace alone say: the rows (no sharding yet) and the shape
+    ops. The pipeline reads it while XLA compiles; `finish` adds what the executable
+    and the error say."""
     with target.scope(args):
         rows = _rows(target, args, traced)
+    ops = shape_ops(traced.jaxpr, rows, target.user_file) if traced is not None else []
+    return rows, ops
+
+
+def finish(
+    rows: list[SpecializedArg],
+    ops: list[ShapeOp],
+    compiled: Compiled | None = None,
+    error: ErrorInfo | None = None,
+) -> Specialization:
+    """`read_traced`'s rows with each leaf's sharding (from the executable) and the
+    leaves a trace error names marked untraceable (the shape ops stay)."""
     if compiled is not None:
         _add_shardings(rows, compiled)
     if error is not None:
         _mark_untraceable(rows, error)
-    ops = shape_ops(traced.jaxpr, rows, target.user_file) if traced is not None else []
     return rows, ops
 
 
@@ -77,7 +98,8 @@ def read_specialization(
 def _rows(target: Target, args: Args, traced: Traced | None) -> list[SpecializedArg]:
     names = target.param_names(len(args.items))
     texts = split_spec(args.spec)
-    abstract = args.abstract()
+    # the trace's own abstract arguments: built once (a big model has thousands of leaves)
+    abstract = traced.abstract if traced is not None and traced.abstract else args.abstract()
     avals = list(traced.jaxpr.in_avals) if traced is not None else None
     rows: list[SpecializedArg] = []
     for i, (name, item) in enumerate(zip(names, args.items, strict=True)):
