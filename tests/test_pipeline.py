@@ -506,6 +506,48 @@ def test_the_analysis_leaves_garbage_collection_as_it_found_it():
         gc.enable()
 
 
+def test_what_the_analysis_made_is_old_but_its_cycles_are_still_collected():
+    import gc
+    import weakref
+
+    class Cycle:
+        pass
+
+    made: list[Any] = []
+
+    def read_and_make_a_cycle(*args: Any) -> Any:
+        cycle = Cycle()
+        cycle.me = cycle
+        made.append(weakref.ref(cycle))
+        return real(*args)
+
+    import viz.pipeline
+
+    real = viz.pipeline.read_hlo
+    viz.pipeline.read_hlo = read_and_make_a_cycle
+    try:
+        report = analyze(_chain, "f32[8,8]", runs=0)
+    finally:
+        viz.pipeline.read_hlo = real
+    assert gc.get_freeze_count() == 0  # moved to the oldest generation, not left frozen
+    assert gc.is_tracked(report.graph_models["compiled"].nodes[0])
+    gc.collect(1)  # the two younger generations: it is in neither
+    assert made[0]() is not None
+    gc.collect()
+    assert made[0]() is None  # a full collection frees it
+
+
+def test_objects_frozen_before_the_analysis_stay_frozen():
+    import gc
+
+    gc.freeze()
+    try:
+        analyze(_chain, "f32[8,8]", runs=0)
+        assert gc.get_freeze_count() > 0  # not thawed (some may have been freed)
+    finally:
+        gc.unfreeze()
+
+
 def test_the_specialization_is_read_beside_the_compile(monkeypatch: pytest.MonkeyPatch):
     import threading
 

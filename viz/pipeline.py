@@ -334,12 +334,21 @@ def gc_paused() -> Iterator[None]:
     """No cyclic garbage collection inside the block. Reading a 96-layer model allocates
     a few hundred thousand small objects, which sets off full collections that walk
     every object alive, the jaxpr and the graphs included, again and again (a third of
-    the readers' time), and frees nothing: the readers make no reference cycles."""
+    the readers' time), and frees nothing: the readers make no reference cycles.
+
+    What the block made lives as long as the report: it goes straight to the oldest
+    generation (`gc.freeze()` then `gc.unfreeze()` move every object there without
+    walking any), which only a full collection walks. Left young, the first collections
+    after the block walked all of it three times over (youngest, middle, then a full
+    collection it set off): 0.2 s after a 96-layer model's analysis."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if gc.get_freeze_count() == 0:  # never thaw what someone else froze
+            gc.freeze()
+            gc.unfreeze()
         if was_enabled:
             gc.enable()
 
