@@ -562,3 +562,17 @@ def test_connect_draws_one_edge_per_producer_typed_by_its_first_operand() -> Non
         ("a", "c", "f32[2]"),
         ("b", "c", "f32[3]"),
     ]
+
+
+@pytest.mark.parametrize(("fn", "args"), [(sin_mul_add, (X8,)), (scan_in_cond, (1.0, XS))])
+def test_kernel_refs_are_kernel_of_each_node_one_object_per_kernel(fn, args):
+    from viz.ir.kernels import kernel_of, kernel_refs
+
+    compiled = graphs(fn, *args)[2]
+    nodes = [n for n in compiled.nodes if n.kind == "op"]
+    refs = kernel_refs(compiled, nodes)
+    of = kernel_of(compiled)
+    assert refs == [of(n) for n in nodes]
+    by_value: dict = {}
+    assert all(by_value.setdefault(ref, ref) is ref for ref in refs)
+    assert any(ref.path for ref in refs)  # a fusion's nodes are among them

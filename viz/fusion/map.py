@@ -32,7 +32,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from viz.ir.kernels import KernelRef, kernel_names, kernel_of
+from viz.ir.kernels import KernelRef, kernel_names, kernel_refs
 from viz.ir.model import Graph, Node, Path, name_parts
 from viz.report import FusionEntry
 
@@ -183,18 +183,25 @@ def _add_ops(
     found: dict[str, list[KernelRef]],
     user_file: str | None,
 ) -> None:
-    """Each op into the entry of every kernel it went into."""
+    """Each op into the entry of every kernel it went into (thousands of ops on a big
+    model: the loop keeps to plain look-ups)."""
     key = "name" if ir == "stablehlo" else "primitive"
+    stablehlo = ir == "stablehlo"
     for op in ops:
-        via = "metadata" if direct[op.id] else "dataflow"
+        op_id = op.id
+        refs = found[op_id]
+        if not refs:  # not found: in no entry
+            continue
+        via = "metadata" if direct[op_id] else "dataflow"
         line = _user_line(op, user_file)
-        for ref in found[op.id]:
-            entry = entries.get(ref.name)
+        for ref in refs:
+            name = ref.name
+            entry = entries.get(name)
             if entry is None:
-                entry = entries[ref.name] = FusionEntry(ref.name, ref.kind)
+                entry = entries[name] = FusionEntry(name, ref.kind)
             entry.kind = ref.kind
-            ops_in = entry.stablehlo_ops if ir == "stablehlo" else entry.jaxpr_eqns
-            ops_in.append({"id": op.id, key: op.op, "via": via})
+            ops_in = entry.stablehlo_ops if stablehlo else entry.jaxpr_eqns
+            ops_in.append({"id": op_id, key: op.op, "via": via})
             if line and line not in entry.lines:
                 entry.lines.append(line)
 
@@ -235,7 +242,7 @@ class _Index:
     def __init__(self, compiled: Graph):
         self.nodes = [n for n in compiled.nodes if n.kind == "op"]
         self.ops = [n.op for n in self.nodes]
-        self.refs = _kernel_refs(compiled, self.nodes)
+        self.refs = kernel_refs(compiled, self.nodes)
         self.by_loc: dict[tuple[str, Loc], list[tuple[int, Parts]]] = {}
         self.by_name: dict[str, list[tuple[int, Parts]]] = {}  # every instruction
         self.unplaced: dict[str, list[tuple[int, Parts]]] = {}  # those without a location
@@ -297,13 +304,6 @@ class _Index:
             return [self.refs[insts[0]]]
         refs = self.refs  # one object per kernel: telling them apart by identity is quick
         return list({id(refs[i]): refs[i] for i in insts}.values())
-
-
-def _kernel_refs(compiled: Graph, nodes: list[Node]) -> list[KernelRef]:
-    """The kernel of each node, one KernelRef object per kernel."""
-    of = kernel_of(compiled)
-    shared: dict[KernelRef, KernelRef] = {}
-    return [shared.setdefault(ref, ref) for ref in map(of, nodes)]
 
 
 def _match(index: _Index, side: Side) -> dict[str, list[KernelRef]]:

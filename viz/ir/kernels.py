@@ -16,7 +16,7 @@ This module imports neither jax nor streamlit: it reads the graph model only.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,6 +166,24 @@ def kernel_of(graph: Graph) -> Callable[[Node], KernelRef]:
         return known[node.id]
 
     return of
+
+
+def kernel_refs(graph: Graph, nodes: Iterable[Node]) -> list[KernelRef]:
+    """`kernel_of(graph)` of each node, one KernelRef object per kernel: a fusion's is
+    made once for all its nodes (the fusion map's index asks for every instruction)."""
+    outermost = _outermost(set(_top_level_fusions(graph)))
+    by_fusion: dict[Path, KernelRef] = {}
+    refs = []
+    for node in nodes:
+        fusion = outermost(node.scope)
+        if fusion is None:  # a kernel of its own, or none: one node's
+            refs.append(_kernel_ref(graph, node, None))
+            continue
+        ref = by_fusion.get(fusion)
+        if ref is None:
+            ref = by_fusion[fusion] = _kernel_ref(graph, node, fusion)
+        refs.append(ref)
+    return refs
 
 
 def _kernel_ref(graph: Graph, node: Node, fusion: Path | None) -> KernelRef:
