@@ -405,7 +405,7 @@ def test_top_level_runs_are_chunked_by_layer_with_parts():
         if g.attrs.get(viz.graph.fold.SYNTHETIC) == "fold"
     )
     # 24 look-alike chunks are one group; in each, six look-alike attention kernels too
-    assert folds == {"layer#–layer# ×#": 1, "fusion.#.#–fusion.#.# ×#": 24}
+    assert folds == {"layer#–layer# ×#": 1, "fusion ×#": 24}
     assert any(g.label == "layer0–layer23 ×24" for g in view.graph.groups.values())
     assert_no_edge_lost(view)
     assert_counts_add_up(view, graph)

@@ -5,12 +5,14 @@ search reaching inside the folds."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import jax.numpy as jnp
 import pytest
 from test_graph import (
     assert_counts_add_up,
     assert_no_edge_lost,
+    compiled_like,
     layered,
     make_params,
     read_all,
@@ -20,7 +22,7 @@ from test_graph import (
 
 import viz.graph
 from viz.graph.fold import SYNTHETIC
-from viz.ir.model import Edge, Graph, Node, op_histogram
+from viz.ir.model import Edge, Graph, Node, op_histogram, register_scopes
 from viz.samples import SAMPLES_DIR
 from viz.source import load_module
 
@@ -135,7 +137,9 @@ def test_adams_per_parameter_chains_fold_into_one_group(train_step_graphs):
 
 def test_identical_chains_fold_but_their_shared_scalars_stay_out():
     """Four parameters updated by the same three ops, all reading one step count."""
-    graph = Graph("jaxpr", [Node("count", "input", kind="input"), Node("scale", "div")])
+    graph = Graph(
+        "jaxpr", [Node("count", "input", kind="input"), Node("scale", "div", type="f32[]")]
+    )
     graph.edges.append(Edge("count", "scale"))
     for k in range(4):
         ids = [f"p{k}", f"m{k}", f"a{k}", f"s{k}"]
@@ -179,3 +183,61 @@ def test_a_graph_up_to_twice_the_budget_also_shows_ops_a_bigger_one_its_structur
     big = layered(24)
     view = viz.graph.default_view(big)
     assert not any(len(reader_path(view, p)) > 1 for p in view.expanded)  # layers, no ops
+
+
+def under(graph: Graph, scope: str) -> Graph:
+    """`graph` with every scoped node one name scope deeper (`Transformer/layer3`), and a
+    final layernorm's loose ops in that scope, as flax names a model's layers."""
+    nodes = [replace(n, scope=(scope, *n.scope)) if n.scope else n for n in graph.nodes]
+    nodes += [Node(f"ln{k}", "add", scope=(scope,)) for k in range(16)]
+    edges = [*graph.edges, *(Edge(f"ln{k}", f"ln{k + 1}") for k in range(15))]
+    return register_scopes(Graph(graph.ir, nodes, edges))
+
+
+def test_layers_under_one_outer_scope_still_show_as_a_fold():
+    view = viz.graph.default_view(under(layered(96), "Transformer"))
+    shown = {i.label for i in viz.graph.visible(view)[0]}
+    assert "95 more like layer0" in shown and {"attention", "mlp"} <= shown
+    flat = compiled_like(96)  # compiled: a flat list of kernels, the scopes in attrs
+    for node in flat.nodes:
+        if "name_scope" in node.attrs:
+            node.attrs = {**node.attrs, "name_scope": "Transformer/" + node.attrs["name_scope"]}
+    for group in flat.groups.values():
+        if "name_scope" in group.attrs:
+            group.attrs = {**group.attrs, "name_scope": "Transformer/" + group.attrs["name_scope"]}
+    labels_ = labels(viz.graph.default_view(flat), "fold")
+    assert "layer0–layer95 ×96" in labels_, labels_  # not one `Transformer` run
+
+
+def test_layers_that_differ_every_fourth_stay_within_the_budget():
+    graph = compiled_like(96)
+    for i in range(3, 96, 4):  # one more mlp op in every 4th layer: runs of look-alikes break
+        graph.nodes.append(Node(f"x{i}", "mul", attrs={"name_scope": f"layer{i}/mlp"}))
+        graph.edges.append(Edge(f"m{i}.3", f"x{i}"))
+    view = viz.graph.default_view(graph)
+    assert len(viz.graph.visible(view)[0]) <= viz.graph.DEFAULT_NODES
+    assert_no_edge_lost(view)
+    assert_counts_add_up(view, graph)
+
+
+def test_steps_of_one_residual_stream_are_not_parallel_chains():
+    code = (SAMPLES_DIR / "unrolled_loop.py").read_text()
+    module = load_module(code)
+    for graph in read_all(lambda x: module.unrolled(x, 32), jnp.ones((64, 64))):
+        view = viz.graph.default_view(graph)
+        assert not any("identical chains" in f for f in labels(view, "fold")), graph.ir
+
+
+def test_two_alike_folds_can_both_be_opened_by_name():
+    def stack(name: str, n: int = 30) -> list[Node]:
+        return [
+            Node(f"{name}{i}.{j}", "add", scope=(name, f"layer{i}"))
+            for i in range(n)
+            for j in range(3)
+        ]
+
+    graph = register_scopes(Graph("jaxpr", [*stack("encoder"), *stack("decoder")]))
+    view = viz.graph.default_view(graph, max_nodes=20)
+    names = viz.graph.expandable(graph, view)
+    folds = [n for n in names if n.endswith("[layer0–layer29 ×30]")]
+    assert len(folds) == 2 and len({names[n] for n in folds}) == 2, folds

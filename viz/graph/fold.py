@@ -23,12 +23,13 @@ PHASE_MIN = 12  # a top level with more items than this, some name-scoped, is cu
 
 
 SYNTHETIC = "synthetic"  # Group.attrs key marking groups a view added
+SPAN = "span"  # Group.attrs key: what a fold is keyed on when chunked (`layer0–layer95`)
 
 
 # ---------------------------------------------------------------- synthetic groups
 
 
-def _fold_top_level(graph: Graph, max_nodes: int) -> Graph:
+def _fold_top_level(graph: Graph, max_nodes: int, trust_folds: bool = True) -> Graph:
     """A copy with many top-level inputs/constants/outputs boxed, and a top level that is
     oversized, or mixes name-scoped parts with loose ops (a training step: the forward
     pass, the loss, the backward pass, the update), chunked into its runs.
@@ -50,7 +51,7 @@ def _fold_top_level(graph: Graph, max_nodes: int) -> Graph:
     info = _item_info(graph)
     phases = any(info[i].scoped for i in items if i in info) and len(items) > PHASE_MIN
     if len(items) + len(new_groups) > max_nodes or phases:
-        chunks = _chunks(items, info, max_nodes - len(new_groups), phases)
+        chunks = _chunks(items, info, max_nodes - len(new_groups), phases, trust_folds)
         for k, (label, members, parts) in enumerate(chunks):
             path = (_fresh(graph, f"[chunk {k + 1}]"),)
             new_groups.append(_synthetic(path, label, "chunk"))
@@ -95,7 +96,11 @@ _Chunk = tuple[str, list[str], list[tuple[str, list[str]]]]  # label, items, par
 
 
 def _chunks(
-    items: list[str], info: dict[str, _ItemInfo], max_nodes: int, phases: bool
+    items: list[str],
+    info: dict[str, _ItemInfo],
+    max_nodes: int,
+    phases: bool,
+    trust_folds: bool = True,
 ) -> list[_Chunk]:
     """Runs of consecutive items with the same key, at most max_nodes // 2 entries in all.
 
@@ -107,8 +112,9 @@ def _chunks(
     the next name-scope level (`layer3` into `attention` and `mlp`) when that
     gives it 2 to max_nodes // 4 entries; a run longer than max_nodes // 4 items
     that does not divide so is split into pieces of max_nodes // 4 items. When
-    that still leaves more than max_nodes // 2 top-level entries, fixed-size
-    chunks of all items are used (labelled with the keys they span).
+    that still leaves more than max_nodes // 2 top-level entries (counting runs of
+    look-alike runs as one, which a fold will make of them, unless `trust_folds` is
+    off), fixed-size chunks of all items are used (labelled with the keys they span).
     """
     target, cap = max(2, max_nodes // 2), max(MIN_RUN, max_nodes // 4)
     chunks: list[_Chunk] = []  # (key, items, parts), labelled below
@@ -121,7 +127,7 @@ def _chunks(
         else:
             chunks.extend((key, members[i : i + cap], []) for i in range(0, len(members), cap))
     loose = len(items) - sum(len(members) for _, members, _ in chunks)
-    if _folded(chunks) + loose > target:
+    if (_folded(chunks) if trust_folds else len(chunks)) + loose > target:
         size = math.ceil(len(items) / target)
         fixed = [items[i : i + size] for i in range(0, len(items), size)]
         chunks = [(_key_span(members, info), members, []) for members in fixed]
@@ -193,9 +199,14 @@ def _parts(members: list[str], info: dict[str, _ItemInfo], cap: int) -> list[tup
 def _key_span(members: list[str], info: dict[str, _ItemInfo]) -> str:
     """`layer3`, or `layer3–layer4` for items whose keys run from one to the other."""
     keys = [info[m].keys[0] for m in members if m in info and info[m].keys[0]]
-    if not keys:
-        return ""
-    return keys[0] if keys[0] == keys[-1] else f"{keys[0]}–{keys[-1]}"
+    return span(keys[0], keys[-1]) if keys else ""
+
+
+def span(first: str, last: str) -> str:
+    """`layer0–layer95`; of two spans, from the first's start to the last's end
+    (`layer0–layer3` … `layer92–layer95` → `layer0–layer95`)."""
+    start, end = first.split("–")[0], last.split("–")[-1]
+    return start if start == end else f"{start}–{end}"
 
 
 @dataclass
@@ -221,13 +232,26 @@ def _item_info(graph: Graph) -> dict[str, _ItemInfo]:
                 found.keys, found.scoped = keys, scoped
         if node.source is not None:
             found.lines.add((node.source.file, node.source.line))
+    return _without_common_scope(info)
+
+
+def _without_common_scope(info: dict[str, _ItemInfo]) -> dict[str, _ItemInfo]:
+    """The keys one level down while every name-scoped item shares its first one (a
+    model under `Transformer/`, its layers `Transformer/layer3`): chunking then finds
+    the layers, not one `Transformer` run."""
+    scoped = [found for found in info.values() if found.scoped]
+    while scoped and len({f.keys[0] for f in scoped}) == 1 and any(len(f.keys) > 1 for f in scoped):
+        for found in scoped:
+            if len(found.keys) > 1:
+                found.keys = found.keys[1:]
     return info
 
 
 def _keys(node: Node, group: Group | None) -> tuple[tuple[str, ...], bool]:
     """An item's chunking keys, and whether they are a name scope's."""
     if group is not None and group.attrs.get(SYNTHETIC) == "fold":
-        return (group.label,), True  # a fold (`layer ×96`) stands alone, like a name scope
+        # a fold stands alone, like a name scope, keyed by its span (`layer0–layer2`)
+        return (group.attrs.get(SPAN, group.label),), True
     scope = (group.attrs.get("name_scope") if group else None) or node.attrs.get("name_scope", "")
     if not scope and group is not None and group.kind == "scope":
         scope = group.path[0]  # a name scope the reader made a group of

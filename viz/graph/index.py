@@ -40,15 +40,17 @@ class _Index:
     default_views: dict[int, Any] = field(default_factory=dict)  # budget → view.View
     _reader_paths: dict[Path, Path] | None = None
 
+    def reader_paths_of(self, path: Path) -> Path:
+        """`path` without its synthetic components: the reader's groups above it."""
+        return tuple(c for d, c in enumerate(path) if not _is_synthetic(self.groups, path[: d + 1]))
+
     def reader_paths(self) -> dict[Path, Path]:
         """A reader's group path → the path it has under synthetic groups (a chunk, a
         fold), for the groups a view moved; worked out when first asked."""
         if self._reader_paths is None:
             found: dict[Path, Path] = {}
             for path in self.groups:
-                reader = tuple(
-                    c for d, c in enumerate(path) if not _is_synthetic(self.groups, path[: d + 1])
-                )
+                reader = self.reader_paths_of(path)
                 if reader != path and reader:
                     found.setdefault(reader, path)
             self._reader_paths = found
@@ -81,8 +83,11 @@ def _index(graph: Graph) -> _Index:
         return hit[2]
     index = _build_index(graph)
     with _CACHE_LOCK:
-        if len(_CACHE) > 16:
-            _CACHE.clear()
+        # entries go with their graphs (weak references); the cap only bounds a burst of
+        # graphs nobody dropped yet: the oldest goes, not all (3 sessions × 3 IRs × a
+        # folded copy each kept clearing everyone's cached views)
+        while len(_CACHE) > 64:
+            del _CACHE[next(iter(_CACHE))]
         _CACHE[id(graph)] = (weakref.ref(graph, _forget(id(graph))), key, index)
     return index
 

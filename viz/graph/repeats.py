@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from viz.graph.fold import FOLD_MIN, SYNTHETIC, _function, _moved_group, _moved_node
+from viz.graph.fold import FOLD_MIN, SPAN, SYNTHETIC, _function, _moved_group, _moved_node, span
 from viz.graph.index import _Index, _index
 from viz.ir.model import Graph, Group, Node, Path
 
@@ -46,6 +46,7 @@ class _Fold:
     rest_label: str
     member_labels: list[str]  # one per chain (groups keep their own label)
     rest: str = "chains"  # the other members' box: "rest" (a view may open it) or "chains"
+    span: str = ""  # a group fold's `layer0–layer95`; a chain fold's whole label
 
 
 def fold_groups(graph: Graph, kernels: bool = True, chunks_only: bool = False) -> Graph:
@@ -56,10 +57,10 @@ def fold_groups(graph: Graph, kernels: bool = True, chunks_only: bool = False) -
     list of kernels whose layers are found by chunking first; folding three look-alike
     kernels there would cut a layer's run in two. `chunks_only` folds only the chunks a
     view made and what is inside them (the second pass, after chunking)."""
-    foldable = sum(1 for g in graph.groups.values() if kernels or g.kind != "fusion")
+    index = _index(graph)
+    foldable = sum(1 for p in index.children if p and (kernels or _kind(graph, p) != "fusion"))
     if foldable < FOLD_MIN:  # a compiled program's kernels, before chunking: nothing to do
         return graph
-    index = _index(graph)
     signature = _Signatures(graph, index)
     folds = [
         fold
@@ -117,6 +118,16 @@ class _Signatures:
             found = self.done[path] = hash((group.kind, group.op, name, tuple(ops), tuple(kids)))
         return found
 
+    def typed(self, path: Path) -> int:
+        """The types of every node under `path`: what says whether look-alikes differ
+        in shape."""
+        index = self.index
+        below, types = [path], []
+        for sub in below:
+            below.extend(index.children[sub])
+            types.extend(index.nodes[i].type for i in index.members[sub])
+        return hash(tuple(sorted(types)))
+
 
 def _group_folds(
     graph: Graph,
@@ -136,8 +147,13 @@ def _group_folds(
             run.append(kid)
             continue
         if len(run) >= FOLD_MIN and _foldable(graph, run[0], kernels):
-            yield _group_fold(graph, parent, run)
+            yield _group_fold(graph, parent, run, signature)
         run = [kid] if candidate else []
+
+
+def _kind(graph: Graph, path: Path) -> str:
+    group = graph.groups.get(path)
+    return group.kind if group is not None else "scope"
 
 
 def _is_chunk(graph: Graph, path: Path) -> bool:
@@ -158,17 +174,24 @@ def _foldable(graph: Graph, path: Path, kernels: bool) -> bool:
     return group.attrs.get(SYNTHETIC) != "leaves" and (kernels or group.kind != "fusion")
 
 
-def _group_fold(graph: Graph, parent: Path, run: list[Path]) -> _Fold:
-    labels = [(graph.groups.get(p) or Group(p, p[-1])).label.split(" (", 1)[0] for p in run]
-    span = f"{labels[0]}–{labels[-1]}" if labels[0] != labels[-1] else labels[0]
+def _group_fold(graph: Graph, parent: Path, run: list[Path], signature: _Signatures) -> _Fold:
+    # a member's name: `layer3`, not its chunk's count (`(10 items …)`) or fold's (`×3`)
+    labels = [
+        (graph.groups.get(p) or Group(p, p[-1])).label.split(" (", 1)[0].split(" ×", 1)[0]
+        for p in run
+    ]
     kernels = (graph.groups.get(run[0]) or Group(run[0], "")).kind == "fusion"
+    # kernels are named, not numbered in order (fusion.2, fusion.14, ...): no span
+    what = _NUMBER.sub("", labels[0]).rstrip(".") if kernels else span(labels[0], labels[-1])
+    shapes = " · shapes differ" if len({signature.typed(p) for p in run}) > 1 else ""
     return _Fold(
         parent,
         [p[-1] for p in run],
-        f"{span} ×{len(run)}",
-        f"{len(run) - 1} more like {labels[0]}",
+        f"{what} ×{len(run)}{shapes}",
+        f"{len(run) - 1} more like {labels[0].split('–')[0]}",
         [],
         "chains" if kernels else "rest",  # a list of kernels is not structure
+        what,
     )
 
 
@@ -183,8 +206,14 @@ def _chain_folds(graph: Graph, loose: list[Node]) -> Iterator[_Fold]:
         if edge.src in ids and edge.dst in ids and edge.src != edge.dst:
             neighbours[edge.src].add(edge.dst)
             neighbours[edge.dst].add(edge.src)
-    shared = {i for i, near in neighbours.items() if len(near) > HUB_NEIGHBOURS}
+    # a scalar many chains read (a step count, a bias correction) is shared; a big
+    # value linked to many (a residual stream) is what makes the steps one program
     nodes = {n.id: n for n in loose}
+    shared = {
+        i
+        for i, near in neighbours.items()
+        if len(near) > HUB_NEIGHBOURS and _is_scalar(nodes[i].type)
+    }
     classes: dict[tuple[object, ...], list[list[str]]] = {}
     for chain in _components(loose, neighbours, shared):
         if len(chain) >= 2:
@@ -193,6 +222,10 @@ def _chain_folds(graph: Graph, loose: list[Node]) -> Iterator[_Fold]:
     for chains in classes.values():
         if len(chains) >= FOLD_MIN:
             yield _chain_fold(chains, nodes)
+
+
+def _is_scalar(type_: str) -> bool:
+    return all(t.strip().endswith("[]") for t in type_.split(",")) if type_ else False
 
 
 def _components(
@@ -227,12 +260,14 @@ def _chain_fold(chains: list[list[str]], nodes: dict[str, Node]) -> _Fold:
     )
     top = functions.most_common(2)
     what = ", ".join(f for f, n in top if n * 2 >= top[0][1]) if top else "chains"
+    label = f"{what} ×{len(chains)} · identical chains of {len(chains[0])} ops{shapes}"
     return _Fold(
         (),
         chains,
-        f"{what} ×{len(chains)} · identical chains of {len(chains[0])} ops{shapes}",
+        label,
         f"{len(chains) - 1} more chains like the first",
         [f"chain {k + 1} · {_short_type(t)}" for k, t in enumerate(widest)],
+        span=label,  # a phase of its own, not merged with its function's other ops
     )
 
 
@@ -260,7 +295,9 @@ def _apply(graph: Graph, folds: list[_Fold]) -> Graph:
     for fold in folds:
         name = next(names)
         head, rest = (name,), (name, "[rest]")
-        new_groups.append((fold.parent, head, _group(head, fold.label, FOLD)))
+        group = _group(head, fold.label, FOLD)
+        group.attrs[SPAN] = fold.span  # what chunking keys the fold on
+        new_groups.append((fold.parent, head, group))
         new_groups.append((fold.parent, rest, _group(rest, fold.rest_label, fold.rest)))
         for j, member in enumerate(fold.members):
             levels = head if j == 0 else rest

@@ -146,6 +146,8 @@ def _default_view(graph: Graph, max_nodes: int) -> View:
         graph = _fold_top_level(folded, max_nodes)
         if graph is not folded:  # the chunks of a flat top level (compiled layers) repeat too
             graph = fold_groups(graph, chunks_only=True)
+            if _top_size(graph) > max_nodes:  # look-alike runs that did not fold after all
+                graph = _fold_top_level(folded, max_nodes, trust_folds=False)
     index = _index(graph)
     visible = len(index.children[()]) + len(index.members[()])
     expanded: set[Path] = set()
@@ -226,10 +228,23 @@ def _shows_structure(graph: Graph, index: _Index, path: Path) -> bool:
     if _kind(graph, path) == "fusion":  # one kernel: its fused ops are loose ops
         return False
     kids = index.children[path]
+    folds = [  # folds of layers (their other members a "rest"), not of kernels or chains
+        k
+        for k in kids
+        if _synthetic(graph, k) == "fold"
+        and any(_synthetic(graph, c) == "rest" for c in index.children[k])
+    ]
+    if folds and 2 * sum(_box(index, k).inner_ops for k in folds) > _box(index, path).inner_ops:
+        return True  # mostly repeated structure: `Transformer`, its layers ×96
     # a fusion is one kernel and a chunk's part a run of ops: neither is structure
     flat = sum(1 for k in kids if _synthetic(graph, k) == "chunk" or _kind(graph, k) == "fusion")
     loose = len(index.members[path]) + flat
     return loose <= max(FEW_LOOSE, len(kids) - flat)
+
+
+def _top_size(graph: Graph) -> int:
+    index = _index(graph)
+    return len(index.children[()]) + len(index.members[()])
 
 
 def _synthetic(graph: Graph, path: Path) -> str:
@@ -271,20 +286,36 @@ def expandable(graph: Graph, view: View) -> dict[str, Path]:
     """Groups a user may open by name, label → path: the folds `view` made (`[layer0–
     layer95 ×96]`, `[95 more like layer0]`), then the reader's own groups of `graph`,
     shallowest first (`expand` finds those under the view's synthetic groups)."""
-    folds = {
-        f"[{g.label}]": p
+    folds: dict[str, Path] = {}
+    synthetic = [
+        (p, g)
         for p, g in view.graph.groups.items()
         if g.attrs.get(SYNTHETIC) in ("fold", "rest", "chains")
-    }
+    ]
+    # folds of layers first, then of kernels; two folds alike (an encoder's and a
+    # decoder's layers) are told apart by where they are
+    for p, g in sorted(synthetic, key=lambda pg: _kernel_fold(view.graph, pg[0])):
+        name = f"[{g.label}]"
+        if name in folds:
+            where = "/".join(c for c in _index(view.graph).reader_paths_of(p) if c)
+            name = f"{where}/[{g.label}]" if where else f"{name} ({len(folds)})"
+        folds[name] = p
     own = {"/".join(p): p for p in sorted(graph.groups, key=lambda p: (len(p), p))}
     return {**folds, **own}
+
+
+def _kernel_fold(graph: Graph, path: Path) -> bool:
+    """A fold of kernels (or its box of the others): after the folds of layers."""
+    fold = path if graph.groups[path].attrs.get(SYNTHETIC) == "fold" else path[:-1]
+    return any(_synthetic(graph, c) == "chains" for c in _index(graph).children.get(fold, ()))
 
 
 def match_summary(view: View) -> list[tuple[str, int]]:
     """Where a search's matches are, by top-level group of the view (`layer0–layer95
     ×96`, `loss_fn (11 items)`), most first; matches outside any group as "top level"."""
     counts = match_counts(view)
-    tops = [(view.graph.groups[p].label, n) for p, n in counts.items() if len(p) == 1]
+    groups = view.graph.groups
+    tops = [(groups[p].label if p in groups else p[0], n) for p, n in counts.items() if len(p) == 1]
     nodes = _index(view.graph).nodes
     loose = sum(1 for i in view.highlight if i in nodes and not nodes[i].scope)
     return sorted([*tops, *([("top level", loose)] if loose else [])], key=lambda t: -t[1])
