@@ -1,10 +1,11 @@
 """`analyze`: one function through the staged pipeline, everything read into a Report.
 
 trace → lower → compile → run, each stage from `viz.stages` (which decides x64,
-the device, static arguments, compiler options and the memory limit). The jaxpr
-and the StableHLO are read on a thread while XLA compiles (a copy of the module,
-in an MLIR context of its own), the compiled HLO once it exists; `compile_s` is
-XLA's time alone.
+the device, static arguments, compiler options and the memory limit). The jaxpr,
+the StableHLO (a copy of the module, in an MLIR context of its own) and the
+specialization's rows are read on a thread while XLA compiles, the compiled HLO once
+it exists (its lines from the executable's text, made on XLA's thread beside the
+reader with the cost and memory analyses); `compile_s` is XLA's time alone.
 """
 
 from __future__ import annotations
