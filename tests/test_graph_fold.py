@@ -241,3 +241,20 @@ def test_two_alike_folds_can_both_be_opened_by_name():
     names = viz.graph.expandable(graph, view)
     folds = [n for n in names if n.endswith("[layer0–layer29 ×30]")]
     assert len(folds) == 2 and len({names[n] for n in folds}) == 2, folds
+
+
+def test_a_fold_of_300_layers_lists_the_others_in_boxes_of_100():
+    graph = layered(320)
+    view = viz.graph.default_view(graph)
+    boxes = [g.label for p, g in view.graph.groups.items() if len(p) == 3 and "[rest " in p[-1]]
+    assert boxes == [
+        "layer1–layer100",
+        "layer101–layer200",
+        "layer201–layer300",
+        "layer301–layer319",
+    ]
+    one = viz.graph.expand(view, ("layer137",))  # any one layer opens with its box of 100
+    assert len(viz.graph.visible(one)[0]) <= viz.graph.MAX_NODES
+    assert ("layer137",) in {reader_path(one, p) for p in one.expanded}
+    assert_no_edge_lost(one)
+    assert_counts_add_up(one, graph)

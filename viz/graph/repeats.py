@@ -30,6 +30,7 @@ from viz.graph.fold import FOLD_MIN, SPAN, SYNTHETIC, _function, _moved_group, _
 from viz.graph.index import _Index, _index
 from viz.ir.model import Graph, Group, Node, Path
 
+REST_MAX = 100  # a fold's other members beyond this are listed in boxes of this many
 HUB_NEIGHBOURS = 3  # a loose op linked to more loose ops than this is shared, not in a chain
 FOLD = "fold"  # Group.attrs[SYNTHETIC] of a fold; "rest" or "chains": the box of the others
 _NUMBER = re.compile(r"\d+")
@@ -301,6 +302,13 @@ def _apply(graph: Graph, folds: list[_Fold]) -> Graph:
         new_groups.append((fold.parent, rest, _group(rest, fold.rest_label, fold.rest)))
         for j, member in enumerate(fold.members):
             levels = head if j == 0 else rest
+            if len(fold.members) - 1 > REST_MAX and j > 0:  # 300 layers: boxes of 50
+                k = (j - 1) // REST_MAX
+                levels = (*rest, f"[rest {k + 1}]")
+                if (j - 1) % REST_MAX == 0:
+                    last = min(j + REST_MAX, len(fold.members)) - 1
+                    what = f"{_name(graph, fold, j)}–{_name(graph, fold, last)}"
+                    new_groups.append((fold.parent, levels, _group(levels, what, fold.rest)))
             if isinstance(member, str):
                 inserted[(*fold.parent, member)] = levels
                 continue
@@ -322,6 +330,15 @@ def _apply(graph: Graph, folds: list[_Fold]) -> Graph:
         new = moved(path)
         groups[new] = group if new == path else _moved_group(group, new)
     return replace(graph, nodes=nodes, groups=groups)
+
+
+def _name(graph: Graph, fold: _Fold, j: int) -> str:
+    """Member `j`'s name: a group's label (`layer37`), or the chain's."""
+    member = fold.members[j]
+    if isinstance(member, str):
+        path = (*fold.parent, member)
+        return (graph.groups.get(path) or Group(path, member)).label.split(" (", 1)[0]
+    return fold.member_labels[j].split(" ·", 1)[0]
 
 
 def _fresh_names(graph: Graph) -> Iterator[str]:

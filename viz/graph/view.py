@@ -166,12 +166,15 @@ def _default_view(graph: Graph, max_nodes: int) -> View:
         # where they fit, their members join this level (layer0 beside layer1 …)
         while folds := [p for p in level if _synthetic(graph, p) in ("fold", "rest")]:
             level = [p for p in level if p not in folds]
+            siblings: dict[Path, list[Path]] = {}  # the boxes of one long fold: all or none
             for fold in folds:
-                grow = _size(index, fold) - 1
+                siblings.setdefault(fold[:-1], []).append(fold)
+            for boxes in siblings.values():
+                grow = sum(_size(index, box) - 1 for box in boxes)
                 if visible + grow <= max_nodes:
                     visible += grow
-                    expanded.add(fold)
-                    level.extend(c for c in index.children[fold] if _may_open(graph, c))
+                    expanded.update(boxes)
+                    level.extend(c for b in boxes for c in index.children[b] if _may_open(graph, c))
         flat = [p for p in level if structure_only and not _shows_structure(graph, index, p)]
         waiting.append(flat)
         opened = []
