@@ -191,8 +191,12 @@ EMPTY_TRANSFORM = re.compile(r"(?:[\w.-]+\()+\)+")
 
 
 def name_parts(name: str) -> Path:
-    """The meaningful parts of a `/`-separated name stack."""
-    return tuple(p for p in name.split("/") if p and not EMPTY_TRANSFORM.fullmatch(p))
+    """The meaningful parts of a `/`-separated name stack (every op of every IR asks:
+    only a part that ends with `)` can be an empty transform, so only those are
+    matched)."""
+    return tuple(
+        p for p in name.split("/") if p and (p[-1] != ")" or not EMPTY_TRANSFORM.fullmatch(p))
+    )
 
 
 def _shallow(item: Any) -> Any:
