@@ -37,7 +37,6 @@ class _Index:
     opaque: set[Path]
     group_order: dict[Path, int]  # position in graph.groups
     boxes: dict[Path, _Box] = field(default_factory=dict)
-    default_views: dict[int, Any] = field(default_factory=dict)  # budget → view.View
     _reader_paths: dict[Path, Path] | None = None
 
     def reader_paths_of(self, path: Path) -> Path:
@@ -69,27 +68,43 @@ class _Box:
 # id(graph) → (weak reference to it, its sizes when indexed, index). Weak, so that
 # the cache does not keep big graphs (and the views' regrouped copies) alive: an
 # entry goes when its graph does.
-_CACHE: dict[int, tuple[weakref.ref[Graph], tuple[int, int, int], _Index]] = {}
+# id(graph) → (weak reference to it, its sizes when seen, what was worked out for it:
+# "index", "views"). Weak, so that the cache does not keep big graphs (and the views'
+# regrouped copies) alive: an entry goes when its graph does.
+_CACHE: dict[int, tuple[weakref.ref[Graph], tuple[int, int, int], dict[str, Any]]] = {}
 
 
 _CACHE_LOCK = threading.RLock()  # sessions are threads; a GC callback may re-enter
 
 
 def _index(graph: Graph) -> _Index:
+    slots = _slots(graph)
+    found = slots.get("index")
+    if found is None:
+        found = slots["index"] = _build_index(graph)
+    return found
+
+
+def default_views(graph: Graph) -> dict[int, Any]:
+    """The default views of `graph` worked out so far, budget → view.View (without
+    indexing the graph: a compiled program's view indexes only its regrouped copies)."""
+    return _slots(graph).setdefault("views", {})
+
+
+def _slots(graph: Graph) -> dict[str, Any]:
     key = (len(graph.nodes), len(graph.edges), len(graph.groups))
     with _CACHE_LOCK:
         hit = _CACHE.get(id(graph))
-    if hit and hit[0]() is graph and hit[1] == key:
-        return hit[2]
-    index = _build_index(graph)
-    with _CACHE_LOCK:
+        if hit and hit[0]() is graph and hit[1] == key:
+            return hit[2]
         # entries go with their graphs (weak references); the cap only bounds a burst of
         # graphs nobody dropped yet: the oldest goes, not all (3 sessions × 3 IRs × a
         # folded copy each kept clearing everyone's cached views)
         while len(_CACHE) > 64:
             del _CACHE[next(iter(_CACHE))]
-        _CACHE[id(graph)] = (weakref.ref(graph, _forget(id(graph))), key, index)
-    return index
+        slots: dict[str, Any] = {}
+        _CACHE[id(graph)] = (weakref.ref(graph, _forget(id(graph))), key, slots)
+        return slots
 
 
 def _forget(graph_id: int) -> Callable[[weakref.ref[Graph]], None]:
@@ -111,6 +126,7 @@ def _build_index(graph: Graph) -> _Index:
     positions: dict[Path, list[int]] = {(): []}
     counts_scope: dict[Path, bool] = {(): True}  # per scope: does op_histogram count its ops?
     counted: set[str] = set()
+    inside: dict[Path, bool] = {(): False}
     for i, node in enumerate(graph.nodes):
         scope, node_id = node.scope, node.id
         nodes[node_id] = node
@@ -118,7 +134,7 @@ def _build_index(graph: Graph) -> _Index:
         if ids is None:
             ids = members[scope] = []
             positions[scope] = []
-            counts_scope[scope] = not _inside(scope, opaque)
+            counts_scope[scope] = not _inside_memo(scope, opaque, inside)
         ids.append(node_id)
         positions[scope].append(i)
         if node.kind == "op" and counts_scope[scope]:
@@ -177,6 +193,15 @@ def _box(index: _Index, path: Path) -> _Box:
 def _is_synthetic(groups: dict[Path, Group], path: Path) -> bool:
     group = groups.get(path)
     return group is not None and SYNTHETIC in group.attrs
+
+
+def _inside_memo(scope: Path, paths: set[Path], memo: dict[Path, bool]) -> bool:
+    """`_inside`, remembering each prefix's answer (a graph has thousands of scopes
+    sharing their prefixes)."""
+    found = memo.get(scope)
+    if found is None:
+        found = memo[scope] = scope in paths or _inside_memo(scope[:-1], paths, memo)
+    return found
 
 
 def _inside(scope: Path, paths: set[Path]) -> bool:

@@ -58,10 +58,9 @@ def fold_groups(graph: Graph, kernels: bool = True, chunks_only: bool = False) -
     list of kernels whose layers are found by chunking first; folding three look-alike
     kernels there would cut a layer's run in two. `chunks_only` folds only the chunks a
     view made and what is inside them (the second pass, after chunking)."""
+    if not kernels and _outside_kernels(graph) < FOLD_MIN:
+        return graph  # a compiled program's kernels, before chunking: nothing to do
     index = _index(graph)
-    foldable = sum(1 for p in index.children if p and (kernels or _kind(graph, p) != "fusion"))
-    if foldable < FOLD_MIN:  # a compiled program's kernels, before chunking: nothing to do
-        return graph
     signature = _Signatures(graph, index)
     folds = [
         fold
@@ -70,6 +69,14 @@ def fold_groups(graph: Graph, kernels: bool = True, chunks_only: bool = False) -
         for fold in _group_folds(graph, parent, kids, signature, kernels, chunks_only)
     ]
     return _apply(graph, folds) if folds else graph
+
+
+def _outside_kernels(graph: Graph) -> int:
+    """How many groups are not kernels or inside one (a scope a producer forgot to
+    describe counts: it may be a layer)."""
+    scopes = {n.scope for n in graph.nodes if n.scope} | set(graph.groups)
+    kernels = {p for p, g in graph.groups.items() if g.kind == "fusion"}
+    return sum(1 for p in scopes if not any(p[:d] in kernels for d in range(1, len(p) + 1)))
 
 
 def _in_chunk(graph: Graph, parent: Path) -> bool:

@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from viz.graph.fold import SYNTHETIC, _fold_top_level
-from viz.graph.index import _box, _Index, _index
+from viz.graph.index import _box, _Index, _index, default_views
 from viz.graph.repeats import fold_chains, fold_groups
 from viz.ir.model import Graph, Group, Node, Path, SourceLoc
 
@@ -113,7 +113,7 @@ def default_view(graph: Graph, max_nodes: int = DEFAULT_NODES) -> View:
     """The default view of `graph` (see `_default_view`), worked out once per graph and
     budget: the app asks for it on every rerun. A copy, so that a caller setting its
     highlight does not change another session's."""
-    views = _index(graph).default_views
+    views = default_views(graph)
     found = views.get(max_nodes)
     if found is None:
         found = _default_view(graph, max_nodes)
