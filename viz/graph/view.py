@@ -169,7 +169,8 @@ def _default_view(graph: Graph, max_nodes: int) -> View:
             siblings: dict[Path, list[Path]] = {}  # the boxes of one long fold: all or none
             for fold in folds:
                 siblings.setdefault(fold[:-1], []).append(fold)
-            for boxes in siblings.values():
+            # layers before one-op look-alikes (a relu call between every two layers)
+            for boxes in sorted(siblings.values(), key=lambda b: -_ops_per_member(index, b)):
                 grow = sum(_size(index, box) - 1 for box in boxes)
                 if visible + grow <= max_nodes:
                     visible += grow
@@ -243,6 +244,11 @@ def _shows_structure(graph: Graph, index: _Index, path: Path) -> bool:
     flat = sum(1 for k in kids if _synthetic(graph, k) == "chunk" or _kind(graph, k) == "fusion")
     loose = len(index.members[path]) + flat
     return loose <= max(FEW_LOOSE, len(kids) - flat)
+
+
+def _ops_per_member(index: _Index, boxes: list[Path]) -> float:
+    members = sum(len(index.children[b]) + len(index.members[b]) for b in boxes)
+    return sum(_box(index, b).inner_ops for b in boxes) / max(1, members)
 
 
 def _top_size(graph: Graph) -> int:
