@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from test_app import button
 
 from viz.samples import get_sample
 from viz.worker.protocol import CacheReply
@@ -34,10 +35,6 @@ def sample_app(name: str) -> AppTest:
     button(at, "Analyze").click().run()
     assert not at.exception, at.exception
     return at
-
-
-def button(at: AppTest, label: str):
-    return next(b for b in at.button if b.label == label)
 
 
 def markdown(at: AppTest) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from test_app import button
 
 from viz.history import History
 from viz.samples import get_sample
@@ -35,10 +36,6 @@ def chain_app(runs: int = 0) -> AppTest:
     button(at, "Analyze").click().run()
     assert not at.exception, at.exception
     return at
-
-
-def button(at: AppTest, label: str):
-    return next(b for b in at.button if b.label == label)
 
 
 def shown(at: AppTest) -> dict:

@@ -389,7 +389,8 @@ def _reference_roots(text: str) -> dict[str, str]:
     return roots
 
 
-@pytest.mark.parametrize(
+# programs whose compiled HLO has fusions, nested computations, calls and PRNG keys
+HLO_PROGRAMS = pytest.mark.parametrize(
     ("fn", "args"),
     [
         (sin_mul_add, (X8,)),
@@ -400,6 +401,9 @@ def _reference_roots(text: str) -> dict[str, str]:
     ],
     ids=["fusion", "scan_in_cond", "while_custom_jvp", "call", "prng"],
 )
+
+
+@HLO_PROGRAMS
 def test_hlo_text_shortcuts_read_what_full_scans_read(fn, args):
     compiled = jax.jit(fn).trace(*args).lower().compile()
     for module in compiled.runtime_executable().hlo_modules():
@@ -419,17 +423,7 @@ def test_hlo_text_shortcuts_read_what_full_scans_read(fn, args):
                 assert hlo._parse(inst, frames, lines) == parsed, inst.to_string()
 
 
-@pytest.mark.parametrize(
-    ("fn", "args"),
-    [
-        (sin_mul_add, (X8,)),
-        (scan_in_cond, (1.0, XS)),
-        (with_while_and_custom_jvp, (XS,)),
-        (calls_inner_twice, (X8,)),
-        (with_key, (jax.random.key(0), X8)),
-    ],
-    ids=["fusion", "scan_in_cond", "while_custom_jvp", "call", "prng"],
-)
+@HLO_PROGRAMS
 def test_the_graph_read_from_the_executables_text_is_the_same(fn, args):
     compiled = jax.jit(fn).trace(*args).lower().compile()
     assert read_hlo(compiled, compiled.as_text) == read_hlo(compiled)
