@@ -258,3 +258,18 @@ def test_a_fold_of_300_layers_lists_the_others_in_boxes_of_100():
     assert ("layer137",) in {reader_path(one, p) for p in one.expanded}
     assert_no_edge_lost(one)
     assert_counts_add_up(one, graph)
+
+
+def test_a_folds_first_layer_opens_even_when_it_holds_loose_ops():
+    """A flax block: five sub-modules and the loose ops between them (residual adds, gelu)."""
+    nodes = []
+    for i in range(96):
+        modules = {"LayerNorm_0": 3, "SelfAttention_0": 6, "LayerNorm_1": 3, "Dense_0": 4}
+        parts = [(f"Block_{i}", m) for m, size in modules.items() for _ in range(size)]
+        for k, scope in enumerate([*parts, *[(f"Block_{i}",)] * 7]):
+            nodes.append(Node(f"b{i}.{k}", "add", scope=scope))
+    edges = [Edge(a.id, b.id) for a, b in itertools.pairwise(nodes)]
+    view = viz.graph.default_view(register_scopes(Graph("jaxpr", nodes, edges)))
+    shown = {i.label for i in viz.graph.visible(view)[0]}
+    assert {"SelfAttention_0", "Dense_0", "95 more like Block_0"} <= shown, shown
+    assert len(viz.graph.visible(view)[0]) <= viz.graph.DEFAULT_NODES

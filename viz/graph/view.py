@@ -176,7 +176,13 @@ def _default_view(graph: Graph, max_nodes: int) -> View:
                     visible += grow
                     expanded.update(boxes)
                     level.extend(c for b in boxes for c in index.children[b] if _may_open(graph, c))
-        flat = [p for p in level if structure_only and not _shows_structure(graph, index, p)]
+        flat = [
+            p
+            for p in level
+            if structure_only
+            and not _shows_structure(graph, index, p)
+            and not _first_of_fold(graph, p)  # a fold's first member shows what one is
+        ]
         waiting.append(flat)
         opened = []
         for alike in _alike(graph, index, [p for p in level if p not in flat], order):
@@ -244,6 +250,11 @@ def _shows_structure(graph: Graph, index: _Index, path: Path) -> bool:
     flat = sum(1 for k in kids if _synthetic(graph, k) == "chunk" or _kind(graph, k) == "fusion")
     loose = len(index.members[path]) + flat
     return loose <= max(FEW_LOOSE, len(kids) - flat)
+
+
+def _first_of_fold(graph: Graph, path: Path) -> bool:
+    """The member a fold holds as it is (`layer0` of `layer0–layer95 ×96`)."""
+    return len(path) > 1 and _synthetic(graph, path[:-1]) == "fold" and not _synthetic(graph, path)
 
 
 def _ops_per_member(index: _Index, boxes: list[Path]) -> float:
