@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from viz.graph.fold import SYNTHETIC
+from viz.graph.fold import SYNTHETIC, synthetic_kind
 from viz.graph.view import View, VisibleNode, default_view, match_counts, visible
 from viz.ir.model import Graph, Group, Path
 
@@ -141,8 +141,7 @@ def _top_cluster(graph: Graph, path: Path) -> Path:
     """The outermost group of `path` that the program has (a layer), not one a view
     added around it (a fold of the layers, its box of the others)."""
     for depth in range(1, len(path) + 1):
-        group = graph.groups.get(path[:depth])
-        if group is None or SYNTHETIC not in group.attrs or group.attrs[SYNTHETIC] == "chunk":
+        if synthetic_kind(graph.groups, path[:depth]) in ("", "chunk"):
             return path[:depth]
     return path
 

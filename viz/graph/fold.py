@@ -23,6 +23,7 @@ PHASE_MIN = 12  # a top level with more items than this, some name-scoped, is cu
 
 
 SYNTHETIC = "synthetic"  # Group.attrs key marking groups a view added
+NUMBER = re.compile(r"\d+")  # what look-alike names differ in (`layer3`, `fusion.12`)
 SPAN = "span"  # Group.attrs key: what a fold is keyed on when chunked (`layer0–layer95`)
 
 
@@ -45,7 +46,7 @@ def _fold_top_level(graph: Graph, max_nodes: int, trust_folds: bool = True) -> G
         ids = [n.id for n in top if _leaf_kind(n) == kind]
         if len(ids) > INPUT_GROUP_MIN:
             path = (_fresh(graph, f"[{name}]"),)
-            new_groups.append(_synthetic(path, f"{name} ({len(ids)})", "leaves"))
+            new_groups.append(synthetic_group(path, f"{name} ({len(ids)})", "leaves"))
             moves.update(dict.fromkeys(ids, path))
     items = _top_items(graph, moves)
     info = _item_info(graph)
@@ -54,11 +55,11 @@ def _fold_top_level(graph: Graph, max_nodes: int, trust_folds: bool = True) -> G
         chunks = _chunks(items, info, max_nodes - len(new_groups), phases, trust_folds)
         for k, (label, members, parts) in enumerate(chunks):
             path = (_fresh(graph, f"[chunk {k + 1}]"),)
-            new_groups.append(_synthetic(path, label, "chunk"))
+            new_groups.append(synthetic_group(path, label, "chunk"))
             moves.update(dict.fromkeys(members, path))
             for j, (part_label, part) in enumerate(parts):
                 sub = (*path, _fresh(graph, f"[part {j + 1}]"))
-                new_groups.append(_synthetic(sub, part_label, "chunk"))
+                new_groups.append(synthetic_group(sub, part_label, "chunk"))
                 moves.update(dict.fromkeys(part, sub))
     if not moves:
         return graph
@@ -76,8 +77,21 @@ def _fresh(graph: Graph, name: str) -> str:
     return name
 
 
-def _synthetic(path: Path, label: str, what: str) -> Group:
+def synthetic_group(path: Path, label: str, what: str) -> Group:
     return Group(path, label, "scope", attrs={SYNTHETIC: what})
+
+
+def synthetic_kind(groups: dict[Path, Group], path: Path) -> str:
+    """What a view added `path` as ('leaves', 'chunk', 'fold', 'rest', 'chains',
+    'chain'), or '' for a group of the reader's."""
+    group = groups.get(path)
+    return group.attrs.get(SYNTHETIC, "") if group is not None else ""
+
+
+def group_kind(groups: dict[Path, Group], path: Path) -> str:
+    """A group's kind ('fusion', 'scope', ...), or '' for a scope with no group."""
+    group = groups.get(path)
+    return group.kind if group is not None else ""
 
 
 def _top_items(graph: Graph, moved: dict[str, Path]) -> list[str]:
@@ -162,7 +176,7 @@ def _folded(chunks: list[tuple[str, list[str], list]]) -> int:
     following = [*chunks[1:], ("", [], [])][: len(chunks)]
     for (key, members, _), (after, others, _) in zip(chunks, following, strict=True):
         alike = after != key and len(others) == len(members)
-        if alike and re.sub(r"\d+", "#", after) == re.sub(r"\d+", "#", key):
+        if alike and NUMBER.sub("#", after) == NUMBER.sub("#", key):
             run += 1
             continue
         boxes += 1 if run >= FOLD_MIN else run

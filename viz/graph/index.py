@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from viz.graph.fold import SYNTHETIC
+from viz.graph.fold import synthetic_kind
 from viz.ir.model import Graph, Group, Node, Path
 
 # ---------------------------------------------------------------- index
@@ -41,7 +41,9 @@ class _Index:
 
     def reader_paths_of(self, path: Path) -> Path:
         """`path` without its synthetic components: the reader's groups above it."""
-        return tuple(c for d, c in enumerate(path) if not _is_synthetic(self.groups, path[: d + 1]))
+        return tuple(
+            c for d, c in enumerate(path) if not synthetic_kind(self.groups, path[: d + 1])
+        )
 
     def reader_paths(self) -> dict[Path, Path]:
         """A reader's group path → the path it has under synthetic groups (a chunk, a
@@ -65,9 +67,6 @@ class _Box:
     top_ops: list[tuple[str, int]]  # the three most common of those
 
 
-# id(graph) → (weak reference to it, its sizes when indexed, index). Weak, so that
-# the cache does not keep big graphs (and the views' regrouped copies) alive: an
-# entry goes when its graph does.
 # id(graph) → (weak reference to it, its sizes when seen, what was worked out for it:
 # "index", "views"). Weak, so that the cache does not keep big graphs (and the views'
 # regrouped copies) alive: an entry goes when its graph does.
@@ -188,11 +187,6 @@ def _box(index: _Index, path: Path) -> _Box:
                 count += 1
     found = index.boxes[path] = _Box(count, sum(ops.values()), ops.most_common(3))
     return found
-
-
-def _is_synthetic(groups: dict[Path, Group], path: Path) -> bool:
-    group = groups.get(path)
-    return group is not None and SYNTHETIC in group.attrs
 
 
 def _inside_memo(scope: Path, paths: set[Path], memo: dict[Path, bool]) -> bool:

@@ -26,14 +26,24 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from viz.graph.fold import FOLD_MIN, SPAN, SYNTHETIC, _function, _moved_group, _moved_node, span
+from viz.graph.fold import (
+    FOLD_MIN,
+    NUMBER,
+    SPAN,
+    _function,
+    _moved_group,
+    _moved_node,
+    group_kind,
+    span,
+    synthetic_group,
+    synthetic_kind,
+)
 from viz.graph.index import _Index, _index
 from viz.ir.model import Graph, Group, Node, Path
 
 REST_MAX = 100  # a fold's other members beyond this are listed in boxes of this many
 HUB_NEIGHBOURS = 3  # a loose op linked to more loose ops than this is shared, not in a chain
 FOLD = "fold"  # Group.attrs[SYNTHETIC] of a fold; "rest" or "chains": the box of the others
-_NUMBER = re.compile(r"\d+")
 
 
 @dataclass
@@ -82,9 +92,7 @@ def _outside_kernels(graph: Graph) -> int:
 def _in_chunk(graph: Graph, parent: Path) -> bool:
     """The top level (where chunks are) or a path under a chunk."""
     return not parent or any(
-        graph.groups[parent[:d]].attrs.get(SYNTHETIC) == "chunk"
-        for d in range(1, len(parent) + 1)
-        if parent[:d] in graph.groups
+        synthetic_kind(graph.groups, parent[:d]) == "chunk" for d in range(1, len(parent) + 1)
     )
 
 
@@ -122,7 +130,7 @@ class _Signatures:
             group = self.graph.groups.get(path) or Group(path, path[-1])
             ops = sorted(index.nodes[i].op for i in index.members[path])
             kids = sorted(self(c) for c in index.children[path])
-            name = _NUMBER.sub("#", group.label)
+            name = NUMBER.sub("#", group.label)
             found = self.done[path] = hash((group.kind, group.op, name, tuple(ops), tuple(kids)))
         return found
 
@@ -150,7 +158,9 @@ def _group_folds(
     run: list[Path] = []
     for kid in [*kids, None]:
         # after chunking, only the chunks are new at the top: anything else breaks a run
-        candidate = kid is not None and (bool(parent) or not chunks_only or _is_chunk(graph, kid))
+        candidate = kid is not None and (
+            bool(parent) or not chunks_only or synthetic_kind(graph.groups, kid) == "chunk"
+        )
         if candidate and run and signature(kid) == signature(run[0]):
             run.append(kid)
             continue
@@ -159,27 +169,14 @@ def _group_folds(
         run = [kid] if candidate else []
 
 
-def _kind(graph: Graph, path: Path) -> str:
-    group = graph.groups.get(path)
-    return group.kind if group is not None else "scope"
-
-
-def _is_chunk(graph: Graph, path: Path) -> bool:
-    group = graph.groups.get(path)
-    return group is not None and group.attrs.get(SYNTHETIC) == "chunk"
-
-
 def _inside_fold(graph: Graph, parent: Path) -> bool:
     """A fold's own levels are not folded again (a second pass over a folded copy)."""
-    group = graph.groups.get(parent)
-    return group is not None and group.attrs.get(SYNTHETIC) in (FOLD, "rest", "chains")
+    return synthetic_kind(graph.groups, parent) in (FOLD, "rest", "chains")
 
 
 def _foldable(graph: Graph, path: Path, kernels: bool) -> bool:
-    group = graph.groups.get(path)
-    if group is None:
-        return True
-    return group.attrs.get(SYNTHETIC) != "leaves" and (kernels or group.kind != "fusion")
+    kernel = group_kind(graph.groups, path) == "fusion"
+    return synthetic_kind(graph.groups, path) != "leaves" and (kernels or not kernel)
 
 
 def _group_fold(graph: Graph, parent: Path, run: list[Path], signature: _Signatures) -> _Fold:
@@ -188,9 +185,9 @@ def _group_fold(graph: Graph, parent: Path, run: list[Path], signature: _Signatu
         (graph.groups.get(p) or Group(p, p[-1])).label.split(" (", 1)[0].split(" ×", 1)[0]
         for p in run
     ]
-    kernels = (graph.groups.get(run[0]) or Group(run[0], "")).kind == "fusion"
+    kernels = group_kind(graph.groups, run[0]) == "fusion"
     # kernels are named, not numbered in order (fusion.2, fusion.14, ...): no span
-    what = _NUMBER.sub("", labels[0]).rstrip(".") if kernels else span(labels[0], labels[-1])
+    what = NUMBER.sub("", labels[0]).rstrip(".") if kernels else span(labels[0], labels[-1])
     shapes = " · shapes differ" if len({signature.typed(p) for p in run}) > 1 else ""
     return _Fold(
         parent,
@@ -303,24 +300,28 @@ def _apply(graph: Graph, folds: list[_Fold]) -> Graph:
     for fold in folds:
         name = next(names)
         head, rest = (name,), (name, "[rest]")
-        group = _group(head, fold.label, FOLD)
+        group = synthetic_group(head, fold.label, FOLD)
         group.attrs[SPAN] = fold.span  # what chunking keys the fold on
         new_groups.append((fold.parent, head, group))
-        new_groups.append((fold.parent, rest, _group(rest, fold.rest_label, fold.rest)))
+        new_groups.append((fold.parent, rest, synthetic_group(rest, fold.rest_label, fold.rest)))
         for j, member in enumerate(fold.members):
             levels = head if j == 0 else rest
-            if len(fold.members) - 1 > REST_MAX and j > 0:  # 300 layers: boxes of 50
+            if len(fold.members) - 1 > REST_MAX and j > 0:  # 300 layers: boxes of REST_MAX
                 k = (j - 1) // REST_MAX
                 levels = (*rest, f"[rest {k + 1}]")
                 if (j - 1) % REST_MAX == 0:
                     last = min(j + REST_MAX, len(fold.members)) - 1
                     what = f"{_name(graph, fold, j)}–{_name(graph, fold, last)}"
-                    new_groups.append((fold.parent, levels, _group(levels, what, fold.rest)))
+                    new_groups.append(
+                        (fold.parent, levels, synthetic_group(levels, what, fold.rest))
+                    )
             if isinstance(member, str):
                 inserted[(*fold.parent, member)] = levels
                 continue
             chain = (*levels, f"[chain {j + 1}]")
-            new_groups.append((fold.parent, chain, _group(chain, fold.member_labels[j], "chain")))
+            new_groups.append(
+                (fold.parent, chain, synthetic_group(chain, fold.member_labels[j], "chain"))
+            )
             node_levels.update(dict.fromkeys(member, chain))
     moved = _Mover(inserted)
     nodes = [
@@ -372,7 +373,3 @@ class _Mover:
             found = self(path[:-1]) + self.inserted.get(path, ()) + path[-1:]
             self.done[path] = found
         return found
-
-
-def _group(path: Path, label: str, what: str) -> Group:
-    return Group(path, label, "scope", attrs={SYNTHETIC: what})

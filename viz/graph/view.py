@@ -37,7 +37,7 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from viz.graph.fold import SYNTHETIC, _fold_top_level
+from viz.graph.fold import NUMBER, _fold_top_level, group_kind, synthetic_kind
 from viz.graph.index import _box, _Index, _index, default_views
 from viz.graph.repeats import fold_chains, fold_groups
 from viz.ir.model import Graph, Group, Node, Path, SourceLoc
@@ -149,7 +149,7 @@ def _default_view(graph: Graph, max_nodes: int) -> View:
             if _top_size(graph) > max_nodes:  # look-alike runs that did not fold after all
                 graph = _fold_top_level(folded, max_nodes, trust_folds=False)
     index = _index(graph)
-    visible = len(index.children[()]) + len(index.members[()])
+    visible = _top_size(graph)
     expanded: set[Path] = set()
     order = {path: i for i, path in enumerate(index.children)}
     # Structure first (the layers of a model), breadth-first, look-alikes together; a
@@ -203,9 +203,6 @@ def _default_view(graph: Graph, max_nodes: int) -> View:
     return View(graph, frozenset(expanded))
 
 
-_NUMBER = re.compile(r"\d+")
-
-
 def _alike(
     graph: Graph, index: _Index, paths: list[Path], order: dict[Path, int]
 ) -> list[list[Path]]:
@@ -213,7 +210,7 @@ def _alike(
     classes: dict[tuple[object, ...], list[Path]] = {}
     for path in paths:
         group = graph.groups.get(path) or Group(path, path[-1])
-        name = _NUMBER.sub("#", group.label.split(" (", 1)[0])
+        name = NUMBER.sub("#", group.label.split(" (", 1)[0])
         classes.setdefault((group.kind, group.op, name, _size(index, path)), []).append(path)
     return sorted(
         classes.values(),
@@ -268,13 +265,11 @@ def _top_size(graph: Graph) -> int:
 
 
 def _synthetic(graph: Graph, path: Path) -> str:
-    group = graph.groups.get(path)
-    return group.attrs.get(SYNTHETIC, "") if group is not None else ""
+    return synthetic_kind(graph.groups, path)
 
 
 def _kind(graph: Graph, path: Path) -> str:
-    group = graph.groups.get(path)
-    return group.kind if group is not None else ""
+    return group_kind(graph.groups, path)
 
 
 def _size(index: _Index, path: Path) -> int:
@@ -310,7 +305,7 @@ def expandable(graph: Graph, view: View) -> dict[str, Path]:
     synthetic = [
         (p, g)
         for p, g in view.graph.groups.items()
-        if g.attrs.get(SYNTHETIC) in ("fold", "rest", "chains")
+        if synthetic_kind(view.graph.groups, p) in ("fold", "rest", "chains")
     ]
     # folds of layers first, then of kernels; two folds alike (an encoder's and a
     # decoder's layers) are told apart by where they are
@@ -326,7 +321,7 @@ def expandable(graph: Graph, view: View) -> dict[str, Path]:
 
 def _kernel_fold(graph: Graph, path: Path) -> bool:
     """A fold of kernels (or its box of the others): after the folds of layers."""
-    fold = path if graph.groups[path].attrs.get(SYNTHETIC) == "fold" else path[:-1]
+    fold = path if _synthetic(graph, path) == "fold" else path[:-1]
     return any(_synthetic(graph, c) == "chains" for c in _index(graph).children.get(fold, ()))
 
 
