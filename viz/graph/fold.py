@@ -52,7 +52,8 @@ def _fold_top_level(graph: Graph, max_nodes: int, trust_folds: bool = True) -> G
     info = _item_info(graph)
     phases = any(info[i].scoped for i in items if i in info) and len(items) > PHASE_MIN
     if len(items) + len(new_groups) > max_nodes or phases:
-        chunks = _chunks(items, info, max_nodes - len(new_groups), phases, trust_folds)
+        users = _item_users(graph, items) if phases else {}
+        chunks = _chunks(items, info, max_nodes - len(new_groups), phases, trust_folds, users)
         for k, (label, members, parts) in enumerate(chunks):
             path = (_fresh(graph, f"[chunk {k + 1}]"),)
             new_groups.append(synthetic_group(path, label, "chunk"))
@@ -115,6 +116,7 @@ def _chunks(
     max_nodes: int,
     phases: bool,
     trust_folds: bool = True,
+    users: dict[str, list[str]] | None = None,
 ) -> list[_Chunk]:
     """Runs of consecutive items with the same key, at most max_nodes // 2 entries in all.
 
@@ -129,10 +131,11 @@ def _chunks(
     that still leaves more than max_nodes // 2 top-level entries (counting runs of
     look-alike runs as one, which a fold will make of them, unless `trust_folds` is
     off), fixed-size chunks of all items are used (labelled with the keys they span).
+    `users` (`_item_users`) places a phase's keyless items.
     """
     target, cap = max(2, max_nodes // 2), max(MIN_RUN, max_nodes // 4)
     chunks: list[_Chunk] = []  # (key, items, parts), labelled below
-    for key, members in _phases(items, info) if phases else _runs(items, info, 0):
+    for key, members in _phases(items, info, users or {}) if phases else _runs(items, info, 0):
         if len(members) < MIN_RUN:
             continue
         parts = _parts(members, info, cap)
@@ -184,23 +187,38 @@ def _folded(chunks: list[tuple[str, list[str], list]]) -> int:
     return boxes
 
 
-def _phases(items: list[str], info: dict[str, _ItemInfo]) -> list[tuple[str, list[str]]]:
+def _phases(
+    items: list[str], info: dict[str, _ItemInfo], users: dict[str, list[str]]
+) -> list[tuple[str, list[str]]]:
     """Items by their first key, in order of first appearance. An item without a key (a
-    broadcast kernel XLA made, a constant) joins the next item's phase, which uses it."""
-    runs: dict[str, list[str]] = {}
-    waiting: list[str] = []
-    for item in items:
+    broadcast kernel XLA made, a constant) joins the phase of the first item that uses
+    it (through other keyless items); one no keyed item uses (the last ops before the
+    outputs) stays loose."""
+    key_of: dict[str, str] = {}
+    for item in reversed(items):  # users come after what they use
         key = info[item].keys[0] if item in info else ""
         if item in info and info[item].kind in ("input", "output"):
-            runs[f"\0{item}"] = [item]  # a few inputs (many are boxed already) stay loose
-            continue
-        if not key:
-            waiting.append(item)
-            continue
-        runs.setdefault(key, []).extend([*waiting, item])
-        waiting = []
-    phases = [("" if key.startswith("\0") else key, members) for key, members in runs.items()]
-    return [*phases, *(("", [item]) for item in waiting)]
+            key = f"\0{item}"  # a few inputs (many are boxed already) stay loose
+        elif not key:
+            found = (key_of.get(u, "") for u in users.get(item, ()))
+            key = next((k for k in found if k and not k.startswith("\0")), f"\0{item}")
+        key_of[item] = key
+    runs: dict[str, list[str]] = {}
+    for item in items:
+        runs.setdefault(key_of[item], []).append(item)
+    return [("" if key.startswith("\0") else key, members) for key, members in runs.items()]
+
+
+def _item_users(graph: Graph, items: list[str]) -> dict[str, list[str]]:
+    """item → the items that use its values, in item order."""
+    item_of = {n.id: "g:" + n.scope[0] if n.scope else n.id for n in graph.nodes}
+    order = {item: i for i, item in enumerate(items)}
+    found: dict[str, set[str]] = {}
+    for edge in graph.edges:
+        src, dst = item_of.get(edge.src), item_of.get(edge.dst)
+        if src != dst and src is not None and dst is not None:
+            found.setdefault(src, set()).add(dst)
+    return {item: sorted(u, key=lambda x: order.get(x, len(order))) for item, u in found.items()}
 
 
 def _parts(members: list[str], info: dict[str, _ItemInfo], cap: int) -> list[tuple[str, list[str]]]:
@@ -266,7 +284,14 @@ def _keys(node: Node, group: Group | None) -> tuple[tuple[str, ...], bool]:
     if group is not None and group.attrs.get(SYNTHETIC) == "fold":
         # a fold stands alone, like a name scope, keyed by its span (`layer0–layer2`)
         return (group.attrs.get(SPAN, group.label),), True
-    scope = (group.attrs.get("name_scope") if group else None) or node.attrs.get("name_scope", "")
+    if group is not None and group.attrs.get("op_name"):
+        # a kernel is named after its root op (XLA's metadata): a fusion of the last
+        # layer's residual add with the final norm is the norm's, whatever it fuses
+        scope = group.attrs.get("name_scope", "")
+    else:
+        scope = (group.attrs.get("name_scope") if group else None) or node.attrs.get(
+            "name_scope", ""
+        )
     if not scope and group is not None and group.kind == "scope":
         scope = group.path[0]  # a name scope the reader made a group of
     if scope:
