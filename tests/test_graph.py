@@ -259,7 +259,8 @@ def test_dot_has_clusters_boxes_and_colours(model_graphs):
     dot = viz.graph.to_dot(view, title='tiny "model"')
     assert dot.startswith("digraph") and 'label="tiny \\"model\\""' in dot
     assert 'fontname="Helvetica"' in dot and "rankdir=TB" in dot
-    assert any(colour in dot for colour in viz.graph.dot.COLOURS.values())
+    kernels_dot = viz.graph.to_dot(viz.graph.expand_to_depth(compiled, 0))  # fusions shut
+    assert any(colour in kernels_dot for colour in viz.graph.dot.COLOURS.values())
     jaxpr_dot = viz.graph.to_dot(viz.graph.expand_to_depth(model_graphs[0], 1))
     assert 'subgraph "cluster_layer0"' in jaxpr_dot and "ops: " in jaxpr_dot
     assert 'shape="invhouse"' in jaxpr_dot and 'shape="house"' in jaxpr_dot

@@ -7,6 +7,7 @@ import inspect
 import json
 import pathlib
 import re
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -404,43 +405,33 @@ HLO_PROGRAMS = pytest.mark.parametrize(
 
 
 @HLO_PROGRAMS
-def test_hlo_text_shortcuts_read_what_full_scans_read(fn, args):
+def test_the_text_reader_reads_what_xlas_own_objects_say(fn, args):
     compiled = jax.jit(fn).trace(*args).lower().compile()
-    for module in compiled.runtime_executable().hlo_modules():
-        text = module.to_string()
-        assert hlo.computation_roots(text) == _reference_roots(text)
-        entry = hlo._ENTRY.search(text)
-        assert hlo._entry_name(text) == (entry.group(1) if entry else None)
-        frames = hlo.parse_stack_frames(text)
-        assert frames  # the tables were found
-        lines = hlo.instruction_lines(compiled.as_text())
-        for comp in module.computations():
-            for inst in comp.instructions():
-                parsed = hlo._parse(inst, frames)
-                want = _reference_parse(inst, frames)
-                assert {k: getattr(parsed, k) for k in want} == want, inst.to_string()
-                # read from the executable's text, operands included: the same
-                assert hlo._parse(inst, frames, lines) == parsed, inst.to_string()
-
-
-@HLO_PROGRAMS
-def test_the_graph_read_from_the_executables_text_is_the_same(fn, args):
-    compiled = jax.jit(fn).trace(*args).lower().compile()
-    assert read_hlo(compiled, compiled.as_text) == read_hlo(compiled)
-    assert read_hlo(compiled, lambda: None) == read_hlo(compiled)  # no text: XLA's
-
-
-def test_an_instruction_the_text_lacks_is_read_from_xla():
-    compiled = jax.jit(scan_in_cond).trace(1.0, XS).lower().compile()
     text = compiled.as_text()
-    entry = next(line for line in text.splitlines() if line.startswith("ENTRY"))
-    name = next(line for line in text.split(entry)[1].splitlines() if "= " in line)
-    name = name.split("%")[1].split(" ")[0]
-    lines = hlo.instruction_lines(text)
-    assert name in lines
-    cut = "\n".join(line for line in text.splitlines() if f"%{name} = " not in line)
-    assert name not in hlo.instruction_lines(cut)
-    assert read_hlo(compiled, lambda: cut) == read_hlo(compiled)
+    (module,) = compiled.runtime_executable().hlo_modules()
+    split = hlo.split_module(text)
+    assert split.roots == _reference_roots(text)
+    assert split.entry == re.search(r"^ENTRY %?([^\s(]+)", text, re.M).group(1)
+    frames = hlo.parse_stack_frames(text)
+    assert frames  # the tables were found
+    lines = {line[1 : line.find(" ")]: line for c in split.computations.values() for line in c}
+    assert set(split.computations) == {c.name for c in module.computations()}
+    for comp in module.computations():
+        instructions = comp.instructions()
+        assert sorted(split.computations[comp.name]) == sorted(lines[i.name] for i in instructions)
+        for inst in instructions:
+            parsed = hlo._parse(lines[inst.name], frames)
+            want = _reference_parse(inst, frames)
+            assert {k: getattr(parsed, k) for k in want} == want, inst.to_string()
+
+
+def test_an_executables_modules_are_read_one_after_another():
+    compiled = jax.jit(scan_in_cond).trace(1.0, XS).lower().compile()
+    one = read_hlo(compiled)
+    two = hlo.read_hlo_text(compiled.as_text() + "\n\n" + compiled.as_text())  # as_text's join
+    assert len(two.nodes) == 2 * len(one.nodes) and len(two.edges) == 2 * len(one.edges)
+    assert op_histogram(two) == {op: 2 * n for op, n in op_histogram(one).items()}
+    assert two.output_aliases == one.output_aliases
 
 
 def test_operands_read_from_a_line_skip_xlas_index_comments():
@@ -449,9 +440,10 @@ def test_operands_read_from_a_line_skip_xlas_index_comments():
     assert hlo._operands("0), metadata={}", "parameter") == []
     assert hlo._operands("), dimensions={0}", "iota") == []
     assert hlo._operands("{ {1, 2} })", "constant") == []
-    # operand shapes printed (another XLA's text): split where no tuple is among them
+    # operand shapes printed (another XLA's text), tuples among them
     assert hlo._operands("f32[2,3]{1,0} %a, s32[] %b), x=1", "add") == ["a", "b"]
-    assert hlo._operands("(f32[], s32[]) %t), index=0", "get-tuple-element") is None
+    rest = "(f32[], (s32[], u8[])) %t, f32[] %u), calls=%c(x)"
+    assert hlo._operands(rest, "custom-call") == ["t", "u"]
 
 
 def test_attribute_search_finds_what_a_full_scan_finds_despite_decoys():
@@ -467,7 +459,7 @@ def test_attribute_search_finds_what_a_full_scan_finds_despite_decoys():
             return self.line
 
         def operands(self):
-            return []
+            return [SimpleNamespace(name="p")]
 
     line = (
         "%fusion.1 = (f32[2]{0}, s32[]) fusion(%p), xkind=kBad, kind=kLoop, calls=%fused.2, "
@@ -476,13 +468,13 @@ def test_attribute_search_finds_what_a_full_scan_finds_despite_decoys():
     )
     no_frame = line.replace("stack_frame_id=7", 'source_line=9 source_file="m.py"')
     for text in (line, no_frame, line.replace("kind=kLoop, ", "")):
-        parsed = hlo._parse(Inst(text), frames)
+        parsed = hlo._parse(text, frames)
         want = _reference_parse(Inst(text), frames)
         assert {k: getattr(parsed, k) for k in want} == want, text
-    parsed = hlo._parse(Inst(line), frames)
+    parsed = hlo._parse(line, frames)
     assert parsed.type == "(f32[2], i32[])" and parsed.kind == "kLoop"
     assert parsed.op_name == 'jit(f)/a\\"b/kind=kNo/add' and parsed.source == frames[7]
-    assert hlo._parse(Inst(no_frame), frames).source == SourceLoc("m.py", 9)
+    assert hlo._parse(no_frame, frames).source == SourceLoc("m.py", 9)
 
 
 def test_nodes_of_one_line_share_their_source(sin_graphs):
@@ -492,20 +484,6 @@ def test_nodes_of_one_line_share_their_source(sin_graphs):
         by_value: dict[SourceLoc, SourceLoc] = {}
         for source in sources:
             assert by_value.setdefault(source, source) is source, graph.ir
-
-
-def test_hlo_modules_parsed_back_from_text_read_the_same():
-    from jaxlib import _hlo
-
-    compiled = jax.jit(scan_in_cond).trace(1.0, XS).lower().compile()
-    modules = compiled.runtime_executable().hlo_modules()
-    again = hlo.read_hlo_modules([_hlo.hlo_module_from_text(m.to_string()) for m in modules])
-    graph = read_hlo(compiled)
-    # the same graph, though the parsed module lists its instructions in another order
-    assert again.node_map() == graph.node_map() and again.groups == graph.groups
-    assert sorted(map(repr, again.edges)) == sorted(map(repr, graph.edges))
-    assert op_histogram(again) == op_histogram(graph)
-    assert fusion_count(again) == fusion_count(graph) and kernels(again) == kernels(graph)
 
 
 def test_compiled_inputs_are_labelled_with_the_argument_path_as_written() -> None:

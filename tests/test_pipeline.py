@@ -523,12 +523,12 @@ def test_what_the_analysis_made_is_old_but_its_cycles_are_still_collected():
 
     import viz.pipeline
 
-    real = viz.pipeline.read_hlo
-    viz.pipeline.read_hlo = read_and_make_a_cycle
+    real = viz.pipeline.read_hlo_text
+    viz.pipeline.read_hlo_text = read_and_make_a_cycle
     try:
         report = analyze(_chain, "f32[8,8]", runs=0)
     finally:
-        viz.pipeline.read_hlo = real
+        viz.pipeline.read_hlo_text = real
     assert gc.get_freeze_count() == 0  # moved to the oldest generation, not left frozen
     assert gc.is_tracked(report.graph_models["compiled"].nodes[0])
     gc.collect(1)  # the two younger generations: it is in neither
@@ -596,3 +596,50 @@ def test_a_reader_failure_on_the_thread_is_a_warning(monkeypatch: pytest.MonkeyP
     assert "could not read the stablehlo graph: ValueError: boom" in report.warnings
     assert report.stablehlo.text and report.stablehlo.op_count is None
     assert report.jaxpr.eqn_count and report.compiled.op_count
+
+
+# -- the compiled HLO is read from XLA's dump while it generates code (issue #20) --
+def test_the_compiled_graph_read_from_the_dump_is_the_executables(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    import threading
+
+    import viz.pipeline
+
+    threads: list[str] = []
+    real = viz.pipeline._read_compiled_text
+
+    def read(text: str) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(text)
+
+    monkeypatch.setattr(viz.pipeline, "_read_compiled_text", read)
+    early = analyze(_chain, "f32[8,8]", runs=0)
+    assert threads == ["jitscope-reader"]  # read once, while XLA generated code
+    monkeypatch.setattr(viz.pipeline, "OptimizedHloDump", _NoDump)
+    after = analyze(_chain, "f32[8,8]", runs=0)
+    assert early.graph_models["compiled"].to_dict() == after.graph_models["compiled"].to_dict()
+    assert early.to_dict()["fusion_map"] == after.to_dict()["fusion_map"]
+    assert early.kernels == after.kernels
+
+
+def test_a_dump_that_differs_from_the_executable_is_not_shown(monkeypatch: pytest.MonkeyPatch):
+    import viz.pipeline
+
+    class WrongDump(viz.pipeline.OptimizedHloDump):
+        def wait(self) -> str | None:
+            text = super().wait()
+            return None if text is None else text.replace("tanh", "cosine")
+
+    monkeypatch.setattr(viz.pipeline, "OptimizedHloDump", WrongDump)
+    report = analyze(_chain, "f32[8,8]", runs=0)
+    ops = {n.op for n in report.graph_models["compiled"].nodes}
+    assert "tanh" in ops and "cosine" not in ops
+
+
+def _NoDump(options: dict[str, Any]) -> Any:
+    """A dump that never comes, as for a user who dumps already: the compiled HLO is
+    read after the compile."""
+    from viz.hlo_dump import OptimizedHloDump
+
+    return OptimizedHloDump(options, {"XLA_FLAGS": "--xla_dump_to=/their/own/folder"})

@@ -2,9 +2,8 @@
 
 The program is compiled once more with XLA's dump options (passed per compile
 through `Lowered.compile(compiler_options=...)`): XLA writes the HLO module after
-every pass that changed it. Each dump is parsed back with XLA's own parser
-(`hlo_module_from_text`) and read by the same reader as the compiled HLO, so a
-step's count means exactly what `compiled.op_count` means.
+every pass that changed it. Each dump is read by the same reader as the compiled
+HLO, so a step's count means exactly what `compiled.op_count` means.
 """
 
 from __future__ import annotations
@@ -14,9 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from jaxlib import _hlo
-
-from viz.ir.hlo import read_hlo_modules
+from viz.ir.hlo import read_hlo_text
 from viz.ir.kernels import fusion_count
 from viz.ir.model import op_histogram
 from viz.stages import Lowered
@@ -44,7 +41,7 @@ def dumps_in_order(folder: Path) -> list[tuple[str, str, Path]]:
 
 
 def count(text: str) -> dict[str, int]:
-    graph = read_hlo_modules([_hlo.hlo_module_from_text(text)])
+    graph = read_hlo_text(text)
     return {"op_count": sum(op_histogram(graph).values()), "fusion_count": fusion_count(graph)}
 
 

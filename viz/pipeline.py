@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,10 +23,11 @@ import jax
 import viz.graph
 from viz.donation import UNUSABLE_WARNING, read_donation
 from viz.errors import USER_EXITS, UserCodeError
-from viz.fusion.map import Side, prepare
-from viz.fusion.report import PROFILE_RUNS, add_fusion_map, add_profile
+from viz.fusion.map import FusionMap, Side, fusion_map, prepare
+from viz.fusion.report import PROFILE_RUNS, add_fusion_map, add_profile, put_fusion_map
+from viz.hlo_dump import OptimizedHloDump, same_program
 from viz.ir import model
-from viz.ir.hlo import read_hlo
+from viz.ir.hlo import read_hlo_text
 from viz.ir.jaxpr import read_jaxpr
 from viz.ir.kernels import fusion_count, kernel_count, kernels
 from viz.ir.stablehlo import module_bytecode, module_copy, module_text, read_stablehlo
@@ -141,6 +143,7 @@ class _Early:
     the trace say it (None: not read there, or its reader failed: read it again after)."""
 
     specialization: Specialization | None = None
+    compiled: _CompiledRead | None = None  # read from XLA's dump, checked after the compile
 
 
 def _read_specialization(
@@ -185,8 +188,10 @@ def _lower_and_compile(report: Report, traced: Traced, mlir: bool, early: _Early
     """Lower and compile, every IR read into the report. The jaxpr and the StableHLO (and
     the specialization's rows, into `early`) are read on a thread while XLA compiles
     (XLA's compile releases the GIL, and on a 96-layer model takes longer than both
-    readers together), so they add nothing to the wait; `compile_s` stays XLA's time
-    alone. The compiled HLO is read once it exists."""
+    readers together), and so is the compiled HLO, from the text XLA dumps once its
+    passes are done, while it generates code (`viz.hlo_dump`); so they add nothing to
+    the wait. `compile_s` stays XLA's time alone. Where the dump did not come, or does
+    not match the executable's text, the compiled HLO is read after."""
     try:
         lowered = traced.lower()
     except UserCodeError:
@@ -196,15 +201,26 @@ def _lower_and_compile(report: Report, traced: Traced, mlir: bool, early: _Early
     if mlir:  # StableHLO with locations, for Model Explorer
         report.mlir = lowered.text(debug_info=True)
     bytecode = module_bytecode(lowered.mlir_module())  # a copy for the thread (see module_copy)
-    reader = Background(lambda: _read_early(traced, bytecode))
+    dump = OptimizedHloDump(traced.target.compiler_options)
+    # at the lowest priority: XLA generates code on more than one core, and the readers
+    # take only what it leaves idle rather than slow it down
+    read = lambda: _read_early(traced, bytecode, dump, report.source_file)  # noqa: E731
+    reader = Background(read, nice=19)
     try:
-        compiled = lowered.compile()
-    finally:  # a failed compile keeps what the readers found, in the order they read
-        jaxpr, stablehlo, early.specialization = reader.result()
-        _put_jaxpr(report, jaxpr)
-        _put_stablehlo(report, stablehlo)
-    _read_compiled(report, compiled)
-    add_fusion_map(report, {r.name: r.side for r in (jaxpr, stablehlo) if r.side is not None})
+        try:
+            compiled = lowered.compile(dump.options)
+        finally:  # a failed compile keeps what the readers found, in the order they read
+            dump.done()
+            jaxpr, stablehlo, early.specialization, early.compiled = reader.result()
+            _put_jaxpr(report, jaxpr)
+            _put_stablehlo(report, stablehlo)
+    finally:
+        dump.close()
+    _read_compiled(report, compiled, early.compiled)
+    if early.compiled is not None and early.compiled.fusion_map is not None:
+        put_fusion_map(report, early.compiled.fusion_map)
+    else:
+        add_fusion_map(report, {r.name: r.side for r in (jaxpr, stablehlo) if r.side is not None})
     return compiled
 
 
@@ -241,15 +257,36 @@ def _with_side(read: _IR) -> _IR:
     return read
 
 
-def _read_early(traced: Traced, bytecode: bytes) -> tuple[_IR, _IR, Specialization | None]:
+def _read_early(
+    traced: Traced, bytecode: bytes, dump: OptimizedHloDump, user_file: str | None
+) -> tuple[_IR, _IR, Specialization | None, _CompiledRead | None]:
     """The jaxpr, the StableHLO and the specialization's rows (`_Early`), read on the
     compile's side thread: the StableHLO from a copy of the module in a context of its
-    own, which XLA never touches."""
+    own, which XLA never touches. Then the compiled HLO, once XLA dumps it, with the
+    fusion map of all three."""
     with traced.target.scope(traced.args):
         jaxpr = _with_side(_read_jaxpr(traced))
         module = module_copy(bytecode)
         stablehlo = _read_ir("stablehlo", module_text(module), lambda: read_stablehlo(module))
-        return jaxpr, _with_side(stablehlo), _traced_specialization(traced)
+        stablehlo, specialization = _with_side(stablehlo), _traced_specialization(traced)
+    text = dump.wait()
+    compiled = None if text is None else _read_compiled_text(text)
+    if compiled is not None and compiled.read.graph is not None:
+        compiled.fusion_map = _fusion_map_of(jaxpr, stablehlo, compiled.read, user_file)
+    return jaxpr, stablehlo, specialization, compiled
+
+
+def _fusion_map_of(
+    jaxpr: _IR, stablehlo: _IR, compiled: _IR, user_file: str | None
+) -> FusionMap | None:
+    """The fusion map of the three IRs (None where it fails: it is made again after the
+    compile, whose warning then says why)."""
+    graphs = {r.name: r.graph for r in (jaxpr, stablehlo, compiled) if r.graph is not None}
+    sides = {r.name: r.side for r in (jaxpr, stablehlo) if r.side is not None}
+    try:
+        return fusion_map(graphs, user_file, sides)
+    except Exception:
+        return None
 
 
 def _traced_specialization(traced: Traced) -> Specialization | None:
@@ -290,28 +327,56 @@ def _put_stablehlo(report: Report, read: _IR) -> None:
         report.stablehlo.op_count, report.stablehlo.ops = sum(hist.values()), hist
 
 
-def _read_compiled(report: Report, compiled: Compiled) -> None:
+@dataclass
+class _CompiledRead:
+    """The compiled HLO as read from one text: the IR, and its kernels and counts."""
+
+    text: str
+    read: _IR
+    kernels: list[Kernel] = field(default_factory=list)
+    fusion_count: int = 0
+    kernel_count: int = 0
+    fusion_map: FusionMap | None = None  # with the jaxpr and StableHLO, where made early
+
+
+def _read_compiled_text(text: str) -> _CompiledRead:
+    read = _read_ir("compiled", "", lambda: read_hlo_text(text))
+    found = _CompiledRead(text, read)
+    if read.graph is not None:
+        found.kernels = [Kernel(**k) for k in kernels(read.graph)]
+        found.fusion_count, found.kernel_count = fusion_count(read.graph), kernel_count(read.graph)
+    return found
+
+
+def _read_compiled(report: Report, compiled: Compiled, early: _CompiledRead | None) -> None:
+    """The compiled section, graph and kernels: from XLA's dump where it says what the
+    executable's text says (`early`), else read from that text now."""
     report.timings.compile_s = compiled.seconds
     report.timings.compile_from_disk = compiled.events.from_disk()
     report.compile_events = compiled.events.totals()
-    # XLA's text, cost and memory analyses release the GIL: they run beside the reader,
-    # which reads the instructions' lines from the text once it is made
-    made = Background(compiled.text, "xla")
-    analyses = Background(lambda: (made.result(), compiled.cost(), compiled.memory()), "xla")
-    read = _read_ir("compiled", "", lambda: read_hlo(compiled.compiled, made.get))
-    text, cost, memory = analyses.result()
+    # XLA's memory analysis releases the GIL (its text and cost analyses hardly do): it
+    # runs beside the check of the dump, or the reading of the text
+    memory = Background(compiled.memory, "xla")
+    text = compiled.text()
+    if early is None or not same_program(early.text, text or ""):
+        early = _read_compiled_text(_executable_text(text))
     report.compiled = section = CompiledSection(text=text or "")
-    hist = _put_graph(report, read)
+    hist = _put_graph(report, early.read)
     if hist is not None:
-        graph = report.graph_models["compiled"]
         section.op_count, section.ops = sum(hist.values()), hist
-        section.fusion_count, section.kernel_count = fusion_count(graph), kernel_count(graph)
-        report.kernels = [Kernel(**k) for k in kernels(graph)]
-    report.cost = Cost(**cost)
-    report.memory = Memory(**memory)
+        section.fusion_count, section.kernel_count = early.fusion_count, early.kernel_count
+        report.kernels = early.kernels
+    report.cost = Cost(**compiled.cost())
+    report.memory = Memory(**memory.result())
     report.warnings.extend(compiled.warnings)
     if compiled.target.donate:
         _read_donation(report, compiled)
+
+
+def _executable_text(text: str | None) -> str:
+    if text is None:
+        raise ValueError("XLA gives no text of this executable (as_text() is None)")
+    return text
 
 
 def _read_donation(report: Report, compiled: Compiled) -> None:
@@ -358,14 +423,17 @@ class Background(Generic[T]):
     """`fn()` on a thread of its own; `result()` waits for it and returns what it
     returned, or raises what it raised."""
 
-    def __init__(self, fn: Callable[[], T], name: str = "reader"):
+    def __init__(self, fn: Callable[[], T], name: str = "reader", nice: int = 0):
         self._fn = fn
+        self._nice = nice
         self._value: T | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"jitscope-{name}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        if self._nice:
+            _lower_priority(self._nice)
         try:
             self._value = self._fn()
         except BaseException as exc:  # handed to the caller of result()
@@ -381,6 +449,13 @@ class Background(Generic[T]):
         """`result()`, or None where `fn` raised (whoever calls `result()` learns why)."""
         self._thread.join()
         return self._value if self._error is None else None
+
+
+def _lower_priority(nice: int) -> None:
+    """This thread's nice value raised by `nice` (Linux gives each thread its own)."""
+    with contextlib.suppress(AttributeError, OSError):  # elsewhere: the default priority
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
 
 
 def _time_runs(report: Report, compiled: Compiled, runs: int, budget_s: float) -> None:

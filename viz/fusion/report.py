@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from viz.fusion.map import Side, fusion_map
+from viz.fusion.map import FusionMap, Side, fusion_map
 from viz.ir.kernels import kernel_names
 from viz.report import FusionCoverage, Report
 
@@ -31,6 +31,11 @@ def add_fusion_map(report: Report, sides: dict[str, Side] | None = None) -> Repo
     except Exception as exc:  # a bug here must not hide the other results
         report.warnings.append(f"could not build the fusion map: {type(exc).__name__}: {exc}")
         return report
+    return put_fusion_map(report, found)
+
+
+def put_fusion_map(report: Report, found: FusionMap) -> Report:
+    """A fusion map made already (by the pipeline, while XLA generated code) into the report."""
     report.fusion_map = found.entries
     report.fusion_map_coverage = FusionCoverage(**found.coverage)
     return report

@@ -1,14 +1,13 @@
-"""Read optimized HLO (`jax.stages.Compiled`) into the graph model.
+"""Read optimized HLO (`jax.stages.Compiled`, or XLA's dumps) into the graph model.
 
-The compiled executable's HLO modules (`compiled.runtime_executable()
-.hlo_modules()`) are walked computation by computation, instruction by
-instruction (in `instructions()` order), starting at the ENTRY computation. Each
-instruction's one-line text gives its result type, operands, called computations,
-fusion kind and metadata: its line of the module's text, split once (the
-executable's `as_text()` where the caller has it, which the report shows anyway),
-else `instruction.to_string()`; the module text's `FileNames` / `FunctionNames` /
-`FileLocations` / `StackFrames` tables (parsed once per module) resolve
-`stack_frame_id`s to source lines.
+The reader needs nothing but the module's text (the executable's `as_text()`, which
+the report shows anyway, or the `*after_optimizations.txt` XLA dumps while it still
+generates code): one pass splits it into computations, each instruction's line
+gives its result type, operands, called computations, fusion kind and metadata,
+and the text's `FileNames` / `FunctionNames` / `FileLocations` / `StackFrames`
+tables (parsed once per module) resolve `stack_frame_id`s to source lines. The
+walk starts at the ENTRY computation; instructions come in the text's order (a
+scheduled module's: the order XLA runs them in).
 
 Structure:
 - a `fusion` is a group (kind 'fusion', op 'fusion', opaque) holding one node
@@ -38,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,8 +70,6 @@ _OP_NAME = re.compile(r'\bop_name="([^"\\]*(?:\\.[^"\\]*)*)"')
 _FRAME_ID = re.compile(r"\bstack_frame_id=(\d+)")
 _SRC_FILE = re.compile(r'\bsource_file="((?:[^"\\]|\\.)*)"')
 _SRC_LINE = re.compile(r"\bsource_line=(\d+)")
-_HEAD_OR_ROOT = re.compile(r"\n(ENTRY %|%|  ROOT %)([^ \n]*)")  # computation / ROOT lines
-_ENTRY = re.compile(r"^ENTRY %?([^\s(]+)", re.M)
 _TABLE_ROW = re.compile(r'^(\d+) (?:"((?:[^"\\]|\\.)*)"|\{([^}]*)\})$')
 _ALIAS = re.compile(r"\{([\d,\s]*)\}:\s*\((\d+),")
 
@@ -95,13 +91,21 @@ class _Inst:
 
 
 @dataclass
+class _Module:
+    """One module's text, split into computations: each one's instruction lines in the
+    text's order (`%name = TYPE opcode(...), attrs`, the indent and `ROOT ` dropped),
+    and its ROOT instruction's name."""
+
+    computations: dict[str, list[str]] = field(default_factory=dict)
+    roots: dict[str, str] = field(default_factory=dict)
+    entry: str | None = None
+
+
+@dataclass
 class _Reader:
-    comps: dict[str, Any]
+    module: _Module
     frames: dict[int, SourceLoc]
-    roots: dict[str, str]  # computation name → its ROOT instruction's name
-    lines: dict[str, str]  # instruction name → its line of the module text
-    insts: dict[str, list[Any]]  # computation name → its instructions (HloInstruction)
-    graph: Graph = field(default_factory=lambda: Graph("compiled"))
+    graph: Graph
     ids: set[str] = field(default_factory=set)
 
     def new_id(self, name: str) -> str:
@@ -113,42 +117,29 @@ class _Reader:
         return id_
 
 
-def read_hlo(compiled: Any, text: Callable[[], str | None] | None = None) -> Graph:
-    """The graph of a compiled executable's optimized HLO (every module's ENTRY).
-
-    `text`: gives the executable's `as_text()`, which the report shows anyway (the
-    pipeline makes it on another thread meanwhile): a single module's lines are read
-    from it rather than printed again. Asked for once the instructions are listed."""
-    modules = compiled.runtime_executable().hlo_modules()
-    if text is None or len(modules) != 1:
-        return read_hlo_modules(modules)
-    listed = _list_instructions(modules[0])
-    return read_hlo_modules(modules, [text()], [listed])
+def read_hlo(compiled: Any) -> Graph:
+    """The graph of a compiled executable's optimized HLO (`jax.stages.Compiled`)."""
+    return read_hlo_text(compiled.as_text())
 
 
-def read_hlo_modules(
-    modules: Sequence[Any],
-    texts: Sequence[str | None] = (),
-    listed: Sequence[dict[str, list[Any]]] = (),
-) -> Graph:
-    """The graph of HLO modules (`jaxlib._hlo.HloModule`: an executable's, or one
-    parsed back from XLA's dumps with `hlo_module_from_text`), every module's ENTRY.
-    `texts`, `listed`: each module's text and `_list_instructions`, where made already."""
+def read_hlo_text(text: str) -> Graph:
+    """The graph of HLO module text: an executable's `as_text()` (its modules one after
+    another) or one of XLA's dumps, every module's ENTRY, in the text's order (for a
+    scheduled module, the order XLA runs the instructions in)."""
     graph = Graph("compiled")
-    for i, module in enumerate(modules):
-        text = texts[i] if i < len(texts) else None
-        text = module.to_string() if text is None else text
+    for i, module_text in enumerate(_module_texts(text)):
         if i == 0:  # the program's own parameters: a later module's are not the function's
-            graph.output_aliases = output_aliases(text)
-        insts = listed[i] if i < len(listed) else _list_instructions(module)
-        _read_module(module, text, insts, graph)
+            graph.output_aliases = output_aliases(module_text)
+        _read_module(module_text, graph)
     return register_scopes(graph)
 
 
-def _list_instructions(module: Any) -> dict[str, list[Any]]:
-    """computation name → its instructions, in `instructions()` order (the order the
-    graph's nodes follow: a module text lists many computations in another)."""
-    return {c.name: c.instructions() for c in module.computations()}
+def _module_texts(text: str) -> list[str]:
+    """Each module's text (`as_text()` joins modules, each opening with `HloModule`)."""
+    starts = [0]
+    while (at := text.find("\nHloModule ", starts[-1] + 1)) >= 0:
+        starts.append(at + 1)
+    return [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
 
 
 def output_aliases(text: str) -> dict[int, int]:
@@ -167,31 +158,44 @@ def output_aliases(text: str) -> dict[int, int]:
     return found
 
 
-def _read_module(module: Any, text: str, insts: dict[str, list[Any]], graph: Graph) -> None:
-    comps = {c.name: c for c in module.computations()}
-    name = _entry_name(text)
-    entry = comps.get(name) if name else None
+def _read_module(text: str, graph: Graph) -> None:
+    module = split_module(text)
+    entry = module.entry
     if entry is None:
-        entry = next((c for n, c in comps.items() if n.startswith("main")), None)
+        entry = next((n for n in module.computations if n.startswith("main")), None)
     if entry is None:
         return
-    frames, roots = parse_stack_frames(text), computation_roots(text)
-    reader = _Reader(comps, frames, roots, instruction_lines(text), insts, graph)
-    reader.ids.update(n.id for n in graph.nodes)
+    reader = _Reader(module, parse_stack_frames(text), graph)
+    reader.ids.update(n.id for n in graph.nodes)  # an earlier module's names stay its own
+    reader.ids.update(path[-1] for path in graph.groups)
     root, _ = _read_comp(reader, entry, (), None)
     out = Node(reader.new_id("out"), "output", "out", root[1], kind="output")
     graph.nodes.append(out)
     connect(graph, [root], out.id)
 
 
-def _entry_name(text: str) -> str | None:
-    """The ENTRY computation's name: `_ENTRY.search(text)`, started at the first line
-    that starts with ENTRY (a `^` scan of the whole text takes a while)."""
-    at = 0 if text.startswith("ENTRY") else text.find("\nENTRY") + 1
-    if at == 0 and not text.startswith("ENTRY"):
-        return None
-    match = _ENTRY.search(text, at)
-    return match.group(1) if match else None
+def split_module(text: str) -> _Module:
+    """A module text's computations and their ROOTs, in one pass over its lines: a
+    computation opens with an unindented `%name (...) -> ... {` or `ENTRY %name ...`
+    line, its instructions are the indented `%` and `ROOT %` lines under it."""
+    module = _Module()
+    lines: list[str] = []
+    name = ""
+    for line in text.split("\n"):
+        if line.startswith("  %"):
+            lines.append(line[2:])
+        elif line.startswith("  ROOT %"):
+            body = line[7:]
+            lines.append(body)
+            module.roots.setdefault(name, body[1 : body.find(" ")])
+        elif line.startswith(("%", "ENTRY %")):
+            entry = line.startswith("ENTRY")
+            head = line[7:] if entry else line[1:]
+            name = head[: head.find(" ")] if " " in head else head
+            lines = module.computations.setdefault(name, [])
+            if entry:
+                module.entry = name
+    return module
 
 
 def parse_stack_frames(text: str) -> dict[int, SourceLoc]:
@@ -228,38 +232,6 @@ def _resolve_frames(tables: dict[str, dict[int, str]]) -> dict[int, SourceLoc]:
     return frames
 
 
-def instruction_lines(text: str) -> dict[str, str]:
-    """instruction name → its line of a module's text as `to_string()` prints it
-    (`%name = TYPE opcode(...), attrs`: the indent and `ROOT ` dropped). Names are
-    unique in a module. One pass over the text instead of a call into XLA for each
-    instruction's text and each of its operands."""
-    lines: dict[str, str] = {}
-    for line in text.split("\n"):
-        if line.startswith("  %"):
-            body = line[2:]
-        elif line.startswith("  ROOT %"):
-            body = line[7:]
-        else:
-            continue
-        lines[body[1 : body.find(" ")]] = body
-    return lines
-
-
-def computation_roots(text: str) -> dict[str, str]:
-    """computation name → ROOT instruction name, from a module's text.
-
-    (An instruction's own `to_string()` does not say whether it is the root.)
-    """
-    roots: dict[str, str] = {}
-    current = ""
-    for prefix, name in _HEAD_OR_ROOT.findall("\n" + text):
-        if prefix != "  ROOT %":
-            current = name.lstrip("%")
-        elif current:
-            roots.setdefault(current, name)
-    return roots
-
-
 def _header(text: str) -> str:
     """The text before the first computation (the lines parse_stack_frames reads)."""
     if text.startswith(("%", "ENTRY")):
@@ -272,27 +244,22 @@ def _fields(raw: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in raw.split() if "=" in part)
 
 
-def _parse(inst: Any, frames: dict[int, SourceLoc], lines: dict[str, str] | None = None) -> _Inst:
-    """Parse one instruction's text line: `%name = TYPE opcode(...), attrs`, from the
-    module text's `lines` (its operands from the line too), else from XLA.
+def _parse(line: str, frames: dict[int, SourceLoc]) -> _Inst:
+    """Parse one instruction's line: `%name = TYPE opcode(operands), attrs`.
 
     This runs for every instruction, so it avoids regex scans where it can: each
     attribute pattern is searched from the first occurrence of a literal that
     every match starts with (`str.find` is much faster than a regex scan of the
     metadata and backend_config text), which finds the same first match.
     """
-    name = inst.name
-    line = lines.get(name) if lines is not None else None
-    from_text = line is not None
-    line = line if from_text else inst.to_string()
+    name = line[1 : line.find(" ")]
     start = line.index(" = ") + 3
     end = line.index(" ", start) if line[start] != "(" else _type_end(line, start)
     match = _OPCODE.match(line, end)
     if match:
         opcode, rest = match.group(1), line[match.end() :]
-        operands = _operands(rest, opcode) if from_text else None
-    else:
-        opcode, rest, operands = str(inst.opcode), line[end:], None
+    else:  # not `opcode(`: take the word after the type
+        opcode, _, rest = line[end:].strip().partition("(")
     at = rest.find('op_name="')
     op_name = _OP_NAME.search(rest, at) if at >= 0 else None
     at = rest.find("kind=")
@@ -301,7 +268,7 @@ def _parse(inst: Any, frames: dict[int, SourceLoc], lines: dict[str, str] | None
         name,
         opcode,
         render_type(line[start:end]),
-        [o.name for o in inst.operands()] if operands is None else operands,
+        _operands(rest, opcode),
         _called(rest) if "=%" in rest or "branch_computations={" in rest else {},
         kind.group(1) if kind else "",
         op_name.group(1) if op_name else "",
@@ -311,18 +278,31 @@ def _parse(inst: Any, frames: dict[int, SourceLoc], lines: dict[str, str] | None
     )
 
 
-def _operands(rest: str, opcode: str) -> list[str] | None:
+def _operands(rest: str, opcode: str) -> list[str]:
     """The operand names of a line's `opcode(%a, %b)` (`rest`: the text after the
     opening parenthesis), each written `%name` (a long list numbers every fifth:
-    `/*index=5*/%name`). A constant has none: its parentheses hold its literal. None
-    (ask XLA) where the list holds parentheses: operand shapes printed, tuples among
-    them, which this does not split."""
+    `/*index=5*/%name`; where operand shapes are printed, a tuple's nests parentheses).
+    A constant has none: its parentheses hold its literal."""
     if opcode == "constant":
         return []
-    inside = rest[: rest.find(")")]
-    if "(" in inside:
-        return None
+    close = rest.find(")")
+    if "(" in rest[:close]:  # shapes of tuples among the operands: find the list's end
+        close = _closing(rest)
+    inside = rest[:close]
     return _OPERAND.findall(inside) if "%" in inside else []
+
+
+def _closing(rest: str) -> int:
+    """Where the parenthesis opened just before `rest` closes."""
+    depth = 1
+    for i, char in enumerate(rest):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(rest)
 
 
 def _search(pattern: re.Pattern[str], literal: str, text: str) -> re.Match[str] | None:
@@ -396,17 +376,18 @@ def name_scope(op_name: str) -> str:
 
 
 def _read_comp(
-    reader: _Reader, comp: Any, path: Path, params: list[Producers] | None
+    reader: _Reader, name: str, path: Path, params: list[Producers] | None
 ) -> tuple[Producers, list[_Inst]]:
     """Add a computation's instructions under `path`; returns its root's producers.
 
     `params`: the producers bound to its parameters (None for ENTRY, whose
     parameters become input nodes).
     """
-    raw = reader.insts[comp.name]
-    frames, lines = reader.frames, reader.lines
-    insts = _topological([_parse(i, frames, lines) for i in raw])
-    root_name = reader.roots.get(comp.name) or _userless(raw)
+    frames = reader.frames
+    insts = _topological(
+        [_parse(line, frames) for line in reader.module.computations.get(name, ())]
+    )
+    root_name = reader.module.roots.get(name) or (insts[-1].name if insts else "")
     env: dict[str, Producers] = {}
     for inst in insts:
         if inst.opcode == "parameter" and params is not None:
@@ -416,12 +397,6 @@ def _read_comp(
             operands = [env.get(o, ((), "")) for o in inst.operands]
             env[inst.name] = _read_inst(reader, inst, operands, path)
     return env.get(root_name, ((), "")), insts
-
-
-def _userless(instructions: list[Any]) -> str:
-    """Fallback root: the last instruction nothing in the computation uses."""
-    names = [i.name for i in instructions if not i.users()]
-    return names[-1] if names else ""
 
 
 def _topological(insts: list[_Inst]) -> list[_Inst]:
@@ -493,8 +468,7 @@ def _read_fusion(reader: _Reader, inst: _Inst, operands: list[Producers], path: 
     group = (*path, reader.new_id(inst.name))
     label = f"{inst.name} ({inst.kind})" if inst.kind else inst.name
     reader.graph.add_group(group, "fusion", "fusion", label=label, opaque=True)
-    comp = reader.comps[inst.called["calls"][0]]
-    root, fused = _read_comp(reader, comp, group, operands)
+    root, fused = _read_comp(reader, inst.called["calls"][0], group, operands)
     reader.graph.groups[group].attrs = {
         "kind": inst.kind,
         "colour": fusion_colour(inst.kind, [f.opcode for f in fused]),
@@ -517,7 +491,7 @@ def _read_control(reader: _Reader, inst: _Inst, operands: list[Producers], path:
         sub = group
         if inst.opcode != "call":
             sub = reader.graph.add_group((*group, label), "region", label=label)
-        root, _ = _read_comp(reader, reader.comps[name], sub, params)
+        root, _ = _read_comp(reader, name, sub, params)
         if label != "condition":
             results.append(root)
     ids = tuple(dict.fromkeys(x for r in results for x in r[0]))

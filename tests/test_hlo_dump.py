@@ -1,0 +1,75 @@
+"""viz.hlo_dump: the optimized HLO XLA dumps while it generates code (issue #20)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from viz.hlo_dump import OptimizedHloDump, same_program, written_whole
+
+MODULE = """HloModule jit_f, entry_computation_layout={(f32[4]{0})->f32[4]{0}}
+
+%fused (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %s = f32[4]{0} sine(%p)
+}
+
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  ROOT %f = f32[4]{0} fusion(%x), kind=kLoop, calls=%fused, backend_config={"a":1,"b":2}
+}
+"""
+
+
+def test_a_module_is_whole_once_its_entry_computation_is_closed():
+    assert written_whole(MODULE)
+    cut = MODULE[: MODULE.index("ROOT %f")]
+    assert not written_whole(cut)
+    assert not written_whole(MODULE[: MODULE.index("ENTRY")])  # the entry comes last
+
+
+def test_the_dump_is_the_same_program_up_to_its_backend_config_key_order():
+    reordered = MODULE.replace('{"a":1,"b":2}', '{"b":2,"a":1}')
+    assert same_program(reordered, MODULE)
+    assert not same_program(MODULE.replace("sine", "cosine"), MODULE)
+    assert not same_program(MODULE + "\n%extra\n", MODULE)
+
+
+def test_a_user_who_dumps_keeps_their_dump():
+    for options, environ in (
+        ({"xla_dump_to": "/tmp/theirs"}, {}),
+        ({}, {"XLA_FLAGS": "--xla_dump_to=/tmp/theirs --xla_dump_hlo_as_text"}),
+    ):
+        dump = OptimizedHloDump(options, environ)
+        assert dump.options == {} and dump.folder is None
+        dump.done()
+        assert dump.wait() is None
+        dump.close()
+
+
+def test_the_dump_is_what_the_executable_says_and_is_removed_after():
+    dump = OptimizedHloDump({}, {})
+    lowered = jax.jit(lambda x: jnp.sin(x) * 2.0).lower(jnp.ones(8))
+    waited: list[str | None] = []
+    reader = threading.Thread(target=lambda: waited.append(dump.wait()))
+    reader.start()
+    compiled = lowered.compile(dump.options)
+    dump.done()
+    reader.join(timeout=30)
+    assert waited[0] is not None and same_program(waited[0], compiled.as_text())
+    folder = Path(dump.folder)
+    dump.close()
+    assert not folder.exists()
+
+
+def test_waiting_ends_when_the_compile_ends_without_a_dump():
+    dump = OptimizedHloDump({}, {})
+    threading.Timer(0.05, dump.done).start()
+    start = time.perf_counter()
+    assert dump.wait() is None
+    assert time.perf_counter() - start < 5
+    dump.close()
