@@ -643,3 +643,30 @@ def _NoDump(options: dict[str, Any]) -> Any:
     from viz.hlo_dump import OptimizedHloDump
 
     return OptimizedHloDump(options, {"XLA_FLAGS": "--xla_dump_to=/their/own/folder"})
+
+
+def test_the_reader_beside_the_compile_takes_only_idle_cpu_until_the_compile_ends():
+    """SCHED_IDLE while XLA compiles (where the process may restore the policy after),
+    the normal policy once the analysis waits for what is left to read."""
+    import os
+    import threading
+
+    import viz.pipeline
+
+    if not viz.pipeline._may_restore_policy():
+        pytest.skip("this process may not move a SCHED_IDLE thread back (no CAP_SYS_NICE)")
+    policies: list[int] = []
+    started, resumed = threading.Event(), threading.Event()
+
+    def read() -> None:
+        policies.append(os.sched_getscheduler(0))  # 0: this thread, on Linux
+        started.set()
+        resumed.wait(10)
+        policies.append(os.sched_getscheduler(0))
+
+    reader = viz.pipeline.Background(read, idle=True)
+    started.wait(10)
+    reader.resume()
+    resumed.set()
+    reader.result()
+    assert policies == [os.SCHED_IDLE, os.SCHED_OTHER]

@@ -11,8 +11,10 @@ reader with the cost and memory analyses); `compile_s` is XLA's time alone.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -202,15 +204,15 @@ def _lower_and_compile(report: Report, traced: Traced, mlir: bool, early: _Early
         report.mlir = lowered.text(debug_info=True)
     bytecode = module_bytecode(lowered.mlir_module())  # a copy for the thread (see module_copy)
     dump = OptimizedHloDump(traced.target.compiler_options)
-    # at the lowest priority: XLA generates code on more than one core, and the readers
-    # take only what it leaves idle rather than slow it down
+    # XLA generates code on every core: the readers take only the CPU it leaves idle
     read = lambda: _read_early(traced, bytecode, dump, report.source_file)  # noqa: E731
-    reader = Background(read, nice=19)
+    reader = Background(read, idle=True)
     try:
         try:
             compiled = lowered.compile(dump.options)
         finally:  # a failed compile keeps what the readers found, in the order they read
             dump.done()
+            reader.resume()  # what is left to read, the analysis now waits for
             jaxpr, stablehlo, early.specialization, early.compiled = reader.result()
             _put_jaxpr(report, jaxpr)
             _put_stablehlo(report, stablehlo)
@@ -421,23 +423,29 @@ def gc_paused() -> Iterator[None]:
 
 class Background(Generic[T]):
     """`fn()` on a thread of its own; `result()` waits for it and returns what it
-    returned, or raises what it raised."""
+    returned, or raises what it raised. An `idle` thread runs only on the CPU time the
+    rest of the process leaves idle (`_IdlePriority`) until `resume()`."""
 
-    def __init__(self, fn: Callable[[], T], name: str = "reader", nice: int = 0):
+    def __init__(self, fn: Callable[[], T], name: str = "reader", idle: bool = False):
         self._fn = fn
-        self._nice = nice
         self._value: T | None = None
         self._error: BaseException | None = None
+        self._priority = _IdlePriority() if idle else None
         self._thread = threading.Thread(target=self._run, name=f"jitscope-{name}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        if self._nice:
-            _lower_priority(self._nice)
+        if self._priority is not None:
+            self._priority.lower()
         try:
             self._value = self._fn()
         except BaseException as exc:  # handed to the caller of result()
             self._error = exc
+
+    def resume(self) -> None:
+        """The thread's default priority back, where the system lets it be restored."""
+        if self._priority is not None:
+            self._priority.restore()
 
     def result(self) -> T:
         self._thread.join()
@@ -451,11 +459,55 @@ class Background(Generic[T]):
         return self._value if self._error is None else None
 
 
-def _lower_priority(nice: int) -> None:
-    """This thread's nice value raised by `nice` (Linux gives each thread its own)."""
-    with contextlib.suppress(AttributeError, OSError):  # elsewhere: the default priority
+class _IdlePriority:
+    """A thread's priority while XLA compiles beside it: Linux's SCHED_IDLE (it runs
+    only where a core would idle, so XLA's code generation on every core is not slowed
+    at all) where the process may give the thread its normal policy back once the
+    compile is done (CAP_SYS_NICE); else nice 19, which it keeps, since an unprivileged
+    thread may never raise its priority again (a SCHED_IDLE one then starves, and holds
+    the GIL, whenever other processes keep the cores busy). Elsewhere: no change."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tid: int | None = None  # the thread, once lowered to SCHED_IDLE
+        self._restored = False
+
+    def lower(self) -> None:
         tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
+        with self._lock, contextlib.suppress(AttributeError, OSError):
+            # elsewhere a native thread id is no process id that setpriority could take
+            if self._restored or not sys.platform.startswith("linux"):
+                return
+            if _may_restore_policy():
+                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+                self._tid = tid
+            else:
+                os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + 19)
+
+    def restore(self) -> None:
+        with self._lock, contextlib.suppress(OSError):
+            self._restored = True
+            if self._tid is not None:
+                os.sched_setscheduler(self._tid, os.SCHED_OTHER, os.sched_param(0))
+
+
+@functools.cache
+def _may_restore_policy() -> bool:
+    """Whether this process may move a SCHED_IDLE thread back to the normal policy:
+    tried once, on a thread of its own."""
+
+    def probe() -> None:
+        tid = threading.get_native_id()
+        with contextlib.suppress(AttributeError, OSError):  # not Linux, or not allowed
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+            allowed.append(True)
+
+    allowed: list[bool] = []
+    thread = threading.Thread(target=probe, name="jitscope-priority-probe", daemon=True)
+    thread.start()
+    thread.join()
+    return bool(allowed)
 
 
 def _time_runs(report: Report, compiled: Compiled, runs: int, budget_s: float) -> None:
