@@ -10,7 +10,10 @@ function object with JAX's caches cleared:
 
 Each figure is the minimum over the rounds (compile times are bimodal on a busy
 machine: a ratio of minimums, not a minimum of ratios, which would pair a lucky run
-with an unlucky one). Prints the ratio and, per model, where jitscope's time goes:
+with an unlucky one). Where the machine's speed drifts from minute to minute (a
+shared VM: bare compiles of one model ranging 0.5-0.9 s), it also prints the median of
+the paired ratios, each round against the bare run just before it, which a lucky bare
+minimum does not move. Prints the ratio and, per model, where jitscope's time goes:
 trace, lower and compile as the report times them, then each step by the thread it
 ran on. The reader thread's steps run while XLA compiles: the jaxpr and StableHLO
 while XLA runs its passes, then the compiled HLO and the fusion map from the text XLA
@@ -27,6 +30,7 @@ Target (issue #20): ratio <= 1.10 at 12 and at 96 layers.
 
 from __future__ import annotations
 
+import statistics
 import sys
 import threading
 import time
@@ -220,6 +224,9 @@ def main(rounds: int = 5, only: str = "") -> None:
         print(f"  bare jit trace+lower+compile   {min(base):7.3f} s")
         print(f"  analyze(runs=0).to_dict()      {best.total:7.3f} s")
         print(f"  ratio                          {ratio:7.3f}   target <= {TARGET}  {verdict}")
+        # on a machine whose speed drifts, each round against the bare run just before it
+        paired = statistics.median(o.total / b for o, b in zip(ours, base, strict=True))
+        print(f"  median of paired ratios        {paired:7.3f}   (each round / the bare before it)")
         print_round(best)
     sys.exit(1 if failed else 0)
 

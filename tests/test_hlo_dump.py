@@ -36,6 +36,8 @@ def test_the_dump_is_the_same_program_up_to_its_backend_config_key_order():
     reordered = MODULE.replace('{"a":1,"b":2}', '{"b":2,"a":1}')
     assert same_program(reordered, MODULE)
     assert not same_program(MODULE.replace("sine", "cosine"), MODULE)
+    assert not same_program(MODULE.replace("sine", "tanh"), MODULE)  # the same length
+    assert not same_program(reordered.replace("%p", "%q"), MODULE)
     assert not same_program(MODULE + "\n%extra\n", MODULE)
 
 

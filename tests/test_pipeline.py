@@ -192,6 +192,25 @@ def test_report_round_trips_through_json():
     assert Report.from_dict(data).to_dict() == data
 
 
+def test_fields_json_by_their_type_hints_are_serialized_as_they_are():
+    from viz.plain import _json_as_is
+    from viz.report import Kernel
+
+    for hint in (str, int | None, list[int], dict[str, int], list[str] | None):
+        assert _json_as_is(hint), hint
+    for hint in (Kernel, list[Kernel], tuple[int, int], Any, dict[int, str], list[Any]):
+        assert not _json_as_is(hint), hint
+    kernel = Kernel("fusion.1", "kLoop", "#fff", {"add": 2}, [3], ["f.py:3"])
+    assert kernel.to_dict() == {
+        "name": "fusion.1",
+        "kind": "kLoop",
+        "colour": "#fff",
+        "ops": {"add": 2},
+        "lines": [3],
+        "sources": ["f.py:3"],
+    }
+
+
 def test_report_records_function_args_static_and_device():
     report = run(doubled, "f32[4], 3", ("n",))
     assert (report.function, report.args, report.static, report.device) == (

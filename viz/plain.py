@@ -30,8 +30,14 @@ class Plain(Mapping[str, Any]):
 
     def to_dict(self) -> dict[str, Any]:
         """Its JSON: fields by name, nested plain values converted (no deep copies:
-        `dataclasses.asdict` copies every leaf, which costs seconds on a large report)."""
-        return {name: encode(getattr(self, name)) for name in _names(type(self))}
+        `dataclasses.asdict` copies every leaf, which costs seconds on a large report).
+        A field whose type hint says it is JSON already (`str`, `list[int]`,
+        `dict[str, int]`) is taken as it is: a report holds thousands of such rows."""
+        data = {}
+        for name, as_is in _fields_as_is(type(self)):
+            value = getattr(self, name)
+            data[name] = value if as_is else encode(value)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Any:
@@ -53,6 +59,30 @@ def _names(cls: type) -> tuple[str, ...]:
 @functools.cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+@functools.cache
+def _fields_as_is(cls: type) -> tuple[tuple[str, bool], ...]:
+    """(name, whether its value is JSON as it is) for each field of `cls`."""
+    hints = _hints(cls)
+    return tuple((name, _json_as_is(hints[name])) for name in _names(cls))
+
+
+def _json_as_is(hint: Any) -> bool:
+    """Whether every value of type `hint` is JSON data that `encode` would rebuild
+    unchanged: atoms, and lists of them and str-keyed dicts of them (not tuples,
+    which `encode` keeps as tuples, nor `Any`)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return all(_json_as_is(a) for a in args)
+    if origin is list:
+        return len(args) == 1 and _json_as_is(args[0])
+    if origin is dict:
+        return len(args) == 2 and args[0] is str and _json_as_is(args[1])
+    return hint in _ATOMS
 
 
 def decode(hint: Any, value: Any) -> Any:
