@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -75,3 +76,18 @@ def test_waiting_ends_when_the_compile_ends_without_a_dump():
     assert dump.wait() is None
     assert time.perf_counter() - start < 5
     dump.close()
+
+
+def test_the_folders_of_processes_that_died_while_compiling_are_removed():
+    import subprocess
+    import sys
+    import tempfile
+
+    from viz import hlo_dump
+
+    said = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], stdout=-1)
+    dead = Path(tempfile.mkdtemp(prefix=f"{hlo_dump._PREFIX}{int(said.stdout)}-"))
+    mine = Path(tempfile.mkdtemp(prefix=f"{hlo_dump._PREFIX}{os.getpid()}-"))
+    hlo_dump._remove_orphans.__wrapped__()
+    assert not dead.exists() and mine.exists()
+    mine.rmdir()

@@ -19,6 +19,8 @@ redirected then, and the compiled HLO is read after the compile as before.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import re
 import shutil
@@ -28,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 POLL_S = 0.005  # how often the reader thread looks for the dump while XLA compiles
+_PREFIX = "jitscope-hlo-"  # then the pid of the process that compiles
 _SUFFIX = "after_optimizations.txt"  # cpu_after_optimizations.txt, gpu_..., ...
 _CONFIG = re.compile(r", backend_config=.*")  # to the end of its line
 
@@ -41,7 +44,9 @@ class OptimizedHloDump:
     ):
         dumping = any(k.startswith("xla_dump") for k in compiler_options)
         dumping |= "xla_dump_to" in environ.get("XLA_FLAGS", "")
-        self.folder = None if dumping else tempfile.mkdtemp(prefix="jitscope-hlo-")
+        if not dumping:
+            _remove_orphans()
+        self.folder = None if dumping else tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-")
         self._done = threading.Event()
 
     @property
@@ -85,6 +90,28 @@ class OptimizedHloDump:
     def close(self) -> None:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@functools.cache
+def _remove_orphans() -> None:
+    """The dump folders of processes that died while XLA compiled (a worker killed at
+    its time or memory limit): removed once per process, before its first dump."""
+    root = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(root):
+            pid = entry.name.removeprefix(_PREFIX).partition("-")[0]
+            if entry.name.startswith(_PREFIX) and pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
 
 
 def written_whole(text: str) -> bool:
