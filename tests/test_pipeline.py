@@ -650,10 +650,19 @@ def test_a_dump_that_differs_from_the_executable_is_not_shown(monkeypatch: pytes
             text = super().wait()
             return None if text is None else text.replace("tanh", "cosine")
 
+    made_after: list[bool] = []
+    real_add = viz.pipeline.add_fusion_map
+
+    def add_fusion_map(*args: Any) -> Any:
+        made_after.append(True)
+        return real_add(*args)
+
     monkeypatch.setattr(viz.pipeline, "OptimizedHloDump", WrongDump)
+    monkeypatch.setattr(viz.pipeline, "add_fusion_map", add_fusion_map)
     report = analyze(_chain, "f32[8,8]", runs=0)
     ops = {n.op for n in report.graph_models["compiled"].nodes}
     assert "tanh" in ops and "cosine" not in ops
+    assert made_after == [True]  # the fusion map of the graph shown, not of the dump's
 
 
 def _NoDump(options: dict[str, Any]) -> Any:
@@ -689,3 +698,14 @@ def test_the_reader_beside_the_compile_takes_only_idle_cpu_until_the_compile_end
     resumed.set()
     reader.result()
     assert policies == [os.SCHED_IDLE, os.SCHED_OTHER]
+
+
+def test_an_executable_without_text_is_a_warning(monkeypatch: pytest.MonkeyPatch):
+    import viz.pipeline
+    import viz.stages
+
+    monkeypatch.setattr(viz.pipeline, "OptimizedHloDump", _NoDump)
+    monkeypatch.setattr(viz.stages.Compiled, "text", lambda self: None)
+    report = analyze(_chain, "f32[8,8]", runs=0)
+    assert report.ok and report.compiled.op_count is None
+    assert any("as_text() is None" in w for w in report.warnings)

@@ -3,9 +3,10 @@
 trace → lower → compile → run, each stage from `viz.stages` (which decides x64,
 the device, static arguments, compiler options and the memory limit). The jaxpr,
 the StableHLO (a copy of the module, in an MLIR context of its own) and the
-specialization's rows are read on a thread while XLA compiles, the compiled HLO once
-it exists (its lines from the executable's text, made on XLA's thread beside the
-reader with the cost and memory analyses); `compile_s` is XLA's time alone.
+specialization's rows are read on a thread while XLA compiles, then the compiled HLO
+from the text XLA dumps once its passes are done, while it generates code
+(`viz.hlo_dump`), checked against the executable's text after the compile (and read
+from that text where they differ); `compile_s` is XLA's time alone.
 """
 
 from __future__ import annotations
@@ -145,7 +146,6 @@ class _Early:
     the trace say it (None: not read there, or its reader failed: read it again after)."""
 
     specialization: Specialization | None = None
-    compiled: _CompiledRead | None = None  # read from XLA's dump, checked after the compile
 
 
 def _read_specialization(
@@ -213,14 +213,14 @@ def _lower_and_compile(report: Report, traced: Traced, mlir: bool, early: _Early
         finally:  # a failed compile keeps what the readers found, in the order they read
             dump.done()
             reader.resume()  # what is left to read, the analysis now waits for
-            jaxpr, stablehlo, early.specialization, early.compiled = reader.result()
+            jaxpr, stablehlo, early.specialization, dumped = reader.result()
             _put_jaxpr(report, jaxpr)
             _put_stablehlo(report, stablehlo)
     finally:
         dump.close()
-    _read_compiled(report, compiled, early.compiled)
-    if early.compiled is not None and early.compiled.fusion_map is not None:
-        put_fusion_map(report, early.compiled.fusion_map)
+    shown = _read_compiled(report, compiled, dumped)
+    if shown.fusion_map is not None:  # made from the dump's graph, which is the one shown
+        put_fusion_map(report, shown.fusion_map)
     else:
         add_fusion_map(report, {r.name: r.side for r in (jaxpr, stablehlo) if r.side is not None})
     return compiled
@@ -341,18 +341,21 @@ class _CompiledRead:
     fusion_map: FusionMap | None = None  # with the jaxpr and StableHLO, where made early
 
 
-def _read_compiled_text(text: str) -> _CompiledRead:
-    read = _read_ir("compiled", "", lambda: read_hlo_text(text))
-    found = _CompiledRead(text, read)
+def _read_compiled_text(text: str | None) -> _CompiledRead:
+    read = _read_ir("compiled", "", lambda: read_hlo_text(_executable_text(text)))
+    found = _CompiledRead(text or "", read)
     if read.graph is not None:
         found.kernels = [Kernel(**k) for k in kernels(read.graph)]
         found.fusion_count, found.kernel_count = fusion_count(read.graph), kernel_count(read.graph)
     return found
 
 
-def _read_compiled(report: Report, compiled: Compiled, early: _CompiledRead | None) -> None:
+def _read_compiled(
+    report: Report, compiled: Compiled, dumped: _CompiledRead | None
+) -> _CompiledRead:
     """The compiled section, graph and kernels: from XLA's dump where it says what the
-    executable's text says (`early`), else read from that text now."""
+    executable's text says (`dumped`), else read from that text now; returns the read
+    shown."""
     report.timings.compile_s = compiled.seconds
     report.timings.compile_from_disk = compiled.events.from_disk()
     report.compile_events = compiled.events.totals()
@@ -360,19 +363,21 @@ def _read_compiled(report: Report, compiled: Compiled, early: _CompiledRead | No
     # runs beside the check of the dump, or the reading of the text
     memory = Background(compiled.memory, "xla")
     text = compiled.text()
-    if early is None or not same_program(early.text, text or ""):
-        early = _read_compiled_text(_executable_text(text))
+    shown = dumped
+    if shown is None or not same_program(shown.text, text or ""):
+        shown = _read_compiled_text(text)
     report.compiled = section = CompiledSection(text=text or "")
-    hist = _put_graph(report, early.read)
+    hist = _put_graph(report, shown.read)
     if hist is not None:
         section.op_count, section.ops = sum(hist.values()), hist
-        section.fusion_count, section.kernel_count = early.fusion_count, early.kernel_count
-        report.kernels = early.kernels
+        section.fusion_count, section.kernel_count = shown.fusion_count, shown.kernel_count
+        report.kernels = shown.kernels
     report.cost = Cost(**compiled.cost())
     report.memory = Memory(**memory.result())
     report.warnings.extend(compiled.warnings)
     if compiled.target.donate:
         _read_donation(report, compiled)
+    return shown
 
 
 def _executable_text(text: str | None) -> str:

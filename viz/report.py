@@ -134,15 +134,6 @@ class FusionEntry(Plain):
     def is_kernel(self) -> bool:
         return self.kind != "no_kernel"
 
-    def to_dict(self) -> dict[str, Any]:  # thousands per large report: plain data already
-        return {
-            "kernel": self.kernel,
-            "kind": self.kind,
-            "stablehlo_ops": self.stablehlo_ops,
-            "jaxpr_eqns": self.jaxpr_eqns,
-            "lines": self.lines,
-        }
-
 
 @dataclass
 class FusionCoverage(Plain):
