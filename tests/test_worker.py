@@ -163,6 +163,24 @@ def test_cancel_from_another_thread_stops_the_request(fresh_worker):
     assert_next_request_succeeds(fresh_worker)
 
 
+def test_the_garbage_of_a_request_is_freed_before_the_next_one(fresh_worker):
+    """A module's arrays held in a reference cycle are garbage once the next request
+    loads the module again; the collector, which counts objects, not bytes, would let
+    them pile up against the pool's memory budget."""
+    code = (
+        "import numpy as np\n\n\n"
+        "class Holder:\n    pass\n\n\n"
+        "held = Holder()\nheld.me = held\nheld.data = np.ones(25_000_000)  # 200 MB\n\n\n"
+        "def f(x):\n    return x * 2.0\n"
+    )
+    sizes = []
+    for _ in range(5):
+        assert analyze(fresh_worker, code)["ok"]
+        assert fresh_worker.request("ping")["ok"]  # answered once the worker is idle again
+        sizes.append(fresh_worker.status().rss_bytes)
+    assert sizes[-1] - sizes[0] < 300 << 20, [s >> 20 for s in sizes]
+
+
 # --------------------------------------------------------------------------- the protocol
 
 

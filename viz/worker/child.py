@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import io
 import os
 import signal
@@ -134,6 +135,12 @@ def serve() -> None:
                 os._exit(PROTOCOL_EXIT)
             if not channel.intact():
                 os._exit(PROTOCOL_EXIT)
+            # the request's garbage (the user's module and its arrays, the jaxpr, the
+            # graphs: cycles) freed now, while the worker idles, not inside a later
+            # request's timing, and not counted against the pool's memory budget: the
+            # pipeline's readers pause the collector (`gc_paused`), and left to itself
+            # it let a 24-layer model's analyses pile up 0.1 GiB each
+            gc.collect()
     finally:
         with contextlib.suppress(OSError):
             os.killpg(os.getpgrp(), signal.SIGKILL)
