@@ -437,6 +437,19 @@ def test_fans_do_not_get_their_edges_drawn():
     assert '"mask" ->' in viz.graph.to_dot(viz.graph.default_view(few))
 
 
+def test_a_fan_into_the_listed_layers_of_an_open_fold_has_no_edges_drawn():
+    """The fold's box of the other layers, opened, lists them as closed boxes in one
+    cluster: the inputs box and the mask feed every one of them, and routing those long
+    edges took dot seconds on 96 layers."""
+    view = viz.graph.default_view(layered(), max_nodes=20)  # the other layers in one box
+    (rest,) = [p for p, g in view.graph.groups.items() if g.label == "23 more like layer0"]
+    assert rest not in view.expanded
+    dot = viz.graph.to_dot(viz.graph.expand(view, rest))
+    assert f'"g:{"/".join(rest)}/layer5"' in dot  # the layers are listed as boxes
+    assert '"g:[inputs]" ->' not in dot and '"mask" ->' not in dot
+    assert f'"g:{"/".join(rest)}/layer5" -> "g:{"/".join(rest)}/layer6";' in dot
+
+
 def test_regrouping_copies_every_field():
     node = Node("n", "add", "lbl", "f32[2]", ("a",), SourceLoc("f.py", 3, "g"), "op", {"k": "v"})
     group = Group(("a",), "A", "fusion", "fusion", True, {"colour": "dot"})
