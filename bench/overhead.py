@@ -10,26 +10,32 @@ function object with JAX's caches cleared:
 
 Each figure is the minimum over the rounds (compile times are bimodal on a busy
 machine: a ratio of minimums, not a minimum of ratios, which would pair a lucky run
-with an unlucky one). Where the machine's speed drifts from minute to minute (a
-shared VM: bare compiles of one model ranging 0.5-0.9 s), it also prints the median of
-the paired ratios, each round against the bare run just before it, which a lucky bare
-minimum does not move. Prints the ratio and, per model, where jitscope's time goes:
-trace, lower and compile as the report times them, then each step by the thread it
-ran on. The reader thread's steps run while XLA compiles: the jaxpr and StableHLO
-while XLA runs its passes, then the compiled HLO and the fusion map from the text XLA
-dumps once its passes are done (`viz.hlo_dump`), while it generates code. They cost
-nothing while they fit in the compile and a core is free; on a loaded 2-core machine
-they slow XLA down, so give it more rounds. The calling thread's steps add to the
-wait: the executable's text (checked against the dump), its cost analysis, and the
-views. Its memory analysis runs on a thread of its own (XLA releases the GIL there).
-"Not in a step above" is the rest of the calling thread's time: the spec and the
-abstract arguments and the report's small sections.
+with an unlucky one). Every run starts after a full garbage collection (a worker
+collects after each request) and the two runs of a round alternate in order. Where
+the machine's speed drifts from minute to minute (a shared VM: bare compiles of one
+model ranging 0.5-0.9 s), it also prints the median of the paired ratios, each
+jitscope run against the bare run of its round, which a lucky bare minimum does not
+move, and the noise alone: the bare runs of odd rounds against those of even rounds,
+the same work, whose minimums a steady machine puts at 1.000.
+
+Prints the ratio and, per model, where jitscope's time goes: trace, lower and
+compile as the report times them, then each step by the thread it ran on. The reader
+thread's steps run while XLA compiles: the jaxpr and StableHLO while XLA runs its
+passes, then the compiled HLO and the fusion map from the text XLA dumps once its
+passes are done (`viz.hlo_dump`), while it generates code. They cost nothing while
+they fit in the compile and a core is free; on a loaded 2-core machine they slow XLA
+down, so give it more rounds. The calling thread's steps add to the wait: the
+executable's text (checked against the dump), its cost analysis, and the views. Its
+memory analysis runs on a thread of its own (XLA releases the GIL there). "Not in a
+step above" is the rest of the calling thread's time: the spec and the abstract
+arguments and the report's small sections.
 
 Target (issue #20): ratio <= 1.10 at 12 and at 96 layers.
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
 import sys
 import threading
@@ -39,7 +45,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere
 
@@ -54,6 +60,7 @@ from viz.spec import abstract_args, parse_spec
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 TARGET = 1.10
+T = TypeVar("T")
 CHAIN = """
 import jax.numpy as jnp
 
@@ -150,6 +157,15 @@ class Round:
     serialize: float = 0.0
 
 
+def collected(measure: Callable[[Callable, str], T], make: Callable, spec: str) -> T:
+    """`measure` after a full garbage collection, as in a worker (which collects after
+    each request): else an earlier round's garbage, a model's arrays in reference
+    cycles, piles up (6 GiB over 40 rounds) and its collection falls inside some
+    measurement, at random."""
+    gc.collect()
+    return measure(make, spec)
+
+
 def bare(make: Callable, spec: str) -> float:
     """Seconds of jax.jit's own trace → lower → compile."""
     fn, namespace = make()
@@ -205,7 +221,7 @@ def print_round(best: Round) -> None:
     row("total", best.total, 4)
 
 
-def main(rounds: int = 5, only: str = "") -> None:
+def main(rounds: int = 15, only: str = "") -> None:
     failed = False
     for name, (make, spec) in CASES.items():
         if only not in name:
@@ -213,9 +229,12 @@ def main(rounds: int = 5, only: str = "") -> None:
         bare(make, spec), with_jitscope(make, spec)  # warm up imports and one-time setup
         ours: list[Round] = []
         base: list[float] = []
-        for _ in range(rounds):
-            base.append(bare(make, spec))
-            ours.append(with_jitscope(make, spec))
+        for i in range(rounds):  # which goes first alternates: a drift favours neither
+            if i % 2:
+                ours.append(collected(with_jitscope, make, spec))
+            base.append(collected(bare, make, spec))
+            if not i % 2:
+                ours.append(collected(with_jitscope, make, spec))
         best = min(ours, key=lambda o: o.total)
         ratio = best.total / min(base)
         verdict = "OK" if ratio <= TARGET else "MISSED"
@@ -226,11 +245,14 @@ def main(rounds: int = 5, only: str = "") -> None:
         print(f"  ratio                          {ratio:7.3f}   target <= {TARGET}  {verdict}")
         # on a machine whose speed drifts, each round against the bare run just before it
         paired = statistics.median(o.total / b for o, b in zip(ours, base, strict=True))
-        print(f"  median of paired ratios        {paired:7.3f}   (each round / the bare before it)")
+        print(f"  median of paired ratios        {paired:7.3f}   (each round's two runs)")
+        # the same work measured twice: how far apart the noise alone puts two minimums
+        noise = min(base[1::2]) / min(base[::2]) if rounds > 1 else 1.0
+        print(f"  noise: bare odd / even rounds  {noise:7.3f}   (1.000 on a steady machine)")
         print_round(best)
     sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
     # usage: overhead.py [ROUNDS] [CASE]: CASE picks the models whose name holds it
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5, " ".join(sys.argv[2:]))
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 15, " ".join(sys.argv[2:]))
