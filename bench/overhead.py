@@ -243,7 +243,7 @@ def main(rounds: int = 15, only: str = "") -> None:
         print(f"  bare jit trace+lower+compile   {min(base):7.3f} s")
         print(f"  analyze(runs=0).to_dict()      {best.total:7.3f} s")
         print(f"  ratio                          {ratio:7.3f}   target <= {TARGET}  {verdict}")
-        # on a machine whose speed drifts, each round against the bare run just before it
+        # on a machine whose speed drifts, each jitscope run against the bare run of its round
         paired = statistics.median(o.total / b for o, b in zip(ours, base, strict=True))
         print(f"  median of paired ratios        {paired:7.3f}   (each round's two runs)")
         # the same work measured twice: how far apart the noise alone puts two minimums

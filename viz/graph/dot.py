@@ -74,7 +74,7 @@ def _dot(
         f'  node [fontname="{FONT}", fontsize=10, height=0.3];',
         f'  edge [fontname="{FONT}", fontsize=8, color="#8a8a8a", arrowsize=0.6];',
     ]
-    # An item linked to items in more than HUB_DEGREE top-level clusters (the
+    # An item linked to items in more than HUB_DEGREE layers, open or listed (the
     # inputs box, a scalar constant, a shared mask function used by every layer)
     # does not get its edges drawn: routing hundreds of long edges into all the
     # layers made dot take seconds, and the browser give up, while showing
@@ -112,7 +112,7 @@ def _degree(edges: list[tuple[str, str]]) -> Counter[str]:
 
 
 def _fans(view: View, items: list[VisibleNode], edges: list[tuple[str, str]]) -> dict[str, int]:
-    """Items linked to items in more than HUB_DEGREE expanded top-level groups → their
+    """Items linked to items in more than HUB_DEGREE layers (`_drawn_layer`) → their
     number of neighbours.
 
     None in a neighbourhood (focus) view: there the edges are the point.
