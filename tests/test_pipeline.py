@@ -633,6 +633,7 @@ def test_the_compiled_graph_read_from_the_dump_is_the_executables(
         return real(text)
 
     monkeypatch.setattr(viz.pipeline, "_read_compiled_text", read)
+    monkeypatch.setattr(viz.pipeline, "DUMP_FROM_BYTES", 0)  # a chain this small is not dumped
     early = analyze(_chain, "f32[8,8]", runs=0)
     assert threads == ["jitscope-reader"]  # read once, while XLA generated code
     monkeypatch.setattr(viz.pipeline, "OptimizedHloDump", _NoDump)
@@ -659,13 +660,35 @@ def test_a_dump_that_differs_from_the_executable_is_not_shown(monkeypatch: pytes
 
     monkeypatch.setattr(viz.pipeline, "OptimizedHloDump", WrongDump)
     monkeypatch.setattr(viz.pipeline, "add_fusion_map", add_fusion_map)
+    monkeypatch.setattr(viz.pipeline, "DUMP_FROM_BYTES", 0)
     report = analyze(_chain, "f32[8,8]", runs=0)
     ops = {n.op for n in report.graph_models["compiled"].nodes}
     assert "tanh" in ops and "cosine" not in ops
     assert made_after == [True]  # the fusion map of the graph shown, not of the dump's
 
 
-def _NoDump(options: dict[str, Any]) -> Any:
+def test_a_small_program_is_not_dumped_and_a_big_one_is(monkeypatch: pytest.MonkeyPatch):
+    """A dump costs XLA more than reading a small executable's text after the compile."""
+    import viz.pipeline
+
+    folders: list[str | None] = []
+    real = viz.pipeline.OptimizedHloDump
+
+    def dump(*args: Any, **kwargs: Any) -> Any:
+        made = real(*args, **kwargs)
+        folders.append(made.folder)
+        return made
+
+    monkeypatch.setattr(viz.pipeline, "OptimizedHloDump", dump)
+    small = analyze(_chain, "f32[8,8]", runs=0)
+    monkeypatch.setattr(viz.pipeline, "DUMP_FROM_BYTES", 0)
+    dumped = analyze(_chain, "f32[8,8]", runs=0)
+    assert folders[0] is None and folders[1] is not None
+    assert small.to_dict()["compiled"] == dumped.to_dict()["compiled"]
+    assert small.to_dict()["fusion_map"] == dumped.to_dict()["fusion_map"]
+
+
+def _NoDump(options: dict[str, Any], **_: Any) -> Any:
     """A dump that never comes, as for a user who dumps already: the compiled HLO is
     read after the compile."""
     from viz.hlo_dump import OptimizedHloDump

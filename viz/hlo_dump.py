@@ -40,13 +40,19 @@ class OptimizedHloDump:
     module's text. `done()` once the compile returned (or failed); `close()` after."""
 
     def __init__(
-        self, compiler_options: Mapping[str, Any], environ: Mapping[str, str] = os.environ
+        self,
+        compiler_options: Mapping[str, Any],
+        environ: Mapping[str, str] = os.environ,
+        wanted: bool = True,
     ):
+        """`wanted`: False where the program is too small for a dump to pay (no folder,
+        no options, as for a user who dumps already)."""
         dumping = any(k.startswith("xla_dump") for k in compiler_options)
         dumping |= "xla_dump_to" in environ.get("XLA_FLAGS", "")
-        if not dumping:
+        if wanted and not dumping:
             _remove_orphans()
-        self.folder = None if dumping else tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-")
+        folder = wanted and not dumping
+        self.folder = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-") if folder else None
         self._done = threading.Event()
 
     @property
@@ -68,7 +74,7 @@ class OptimizedHloDump:
     def wait(self) -> str | None:
         """The optimized module's text once XLA has written all of it; None when the
         compile ended without one (it failed, came from the persistent cache, the
-        program has several modules, or the user dumps)."""
+        program has several modules, is too small to dump, or the user dumps)."""
         if self.folder is None:
             return None
         while True:

@@ -51,6 +51,12 @@ from viz.stages import DEFAULT_MEMORY_LIMIT, Compiled, Target, Traced, block
 __all__ = ["DEFAULT_MEMORY_LIMIT", "analyze", "analyze_target"]
 
 T = TypeVar("T")
+# The smallest module (StableHLO bytecode) whose compile XLA dumps for the reader: a
+# dump costs XLA a fixed 10-30 ms (files, LLVM IR), which on a 24-op chain (1 KB) was a
+# quarter of its compile, while reading so small an executable's text after the
+# compile takes a few ms; at 1-3 transformer layers (7-13 KB) the two came out even,
+# at 12 layers (44 KB) the dump saved a tenth of the analysis.
+DUMP_FROM_BYTES = 16 << 10
 
 
 def analyze(
@@ -193,7 +199,8 @@ def _lower_and_compile(report: Report, traced: Traced, mlir: bool, early: _Early
     readers together), and so is the compiled HLO, from the text XLA dumps once its
     passes are done, while it generates code (`viz.hlo_dump`); so they add nothing to
     the wait. `compile_s` stays XLA's time alone. Where the dump did not come, or does
-    not match the executable's text, the compiled HLO is read after."""
+    not match the executable's text, or the program is too small to be worth a dump
+    (`DUMP_FROM_BYTES`), the compiled HLO is read after."""
     try:
         lowered = traced.lower()
     except UserCodeError:
@@ -203,7 +210,7 @@ def _lower_and_compile(report: Report, traced: Traced, mlir: bool, early: _Early
     if mlir:  # StableHLO with locations, for Model Explorer
         report.mlir = lowered.text(debug_info=True)
     bytecode = module_bytecode(lowered.mlir_module())  # a copy for the thread (see module_copy)
-    dump = OptimizedHloDump(traced.target.compiler_options)
+    dump = OptimizedHloDump(traced.target.compiler_options, wanted=len(bytecode) >= DUMP_FROM_BYTES)
     # XLA generates code on every core: the readers take only the CPU it leaves idle
     read = lambda: _read_early(traced, bytecode, dump, report.source_file)  # noqa: E731
     reader = Background(read, idle=True)
