@@ -49,10 +49,10 @@ class OptimizedHloDump:
         no options, as for a user who dumps already)."""
         dumping = any(k.startswith("xla_dump") for k in compiler_options)
         dumping |= "xla_dump_to" in environ.get("XLA_FLAGS", "")
-        if wanted and not dumping:
+        ours = wanted and not dumping
+        if ours:
             _remove_orphans()
-        folder = wanted and not dumping
-        self.folder = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-") if folder else None
+        self.folder = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-") if ours else None
         self._done = threading.Event()
 
     @property
