@@ -723,6 +723,48 @@ def test_the_reader_beside_the_compile_takes_only_idle_cpu_until_the_compile_end
     assert policies == [os.SCHED_IDLE, os.SCHED_OTHER]
 
 
+def test_the_readers_hold_the_gil_only_inside_the_compile_with_a_short_switch_interval(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """The reader starts once the compile is about to (`open`), shortens CPython's
+    switch interval while XLA compiles so the GIL comes back to the caller at once,
+    and the interval is given back after the compile, also across overlapping
+    analyses and where the compile ended before the reader came in."""
+    import sys
+    import threading
+
+    import viz.pipeline
+
+    window_of = viz.pipeline._CompileWindow
+    normal = sys.getswitchinterval()
+    seen: list[float] = []
+    real = viz.pipeline._read_early
+
+    def read_early(*args: Any) -> Any:
+        seen.append(sys.getswitchinterval())
+        return real(*args)
+
+    monkeypatch.setattr(viz.pipeline, "_read_early", read_early)
+    assert analyze(_chain, "f32[8,8]", runs=0).ok
+    assert seen == [window_of.SHORT_S] and sys.getswitchinterval() == normal
+
+    first, second = window_of(), window_of()
+    for window in (first, second):
+        window.open()
+        window.enter()
+    first.close()
+    assert sys.getswitchinterval() == window_of.SHORT_S  # the second is still compiling
+    second.close()
+    assert sys.getswitchinterval() == normal
+
+    late = window_of()
+    entered = threading.Thread(target=late.enter)
+    entered.start()
+    late.close()  # a compile that failed before the reader got the GIL
+    entered.join(10)
+    assert not entered.is_alive() and sys.getswitchinterval() == normal
+
+
 def test_an_executable_without_text_is_a_warning(monkeypatch: pytest.MonkeyPatch):
     import viz.pipeline
     import viz.stages

@@ -211,13 +211,20 @@ def _lower_and_compile(report: Report, traced: Traced, mlir: bool, early: _Early
         report.mlir = lowered.text(debug_info=True)
     bytecode = module_bytecode(lowered.mlir_module())  # a copy for the thread (see module_copy)
     dump = OptimizedHloDump(traced.target.compiler_options, wanted=len(bytecode) >= DUMP_FROM_BYTES)
+    window = _CompileWindow()  # the readers hold the GIL only while XLA does not
+
+    def read() -> tuple[_IR, _IR, Specialization | None, _CompiledRead | None]:
+        window.enter()
+        return _read_early(traced, bytecode, dump, report.source_file)
+
     # XLA generates code on every core: the readers take only the CPU it leaves idle
-    read = lambda: _read_early(traced, bytecode, dump, report.source_file)  # noqa: E731
     reader = Background(read, idle=True)
     try:
         try:
+            window.open()
             compiled = lowered.compile(dump.options)
         finally:  # a failed compile keeps what the readers found, in the order they read
+            window.close()
             dump.done()
             reader.resume()  # what is left to read, the analysis now waits for
             jaxpr, stablehlo, early.specialization, dumped = reader.result()
@@ -431,6 +438,56 @@ def gc_paused() -> Iterator[None]:
             gc.unfreeze()
         if was_enabled:
             gc.enable()
+
+
+class _CompileWindow:
+    """When a reader beside XLA's compile runs, as far as the GIL goes: CPython hands
+    the GIL from a busy thread to a waiting one only once the waiter has waited its
+    switch interval (5 ms). A reader started before the compile kept the calling
+    thread from XLA for that long (5.6 ms on a 12-layer transformer), and a reader
+    still busy when XLA returns keeps JAX's Python after the compile waiting as long.
+
+    So the reader waits in `enter()` for `open()`, said just before the compile, and
+    holds the GIL only once the calling thread lets it go in XLA; it then shortens the
+    interval to 0.5 ms (a shorter one from the start would have the two threads trade
+    the GIL every 0.5 ms through JAX's Python before XLA), until `close()` right after
+    the compile. The interval is process-wide: overlapping analyses share the short
+    one, and the last to close gives the old one back."""
+
+    SHORT_S = 0.0005
+    _lock = threading.Lock()
+    _shortened = 0  # windows that shortened the interval and are not closed yet
+    _saved_s = 0.0  # the interval before the first of them
+
+    def __init__(self) -> None:
+        self._opened = threading.Event()
+        self._shortened_here = False
+        self._closed = False
+
+    def open(self) -> None:
+        self._opened.set()
+
+    def enter(self) -> None:
+        self._opened.wait()
+        cls = type(self)
+        with cls._lock:
+            if self._closed:  # the compile is over already (it failed at once)
+                return
+            if cls._shortened == 0:
+                cls._saved_s = sys.getswitchinterval()
+                sys.setswitchinterval(min(cls._saved_s, self.SHORT_S))
+            cls._shortened += 1
+            self._shortened_here = True
+
+    def close(self) -> None:
+        self._opened.set()  # a reader never waits on a compile that will not come
+        cls = type(self)
+        with cls._lock:
+            self._closed = True
+            if self._shortened_here:
+                cls._shortened -= 1
+                if cls._shortened == 0:
+                    sys.setswitchinterval(cls._saved_s)
 
 
 class Background(Generic[T]):
