@@ -223,6 +223,9 @@ def _lower_and_compile(report: Report, traced: Traced, mlir: bool, early: _Early
         try:
             window.open()
             compiled = lowered.compile(dump.options)
+            # XLA's memory analysis releases the GIL (its text and cost analyses hardly
+            # do): it runs beside the rest of the reading, the check of the dump included
+            memory = Background(compiled.memory, "xla")
         finally:  # a failed compile keeps what the readers found, in the order they read
             window.close()
             dump.done()
@@ -232,7 +235,7 @@ def _lower_and_compile(report: Report, traced: Traced, mlir: bool, early: _Early
             _put_stablehlo(report, stablehlo)
     finally:
         dump.close()
-    shown = _read_compiled(report, compiled, dumped)
+    shown = _read_compiled(report, compiled, dumped, memory)
     if shown.fusion_map is not None:  # made from the dump's graph, which is the one shown
         put_fusion_map(report, shown.fusion_map)
     else:
@@ -365,17 +368,17 @@ def _read_compiled_text(text: str | None) -> _CompiledRead:
 
 
 def _read_compiled(
-    report: Report, compiled: Compiled, dumped: _CompiledRead | None
+    report: Report,
+    compiled: Compiled,
+    dumped: _CompiledRead | None,
+    memory: Background[dict[str, int | None]],
 ) -> _CompiledRead:
-    """The compiled section, graph and kernels: from XLA's dump where it says what the
-    executable's text says (`dumped`), else read from that text now; returns the read
-    shown."""
+    """The compiled section, graph, kernels and `memory` (the analysis under way): from
+    XLA's dump where it says what the executable's text says (`dumped`), else read from
+    that text now; returns the read shown."""
     report.timings.compile_s = compiled.seconds
     report.timings.compile_from_disk = compiled.events.from_disk()
     report.compile_events = compiled.events.totals()
-    # XLA's memory analysis releases the GIL (its text and cost analyses hardly do): it
-    # runs beside the check of the dump, or the reading of the text
-    memory = Background(compiled.memory, "xla")
     text = compiled.text()
     shown = dumped
     if shown is None or not same_program(shown.text, text or ""):
