@@ -20,17 +20,17 @@ the same work, whose minimums a steady machine puts at 1.000.
 
 Prints the ratio and, per model, where jitscope's time goes: trace, lower and
 compile as the report times them, beside the fastest bare round's (the compile's
-difference is what the dump and the readers beside it cost XLA: each ms of reader CPU
-slowed XLA by 0.2-0.55 ms on a 2-core VM), then each step by the thread it ran on. The reader
-thread's steps run while XLA compiles: the jaxpr and StableHLO while XLA runs its
-passes, then the compiled HLO and the fusion map from the text XLA dumps once its
-passes are done (`viz.hlo_dump`), while it generates code. They cost nothing while
-they fit in the compile and a core is free; on a loaded 2-core machine they slow XLA
-down, so give it more rounds. The calling thread's steps add to the wait: the
-executable's text (checked against the dump), its cost analysis, and the views. Its
-memory analysis runs on a thread of its own (XLA releases the GIL there). "Not in a
-step above" is the rest of the calling thread's time: the spec and the abstract
-arguments and the report's small sections.
+difference is what the dump and the readers beside it cost XLA: each ms of reader
+CPU slowed XLA by 0.2-0.55 ms on a 2-core VM), then each step by the thread it ran
+on. The reader thread's steps run while XLA compiles: the jaxpr and StableHLO while
+XLA runs its passes, then the compiled HLO and the fusion map from the text XLA
+dumps once its passes are done (`viz.hlo_dump`), while it generates code. They cost
+nothing while they fit in the compile and a core is free; on a loaded 2-core machine
+they slow XLA down, so give it more rounds. The calling thread's steps add to the
+wait: the executable's text (checked against the dump), its cost analysis, and the
+views. Its memory analysis runs on a thread of its own (XLA releases the GIL there).
+"Not in a step above" is the rest of the calling thread's time: the spec and the
+abstract arguments and the report's small sections.
 
 Target (issue #20): ratio <= 1.10 at 12 and at 96 layers.
 """
