@@ -22,6 +22,7 @@ across group boundaries.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,20 @@ def _leaf(reader: _Reader, id_: str, kind: str, label: str, var: Any, scope: Pat
 
 def _aval_str(var: Any) -> str:
     aval = var.aval
+    try:
+        return _aval_text(aval)
+    except TypeError:  # an aval that does not hash
+        return _render_aval(aval)
+
+
+@functools.lru_cache(maxsize=4096)
+def _aval_text(aval: Any) -> str:
+    """`_render_aval`, once per distinct aval: rendering one takes microseconds, and a
+    model's thousands of values share a few dozen."""
+    return _render_aval(aval)
+
+
+def _render_aval(aval: Any) -> str:
     try:
         return aval.str_short(short_dtypes=True)
     except (AttributeError, TypeError):

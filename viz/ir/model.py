@@ -191,11 +191,20 @@ EMPTY_TRANSFORM = re.compile(r"(?:[\w.-]+\()+\)+")
 
 
 def name_parts(name: str) -> Path:
-    """The meaningful parts of a `/`-separated name stack (every op of every IR asks:
-    only a part that ends with `)` can be an empty transform, so only those are
-    matched)."""
+    """The meaningful parts of a `/`-separated name stack. Every op of every IR asks,
+    and the ops of one scope share all but their last part: that stem is split once."""
+    stem, _, last = name.rpartition("/")
+    if last and (last[-1] != ")" or not EMPTY_TRANSFORM.fullmatch(last)):
+        return (*_stem_parts(stem), last)
+    return _stem_parts(stem)
+
+
+@functools.lru_cache(maxsize=4096)
+def _stem_parts(stem: str) -> Path:
+    """`name_parts` of a name stack's stem (only a part that ends with `)` can be an
+    empty transform, so only those are matched)."""
     return tuple(
-        p for p in name.split("/") if p and (p[-1] != ")" or not EMPTY_TRANSFORM.fullmatch(p))
+        p for p in stem.split("/") if p and (p[-1] != ")" or not EMPTY_TRANSFORM.fullmatch(p))
     )
 
 

@@ -86,10 +86,24 @@ class _Reader:
     count: int = 0
     # rendered result types: MLIR types are uniqued, and printing one is slow
     types: dict[Any, str] = field(default_factory=dict)
+    # the source under each op's name: locations are uniqued too, and the ops of every
+    # layer share their call sites (keyed by the module's own objects: never outlives it)
+    sources: dict[Any, SourceLoc | None] = field(default_factory=dict)
 
     def new_id(self) -> str:
         self.count += 1
         return f"op{self.count}"
+
+    def locate(self, loc: Any) -> tuple[str, SourceLoc | None]:
+        """`parse_location(loc)`, the source under a name looked up once per call site."""
+        if not isinstance(loc, ir.NameLoc) or not loc.name_str:
+            return parse_location(loc)
+        child = loc.child_loc
+        if child in self.sources:
+            source = self.sources[child]
+        else:
+            source = self.sources[child] = _walk_location(child, named=True)[1]
+        return loc.name_str, source
 
     def render(self, type_: Any) -> str:
         text = self.types.get(type_)
@@ -193,7 +207,7 @@ def _read_block(
         if name in TERMINATORS:
             outs = [_lookup(reader, v) for v in operation.operands]
             continue
-        loc_name, source = parse_location(operation.location)
+        loc_name, source = reader.locate(operation.location)
         parts = _name_parts(loc_name)
         scope = path + _relative(parts, prefixes)[:-1]
         source = source or src
@@ -201,10 +215,11 @@ def _read_block(
             results = _read_region_op(reader, operation, scope, parts, source)
         elif name == "func.call" and reader.calls[_callee(op)] == 1:
             results = _read_inline_call(reader, op, scope, parts, source)
-        else:
-            results = [_read_op(reader, operation, scope, source, loc_name)] * len(
-                operation.results
-            )
+        else:  # every result comes from the one node
+            producers = _read_op(reader, operation, scope, source, loc_name)
+            for value in operation.results:
+                reader.env[value] = producers
+            continue
         for value, producers in zip(operation.results, results, strict=False):
             reader.env[value] = producers
     return outs
@@ -214,7 +229,11 @@ def _read_op(
     reader: _Reader, operation: Any, scope: Path, source: SourceLoc | None, loc_name: str
 ) -> Producers:
     name = operation.name
-    type_ = ", ".join(reader.render(r.type) for r in operation.results)
+    results = operation.results
+    if len(results) == 1:  # the common case, kept quick
+        type_ = reader.render(operation.result.type)
+    else:
+        type_ = ", ".join(reader.render(r.type) for r in results)
     node = Node(reader.new_id(), name, _short(name), type_, scope, source)
     if loc_name:  # the op's name stack, as its location spells it (the fusion map reads it)
         node.attrs["op_name"] = loc_name
@@ -332,12 +351,18 @@ def parse_location(loc: Any) -> tuple[str, SourceLoc | None]:
     `loc("jit(f)/layer0/add"(callsite("f"("model.py":12:4 to :9) at ...)))` gives
     ('jit(f)/layer0/add', SourceLoc('model.py', 12, 'f')).
     """
+    return _walk_location(loc, named=False)
+
+
+def _walk_location(loc: Any, named: bool) -> tuple[str, SourceLoc | None]:
+    """`parse_location`; `named`: the name was found already (every name met is then
+    the function's)."""
     name, function = "", ""
     todo = [loc]
     while todo:
         loc = todo.pop()
         if isinstance(loc, ir.NameLoc):
-            if name:
+            if name or named:
                 function = loc.name_str
             else:
                 name = loc.name_str
