@@ -22,9 +22,10 @@ _SHORT_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 def dtype_name(dtype: Any) -> str:
     """numpy dtype → jaxpr spelling (float32 → f32, key<fry> stays as is)."""
     try:
-        return _SHORT_NAMES.get(np.dtype(dtype), str(dtype))
+        name = _SHORT_NAMES.get(np.dtype(dtype))
     except TypeError:  # extended dtypes such as PRNG keys
-        return str(dtype)
+        name = None
+    return str(dtype) if name is None else name  # (numpy's str of a dtype is slow)
 
 
 def _sharding_text(x: Any) -> tuple[str, str]:

@@ -217,14 +217,17 @@ def _sub_jaxprs(params: dict[str, Any]) -> list[tuple[str, Any]]:
     for key, value in params.items():
         if _is_jaxpr(value):
             found.append((_param_label(key), value))
-        elif isinstance(value, tuple | list) and value and all(_is_jaxpr(v) for v in value):
+        elif isinstance(value, (tuple, list)) and value and all(_is_jaxpr(v) for v in value):
             stem = "branch" if key == "branches" else _param_label(key)
             found.extend((f"{stem} {i}", v) for i, v in enumerate(value))
     return found
 
 
+_JAXPRS = (core.ClosedJaxpr, core.Jaxpr)  # a tuple: `A | B` made a union object per call
+
+
 def _is_jaxpr(value: Any) -> bool:
-    return isinstance(value, core.ClosedJaxpr | core.Jaxpr)
+    return isinstance(value, _JAXPRS)
 
 
 def _param_label(key: str) -> str:
