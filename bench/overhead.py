@@ -44,7 +44,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -136,16 +136,21 @@ def _timed(name: str, fn: Callable) -> Callable:
 
 
 @contextmanager
-def step_timers() -> Iterator[None]:
-    timed = TIMED | {"view": (viz.graph, "summary")}
-    saved = {name: getattr(owner, attr) for name, (owner, attr) in timed.items()}
-    for name, (owner, attr) in timed.items():
-        setattr(owner, attr, _timed(name, saved[name]))
+def patched(replacements: dict[tuple[Any, str], Any]) -> Iterator[None]:
+    """Each (owner, attribute) set to its replacement inside the block, restored after."""
+    saved = {key: getattr(*key) for key in replacements}
+    for (owner, attr), replacement in replacements.items():
+        setattr(owner, attr, replacement)
     try:
         yield
     finally:
-        for name, (owner, attr) in timed.items():
-            setattr(owner, attr, saved[name])
+        for (owner, attr), original in saved.items():
+            setattr(owner, attr, original)
+
+
+def step_timers() -> AbstractContextManager[None]:
+    timed = TIMED | {"view": (viz.graph, "summary")}
+    return patched({(o, a): _timed(name, getattr(o, a)) for name, (o, a) in timed.items()})
 
 
 @dataclass
@@ -207,27 +212,20 @@ def with_jitscope(make: Callable, spec: str) -> Round:
     return found
 
 
-@contextmanager
-def without_reading() -> Iterator[None]:
+def without_reading() -> AbstractContextManager[None]:
     """The pipeline with its IR readers reading nothing (empty graphs, no texts): what
     is left is what no faster reader wins back, XLA's dump, the stages' own steps,
     XLA's analyses and the report. On a 2-core VM whose cores share hardware, each ms
     the readers spend beside the compile slowed XLA by up to 0.6 ms (issue #20)."""
-    stubs = {
-        (viz.pipeline, "read_jaxpr"): lambda jaxpr, names: Graph("jaxpr"),
-        (viz.pipeline, "read_stablehlo"): lambda module: Graph("stablehlo"),
-        (viz.pipeline, "read_hlo_text"): lambda text: Graph("compiled"),
-        (viz.pipeline, "module_text"): lambda module: "",
-        (jax_core.ClosedJaxpr, "__str__"): lambda jaxpr: "",
-    }
-    saved = {key: getattr(*key) for key in stubs}
-    for (owner, attr), stub in stubs.items():
-        setattr(owner, attr, stub)
-    try:
-        yield
-    finally:
-        for (owner, attr), fn in saved.items():
-            setattr(owner, attr, fn)
+    return patched(
+        {
+            (viz.pipeline, "read_jaxpr"): lambda jaxpr, names: Graph("jaxpr"),
+            (viz.pipeline, "read_stablehlo"): lambda module: Graph("stablehlo"),
+            (viz.pipeline, "read_hlo_text"): lambda text: Graph("compiled"),
+            (viz.pipeline, "module_text"): lambda module: "",
+            (jax_core.ClosedJaxpr, "__str__"): lambda jaxpr: "",
+        }
+    )
 
 
 def unread(make: Callable, spec: str) -> Round:

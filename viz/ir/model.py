@@ -194,18 +194,19 @@ def name_parts(name: str) -> Path:
     """The meaningful parts of a `/`-separated name stack. Every op of every IR asks,
     and the ops of one scope share all but their last part: that stem is split once."""
     stem, _, last = name.rpartition("/")
-    if last and (last[-1] != ")" or not EMPTY_TRANSFORM.fullmatch(last)):
-        return (*_stem_parts(stem), last)
-    return _stem_parts(stem)
+    return (*_stem_parts(stem), last) if _meaningful(last) else _stem_parts(stem)
 
 
 @functools.lru_cache(maxsize=4096)
 def _stem_parts(stem: str) -> Path:
-    """`name_parts` of a name stack's stem (only a part that ends with `)` can be an
-    empty transform, so only those are matched)."""
-    return tuple(
-        p for p in stem.split("/") if p and (p[-1] != ")" or not EMPTY_TRANSFORM.fullmatch(p))
-    )
+    """`name_parts` of a name stack's stem."""
+    return tuple(p for p in stem.split("/") if _meaningful(p))
+
+
+def _meaningful(part: str) -> bool:
+    """Not empty, nor an empty transform (only a part that ends with `)` can be one, so
+    only those are matched)."""
+    return bool(part) and (part[-1] != ")" or not EMPTY_TRANSFORM.fullmatch(part))
 
 
 def _shallow(item: Any) -> Any:
