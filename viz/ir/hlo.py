@@ -60,10 +60,10 @@ _TARGET = re.compile(r'\bcustom_call_target="([^"]*)"')
 _LAYOUT = re.compile(r"\{[^{}]*\}|/\*[^*]*\*/")
 _OPCODE = re.compile(r"\s*([\w\-]+)\(")
 _OPERAND = re.compile(r"%([^\s,()]+)")
-_CALLED = re.compile(
-    r"\b(calls|to_apply|condition|body|true_computation|false_computation)=%([\w.\-]+)"
-)
-_CALLED_KEY = len("false_computation")  # the longest key of _CALLED
+_HEAD = re.compile(r"%([^ ]+) = ([^ (][^ ]*) ([\w\-]+)\(")  # name, type, opcode; no tuple
+_CALLED_KEYS = ("calls", "to_apply", "condition", "body", "true_computation", "false_computation")
+_COMPUTATION = re.compile(r"[\w.\-]+")
+_WORD_END = re.compile(r"\w")
 _BRANCHES = re.compile(r"\bbranch_computations=\{([^}]*)\}")
 _KIND = re.compile(r"\bkind=(k\w+)")
 _OP_NAME = re.compile(r'\bop_name="([^"\\]*(?:\\.[^"\\]*)*)"')
@@ -247,19 +247,20 @@ def _fields(raw: str) -> dict[str, str]:
 def _parse(line: str, frames: dict[int, SourceLoc]) -> _Inst:
     """Parse one instruction's line: `%name = TYPE opcode(operands), attrs`.
 
-    This runs for every instruction, so it avoids regex scans where it can: each
-    attribute pattern is searched from the first occurrence of a literal that
-    every match starts with (`str.find` is much faster than a regex scan of the
-    metadata and backend_config text), which finds the same first match.
+    This runs for every instruction, so it avoids regex scans where it can: one
+    match reads the name, type and opcode of a line whose result is no tuple (nearly
+    all), and each attribute pattern is searched from the first occurrence of a
+    literal that every match starts with (`str.find` is much faster than a regex
+    scan of the metadata and backend_config text), which finds the same first match.
     """
-    name = line[1 : line.find(" ")]
-    start = line.index(" = ") + 3
-    end = line.index(" ", start) if line[start] != "(" else _type_end(line, start)
-    match = _OPCODE.match(line, end)
-    if match:
-        opcode, rest = match.group(1), line[match.end() :]
-    else:  # not `opcode(`: take the word after the type
-        opcode, _, rest = line[end:].strip().partition("(")
+    head = _HEAD.match(line)
+    if head:
+        (name, type_, opcode), rest = head.groups(), line[head.end() :]
+    else:
+        name, type_, opcode, rest = _head(line)
+    if opcode == "parameter" and rest[:-1].isdigit() and rest[-1] == ")":
+        # a fused computation's parameter (a third of all lines): nothing else to read
+        return _Inst(name, opcode, render_type(type_), [], {}, "", "", None, int(rest[:-1]), "")
     at = rest.find('op_name="')
     op_name = _OP_NAME.search(rest, at) if at >= 0 else None
     at = rest.find("kind=")
@@ -267,7 +268,7 @@ def _parse(line: str, frames: dict[int, SourceLoc]) -> _Inst:
     return _Inst(
         name,
         opcode,
-        render_type(line[start:end]),
+        render_type(type_),
         _operands(rest, opcode),
         _called(rest) if "=%" in rest or "branch_computations={" in rest else {},
         kind.group(1) if kind else "",
@@ -276,6 +277,19 @@ def _parse(line: str, frames: dict[int, SourceLoc]) -> _Inst:
         int(_first(_INDEX, rest) or 0) if opcode == "parameter" else 0,
         _first(_TARGET, rest) if opcode == "custom-call" else "",
     )
+
+
+def _head(line: str) -> tuple[str, str, str, str]:
+    """`_HEAD`'s groups for any line: a tuple's type nests parentheses, and an opcode
+    may come without its parenthesis."""
+    name = line[1 : line.find(" ")]
+    start = line.index(" = ") + 3
+    end = line.index(" ", start) if line[start] != "(" else _type_end(line, start)
+    match = _OPCODE.match(line, end)
+    if match:
+        return name, line[start:end], match.group(1), line[match.end() :]
+    opcode, _, rest = line[end:].strip().partition("(")
+    return name, line[start:end], opcode, rest
 
 
 def _operands(rest: str, opcode: str) -> list[str]:
@@ -332,11 +346,18 @@ def _type_end(line: str, start: int) -> int:
 
 
 def _called(rest: str) -> dict[str, list[str]]:
+    """The computations a line calls, by attribute (`calls`, `to_apply`, ..., and
+    `branches` for a conditional's). Each `=%` is found with `str.find` and its key read
+    backwards: a regex scan of the whole line for every key was most of a reduce's or a
+    fusion's parse."""
     called: dict[str, list[str]] = {}
-    # every match has `=%` within _CALLED_KEY characters of its start
     at = rest.find("=%")
-    for key, name in _CALLED.findall(rest, max(at - _CALLED_KEY, 0)) if at >= 0 else ():
-        called.setdefault(key, []).append(name)
+    while at >= 0:
+        key = next((k for k in _CALLED_KEYS if _ends_key(rest, at, k)), None)
+        name = _COMPUTATION.match(rest, at + 2) if key else None
+        if key and name:
+            called.setdefault(key, []).append(name.group())
+        at = rest.find("=%", at + 2)
     branches = _search(_BRANCHES, "branch_computations={", rest)
     if branches:
         called["branches"] = [b.strip().lstrip("%") for b in branches.group(1).split(",")]
@@ -345,13 +366,20 @@ def _called(rest: str) -> dict[str, list[str]]:
     return called
 
 
+def _ends_key(text: str, at: int, key: str) -> bool:
+    """Whether the word that ends at `at` in `text` is `key`."""
+    start = at - len(key)
+    if start < 0 or not text.startswith(key, start):
+        return False
+    return start == 0 or not _WORD_END.match(text, start - 1)
+
+
 def _source(rest: str, frames: dict[int, SourceLoc]) -> SourceLoc | None:
     at = rest.find("stack_frame_id=")
     frame = _FRAME_ID.search(rest, at) if at >= 0 else None
-    if frame and int(frame.group(1)) in frames:
-        return frames[int(frame.group(1))]
-    if 'source_file="' not in rest:
-        return None
+    found = frames.get(int(frame.group(1))) if frame else None
+    if found is not None or 'source_file="' not in rest:
+        return found
     file = _search(_SRC_FILE, 'source_file="', rest)
     line = _search(_SRC_LINE, "source_line=", rest)
     if file and line:
@@ -405,6 +433,8 @@ def _topological(insts: list[_Inst]) -> list[_Inst]:
     A depth-first walk from each instruction in turn, operands last-first, so an
     instruction whose operands are all placed is placed at once.
     """
+    if _in_order(insts):  # as XLA prints them
+        return insts
     by_name = {i.name: i for i in insts}
     done: set[str] = set()
     order: list[_Inst] = []
@@ -431,6 +461,16 @@ def _topological(insts: list[_Inst]) -> list[_Inst]:
                 (by_name[o], False) for o in item.operands if o in by_name and o not in done
             )
     return order
+
+
+def _in_order(insts: list[_Inst]) -> bool:
+    """Whether every instruction comes after its operands (and once)."""
+    seen: set[str] = set()
+    for inst in insts:
+        if inst.name in seen or not seen.issuperset(inst.operands):
+            return False
+        seen.add(inst.name)
+    return True
 
 
 def _read_inst(reader: _Reader, inst: _Inst, operands: list[Producers], path: Path) -> Producers:
