@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +36,7 @@ class _Index:
     opaque: set[Path]
     group_order: dict[Path, int]  # position in graph.groups
     boxes: dict[Path, _Box] = field(default_factory=dict)
+    tallies: dict[Path, tuple[int, dict[str, tuple[int, int]]]] = field(default_factory=dict)
     _reader_paths: dict[Path, Path] | None = None
 
     def reader_paths_of(self, path: Path) -> Path:
@@ -164,29 +164,54 @@ def _build_index(graph: Graph) -> _Index:
 def _box(index: _Index, path: Path) -> _Box:
     """Counts and top ops of `path`, as `model.op_histogram` counts them."""
     found = index.boxes.get(path)
+    if found is None:
+        count, ops = _tally(index, path)
+        # Counter.most_common's order: most first, then first seen (nodes in graph
+        # order, then groups in theirs)
+        top = sorted(ops.items(), key=lambda item: (-item[1][0], item[1][1]))[:3]
+        inner = sum(n for n, _ in ops.values())
+        found = index.boxes[path] = _Box(count, inner, [(op, n) for op, (n, _) in top])
+    return found
+
+
+_Ops = dict[str, tuple[int, int]]  # op → (how many, where first seen)
+
+
+def _tally(index: _Index, path: Path) -> tuple[int, _Ops]:
+    """`path`'s histogram count and its inner ops (the ops of its nodes and of the groups
+    strictly under it), each with where it was first seen: worked out once per path from
+    its children's, since a view asks about nested boxes (a fold, its other members,
+    each of them)."""
+    found = index.tallies.get(path)
     if found is not None:
         return found
-    below = [path]  # path and every path under it
-    for sub in below:
-        below.extend(index.children.get(sub, ()))
-    ops: Counter[str] = Counter()
-    count = 0
-    node_list, positions, counts_scope = index.node_list, index.positions, index.counts_scope
-    for i in sorted(i for sub in below for i in positions.get(sub, ())):  # in graph order
+    ops: _Ops = {}
+    node_list = index.node_list
+    own = 0
+    for i in index.positions.get(path, ()):
         node = node_list[i]
         if node.kind == "op":
-            ops[node.op] += 1
-            count += counts_scope[node.scope]
-    groups, order = index.groups, index.group_order
-    for sub in sorted((p for p in below if p in order), key=order.__getitem__):
-        op = groups[sub].op
-        if op:
-            if sub != path:
-                ops[op] += 1
-            if not _inside(sub[:-1], index.opaque):
-                count += 1
-    found = index.boxes[path] = _Box(count, sum(ops.values()), ops.most_common(3))
+            own += 1
+            _add(ops, node.op, 1, i)
+    count = own if index.counts_scope.get(path, False) else 0
+    groups, order, after = index.groups, index.group_order, len(node_list)
+    for child in index.children.get(path, ()):
+        sub_count, sub_ops = _tally(index, child)
+        count += sub_count
+        for op, (n, first) in sub_ops.items():
+            _add(ops, op, n, first)
+        op = groups[child].op if child in order else None
+        if op:  # a group's own op counts in the groups above it
+            _add(ops, op, 1, after + order[child])
+    if path in order and groups[path].op and not _inside(path[:-1], index.opaque):
+        count += 1
+    found = index.tallies[path] = (count, ops)
     return found
+
+
+def _add(ops: _Ops, op: str, n: int, first: int) -> None:
+    seen = ops.get(op)
+    ops[op] = (n, first) if seen is None else (seen[0] + n, min(seen[1], first))
 
 
 def _inside_memo(scope: Path, paths: set[Path], memo: dict[Path, bool]) -> bool:

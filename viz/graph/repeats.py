@@ -75,7 +75,9 @@ def fold_groups(graph: Graph, kernels: bool = True, chunks_only: bool = False) -
     folds = [
         fold
         for parent, kids in index.children.items()
-        if not _inside_fold(graph, parent) and (not chunks_only or _in_chunk(graph, parent))
+        if len(kids) >= FOLD_MIN  # most groups (a program's kernels) hold fewer
+        and not _inside_fold(graph, parent)
+        and (not chunks_only or _in_chunk(graph, parent))
         for fold in _group_folds(graph, parent, kids, signature, kernels, chunks_only)
     ]
     return _apply(graph, folds) if folds else graph
@@ -84,8 +86,9 @@ def fold_groups(graph: Graph, kernels: bool = True, chunks_only: bool = False) -
 def _outside_kernels(graph: Graph) -> int:
     """How many groups are not kernels or inside one (a scope a producer forgot to
     describe counts: it may be a layer)."""
-    scopes = {n.scope for n in graph.nodes if n.scope} | set(graph.groups)
     kernels = {p for p, g in graph.groups.items() if g.kind == "fusion"}
+    scopes = {n.scope for n in graph.nodes if n.scope and n.scope[:1] not in kernels}
+    scopes.update(graph.groups)
     return sum(1 for p in scopes if not any(p[:d] in kernels for d in range(1, len(p) + 1)))
 
 
