@@ -318,10 +318,19 @@ def _chunk_label(key: str, members: list[str], info: dict[str, _ItemInfo]) -> st
 def _regroup(graph: Graph, moves: dict[str, Path], new_groups: list[Group]) -> Graph:
     """A copy of `graph` with moved top-level items under their synthetic group."""
     group_moves = {m[2:]: p for m, p in moves.items() if m.startswith("g:")}
+    scopes: dict[Path, Path | None] = {}  # each scope's new path (None: not moved)
     nodes = []
     for node in graph.nodes:
-        head = moves.get(node.id) if not node.scope else group_moves.get(node.scope[0])
-        nodes.append(_moved_node(node, head + node.scope) if head else node)
+        scope = node.scope
+        if not scope:
+            head = moves.get(node.id)
+            nodes.append(_moved_node(node, head) if head else node)
+            continue
+        if scope not in scopes:
+            head = group_moves.get(scope[0])
+            scopes[scope] = head + scope if head else None
+        new = scopes[scope]
+        nodes.append(_moved_node(node, new) if new else node)
     groups = {g.path: g for g in new_groups}
     for path, group in graph.groups.items():
         head = group_moves.get(path[0], ())

@@ -327,12 +327,12 @@ def _apply(graph: Graph, folds: list[_Fold]) -> Graph:
             )
             node_levels.update(dict.fromkeys(member, chain))
     moved = _Mover(inserted)
-    nodes = [
-        _moved_node(n, moved(n.scope) + node_levels.get(n.id, ()))
-        if n.id in node_levels or moved(n.scope) != n.scope
-        else n
-        for n in graph.nodes
-    ]
+    nodes = []
+    for n in graph.nodes:
+        scope = moved(n.scope)
+        if n.id in node_levels:
+            scope += node_levels[n.id]
+        nodes.append(n if scope is n.scope else _moved_node(n, scope))
     groups: dict[Path, Group] = {}
     for parent, levels, group in new_groups:
         path = moved(parent) + levels
@@ -374,5 +374,6 @@ class _Mover:
         found = self.done.get(path)
         if found is None:
             found = self(path[:-1]) + self.inserted.get(path, ()) + path[-1:]
-            self.done[path] = found
+            # a path that does not move is itself: its nodes are kept, not copied
+            found = self.done[path] = path if found == path else found
         return found

@@ -355,17 +355,18 @@ def _representatives(view: View, index: _Index) -> tuple[dict[str, str], dict[Pa
     """
     rep: dict[str, str] = {}
     boxes: dict[Path, Path | None] = {}
+    box_ids: dict[Path, str | None] = {}  # each scope's box's id (None: drawn itself)
     expanded, focus = view.expanded, view.focus
     for node_id, node in index.nodes.items():
         if focus is not None and node_id not in focus:
             continue
         scope = node.scope
         if scope not in boxes:
-            boxes[scope] = next(
+            box = next(
                 (scope[:d] for d in range(1, len(scope) + 1) if scope[:d] not in expanded), None
             )
-        box = boxes[scope]
-        rep[node_id] = node_id if box is None else _group_id(box)
+            boxes[scope], box_ids[scope] = box, None if box is None else _group_id(box)
+        rep[node_id] = box_ids[scope] or node_id
     return rep, boxes
 
 
