@@ -270,7 +270,7 @@ def _parse(line: str, frames: dict[int, SourceLoc]) -> _Inst:
         opcode,
         render_type(type_),
         _operands(rest, opcode),
-        _called(rest) if "=%" in rest or "branch_computations={" in rest else {},
+        _called(rest) if "=%" in rest or opcode == "conditional" else {},
         kind.group(1) if kind else "",
         op_name.group(1) if op_name else "",
         _source(rest, frames),
@@ -300,10 +300,10 @@ def _operands(rest: str, opcode: str) -> list[str]:
     if opcode == "constant":
         return []
     close = rest.find(")")
-    if "(" in rest[:close]:  # shapes of tuples among the operands: find the list's end
+    close = close if close >= 0 else len(rest) - 1  # (the list is always closed)
+    if rest.find("(", 0, close) >= 0:  # shapes of tuples among the operands: find its end
         close = _closing(rest)
-    inside = rest[:close]
-    return _OPERAND.findall(inside) if "%" in inside else []
+    return _OPERAND.findall(rest, 0, close) if rest.find("%", 0, close) >= 0 else []
 
 
 def _closing(rest: str) -> int:
