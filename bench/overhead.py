@@ -300,9 +300,17 @@ def main(rounds: int = 15, only: str = "", floor: bool = False) -> None:
     sys.exit(1 if failed else 0)
 
 
+USAGE = """usage: overhead.py [--floor] [ROUNDS] [CASE]
+
+ROUNDS  interleaved rounds per model (default 15)
+CASE    only the models whose name holds it ("12-layer", "96-layer", "chain")
+--floor also time each round with the IR readers reading nothing"""
+
+
 if __name__ == "__main__":
-    # usage: overhead.py [--floor] [ROUNDS] [CASE]: CASE picks the models whose name holds
-    # it; --floor also times each round without reading the IRs (`without_reading`)
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(f"{__doc__}\n{USAGE}")
+        sys.exit(0)
     words = [w for w in sys.argv[1:] if w != "--floor"]
     rounds = int(words[0]) if words else 15
     main(rounds, " ".join(words[1:]), floor="--floor" in sys.argv[1:])
