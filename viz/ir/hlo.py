@@ -63,7 +63,7 @@ _OPERAND = re.compile(r"%([^\s,()]+)")
 _HEAD = re.compile(r"%([^ ]+) = ([^ (][^ ]*) ([\w\-]+)\(")  # name, type, opcode; no tuple
 _CALLED_KEYS = ("calls", "to_apply", "condition", "body", "true_computation", "false_computation")
 _COMPUTATION = re.compile(r"[\w.\-]+")
-_WORD_END = re.compile(r"\w")
+_WORD_CHAR = re.compile(r"\w")
 _BRANCHES = re.compile(r"\bbranch_computations=\{([^}]*)\}")
 _KIND = re.compile(r"\bkind=(k\w+)")
 _OP_NAME = re.compile(r'\bop_name="([^"\\]*(?:\\.[^"\\]*)*)"')
@@ -371,7 +371,7 @@ def _ends_key(text: str, at: int, key: str) -> bool:
     start = at - len(key)
     if start < 0 or not text.startswith(key, start):
         return False
-    return start == 0 or not _WORD_END.match(text, start - 1)
+    return start == 0 or not _WORD_CHAR.match(text, start - 1)
 
 
 def _source(rest: str, frames: dict[int, SourceLoc]) -> SourceLoc | None:
