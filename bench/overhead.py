@@ -215,8 +215,8 @@ def with_jitscope(make: Callable, spec: str) -> Round:
 def without_reading() -> AbstractContextManager[None]:
     """The pipeline with its IR readers reading nothing (empty graphs, no texts): what
     is left is what no faster reader wins back, XLA's dump, the stages' own steps,
-    XLA's analyses and the report. On a 2-core VM whose cores share hardware, each ms
-    the readers spend beside the compile slowed XLA by up to 0.6 ms (issue #20)."""
+    XLA's analyses and the report. On a 2-core VM, each ms the readers spend beside the
+    compile slowed XLA by up to 0.6 ms: they share its caches and memory (issue #20)."""
     return patched(
         {
             (viz.pipeline, "read_jaxpr"): lambda jaxpr, names: Graph("jaxpr"),
