@@ -22,6 +22,13 @@ from viz.worker import Worker
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.hookimpl(trylast=True)  # after the terminal reporter it writes to
+def pytest_configure(config: pytest.Config) -> None:
+    import progress
+
+    progress.register(config)
+
+
 SLOW_SAMPLES = {"transformer_24"}
 
 # DESIGN.md's report contract: every key, and every key of every section.

@@ -282,3 +282,54 @@ def test_a_file_elsewhere_imports_its_sibling_modules(tmp_path):
     assert report["jaxpr"]["primitives"] == {"mul": 1}
     calls = cli("cache", f"{project}/main.py::f", "--call", "f32[3]", "--call", "f32[4]")
     assert calls.returncode == 0 and calls.stdout.count("MISS") == 2, calls.stdout
+
+
+# --------------------------------------------------------------------------- samples by name (#40)
+
+
+def test_a_sample_by_name_is_analyzed_with_its_own_args_from_any_folder(tmp_path):
+    out = tmp_path / "report.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "viz", "analyze", "sample:mlp", "--runs", "0", "--json", str(out)],
+        cwd=tmp_path,  # nowhere near the clone's samples/
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["ok"] and report["function"] == "mlp"
+    assert report["args"] == get_sample("mlp").args
+
+
+def test_a_samples_static_parameters_are_the_default_and_can_be_overridden(tmp_path):
+    sample = get_sample("arange_static")
+    assert sample.static, "this test needs a sample with static parameters"
+    out = tmp_path / "report.json"
+    proc = cli("analyze", "sample:arange_static", "--runs", "0", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["static"] == list(sample.static)
+
+
+def test_an_unknown_sample_lists_the_known_ones():
+    proc = cli("analyze", "sample:nope")
+    assert proc.returncode == 2
+    assert "unknown sample 'nope'" in proc.stderr and "mlp" in proc.stderr
+
+
+def test_a_samples_path_typed_outside_the_clone_points_to_its_name(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "viz", "analyze", "samples/mlp.py::mlp"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "no such file: samples/mlp.py (the samples ship with jitscope: sample:mlp)" in (
+        proc.stderr
+    )

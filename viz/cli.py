@@ -1,4 +1,8 @@
-"""Command line: `python -m viz analyze|cache PATH::FUNC`, `record`, `history`, `diff A B`.
+"""Command line: `jitscope analyze|cache PATH::FUNC`, `record`, `history`, `diff A B`, `app`.
+
+`jitscope` and `python -m viz` are the same command. A target is `PATH::FUNC` or one of
+the samples that ship with the app, by name: `sample:mlp`, whose own args and static
+parameters are the defaults.
 
 User code runs in the worker (time and memory limits, crash isolation, and
 `cpu:8` really gets 8 devices). Exit status 0 when the analysis ran, even if
@@ -10,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,21 +24,46 @@ from viz import cli_history
 from viz.cache.events import CacheEvent, FailedEvent, RoutedEvent
 from viz.cache.signature import reason_text
 from viz.format import nbytes, seconds
+from viz.locations import APP_SCRIPT, command_name
 from viz.options import parse_option
 from viz.recorder import cli as recorder_cli
 from viz.report import Report
+from viz.samples import Sample, get_sample
 from viz.specialization import SpecializedArg
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
 from viz.worker.protocol import Analyze, Analyzed, CacheCalls, CacheReply
 
 
-def _target(text: str) -> tuple[str, str | None, str]:
-    """(the file's code, the function, the file's folder: its imports look there)."""
+@dataclass(frozen=True)
+class _Target:
+    code: str
+    function: str | None  # None: the file's last function
+    folder: str  # the file's folder: its imports look there
+    sample: Sample | None = None  # `sample:NAME`: its args and static are the defaults
+
+
+def _target(text: str) -> _Target:
+    if text.startswith("sample:"):
+        try:
+            sample = get_sample(text.removeprefix("sample:"))
+        except KeyError as exc:
+            raise argparse.ArgumentTypeError(exc.args[0]) from None
+        return _Target(sample.code, sample.function, str(sample.path.parent), sample)
     path, _, func = text.partition("::")
     file = Path(path)
     if not file.is_file():
-        raise argparse.ArgumentTypeError(f"no such file: {path}")
-    return file.read_text(), func or None, str(file.resolve().parent)
+        hint = f" (the samples ship with jitscope: sample:{file.stem})" if _is_sample(file) else ""
+        raise argparse.ArgumentTypeError(f"no such file: {path}{hint}")
+    return _Target(file.read_text(), func or None, str(file.resolve().parent))
+
+
+def _is_sample(file: Path) -> bool:
+    """`samples/mlp.py` typed outside the clone, where the README's examples run."""
+    try:
+        get_sample(file.stem)
+    except KeyError:
+        return False
+    return file.parent.name == "samples"
 
 
 def _option(text: str) -> tuple[str, Any]:
@@ -43,16 +74,19 @@ def _option(text: str) -> tuple[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m viz", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=command_name(), description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("target", type=_target, help="PATH::FUNC (FUNC defaults to the last one)")
+    common.add_argument(
+        "target",
+        type=_target,
+        help="PATH::FUNC (FUNC defaults to the last one), or sample:NAME",
+    )
     common.add_argument(
         "--static",
         nargs="*",
-        default=[],
         metavar="NAME",
-        help="static parameters, by name or position",
+        help="static parameters, by name or position (default: none, or the sample's)",
     )
     common.add_argument("--device", default="cpu", help="cpu, cpu:8 (simulated) or gpu")
     common.add_argument("--json", type=Path, metavar="OUT", help="write the JSON report here")
@@ -64,7 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     analyze = sub.add_parser("analyze", parents=[common], help="trace, lower, compile, run")
     analyze.add_argument(
-        "--args", default="", metavar="SPEC", help="args spec, e.g. 'f32[8,128], 3'"
+        "--args",
+        metavar="SPEC",
+        help="args spec, e.g. 'f32[8,128], 3' (default: none, or the sample's)",
     )
     analyze.add_argument("--runs", type=int, default=20, help="timed runs (0: compile only)")
     analyze.add_argument(
@@ -117,7 +153,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     cli_history.add_commands(sub)
     recorder_cli.add_command(sub)
+    sub.add_parser(
+        "app",
+        help="start the app (Streamlit's own options pass through, e.g. --server.port 8502)",
+    )
     return parser
+
+
+def _args_spec(args: argparse.Namespace) -> str:
+    if args.args is not None:
+        return args.args
+    sample = args.target.sample
+    return sample.args if sample else ""
+
+
+def _static(args: argparse.Namespace) -> list[str]:
+    if args.static is not None:
+        return args.static
+    sample = args.target.sample
+    return list(sample.static) if sample else []
+
+
+def _app(streamlit_options: list[str]) -> int:
+    """`streamlit run` on the installed app.py: Streamlit reads the app's own
+    .streamlit/config.toml beside it (localhost only, ...), the options given here win."""
+    if not APP_SCRIPT.is_file():
+        print(f"error: the app is not installed here ({APP_SCRIPT} is missing)", file=sys.stderr)
+        return 2
+    command = [sys.executable, "-m", "streamlit", "run", str(APP_SCRIPT), *streamlit_options]
+    os.execv(sys.executable, command)  # Ctrl+C and the exit status are Streamlit's own
 
 
 def summarize_report(report: Report) -> str:
@@ -252,26 +316,26 @@ def cache_json(reply: CacheReply) -> dict[str, Any]:
 
 
 def _analyze(args: argparse.Namespace, worker: Worker) -> None:
-    code, function, folder = args.target
+    target: _Target = args.target
     request = Analyze(
-        code=code,
-        function=function,
-        args=args.args,
-        static=args.static,
+        code=target.code,
+        function=target.function,
+        args=_args_spec(args),
+        static=_static(args),
         device=args.device,
         runs=args.runs,
         donate=args.donate,
         compiler_options=dict(args.option),
         profile=args.profile or args.trace is not None,
         mlir=args.mlir is not None,
-        folder=folder,
+        folder=target.folder,
         mesh=args.mesh,
     )
     reply = worker.ask(request)
     assert isinstance(reply, Analyzed)
     report = reply.report
     if not args.no_history:
-        cli_history.record(reply.report, code)
+        cli_history.record(reply.report, target.code)
     print(summarize_report(report))
     _write_exports(args, report)
     _write_json(args.json, report.public_dict())
@@ -282,9 +346,13 @@ def _analyze(args: argparse.Namespace, worker: Worker) -> None:
 
 
 def _cache(args: argparse.Namespace, worker: Worker) -> None:
-    code, function, folder = args.target
+    target: _Target = args.target
     request = CacheCalls(
-        code=code, function=function, static=args.static, calls=args.call, folder=folder
+        code=target.code,
+        function=target.function,
+        static=_static(args),
+        calls=args.call,
+        folder=target.folder,
     )
     reply = worker.ask(request)
     assert isinstance(reply, CacheReply)
@@ -298,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["record"]:  # the program's own arguments follow: record parses them
         return recorder_cli.main(argv[1:])
+    if argv[:1] == ["app"]:  # Streamlit's options follow: Streamlit parses them
+        return _app(argv[1:])
     args = _parser().parse_args(argv)
     if args.command in ("history", "diff"):
         return cli_history.main(args)

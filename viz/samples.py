@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from viz.locations import SAMPLES_DIR
 from viz.source import parse_python
-
-SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
 
 REQUIRED_KEYS = ("TITLE", "DESCRIPTION", "FUNCTION", "ARGS", "STATIC", "ORDER")
 EXTRA_KEYS = ("EXPECT_ERROR", "INNER", "LOOP_STEP", "BATCH_ARG")
@@ -126,7 +125,7 @@ def _signature(directory: Path) -> tuple[tuple[str, int, int], ...]:
 
 
 def list_samples(directory: Path | None = None) -> list[Sample]:
-    """All samples in ``directory`` (default ``<repo>/samples``), by ORDER then name.
+    """All samples in ``directory`` (default: the app's ``samples/``), by ORDER then name.
 
     Files whose names start with ``_`` and files without a usable FUNCTION/ARGS are
     skipped. Read once and kept until a file changes; thread-safe (the app server

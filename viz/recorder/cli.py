@@ -1,4 +1,4 @@
-"""`python -m viz record [OPTIONS] -- SCRIPT [ARGS]` and `... record [OPTIONS] -m MODULE [ARGS]`.
+"""`jitscope record [OPTIONS] -- SCRIPT [ARGS]` and `... record [OPTIONS] -m MODULE [ARGS]`.
 
 The program runs in a child process (`viz.recorder.run`) and appends each compile to
 a journal under `$JITSCOPE_HOME/recordings/`. This process waits for it, whatever
@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from viz.history import HistoryError
+from viz.locations import app_command
 from viz.recorder.journal import read_journal
 from viz.recorder.model import DEFAULT_DETAILS
 from viz.recorder.run import BOOT, CONFIG_ENV
@@ -135,7 +136,7 @@ def _finish(journal: Path, args: argparse.Namespace, status: int, wall_s: float)
     except (sqlite3.Error, OSError, HistoryError) as exc:
         print(f"jitscope: not saved ({exc}); the journal stays at {journal}", file=sys.stderr)
         return exit_code
-    where = [f"recording #{saved} (streamlit run app.py → Recordings)"] if saved else []
+    where = [f"recording #{saved} ({app_command()} → Recordings)"] if saved else []
     if args.json and args.json != "-":
         where.append(args.json)
     if where:

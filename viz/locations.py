@@ -1,0 +1,35 @@
+"""Where jitscope's own files are, and the command that opens the app from here.
+
+The app (``app.py``, ``ui/``, ``pages/``, ``samples/``, ``assets/`` and Streamlit's
+``.streamlit/config.toml``) sits beside the ``viz`` folder in a clone, and so after
+``pip install -e .``; a wheel installs the same files as the ``jitscope_app`` folder
+beside ``viz`` (see pyproject.toml). Never raises.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+APP_DIR = _ROOT if (_ROOT / "app.py").is_file() else _ROOT / "jitscope_app"
+APP_SCRIPT = APP_DIR / "app.py"
+SAMPLES_DIR = APP_DIR / "samples"
+
+
+def command_name() -> str:
+    """This command as the user can type it again: `jitscope` where that is on PATH, the
+    script's path where it is not (a venv not activated), else `python -m viz`."""
+    script = Path(sys.argv[0])
+    if script.name != "jitscope":
+        return "python -m viz"
+    on_path = shutil.which("jitscope")
+    if on_path and Path(on_path).resolve() == script.resolve():
+        return "jitscope"
+    return sys.argv[0]
+
+
+def app_command() -> str:
+    """How to open the app from the current folder."""
+    return f"{command_name()} app"
