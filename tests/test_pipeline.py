@@ -774,3 +774,12 @@ def test_an_executable_without_text_is_a_warning(monkeypatch: pytest.MonkeyPatch
     report = analyze(_chain, "f32[8,8]", runs=0)
     assert report.ok and report.compiled.op_count is None
     assert any("as_text() is None" in w for w in report.warnings)
+
+
+def test_the_jaxpr_graph_names_each_input_leaf_as_jax_does():
+    def step(params, x):
+        return jnp.tanh(x @ params["w"] + params["b"])
+
+    report = analyze(step, "{'w': f32[4,3], 'b': f32[3]}, f32[2,4]", runs=0)
+    inputs = {n.label: n.type for n in report.graph_models["jaxpr"].nodes if n.kind == "input"}
+    assert inputs == {"params['b']": "f32[3]", "params['w']": "f32[4,3]", "x": "f32[2,4]"}

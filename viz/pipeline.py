@@ -318,7 +318,11 @@ def _traced_specialization(traced: Traced) -> Specialization | None:
 
 
 def _read_jaxpr(traced: Traced) -> _IR:
-    names = traced.target.param_names(len(traced.args.items))
+    """Inputs are named per leaf as JAX names them (`params[0]['w']`), where JAX has
+    one name per input; else per parameter."""
+    names = traced.arg_names
+    if len(names) != len(traced.jaxpr.jaxpr.invars):
+        names = traced.target.param_names(len(traced.args.items))
     return _read_ir("jaxpr", str(traced.jaxpr), lambda: read_jaxpr(traced.jaxpr, names))
 
 
