@@ -7,7 +7,14 @@ samples, reports, the worker client) without it.
 
 from typing import Any
 
-__all__ = ["analyze", "recording"]
+__all__ = ["analyze", "recording", "show"]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext viz`: the `%jitscope` and `%%jitscope_record` magics (viz.notebook)."""
+    from viz.notebook import load_ipython_extension
+
+    load_ipython_extension(ipython)
 
 
 def __getattr__(name: str) -> Any:
@@ -15,6 +22,10 @@ def __getattr__(name: str) -> Any:
         from viz.pipeline import analyze
 
         return analyze
+    if name == "show":
+        from viz.notebook import show
+
+        return show
     if name == "recording":
         from viz.recorder import recording
 

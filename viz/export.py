@@ -37,7 +37,8 @@ def _metric(label: str, value: Any) -> str:
     return f'<div class="metric">{html.escape(label)}<b>{html.escape(str(value))}</b></div>'
 
 
-def _graph_html(model: Graph | None, summary: GraphSummary | None) -> str:
+def graph_html(model: Graph | None, summary: GraphSummary | None) -> str:
+    """The graph's default view as inline SVG (also a notebook cell's, viz.notebook)."""
     dot = summary.dot if summary else ""
     if model is not None:
         dot = viz.graph.to_dot(viz.graph.default_view(model))
@@ -49,7 +50,7 @@ def _graph_html(model: Graph | None, summary: GraphSummary | None) -> str:
         return f"<p>Graphviz is not installed; DOT source:</p><pre>{html.escape(dot)}</pre>"
 
 
-def _error_html(error: ErrorInfo) -> str:
+def error_html(error: ErrorInfo) -> str:
     return (
         f'<div class="error"><b>{html.escape(error.kind)}</b>: '
         f"{html.escape(error.message)}<br>Fix: {html.escape(error.hint)}</div>"
@@ -66,7 +67,7 @@ def _ir_sections(report: Report) -> list[str]:
     )
     for ir, title, section in sections:
         parts.append(f"<h2>{title}</h2>")
-        parts.append(_graph_html(report.graph_models.get(ir), report.graphs.get(ir)))
+        parts.append(graph_html(report.graph_models.get(ir), report.graphs.get(ir)))
         parts.append(f"<pre>{html.escape(section.text if section else '')}</pre>")
     return parts
 
@@ -81,7 +82,7 @@ def html_report(report: Report) -> str:
         f"{html.escape(report.jax_version)}</p>",
     ]
     if report.error:
-        parts.append(_error_html(report.error))
+        parts.append(error_html(report.error))
     counts = [
         ("jaxpr equations", report.jaxpr.eqn_count if report.jaxpr else None),
         ("StableHLO ops", report.stablehlo.op_count if report.stablehlo else None),

@@ -214,6 +214,28 @@ class Report(Plain):
         del data["mlir"]
         return data
 
+    def __repr__(self) -> str:
+        """One line: the dataclass's own repr carries every IR's text (megabytes for a
+        big model), and a notebook stores the repr beside the HTML of each output."""
+        chain = " → ".join(
+            f"{n} {what}"
+            for n, what in (
+                (self.jaxpr and self.jaxpr.eqn_count, "eqns"),
+                (self.stablehlo and self.stablehlo.op_count, "ops"),
+                (self.compiled and self.compiled.kernel_count, "kernels"),
+            )
+            if n is not None
+        )
+        state = f"error {self.error.kind.value}" if self.error else "ok"
+        said = "; ".join(part for part in (state, chain) if part)
+        return f"<Report {self.function}({self.args}) on {self.device}: {said}>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter, Colab and VS Code draw a Report as its Overview (viz.notebook)."""
+        from viz.notebook import repr_html
+
+        return repr_html(self)
+
     def fail(self, error: ErrorInfo) -> Report:
         self.ok = False
         self.error = error

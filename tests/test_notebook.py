@@ -1,0 +1,132 @@
+"""jitscope in a notebook (#38): a Report's cell HTML, `viz.show`, and the example
+notebook executed through a real Jupyter kernel."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jax.numpy as jnp
+import pytest
+from conftest import REPO
+
+from viz import analyze
+from viz.notebook import FRAME_PX, jitscope_line, report_html, repr_html
+from viz.samples import get_sample
+from viz.source import load_module
+
+NOTEBOOK = REPO / "examples" / "notebook.ipynb"
+# anything a browser would fetch: the SVG's xmlns/xlink namespaces are names, not fetches
+FETCHES = re.compile(r"<script|<link|<iframe|<img|\bsrc=|@import|url\(|href=\"(?!#)", re.I)
+
+
+def check_self_contained(markup: str) -> None:
+    assert not FETCHES.search(markup), FETCHES.search(markup)
+    assert f"max-height:{FRAME_PX}px" in markup  # Colab's frame: scroll inside instead
+    assert len(markup.encode()) < 2_000_000
+
+
+def test_a_report_displays_its_counts_graph_and_stage_times():
+    def mlp(w, x):
+        return jnp.maximum(x @ w, 0.0).sum()
+
+    report = analyze(mlp, "f32[64,32], f32[8,64]", runs=2)
+    markup = report._repr_html_()
+    check_self_contained(markup)
+    assert "<svg" in markup and 'class="node"' in markup  # the compiled graph, inline
+    assert f"<b>{report.jaxpr.eqn_count}</b> jaxpr equations" in markup
+    assert f"<b>{report.compiled.kernel_count}</b> compiled kernels" in markup
+    assert "compile " in markup and "before the first result" in markup
+    assert "<summary>jaxpr graph</summary>" in markup
+
+
+def test_a_report_that_failed_to_trace_shows_the_apps_error_card(tmp_path: Path):
+    source = tmp_path / "branchy.py"
+    source.write_text("def relu(x):\n    if x > 0:\n        return x\n    return -x\n")
+    relu = load_module(source.read_text(), str(source)).relu
+    report = analyze(relu, "f32[]", runs=0)
+    assert not report.ok
+    markup = report_html(report)
+    check_self_contained(markup)
+    assert 'class="error"' in markup
+    assert "line 2: if x &gt; 0:" in markup  # the user's own line, read back
+    assert report.error.hint and report.error.hint[:30] in markup.replace("&#x27;", "'")
+
+
+def test_a_report_repr_is_one_line_not_every_ir():
+    report = analyze(lambda x: x * 2, "f32[4]", runs=0)
+    assert repr(report).startswith("<Report <lambda>(f32[4]) on cpu: ok; ")
+    assert "\n" not in repr(report)
+
+
+def test_outside_a_kernel_a_report_always_draws():
+    report = analyze(lambda x: x + 1, "f32[4]", runs=0)
+    assert repr_html(report) == report_html(report)
+
+
+@pytest.mark.slow
+def test_the_24_layer_sample_fits_colabs_display_limits():
+    sample = get_sample("transformer_24")
+    module = load_module(sample.code, str(sample.path))
+    report = analyze(getattr(module, sample.function), sample.args, runs=0)
+    markup = report_html(report)
+    check_self_contained(markup)
+    assert "layer" in markup and "×" in markup  # the folded layers, not 24 copies
+
+
+def test_the_line_magic_names_a_missing_function():
+    with pytest.raises(NameError, match="no function named 'nope'"):
+        jitscope_line('nope "f32[4]"', {})
+    with pytest.raises(ValueError, match="Usage: %jitscope"):
+        jitscope_line('f "f32[4]" --bogus', {"f": lambda x: x})
+
+
+# --------------------------------------------------------------------- a real kernel
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory: pytest.TempPathFactory) -> list:
+    """examples/notebook.ipynb run top to bottom by ipykernel, as Jupyter would."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    folder = tmp_path_factory.mktemp("notebook")
+    nbclient.NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": folder}}
+    ).execute()
+    nbformat.write(notebook, folder / "executed.ipynb")
+    return notebook.cells
+
+
+def outputs_of(cells: list, first_line: str) -> list[dict]:
+    (cell,) = [c for c in cells if c.cell_type == "code" and c.source.startswith(first_line)]
+    assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
+    return cell.outputs
+
+
+def shown_html(outputs: list[dict]) -> list[str]:
+    return [o["data"]["text/html"] for o in outputs if o.get("data", {}).get("text/html")]
+
+
+@pytest.mark.slow
+def test_the_notebook_displays_a_report_as_its_overview(executed: list):
+    (markup,) = shown_html(outputs_of(executed, "report = viz.analyze("))
+    check_self_contained(markup)
+    assert "<svg" in markup and "mlp(params, f32[32,784])" in markup
+    assert re.search(r"<b>\d+</b> jaxpr equations → <b>\d+</b> StableHLO ops", markup)
+
+
+@pytest.mark.slow
+def test_show_displays_once_though_it_is_the_cells_value(executed: list):
+    outputs = outputs_of(executed, "viz.show(")
+    (markup,) = shown_html(outputs)  # the value's own HTML is empty: drawn once
+    check_self_contained(markup)
+    assert "run #" in markup and "in History" in markup  # show keeps the run
+    assert "<Report mlp(params, f32[8,784]) on cpu: ok" in str(outputs)
+
+
+@pytest.mark.slow
+def test_the_line_magic_is_show(executed: list):
+    (markup,) = shown_html(outputs_of(executed, "%jitscope mlp"))
+    check_self_contained(markup)
+    assert "mlp(params, f32[16,784])" in markup and "<svg" in markup
