@@ -175,3 +175,16 @@ def navigation_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
 def plain_editor(monkeypatch: pytest.MonkeyPatch) -> None:
     """AppTest cannot type into a component: the editor's text_area fallback, same key."""
     monkeypatch.setenv("JITSCOPE_EDITOR", "plain")
+
+
+@pytest.fixture(scope="session")
+def executed(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """examples/notebook.ipynb run top to bottom by ipykernel, as Jupyter would."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    notebook = nbformat.read(REPO / "examples" / "notebook.ipynb", as_version=4)
+    folder = tmp_path_factory.mktemp("notebook")
+    nbclient.NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": folder}}
+    ).execute()
+    return notebook

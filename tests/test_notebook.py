@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import jax.numpy as jnp
 import pytest
-from conftest import REPO
 
 from viz import analyze
 from viz.notebook import FRAME_PX, jitscope_line, report_html, repr_html
 from viz.samples import get_sample
 from viz.source import load_module
 
-NOTEBOOK = REPO / "examples" / "notebook.ipynb"
 # anything a browser would fetch: the SVG's xmlns/xlink namespaces are names, not fetches
 FETCHES = re.compile(r"<script|<link|<iframe|<img|\bsrc=|@import|url\(|href=\"(?!#)", re.I)
 
@@ -84,21 +83,8 @@ def test_the_line_magic_names_a_missing_function():
 # --------------------------------------------------------------------- a real kernel
 
 
-@pytest.fixture(scope="module")
-def executed(tmp_path_factory: pytest.TempPathFactory) -> list:
-    """examples/notebook.ipynb run top to bottom by ipykernel, as Jupyter would."""
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    folder = tmp_path_factory.mktemp("notebook")
-    nbclient.NotebookClient(
-        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": folder}}
-    ).execute()
-    nbformat.write(notebook, folder / "executed.ipynb")
-    return notebook.cells
-
-
-def outputs_of(cells: list, first_line: str) -> list[dict]:
+def outputs_of(notebook: Any, first_line: str) -> list[dict]:
+    cells = notebook.cells
     (cell,) = [c for c in cells if c.cell_type == "code" and c.source.startswith(first_line)]
     assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
     return cell.outputs
@@ -109,7 +95,7 @@ def shown_html(outputs: list[dict]) -> list[str]:
 
 
 @pytest.mark.slow
-def test_the_notebook_displays_a_report_as_its_overview(executed: list):
+def test_the_notebook_displays_a_report_as_its_overview(executed: Any):
     (markup,) = shown_html(outputs_of(executed, "report = viz.analyze("))
     check_self_contained(markup)
     assert "<svg" in markup and "mlp(params, f32[32,784])" in markup
@@ -117,7 +103,7 @@ def test_the_notebook_displays_a_report_as_its_overview(executed: list):
 
 
 @pytest.mark.slow
-def test_show_displays_once_though_it_is_the_cells_value(executed: list):
+def test_show_displays_once_though_it_is_the_cells_value(executed: Any):
     outputs = outputs_of(executed, "viz.show(")
     (markup,) = shown_html(outputs)  # the value's own HTML is empty: drawn once
     check_self_contained(markup)
@@ -126,7 +112,7 @@ def test_show_displays_once_though_it_is_the_cells_value(executed: list):
 
 
 @pytest.mark.slow
-def test_the_line_magic_is_show(executed: list):
+def test_the_line_magic_is_show(executed: Any):
     (markup,) = shown_html(outputs_of(executed, "%jitscope mlp"))
     check_self_contained(markup)
     assert "mlp(params, f32[16,784])" in markup and "<svg" in markup

@@ -19,15 +19,15 @@ SAMPLES_DIR = APP_DIR / "samples"
 
 
 def command_name() -> str:
-    """This command as the user can type it again: `jitscope` where that is on PATH, the
-    script's path where it is not (a venv not activated), else `python -m viz`."""
-    script = Path(sys.argv[0])
-    if script.name != "jitscope":
-        return "python -m viz"
+    """This command as the user can type it again: `jitscope` where that is on PATH (an
+    activated venv; also from `python -m viz` or a notebook), the script's path where it
+    was typed so but is not on PATH, else `python -m viz`."""
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
     on_path = shutil.which("jitscope")
-    if on_path and Path(on_path).resolve() == script.resolve():
+    typed = script.name == "jitscope"
+    if on_path and (not typed or Path(on_path).resolve() == script.resolve()):
         return "jitscope"
-    return sys.argv[0]
+    return sys.argv[0] if typed else "python -m viz"
 
 
 def app_command() -> str:
