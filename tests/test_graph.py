@@ -454,8 +454,8 @@ def test_regrouping_copies_every_field():
     node = Node("n", "add", "lbl", "f32[2]", ("a",), SourceLoc("f.py", 3, "g"), "op", {"k": "v"})
     group = Group(("a",), "A", "fusion", "fusion", True, {"colour": "dot"})
     assert len(fields(Node)) == 8 and len(fields(Group)) == 6  # a new field: pass it on
-    assert viz.graph.fold._moved_node(node, ("c", "a")) == replace(node, scope=("c", "a"))
-    assert viz.graph.fold._moved_group(group, ("c", "a")) == replace(group, path=("c", "a"))
+    assert viz.graph.fold.moved_node(node, ("c", "a")) == replace(node, scope=("c", "a"))
+    assert viz.graph.fold.moved_group(group, ("c", "a")) == replace(group, path=("c", "a"))
 
 
 def test_view_cache_does_not_keep_graphs_alive():

@@ -100,7 +100,7 @@ def _checked_sizes(sizes: Sequence[int]) -> list[int]:
     return checked
 
 
-def _checked_buckets(buckets: Sequence[int]) -> tuple[int, ...]:
+def checked_buckets(buckets: Sequence[int]) -> tuple[int, ...]:
     ordered = tuple(sorted({operator.index(b) for b in buckets}))
     if ordered and ordered[0] < 1:
         raise ValueError(f"buckets must be at least 1, got {ordered[0]}")
@@ -110,7 +110,7 @@ def _checked_buckets(buckets: Sequence[int]) -> tuple[int, ...]:
 def evaluate(sizes: Sequence[int], buckets: Sequence[int], name: str) -> BucketPlan:
     """Route every request to its bucket and score the padding."""
     checked = _checked_sizes(sizes)
-    ordered = _checked_buckets(buckets)
+    ordered = checked_buckets(buckets)
     assignment = dict.fromkeys(ordered, 0)
     padded = 0
     for size, count in Counter(checked).items():
@@ -150,7 +150,7 @@ def powers_of_two_plan(sizes: Sequence[int]) -> BucketPlan:
 def user_plan(sizes: Sequence[int], buckets: Sequence[int]) -> BucketPlan:
     """The user's buckets, plus max(sizes) when the largest request would not fit."""
     largest = max(_checked_sizes(sizes))
-    ordered = _checked_buckets(buckets)
+    ordered = checked_buckets(buckets)
     if ordered and ordered[-1] >= largest:
         return evaluate(sizes, ordered, "your buckets")
     return evaluate(sizes, (*ordered, largest), f"your buckets + {largest}")

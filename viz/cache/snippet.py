@@ -7,7 +7,7 @@ from __future__ import annotations
 import keyword
 from collections.abc import Sequence
 
-from viz.cache.planner import _checked_buckets
+from viz.cache.planner import checked_buckets
 from viz.source import parse_python
 from viz.spec import SpecError, python_expression
 
@@ -73,7 +73,7 @@ def precompile_snippet(
     if batch_arg not in param_names:
         raise ValueError(f"the batch argument {batch_arg!r} is not among {list(param_names)}")
     _check_names(function_name, param_names)
-    ordered = _checked_buckets(buckets)
+    ordered = checked_buckets(buckets)
     if not ordered:
         raise ValueError("give at least one bucket")
     call_args = ", ".join("_padded" if n == batch_arg else n for n in param_names)

@@ -30,7 +30,7 @@ SPAN = "span"  # Group.attrs key: what a fold is keyed on when chunked (`layer0�
 # ---------------------------------------------------------------- synthetic groups
 
 
-def _fold_top_level(graph: Graph, max_nodes: int, trust_folds: bool = True) -> Graph:
+def fold_top_level(graph: Graph, max_nodes: int, trust_folds: bool = True) -> Graph:
     """A copy with many top-level inputs/constants/outputs boxed, and a top level that is
     oversized, or mixes name-scoped parts with loose ops (a training step: the forward
     pass, the loss, the backward pass, the update), chunked into its runs.
@@ -297,11 +297,11 @@ def _keys(node: Node, group: Group | None) -> tuple[tuple[str, ...], bool]:
     if scope:
         return tuple(scope.split("/")), True
     if node.source is not None:
-        return (_function(node.source.function) or node.source.file,), False
+        return (user_function_name(node.source.function) or node.source.file,), False
     return (node.kind if node.kind != "op" else "",), False
 
 
-def _function(name: str) -> str:
+def user_function_name(name: str) -> str:
     """`train_step.<locals>.loss_fn` → `train_step.loss_fn`, `tree_map.<locals>.<lambda>`
     → `tree_map`: the names a user knows."""
     return ".".join(p for p in name.split(".") if not p.startswith("<"))
@@ -324,25 +324,25 @@ def _regroup(graph: Graph, moves: dict[str, Path], new_groups: list[Group]) -> G
         scope = node.scope
         if not scope:
             head = moves.get(node.id)
-            nodes.append(_moved_node(node, head) if head else node)
+            nodes.append(moved_node(node, head) if head else node)
             continue
         if scope not in scopes:
             head = group_moves.get(scope[0])
             scopes[scope] = head + scope if head else None
         new = scopes[scope]
-        nodes.append(_moved_node(node, new) if new else node)
+        nodes.append(moved_node(node, new) if new else node)
     groups = {g.path: g for g in new_groups}
     for path, group in graph.groups.items():
         head = group_moves.get(path[0], ())
-        groups[head + path] = _moved_group(group, head + path) if head else group
+        groups[head + path] = moved_group(group, head + path) if head else group
     return replace(graph, nodes=nodes, groups=groups)
 
 
 # `dataclasses.replace(node, scope=...)` without its per-call field introspection,
 # which dominated regrouping big graphs; every field is passed on.
-def _moved_node(n: Node, scope: Path) -> Node:
+def moved_node(n: Node, scope: Path) -> Node:
     return Node(n.id, n.op, n.label, n.type, scope, n.source, n.kind, n.attrs)
 
 
-def _moved_group(g: Group, path: Path) -> Group:
+def moved_group(g: Group, path: Path) -> Group:
     return Group(path, g.label, g.kind, g.op, g.opaque, g.attrs)

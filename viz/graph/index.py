@@ -16,10 +16,10 @@ from viz.ir.model import Graph, Group, Node, Path
 
 
 @dataclass
-class _Index:
+class GraphIndex:
     """Per-graph lookups, built once per graph object.
 
-    What a collapsed group's box says (`_box`) is worked out when it is first
+    What a collapsed group's box says (`box_of`) is worked out when it is first
     drawn: a default view draws a few dozen boxes of a graph with thousands of nodes.
     """
 
@@ -27,7 +27,7 @@ class _Index:
     children: dict[Path, list[Path]]  # parent path (() = top) → child group paths
     members: dict[Path, list[str]]  # group path (() = top) → direct member node ids
     counted: set[str]  # ids of nodes op_histogram counts
-    # for `_box`: the graph's nodes and groups (not the graph: the cache must not
+    # for `box_of`: the graph's nodes and groups (not the graph: the cache must not
     # keep it alive), each scope's node positions, and which scopes op_histogram counts
     node_list: list[Node]
     groups: dict[Path, Group]
@@ -76,7 +76,7 @@ _CACHE: dict[int, tuple[weakref.ref[Graph], tuple[int, int, int], dict[str, Any]
 _CACHE_LOCK = threading.RLock()  # sessions are threads; a GC callback may re-enter
 
 
-def _index(graph: Graph) -> _Index:
+def graph_index(graph: Graph) -> GraphIndex:
     slots = _slots(graph)
     found = slots.get("index")
     if found is None:
@@ -116,7 +116,7 @@ def _forget(graph_id: int) -> Callable[[weakref.ref[Graph]], None]:
     return forget
 
 
-def _build_index(graph: Graph) -> _Index:
+def _build_index(graph: Graph) -> GraphIndex:
     # One pass over the nodes (a 96-layer model has 13k): views build an index for
     # each copy they make, so this is on the worker's path after every compile.
     opaque = {p for p, g in graph.groups.items() if g.opaque}
@@ -147,7 +147,7 @@ def _build_index(graph: Graph) -> _Index:
         children.setdefault(path, [])
         members.setdefault(path, [])
         positions.setdefault(path, [])
-    return _Index(
+    return GraphIndex(
         nodes,
         children,
         members,
@@ -161,7 +161,7 @@ def _build_index(graph: Graph) -> _Index:
     )
 
 
-def _box(index: _Index, path: Path) -> _Box:
+def box_of(index: GraphIndex, path: Path) -> _Box:
     """Counts and top ops of `path`, as `model.op_histogram` counts them."""
     found = index.boxes.get(path)
     if found is None:
@@ -177,7 +177,7 @@ def _box(index: _Index, path: Path) -> _Box:
 _Ops = dict[str, tuple[int, int]]  # op → (how many, where first seen)
 
 
-def _tally(index: _Index, path: Path) -> tuple[int, _Ops]:
+def _tally(index: GraphIndex, path: Path) -> tuple[int, _Ops]:
     """`path`'s histogram count and its inner ops (the ops of its nodes and of the groups
     strictly under it), each with where it was first seen: worked out once per path from
     its children's, since a view asks about nested boxes (a fold, its other members,

@@ -30,15 +30,15 @@ from viz.graph.fold import (
     FOLD_MIN,
     NUMBER,
     SPAN,
-    _function,
-    _moved_group,
-    _moved_node,
     group_kind,
+    moved_group,
+    moved_node,
     span,
     synthetic_group,
     synthetic_kind,
+    user_function_name,
 )
-from viz.graph.index import _Index, _index
+from viz.graph.index import GraphIndex, graph_index
 from viz.ir.model import Graph, Group, Node, Path
 
 REST_MAX = 100  # a fold's other members beyond this are listed in boxes of this many
@@ -70,7 +70,7 @@ def fold_groups(graph: Graph, kernels: bool = True, chunks_only: bool = False) -
     view made and what is inside them (the second pass, after chunking)."""
     if not kernels and _outside_kernels(graph) < FOLD_MIN:
         return graph  # a compiled program's kernels, before chunking: nothing to do
-    index = _index(graph)
+    index = graph_index(graph)
     signature = _Signatures(graph, index)
     folds = [
         fold
@@ -122,7 +122,7 @@ class _Signatures:
     members and its sub-groups' structures (orders ignored: XLA schedules the fusions
     of two identical layers in different orders). Worked out when first asked."""
 
-    def __init__(self, graph: Graph, index: _Index) -> None:
+    def __init__(self, graph: Graph, index: GraphIndex) -> None:
         self.graph, self.index = graph, index
         self.done: dict[Path, int] = {}
 
@@ -262,7 +262,7 @@ def _chain_fold(chains: list[list[str]], nodes: dict[str, Node]) -> _Fold:
     widest = [max((nodes[i].type for i in c), key=_elements) for c in chains]
     shapes = "" if len(set(widest)) == 1 else ", shapes differ"
     functions = Counter(  # a constant's location is often its caller's: not telling
-        _function(nodes[i].source.function)
+        user_function_name(nodes[i].source.function)
         for i in chains[0]
         if nodes[i].source and not nodes[i].op.endswith("constant")
     )
@@ -332,14 +332,14 @@ def _apply(graph: Graph, folds: list[_Fold]) -> Graph:
         scope = moved(n.scope)
         if n.id in node_levels:
             scope += node_levels[n.id]
-        nodes.append(n if scope is n.scope else _moved_node(n, scope))
+        nodes.append(n if scope is n.scope else moved_node(n, scope))
     groups: dict[Path, Group] = {}
     for parent, levels, group in new_groups:
         path = moved(parent) + levels
         groups[path] = replace(group, path=path)
     for path, group in graph.groups.items():
         new = moved(path)
-        groups[new] = group if new == path else _moved_group(group, new)
+        groups[new] = group if new == path else moved_group(group, new)
     return replace(graph, nodes=nodes, groups=groups)
 
 

@@ -37,8 +37,8 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from viz.graph.fold import NUMBER, _fold_top_level, group_kind, synthetic_kind
-from viz.graph.index import _box, _Index, _index, default_views
+from viz.graph.fold import NUMBER, fold_top_level, group_kind, synthetic_kind
+from viz.graph.index import GraphIndex, box_of, default_views, graph_index
 from viz.graph.repeats import fold_chains, fold_groups
 from viz.ir.model import Graph, Group, Node, Path, SourceLoc
 
@@ -101,7 +101,7 @@ def _resolve(graph: Graph, path: Path) -> Path:
     fold, the box of a fold's other members)."""
     if path in graph.groups or not path:
         return path
-    return _index(graph).reader_paths().get(path, path)
+    return graph_index(graph).reader_paths().get(path, path)
 
 
 def expand_to_depth(graph: Graph, depth: int) -> View:
@@ -143,12 +143,12 @@ def _default_view(graph: Graph, max_nodes: int) -> View:
     structure_only = len(graph.nodes) > max_nodes
     if structure_only:  # a graph that fits is shown whole
         folded = fold_groups(fold_chains(graph), kernels=False)
-        graph = _fold_top_level(folded, max_nodes)
+        graph = fold_top_level(folded, max_nodes)
         if graph is not folded:  # the chunks of a flat top level (compiled layers) repeat too
             graph = fold_groups(graph, chunks_only=True)
             if _top_size(graph) > max_nodes:  # look-alike runs that did not fold after all
-                graph = _fold_top_level(folded, max_nodes, trust_folds=False)
-    index = _index(graph)
+                graph = fold_top_level(folded, max_nodes, trust_folds=False)
+    index = graph_index(graph)
     visible = _top_size(graph)
     expanded: set[Path] = set()
     order = {path: i for i, path in enumerate(index.children)}
@@ -204,7 +204,7 @@ def _default_view(graph: Graph, max_nodes: int) -> View:
 
 
 def _alike(
-    graph: Graph, index: _Index, paths: list[Path], order: dict[Path, int]
+    graph: Graph, index: GraphIndex, paths: list[Path], order: dict[Path, int]
 ) -> list[list[Path]]:
     """`paths` in classes of look-alike groups, the classes largest (most items shown) first."""
     classes: dict[tuple[object, ...], list[Path]] = {}
@@ -227,7 +227,7 @@ def _may_open(graph: Graph, path: Path) -> bool:
     return _synthetic(graph, path) not in ("leaves", "chains", "chain")
 
 
-def _shows_structure(graph: Graph, index: _Index, path: Path) -> bool:
+def _shows_structure(graph: Graph, index: GraphIndex, path: Path) -> bool:
     """Whether opening `path` shows structure (sub-groups: a layer's attention and mlp,
     the list of a fold's other layers) rather than mostly loose ops."""
     if _synthetic(graph, path) == "rest":
@@ -241,7 +241,7 @@ def _shows_structure(graph: Graph, index: _Index, path: Path) -> bool:
         if _synthetic(graph, k) == "fold"
         and any(_synthetic(graph, c) == "rest" for c in index.children[k])
     ]
-    if folds and 2 * sum(_box(index, k).inner_ops for k in folds) > _box(index, path).inner_ops:
+    if folds and 2 * sum(box_of(index, k).inner_ops for k in folds) > box_of(index, path).inner_ops:
         return True  # mostly repeated structure: `Transformer`, its layers ×96
     # a fusion is one kernel and a chunk's part a run of ops: neither is structure
     flat = sum(1 for k in kids if _synthetic(graph, k) == "chunk" or _kind(graph, k) == "fusion")
@@ -254,13 +254,13 @@ def _first_of_fold(graph: Graph, path: Path) -> bool:
     return len(path) > 1 and _synthetic(graph, path[:-1]) == "fold" and not _synthetic(graph, path)
 
 
-def _ops_per_member(index: _Index, boxes: list[Path]) -> float:
+def _ops_per_member(index: GraphIndex, boxes: list[Path]) -> float:
     members = sum(len(index.children[b]) + len(index.members[b]) for b in boxes)
-    return sum(_box(index, b).inner_ops for b in boxes) / max(1, members)
+    return sum(box_of(index, b).inner_ops for b in boxes) / max(1, members)
 
 
 def _top_size(graph: Graph) -> int:
-    index = _index(graph)
+    index = graph_index(graph)
     return len(index.children[()]) + len(index.members[()])
 
 
@@ -272,14 +272,14 @@ def _kind(graph: Graph, path: Path) -> str:
     return group_kind(graph.groups, path)
 
 
-def _size(index: _Index, path: Path) -> int:
+def _size(index: GraphIndex, path: Path) -> int:
     """How many items expanding `path` shows in its place."""
     return len(index.children[path]) + len(index.members[path])
 
 
 def visible(view: View) -> tuple[list[VisibleNode], list[tuple[str, str]]]:
     """What a view draws: leaf nodes and collapsed groups, and the edges between them."""
-    graph, index = view.graph, _index(view.graph)
+    graph, index = view.graph, graph_index(view.graph)
     rep, boxes = _representatives(view, index)
     shown: dict[str, VisibleNode] = {}
     highlighted = Counter(rep[n] for n in view.highlight if n in rep)
@@ -312,7 +312,7 @@ def expandable(graph: Graph, view: View) -> dict[str, Path]:
     for p, g in sorted(synthetic, key=lambda pg: _kernel_fold(view.graph, pg[0])):
         name = f"[{g.label}]"
         if name in folds:
-            where = "/".join(c for c in _index(view.graph).reader_paths_of(p) if c)
+            where = "/".join(c for c in graph_index(view.graph).reader_paths_of(p) if c)
             name = f"{where}/[{g.label}]" if where else f"{name} ({len(folds)})"
         folds[name] = p
     own = {"/".join(p): p for p in sorted(graph.groups, key=lambda p: (len(p), p))}
@@ -322,7 +322,7 @@ def expandable(graph: Graph, view: View) -> dict[str, Path]:
 def _kernel_fold(graph: Graph, path: Path) -> bool:
     """A fold of kernels (or its box of the others): after the folds of layers."""
     fold = path if _synthetic(graph, path) == "fold" else path[:-1]
-    return any(_synthetic(graph, c) == "chains" for c in _index(graph).children.get(fold, ()))
+    return any(_synthetic(graph, c) == "chains" for c in graph_index(graph).children.get(fold, ()))
 
 
 def match_summary(view: View) -> list[tuple[str, int]]:
@@ -331,7 +331,7 @@ def match_summary(view: View) -> list[tuple[str, int]]:
     counts = match_counts(view)
     groups = view.graph.groups
     tops = [(groups[p].label if p in groups else p[0], n) for p, n in counts.items() if len(p) == 1]
-    nodes = _index(view.graph).nodes
+    nodes = graph_index(view.graph).nodes
     loose = sum(1 for i in view.highlight if i in nodes and not nodes[i].scope)
     return sorted([*tops, *([("top level", loose)] if loose else [])], key=lambda t: -t[1])
 
@@ -339,7 +339,7 @@ def match_summary(view: View) -> list[tuple[str, int]]:
 def match_counts(view: View) -> Counter[Path]:
     """How many highlighted nodes (search results) each group of the view's graph holds,
     folds and the boxes of their other members included."""
-    nodes = _index(view.graph).nodes
+    nodes = graph_index(view.graph).nodes
     counts: Counter[Path] = Counter()
     for node_id in view.highlight:
         node = nodes.get(node_id)
@@ -348,7 +348,9 @@ def match_counts(view: View) -> Counter[Path]:
     return counts
 
 
-def _representatives(view: View, index: _Index) -> tuple[dict[str, str], dict[Path, Path | None]]:
+def _representatives(
+    view: View, index: GraphIndex
+) -> tuple[dict[str, str], dict[Path, Path | None]]:
     """node id → id of what stands for it: the node, or its outermost collapsed group.
 
     Also: each scope → its outermost collapsed prefix (None when all are expanded).
@@ -379,7 +381,7 @@ def _group_id(path: Path) -> str:
 
 
 def _visible_item(
-    view: View, index: _Index, node: Node, box: Path | None, matches: int
+    view: View, index: GraphIndex, node: Node, box: Path | None, matches: int
 ) -> VisibleNode:
     if box is not None:
         group = view.graph.groups.get(box) or Group(box, box[-1])
@@ -402,8 +404,8 @@ def _visible_item(
     )
 
 
-def _group_item(group: Group, index: _Index, matches: int) -> VisibleNode:
-    box = _box(index, group.path)
+def _group_item(group: Group, index: GraphIndex, matches: int) -> VisibleNode:
+    box = box_of(index, group.path)
     return VisibleNode(
         _group_id(group.path),
         group.label,
@@ -449,7 +451,7 @@ def neighbourhood(graph: Graph, node_id: str, radius: int = 2) -> View:
             if other not in found:
                 found[other] = found[current] + 1
                 todo.append(other)
-    nodes = _index(graph).nodes
+    nodes = graph_index(graph).nodes
     expanded = {
         n.scope[:d] for i in found if (n := nodes.get(i)) for d in range(1, len(n.scope) + 1)
     }
@@ -491,6 +493,6 @@ def region_view(graph: Graph, region: str) -> View:
         for n in graph.nodes
         if (scope := name_scope_of(n)) == region or scope.startswith(region + "/")
     }
-    nodes = _index(graph).nodes
+    nodes = graph_index(graph).nodes
     expanded = {n.scope[:d] for i in ids if (n := nodes.get(i)) for d in range(1, len(n.scope) + 1)}
     return View(graph, frozenset(expanded), frozenset(), frozenset(ids))

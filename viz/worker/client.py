@@ -17,13 +17,13 @@ from viz.worker import protocol
 from viz.worker.frames import (
     PROTOCOL_EXIT,
     Callback,
+    FrameReader,
     ProtocolError,
-    _Reader,
     encode,
     error_result,
 )
 from viz.worker.limits import MemoryBudget, default_memory_limit
-from viz.worker.processes import _descendants, _kill_family, _kill_group, _rss_bytes
+from viz.worker.processes import descendants_of, kill_family, kill_group, process_rss_bytes
 
 DEFAULT_TIMEOUT_S = 60.0
 LESSON_TIMEOUT_S = 300.0
@@ -92,7 +92,7 @@ class Worker:
         self.budget.join(self)
         self._demo = demo  # None: follow JITSCOPE_DEMO, read on every request
         self._proc: subprocess.Popen[bytes] | None = None
-        self._reader: _Reader | None = None
+        self._reader: FrameReader | None = None
         self._lock = threading.RLock()  # lifecycle: start, kill, restart
         self._queue: list[_Ticket] = []
         self._queue_changed = threading.Condition()
@@ -127,7 +127,7 @@ class Worker:
             start_new_session=True,  # its own process group: killed as one
         )
         assert self._proc.stdout is not None
-        self._reader = _Reader(self._proc.stdout.fileno())
+        self._reader = FrameReader(self._proc.stdout.fileno())
         self.generation += 1
 
     def _kill(self, reason: str = "") -> None:
@@ -137,11 +137,11 @@ class Worker:
         # the group id is the child's pid; killing before reaping keeps that id ours.
         # Descendants in sessions of their own are found below the child, or, if it
         # died first, among those seen below it at the last look.
-        family = {**self._family, **_descendants(proc.pid)}
-        _kill_group(proc.pid)
-        _kill_family(family)
+        family = {**self._family, **descendants_of(proc.pid)}
+        kill_group(proc.pid)
+        kill_family(family)
         proc.wait()
-        _kill_group(proc.pid)  # anything the child forked while dying
+        kill_group(proc.pid)  # anything the child forked while dying
         self._family = {}
         for stream in (proc.stdin, proc.stdout):
             if stream:
@@ -159,7 +159,7 @@ class Worker:
 
     def rss(self) -> int | None:
         proc = self._proc
-        return _rss_bytes(proc.pid) if proc else None
+        return process_rss_bytes(proc.pid) if proc else None
 
     def close(self) -> None:
         with self._lock:
@@ -182,7 +182,7 @@ class Worker:
         proc = self._proc
         if running and proc is not None and proc.returncode is None:
             self._cancelled = True
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
 
     def status(self) -> WorkerStatus:
         proc = self._proc
@@ -193,7 +193,7 @@ class Worker:
             self.device,
             alive,
             proc.pid if proc else None,
-            _rss_bytes(proc.pid) if proc and alive else None,
+            process_rss_bytes(proc.pid) if proc and alive else None,
             self.memory_limit,
             self.requests,
             self.restarts,
@@ -367,7 +367,7 @@ class Worker:
         now = time.monotonic()
         if self._proc is not None and now - self._looked >= every_s:
             self._looked = now
-            self._family.update(_descendants(self._proc.pid))
+            self._family.update(descendants_of(self._proc.pid))
 
     def _over_budget(self) -> dict[str, Any] | None:
         rss = self.rss()

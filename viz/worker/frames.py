@@ -90,7 +90,7 @@ def error_result(kind: str, message: str, hint: str) -> dict[str, Any]:
     return {"ok": False, "error": ErrorInfo(kind, message, hint, stage="worker").to_dict()}
 
 
-class _Reader:
+class FrameReader:
     """Reads frames from a pipe without ever blocking past a deadline."""
 
     def __init__(self, fd: int):

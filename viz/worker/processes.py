@@ -8,7 +8,7 @@ import os
 import signal
 
 
-def _rss_bytes(pid: int) -> int | None:
+def process_rss_bytes(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -16,7 +16,7 @@ def _rss_bytes(pid: int) -> int | None:
         return None
 
 
-def _kill_group(pgid: int) -> None:
+def kill_group(pgid: int) -> None:
     """SIGKILL every process in the group (the child and whatever it started)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
@@ -32,7 +32,7 @@ def _stat(pid: int | str) -> tuple[int, int] | None:
         return None
 
 
-def _descendants(root: int) -> dict[int, int]:
+def descendants_of(root: int) -> dict[int, int]:
     """pid -> start time of every process below `root`. The child is a subreaper, so
     even daemons that left its process group still hang below it while it lives."""
     children: dict[int, list[tuple[int, int]]] = {}
@@ -48,7 +48,7 @@ def _descendants(root: int) -> dict[int, int]:
     return found
 
 
-def _kill_family(family: dict[int, int]) -> None:
+def kill_family(family: dict[int, int]) -> None:
     """SIGKILL each process that is still the one seen (same pid and start time)."""
     for pid, started in family.items():
         stat = _stat(pid)
