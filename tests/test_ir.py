@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from viz.ir import hlo
-from viz.ir.hlo import read_hlo
+from viz.ir import hlo_text
+from viz.ir.hlo import read_hlo, read_hlo_text
 from viz.ir.jaxpr import read_jaxpr
 from viz.ir.kernels import fusion_count, kernel_count, kernels
 from viz.ir.model import Graph, SourceLoc, connect, op_histogram
@@ -340,8 +340,8 @@ def _reference_parse(inst, frames) -> dict:
     """What _parse reads, by whole-line regex scans."""
     line = inst.to_string()
     start = line.index(" = ") + 3
-    end = hlo._type_end(line, start)
-    match = hlo._OPCODE.match(line, end)
+    end = hlo_text._type_end(line, start)
+    match = hlo_text._OPCODE.match(line, end)
     opcode = match.group(1) if match else str(inst.opcode)
     rest = line[match.end() if match else end :]
 
@@ -366,7 +366,7 @@ def _reference_parse(inst, frames) -> dict:
     return {
         "name": inst.name,
         "opcode": opcode,
-        "type": hlo.render_type(line[start:end]),
+        "type": hlo_text.render_type(line[start:end]),
         "operands": [o.name for o in inst.operands()],
         "called": called,
         "kind": first("kind") or "",
@@ -409,10 +409,10 @@ def test_the_text_reader_reads_what_xlas_own_objects_say(fn, args):
     compiled = jax.jit(fn).trace(*args).lower().compile()
     text = compiled.as_text()
     (module,) = compiled.runtime_executable().hlo_modules()
-    split = hlo.split_module(text)
+    split = hlo_text.split_module(text)
     assert split.roots == _reference_roots(text)
     assert split.entry == re.search(r"^ENTRY %?([^\s(]+)", text, re.M).group(1)
-    frames = hlo.parse_stack_frames(text)
+    frames = hlo_text.parse_stack_frames(text)
     assert frames  # the tables were found
     lines = {line[1 : line.find(" ")]: line for c in split.computations.values() for line in c}
     assert set(split.computations) == {c.name for c in module.computations()}
@@ -420,7 +420,7 @@ def test_the_text_reader_reads_what_xlas_own_objects_say(fn, args):
         instructions = comp.instructions()
         assert sorted(split.computations[comp.name]) == sorted(lines[i.name] for i in instructions)
         for inst in instructions:
-            parsed = hlo._parse(lines[inst.name], frames)
+            parsed = hlo_text.parse_instruction(lines[inst.name], frames)
             want = _reference_parse(inst, frames)
             assert {k: getattr(parsed, k) for k in want} == want, inst.to_string()
 
@@ -428,7 +428,7 @@ def test_the_text_reader_reads_what_xlas_own_objects_say(fn, args):
 def test_an_executables_modules_are_read_one_after_another():
     compiled = jax.jit(scan_in_cond).trace(1.0, XS).lower().compile()
     one = read_hlo(compiled)
-    two = hlo.read_hlo_text(compiled.as_text() + "\n\n" + compiled.as_text())  # as_text's join
+    two = read_hlo_text(compiled.as_text() + "\n\n" + compiled.as_text())  # as_text's join
     assert len(two.nodes) == 2 * len(one.nodes) and len(two.edges) == 2 * len(one.edges)
     assert op_histogram(two) == {op: 2 * n for op, n in op_histogram(one).items()}
     assert two.output_aliases == one.output_aliases
@@ -436,14 +436,14 @@ def test_an_executables_modules_are_read_one_after_another():
 
 def test_operands_read_from_a_line_skip_xlas_index_comments():
     rest = "%a, %b.1, %c, %d, %e, /*index=5*/%f-2), index=0"
-    assert hlo._operands(rest, "tuple") == ["a", "b.1", "c", "d", "e", "f-2"]
-    assert hlo._operands("0), metadata={}", "parameter") == []
-    assert hlo._operands("), dimensions={0}", "iota") == []
-    assert hlo._operands("{ {1, 2} })", "constant") == []
+    assert hlo_text._operands(rest, "tuple") == ["a", "b.1", "c", "d", "e", "f-2"]
+    assert hlo_text._operands("0), metadata={}", "parameter") == []
+    assert hlo_text._operands("), dimensions={0}", "iota") == []
+    assert hlo_text._operands("{ {1, 2} })", "constant") == []
     # operand shapes printed (another XLA's text), tuples among them
-    assert hlo._operands("f32[2,3]{1,0} %a, s32[] %b), x=1", "add") == ["a", "b"]
+    assert hlo_text._operands("f32[2,3]{1,0} %a, s32[] %b), x=1", "add") == ["a", "b"]
     rest = "(f32[], (s32[], u8[])) %t, f32[] %u), calls=%c(x)"
-    assert hlo._operands(rest, "custom-call") == ["t", "u"]
+    assert hlo_text._operands(rest, "custom-call") == ["t", "u"]
 
 
 def test_attribute_search_finds_what_a_full_scan_finds_despite_decoys():
@@ -468,13 +468,13 @@ def test_attribute_search_finds_what_a_full_scan_finds_despite_decoys():
     )
     no_frame = line.replace("stack_frame_id=7", 'source_line=9 source_file="m.py"')
     for text in (line, no_frame, line.replace("kind=kLoop, ", "")):
-        parsed = hlo._parse(text, frames)
+        parsed = hlo_text.parse_instruction(text, frames)
         want = _reference_parse(Inst(text), frames)
         assert {k: getattr(parsed, k) for k in want} == want, text
-    parsed = hlo._parse(line, frames)
+    parsed = hlo_text.parse_instruction(line, frames)
     assert parsed.type == "(f32[2], i32[])" and parsed.kind == "kLoop"
     assert parsed.op_name == 'jit(f)/a\\"b/kind=kNo/add' and parsed.source == frames[7]
-    assert hlo._parse(no_frame, frames).source == SourceLoc("m.py", 9)
+    assert hlo_text.parse_instruction(no_frame, frames).source == SourceLoc("m.py", 9)
 
 
 def test_nodes_of_one_line_share_their_source(sin_graphs):
@@ -523,8 +523,8 @@ def test_output_aliases_read_the_module_line() -> None:
         "HloModule jit_f, input_output_alias={ {}: (2, {}, may-alias) }, "
         "entry_computation_layout={(f32[3]{0})->f32[3]{0}}\nENTRY %main {}"
     )
-    assert hlo.output_aliases(line) == {2: 0}  # {} : the single (non-tuple) output
-    assert hlo.output_aliases("HloModule m\nENTRY %main {}") == {}
+    assert hlo_text.output_aliases(line) == {2: 0}  # {} : the single (non-tuple) output
+    assert hlo_text.output_aliases("HloModule m\nENTRY %main {}") == {}
 
 
 def test_connect_draws_one_edge_per_producer_typed_by_its_first_operand() -> None:
