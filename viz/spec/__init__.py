@@ -2,10 +2,19 @@
 
 One implementation for every caller. `viz.spec.text` reads specs as text and never
 imports jax (the app server uses it: splitting, dtype names, size lists, resizing,
-an item as Python); `viz.spec.values` evaluates a spec into argument specs and
-values in the worker. Both are re-exported here.
+an item as Python); `viz.spec.values` evaluates a spec into argument specs, and
+`viz.spec.arguments` makes them into abstract or real arguments, in the worker. All
+are re-exported here.
 """
 
+from viz.spec.arguments import (
+    abstract_args,
+    array_specs,
+    concrete_args,
+    format_spec,
+    input_bytes,
+    uses_x64,
+)
 from viz.spec.text import (
     DTYPES,
     NARROWED,
@@ -17,18 +26,7 @@ from viz.spec.text import (
     resize,
     split_spec,
 )
-from viz.spec.values import (
-    ArraySpec,
-    KeySpec,
-    ValueSpec,
-    abstract_args,
-    array_specs,
-    concrete_args,
-    format_spec,
-    input_bytes,
-    parse_spec,
-    uses_x64,
-)
+from viz.spec.values import ArraySpec, KeySpec, ValueSpec, parse_spec
 
 __all__ = [
     "DTYPES",

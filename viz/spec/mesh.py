@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from viz.spec.text import SpecError
+from viz.spec.text import ItemError, Partition, SpecError
 
 _AXIS = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<size>\d+)\s*(?::\s*(?P<type>\w+))?$")
 AXIS_TYPES = ("auto", "explicit")
@@ -74,3 +74,31 @@ def _axis(part: str) -> MeshAxis:
     if size < 1:
         raise SpecError(f"mesh axis {part!r}: its size must be at least 1")
     return MeshAxis(found.group("name"), size, kind == "explicit")
+
+
+def check_partition(partition: Partition, mesh: MeshSpec) -> None:
+    """ItemError unless each of `partition`'s axes is in `mesh`, once."""
+    unknown = [a for a in partition.axes if a not in mesh.sizes]
+    if unknown:
+        raise ItemError(f"mesh axis '{unknown[0]}' is not in the mesh ({mesh})")
+    twice = [a for a in partition.axes if partition.axes.count(a) > 1]
+    if twice:
+        raise ItemError(f"mesh axis '{twice[0]}' is used twice in {partition}")
+
+
+def check_split(shape: tuple[int, ...], partition: Partition, mesh: MeshSpec, what: str) -> None:
+    """ItemError when `partition` does not fit an array of `shape` on `mesh`."""
+    if len(partition.entries) > len(shape):
+        raise ItemError(
+            f"{partition} has {len(partition.entries)} entries but {what} has "
+            f"{len(shape)} dimension{'s' if len(shape) != 1 else ''}"
+        )
+    for axis, (dim, entry) in enumerate(zip(shape, partition.entries, strict=False)):
+        names = (entry,) if isinstance(entry, str) else tuple(entry or ())
+        parts = math.prod(mesh.sizes[n] for n in names)
+        if dim % parts:
+            over = " × ".join(f"'{n}'" for n in names)
+            raise ItemError(
+                f"dimension {axis} of {what} ({dim}) does not split over {over} "
+                f"({parts} devices): make it a multiple of {parts}"
+            )

@@ -49,10 +49,9 @@ from typing import Any
 
 import numpy as np
 
-from viz.spec.mesh import MeshSpec
+from viz.spec.mesh import MeshSpec, check_partition, check_split
 from viz.spec.text import (
     DTYPES,
-    X64_DTYPES,
     ItemError,
     Partition,
     SpecError,
@@ -68,7 +67,7 @@ from viz.spec.text import (
 )
 
 
-class _LazyModule:
+class LazyModule:
     """Imports a module on first use: the app server splits specs (`split_spec`)
     without ever importing jax; everything else here runs in the worker."""
 
@@ -79,8 +78,8 @@ class _LazyModule:
         return getattr(importlib.import_module(self._name), attr)
 
 
-jax: Any = _LazyModule("jax")
-jnp: Any = _LazyModule("jax.numpy")
+jax: Any = LazyModule("jax")
+jnp: Any = LazyModule("jax.numpy")
 
 
 def named_sharding(mesh: Any, partition: Partition | None) -> Any:
@@ -92,13 +91,13 @@ def named_sharding(mesh: Any, partition: Partition | None) -> Any:
     return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*entries))
 
 
-def _put(value: Any, mesh: Any, partition: Partition | None) -> Any:
+def put_on_mesh(value: Any, mesh: Any, partition: Partition | None) -> Any:
     """Every array leaf of `value` placed by `partition` on `mesh` (as it is: no mesh)."""
     sharding = named_sharding(mesh, partition)
     if sharding is None:
         return value
     return jax.tree_util.tree_map(
-        lambda x: jax.device_put(x, sharding) if _is_array(x) else x, value
+        lambda x: jax.device_put(x, sharding) if is_array(x) else x, value
     )
 
 
@@ -142,7 +141,7 @@ class ArraySpec:
         `mesh`, placed by its sharding."""
         dtype = jax.dtypes.canonicalize_dtype(self.np_dtype)
         data = jnp.asarray(np.asarray(_sample(self.np_dtype, self.shape, rng)).astype(dtype))
-        return _put(data, mesh, self.sharding)
+        return put_on_mesh(data, mesh, self.sharding)
 
     def __str__(self) -> str:
         text = f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
@@ -174,7 +173,7 @@ class KeySpec:
         return jax.ShapeDtypeStruct(shape.shape, shape.dtype, sharding=named_sharding(mesh, None))
 
     def concrete(self, rng: np.random.Generator | None = None, mesh: Any = None) -> jax.Array:
-        return _put(jax.random.key(self.seed), mesh, None)
+        return put_on_mesh(jax.random.key(self.seed), mesh, None)
 
     @property
     def nbytes(self) -> int:
@@ -295,48 +294,25 @@ def _shard(tree: Any, partition: Partition, mesh: MeshSpec | None) -> Any:
             f"{partition} needs a mesh to split over: give one, e.g. mesh data=8 (Explore's "
             "Mesh field, --mesh data=8, analyze(..., mesh='data=8'))"
         )
-    unknown = [a for a in partition.axes if a not in mesh.sizes]
-    if unknown:
-        raise ItemError(f"mesh axis '{unknown[0]}' is not in the mesh ({mesh})")
-    twice = [a for a in partition.axes if partition.axes.count(a) > 1]
-    if twice:
-        raise ItemError(f"mesh axis '{twice[0]}' is used twice in {partition}")
-    return _map_tree(tree, lambda leaf: _shard_leaf(leaf, partition, mesh))
+    check_partition(partition, mesh)
+    return map_tree(tree, lambda leaf: _shard_leaf(leaf, partition, mesh))
 
 
 def _shard_leaf(leaf: Any, partition: Partition, mesh: MeshSpec) -> Any:
     if isinstance(leaf, ArraySpec):
         if leaf.sharding is None:
-            _check_split(leaf.shape, partition, mesh, str(leaf))
+            check_split(leaf.shape, partition, mesh, str(leaf))
             return replace(leaf, sharding=partition)
         return leaf
     if isinstance(leaf, ValueSpec) and leaf.sharding is None:
-        for x in _value_leaves(leaf.value):
-            if not _is_array(x):
+        for x in value_leaves(leaf.value):
+            if not is_array(x):
                 raise ItemError(f"{leaf.text} holds a {type(x).__name__}: only arrays are sharded")
-            _check_split(tuple(np.shape(x)), partition, mesh, leaf.text)
+            check_split(tuple(np.shape(x)), partition, mesh, leaf.text)
         return replace(leaf, sharding=partition)
     if isinstance(leaf, ValueSpec):
         return leaf
     raise ItemError(f"{leaf} cannot be sharded: only arrays (and values holding arrays) are")
-
-
-def _check_split(shape: tuple[int, ...], partition: Partition, mesh: MeshSpec, what: str) -> None:
-    """ItemError when `partition` does not fit an array of `shape` on `mesh`."""
-    if len(partition.entries) > len(shape):
-        raise ItemError(
-            f"{partition} has {len(partition.entries)} entries but {what} has "
-            f"{len(shape)} dimension{'s' if len(shape) != 1 else ''}"
-        )
-    for axis, (dim, entry) in enumerate(zip(shape, partition.entries, strict=False)):
-        names = (entry,) if isinstance(entry, str) else tuple(entry or ())
-        parts = math.prod(mesh.sizes[n] for n in names)
-        if dim % parts:
-            over = " × ".join(f"'{n}'" for n in names)
-            raise ItemError(
-                f"dimension {axis} of {what} ({dim}) does not split over {over} "
-                f"({parts} devices): make it a multiple of {parts}"
-            )
 
 
 MAX_RANK = 64  # numpy's limit on dimensions, and so JAX's
@@ -471,120 +447,33 @@ def _parse_one(
         raise SpecError(f"cannot parse: {describe_error(err)}", item.index, item.text) from err
 
 
-def _map_tree(tree: Any, fn: Callable[[Any], Any]) -> Any:
+def map_tree(tree: Any, fn: Callable[[Any], Any]) -> Any:
     if isinstance(tree, dict):
-        return {k: _map_tree(v, fn) for k, v in tree.items()}
+        return {k: map_tree(v, fn) for k, v in tree.items()}
     if isinstance(tree, list):
-        return [_map_tree(v, fn) for v in tree]
+        return [map_tree(v, fn) for v in tree]
     if isinstance(tree, tuple):
-        mapped = [_map_tree(v, fn) for v in tree]
+        mapped = [map_tree(v, fn) for v in tree]
         return type(tree)(*mapped) if hasattr(tree, "_fields") else tuple(mapped)
     return fn(tree)
 
 
-def _leaves(tree: Any) -> Iterator[Any]:
+def leaves(tree: Any) -> Iterator[Any]:
     if isinstance(tree, dict):
         tree = list(tree.values())
     if isinstance(tree, list | tuple):
         for v in tree:
-            yield from _leaves(v)
+            yield from leaves(v)
     else:
         yield tree
 
 
-def _is_array(x: Any) -> bool:
+def is_array(x: Any) -> bool:
     return isinstance(x, jax.Array | np.ndarray | np.generic)
 
 
-def _value_leaves(value: Any) -> list[Any]:
+def value_leaves(value: Any) -> list[Any]:
     try:
         return jax.tree_util.tree_leaves(value)
     except Exception:
         return [value]
-
-
-def _abstract_leaf(x: Any, sharding: Any = None) -> Any:
-    if isinstance(x, jax.Array):
-        weak = getattr(x, "weak_type", False)
-        return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=weak, sharding=sharding)
-    if isinstance(x, np.ndarray | np.generic):
-        dtype = jax.dtypes.canonicalize_dtype(x.dtype)
-        return jax.ShapeDtypeStruct(x.shape, dtype, sharding=sharding)
-    return x
-
-
-def _abstract_value(value: Any, sharding: Any = None) -> Any:
-    try:
-        return jax.tree_util.tree_map(lambda x: _abstract_leaf(x, sharding), value)
-    except Exception:
-        return _abstract_leaf(value, sharding)
-
-
-def _abstract_spec(leaf: Any, mesh: Any = None) -> Any:
-    if isinstance(leaf, ArraySpec | KeySpec):
-        return leaf.abstract(mesh)
-    if isinstance(leaf, ValueSpec):
-        return _abstract_value(leaf.value, named_sharding(mesh, leaf.sharding))
-    return _abstract_value(leaf, named_sharding(mesh, None))
-
-
-def abstract_args(items: list, mesh: Any = None) -> list:
-    """Same trees with ShapeDtypeStruct for arrays and keys; values stay values, except
-    that array leaves inside them become ShapeDtypeStruct (shape, dtype, weak_type). On
-    a jax `mesh`, every array carries its sharding (replicated without `@`)."""
-    return [_map_tree(item, lambda leaf: _abstract_spec(leaf, mesh)) for item in items]
-
-
-def concrete_args(items: list, seed: int = 0, mesh: Any = None) -> list:
-    """Same trees with real arrays, drawn in order from ``np.random.default_rng(seed)``;
-    on a jax `mesh`, each placed by its sharding (replicated without `@`)."""
-    rng = np.random.default_rng(seed)
-
-    def concrete(leaf: Any) -> Any:
-        if isinstance(leaf, ArraySpec | KeySpec):
-            return leaf.concrete(rng, mesh)
-        if isinstance(leaf, ValueSpec):
-            return _put(leaf.value, mesh, leaf.sharding)
-        return _put(leaf, mesh, None)
-
-    return [_map_tree(item, concrete) for item in items]
-
-
-def _leaf_bytes(leaf: Any) -> int:
-    if isinstance(leaf, ArraySpec | KeySpec):
-        return leaf.nbytes
-    value = leaf.value if isinstance(leaf, ValueSpec) else leaf
-    return sum(int(getattr(x, "nbytes", 0)) for x in _value_leaves(value) if _is_array(x))
-
-
-def input_bytes(items: list) -> int:
-    """Bytes of all array inputs (specs as written, plus arrays held by values)."""
-    return sum(_leaf_bytes(leaf) for leaf in _leaves(items))
-
-
-def array_specs(items: list) -> list[ArraySpec]:
-    """The ArraySpec leaves of parsed items, in order."""
-    return [leaf for leaf in _leaves(items) if isinstance(leaf, ArraySpec)]
-
-
-def uses_x64(items: list) -> bool:
-    """True if any ArraySpec is 64-bit (f64, i64, u64, c128): wrap in jax.enable_x64(True)."""
-    return any(isinstance(x, ArraySpec) and x.dtype in X64_DTYPES for x in _leaves(items))
-
-
-def _format(tree: Any) -> str:
-    if isinstance(tree, dict):
-        return "{" + ", ".join(f"{k!r}: {_format(v)}" for k, v in tree.items()) + "}"
-    if isinstance(tree, list):
-        return "[" + ", ".join(_format(v) for v in tree) + "]"
-    if isinstance(tree, tuple):
-        inner = ", ".join(_format(v) for v in tree)
-        return f"({inner},)" if len(tree) == 1 else f"({inner})"
-    if isinstance(tree, ArraySpec | KeySpec | ValueSpec):
-        return str(tree)
-    return repr(tree)
-
-
-def format_spec(items: list) -> str:
-    """Spec text for ``items``; ``parse_spec(format_spec(x)) == x`` for parsed specs."""
-    return ", ".join(_format(item) for item in items)
