@@ -91,11 +91,15 @@ def error_result(kind: str, message: str, hint: str) -> dict[str, Any]:
 
 
 class FrameReader:
-    """Reads frames from a pipe without ever blocking past a deadline."""
+    """Reads frames from a pipe without ever blocking past a deadline. Each frame is
+    read into a buffer of the size its header announces, so a big report costs one
+    copy, not one per chunk the pipe delivers (64 KiB: 800 for a 50 MB frame)."""
 
     def __init__(self, fd: int):
         self.fd = fd
-        self.buffer = b""
+        self._header = bytearray()
+        self._body: bytearray | None = None  # the frame under way, at its announced size
+        self._filled = 0
         self._poller = select.poll()  # not select(): a busy server has fds above 1023
         self._poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
 
@@ -103,20 +107,30 @@ class FrameReader:
         """A message if one is complete within `wait_s`; None otherwise; EOFError if
         closed; ProtocolError for garbage."""
         if self._poller.poll(wait_s * 1000):
-            chunk = os.read(self.fd, 1 << 20)
-            if not chunk:
-                raise EOFError
-            self.buffer += chunk
-        if len(self.buffer) < _HEADER.size:
+            self._read()
+        if self._body is None or self._filled < len(self._body):
             return None
-        (size,) = _HEADER.unpack_from(self.buffer)
-        if size > MAX_FRAME:
-            raise ProtocolError(f"frame of {size} bytes")
-        if len(self.buffer) < _HEADER.size + size:
-            return None
-        data = self.buffer[_HEADER.size : _HEADER.size + size]
-        self.buffer = self.buffer[_HEADER.size + size :]
-        message = decode(data)
+        data, self._body, self._filled = self._body, None, 0
+        message = decode(bytes(data))
         if not (isinstance(message, dict) and isinstance(message.get("kind"), str)):
             raise ProtocolError("a frame that is not a worker message")
         return message
+
+    def _read(self) -> None:
+        """One read from the pipe: the header's missing bytes, or into the body."""
+        if self._body is None:
+            chunk = os.read(self.fd, _HEADER.size - len(self._header))
+            if not chunk:
+                raise EOFError
+            self._header += chunk
+            if len(self._header) == _HEADER.size:
+                (size,) = _HEADER.unpack(self._header)
+                if size > MAX_FRAME:
+                    raise ProtocolError(f"frame of {size} bytes")
+                self._header.clear()
+                self._body = bytearray(size)
+            return
+        got = os.readv(self.fd, [memoryview(self._body)[self._filled :]])
+        if not got:
+            raise EOFError
+        self._filled += got
