@@ -284,6 +284,7 @@ def test_a_dot_style_sets_attributes_on_the_items_and_clusters_it_names():
     assert len(changed) == 2  # the named item's statement and the cluster's attributes
 
 
+@pytest.mark.dot
 @pytest.mark.skipif(
     render.dot_program() is None, reason="neither Graphviz's `dot` nor graphviz-pure installed"
 )

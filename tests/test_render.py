@@ -65,6 +65,7 @@ def test_both_renderers_draw_the_same_graph() -> None:
     assert titles[0] == titles[1]
 
 
+@pytest.mark.dot
 def test_a_renderer_failure_says_what_it_said() -> None:
     program = render.dot_program()
     if program is None:
