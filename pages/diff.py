@@ -3,8 +3,6 @@ and the two compiled graphs. The numbers come from `viz.diff`; this page only la
 
 from __future__ import annotations
 
-import sqlite3
-
 import pandas as pd
 import streamlit as st
 
@@ -238,7 +236,7 @@ def page() -> None:
     try:
         db = History()
         runs = runs_to_pick(db)
-    except (sqlite3.Error, OSError, HistoryError) as exc:
+    except HistoryError as exc:
         st.error(f"The history cannot be read: {exc}", icon=":material/error:")
         return
     take_request()

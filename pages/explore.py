@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from itertools import pairwise
 from typing import Any
 
@@ -177,7 +176,7 @@ def vs_previous(res: Result) -> None:
         return
     try:
         previous = History().previous(run_id)
-    except (sqlite3.Error, OSError, HistoryError):
+    except HistoryError:
         return
     if previous is not None and st.button(
         f"Diff with the previous run of {res.function} (#{previous.id})",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pandas as pd
 import streamlit as st
 
@@ -94,7 +92,7 @@ def page() -> None:
     try:
         db = History()
         runs = load_runs(db)
-    except (sqlite3.Error, OSError, HistoryError) as exc:
+    except HistoryError as exc:
         st.error(f"The history cannot be read: {exc}", icon=":material/error:")
         return
     keep = db.keep_reports

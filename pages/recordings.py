@@ -3,8 +3,6 @@ where; any compile one click from Explore."""
 
 from __future__ import annotations
 
-import sqlite3
-
 import pandas as pd
 import streamlit as st
 
@@ -143,11 +141,11 @@ def page() -> None:
     try:
         db = History()
         rows = db.recordings()
-    except (sqlite3.Error, OSError, HistoryError) as exc:
+    except HistoryError as exc:
         st.error(f"The recordings cannot be read: {exc}", icon=":material/error:")
         return
     if not rows:
-        st.info("No recordings yet: `python -m viz record -- your_script.py`.")
+        st.info("No recordings yet: `jitscope record -- your_script.py`.")
         return
     st.dataframe(
         list_table(rows), hide_index=True, width="stretch", height=min(38 + 35 * len(rows), 250)

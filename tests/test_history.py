@@ -335,3 +335,14 @@ def test_the_python_api_records_only_when_asked(jitscope_home):
     assert (run.function, run.args, run.source) == ("scale", "f32[5]", "api")
     assert run.summary["counts"]["compiled.kernel_count"] == report.compiled.kernel_count
     assert "def scale(x):" in db.code(run.id)  # the source file the function came from
+
+
+def test_a_history_that_cannot_be_opened_raises_only_history_error(tmp_path):
+    folder = tmp_path / "history.sqlite"
+    folder.mkdir()  # a folder where the file should be: SQLite cannot open it
+    with pytest.raises(HistoryError, match=r"^history .*history\.sqlite"):
+        History(folder).runs()
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"not a database" * 100)
+    with pytest.raises(HistoryError):
+        History(garbage).runs()

@@ -6,7 +6,6 @@ No jax here.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -114,7 +113,7 @@ def record(report: Report, code: str, sample: str | None) -> int | None:
     """Every analysis goes into the run history (the History page reads it back)."""
     try:
         return History().record(report, code=code, sample=sample, source="app")
-    except (sqlite3.Error, OSError, HistoryError) as exc:
+    except HistoryError as exc:
         st.toast(f"Not recorded in the history: {exc}", icon=":material/warning:")
         return None
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from viz import format as fmt
 from viz.diff import Origin, diff_reports, summarize
 from viz.history import History, HistoryError, Run, sample_of
+from viz.locations import command_name
 from viz.report import Report
 
 
@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
             (a, origin_a), (b, origin_b) = load(args.a), load(args.b)
             diff = diff_reports(a, b, origins=(origin_a, origin_b))
             _emit(diff.to_dict(), args.json, lambda: summarize(diff))
-    except (CliError, HistoryError, sqlite3.Error) as exc:
+    except (CliError, HistoryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
@@ -56,10 +56,10 @@ def record(report: Report, code: str) -> None:
     """Record a CLI analysis; a history that cannot be written is a warning only."""
     try:
         run_id = History().record(report, code=code, sample=sample_of(code), source="cli")
-    except (sqlite3.Error, OSError, HistoryError) as exc:
+    except HistoryError as exc:
         print(f"warning: not recorded in history: {exc}", file=sys.stderr)
         return
-    print(f"recorded as #{run_id} (python -m viz history)", file=sys.stderr)
+    print(f"recorded as #{run_id} ({command_name()} history)", file=sys.stderr)
 
 
 def load(ref: str) -> tuple[Report, Origin | None]:
@@ -68,7 +68,7 @@ def load(ref: str) -> tuple[Report, Origin | None]:
     if re.fullmatch(r"#?\d+", ref) and not Path(ref).exists():
         recorded = History().recorded(int(ref.lstrip("#")))
         if recorded is None:
-            raise CliError(f"no run #{ref.lstrip('#')} in history (python -m viz history)")
+            raise CliError(f"no run #{ref.lstrip('#')} in history ({command_name()} history)")
         return recorded.report, recorded.origin
     try:
         data = json.loads(Path(ref).read_text())

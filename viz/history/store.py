@@ -47,7 +47,8 @@ DEFAULT_KEEP_RUNS = 5000  # summary rows (about 2 KB each)
 
 
 class HistoryError(RuntimeError):
-    """The history file cannot be used (e.g. written by a newer jitscope)."""
+    """The history file cannot be used: written by a newer jitscope, unreadable, locked
+    past the timeout, corrupt, or on a full disk. The only error `History` raises."""
 
 
 def default_path() -> Path:
@@ -124,6 +125,16 @@ class History:
     # -- connections ---------------------------------------------------------
     @contextmanager
     def _connect(self, write: bool = False) -> Iterator[sqlite3.Connection]:
+        """A connection (a transaction when `write`); SQLite's and the file system's
+        errors become HistoryError, which names the file."""
+        try:
+            with self._connection(write) as db:
+                yield db
+        except (sqlite3.Error, OSError) as exc:
+            raise HistoryError(f"history {self.path}: {exc}") from exc
+
+    @contextmanager
+    def _connection(self, write: bool) -> Iterator[sqlite3.Connection]:
         self._setup()
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
@@ -356,6 +367,6 @@ def record_api_run(report: Report) -> int | None:
             sample=sample_of(code) if code else None,
             source="api",
         )
-    except (sqlite3.Error, OSError, HistoryError) as exc:
+    except HistoryError as exc:
         report.warnings.append(f"could not record the run in history: {exc}")
         return None

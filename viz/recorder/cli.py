@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -133,7 +132,7 @@ def _finish(journal: Path, args: argparse.Namespace, status: int, wall_s: float)
     print(summary_text(recording), file=sys.stderr)
     try:
         saved = save(recording, json_path=args.json, history=not args.no_history)
-    except (sqlite3.Error, OSError, HistoryError) as exc:
+    except (OSError, HistoryError) as exc:  # --json, or the history
         print(f"jitscope: not saved ({exc}); the journal stays at {journal}", file=sys.stderr)
         return exit_code
     where = [f"recording #{saved} ({app_command()} → Recordings)"] if saved else []
