@@ -18,6 +18,7 @@ from viz.worker import (
     WorkerPool,
     WorkerStatus,
     available_devices,
+    protocol,
     worker_env,
 )
 from viz.worker.frames import read_message, write_message
@@ -404,3 +405,19 @@ def test_pool_gives_one_worker_per_device_and_role():
         assert not main.alive()  # nothing starts until the first request
     finally:
         pool.close()
+
+
+def test_pass_by_pass_imports_a_programs_sibling_modules_after_a_restart(tmp_path):
+    """A program opened from a recording lives in its own folder; pass-by-pass must
+    not rely on an earlier Analyze having left that folder on a worker's sys.path."""
+    (tmp_path / "siblings_helper.py").write_text("def double(x):\n    return x * 2\n")
+    code = "from siblings_helper import double\n\n\ndef f(x):\n    return double(x) + 1\n"
+    settings = {"code": code, "function": "f", "args": "f32[4]", "folder": str(tmp_path)}
+    worker = Worker("cpu", timeout_s=60)
+    try:
+        assert worker.ask(protocol.Analyze(**settings, runs=0)).report.ok
+        worker.restart("a fresh child: nothing left on its sys.path")
+        reply = worker.ask(protocol.Passes(**settings))
+        assert reply.ok and reply.steps, reply.error
+    finally:
+        worker.close()

@@ -311,6 +311,7 @@ def passes(progress: Progress, request: p.Passes) -> p.PassesReply:
     target = Target.from_code(
         request.code,
         request.function,
+        folder=request.folder,
         static=list(request.static),
         device=request.device,
         x64=request.x64,

@@ -111,6 +111,7 @@ class Passes(CodeRequest):
     compiler_options: dict[str, Any] = field(default_factory=dict)
     x64: bool | None = None
     mesh: str = ""  # the analysed run's mesh: its `@ P(...)` specs need it
+    folder: str | None = None  # the program's folder, for its sibling imports
 
     OP = "passes"  # never in demo mode: it writes dumps
 
