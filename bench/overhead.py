@@ -6,7 +6,10 @@ function object with JAX's caches cleared:
 
 - bare: `jax.jit(f).trace(*args).lower().compile()`;
 - jitscope: `analyze(f, spec, runs=0).to_dict()` — trace, lower, compile, the three
-  IR readers, op counts, the fusion map, the default graph views and serialization.
+  IR readers, op counts, the fusion map, the default graph views and serialization,
+  twice: as in the worker (`viz.overlap.own_process()`: the collector paused and the
+  switch interval shortened during the compile) and as `viz.analyze()` in a user's
+  own process, which leaves both alone.
 
 Each figure is the minimum over the rounds (compile times are bimodal on a busy
 machine: a ratio of minimums, not a minimum of ratios, which would pair a lucky run
@@ -55,6 +58,7 @@ import jax
 from jax._src import core as jax_core
 
 import viz.graph
+import viz.overlap
 import viz.pipeline
 import viz.stages
 from viz.ir.model import Graph
@@ -212,6 +216,15 @@ def with_jitscope(make: Callable, spec: str) -> Round:
     return found
 
 
+def in_user_process(make: Callable, spec: str) -> Round:
+    """`with_jitscope` as `viz.analyze()` runs in a user's process or notebook."""
+    viz.overlap.own_process(False)
+    try:
+        return with_jitscope(make, spec)
+    finally:
+        viz.overlap.own_process()
+
+
 def without_reading() -> AbstractContextManager[None]:
     """The pipeline with its IR readers reading nothing (empty graphs, no texts): what
     is left is what no faster reader wins back, XLA's dump, the stages' own steps,
@@ -260,6 +273,7 @@ def print_round(best: Round, fastest_bare: Round) -> None:
 
 
 def main(rounds: int = 15, only: str = "", floor: bool = False) -> None:
+    viz.overlap.own_process()  # the worker's figures; `in_user_process` turns it off
     failed = False
     for name, (make, spec) in CASES.items():
         if only not in name:
@@ -268,10 +282,12 @@ def main(rounds: int = 15, only: str = "", floor: bool = False) -> None:
         ours: list[Round] = []
         base: list[Round] = []
         floors: list[Round] = []
+        users: list[Round] = []
         for i in range(rounds):  # which goes first alternates: a drift favours neither
             if i % 2:
                 ours.append(collected(with_jitscope, make, spec))
             base.append(collected(bare, make, spec))
+            users.append(collected(in_user_process, make, spec))
             if floor:
                 floors.append(collected(unread, make, spec))
             if not i % 2:
@@ -279,12 +295,14 @@ def main(rounds: int = 15, only: str = "", floor: bool = False) -> None:
         best = min(ours, key=lambda o: o.total)
         fastest_bare = min(base, key=lambda b: b.total)
         ratio = best.total / fastest_bare.total
-        verdict = "OK" if ratio <= TARGET else "MISSED"
-        failed |= ratio > TARGET and "transformer" in name
+        user_ratio = min(u.total for u in users) / fastest_bare.total
+        verdict = "OK" if max(ratio, user_ratio) <= TARGET else "MISSED"
+        failed |= max(ratio, user_ratio) > TARGET and "transformer" in name
         print(f"\n{name}: {rounds} interleaved rounds, minimums")
         print(f"  bare jit trace+lower+compile   {fastest_bare.total:7.3f} s")
-        print(f"  analyze(runs=0).to_dict()      {best.total:7.3f} s")
+        print(f"  analyze(runs=0).to_dict()      {best.total:7.3f} s   (as in the worker)")
         print(f"  ratio                          {ratio:7.3f}   target <= {TARGET}  {verdict}")
+        print(f"  in a user's process          {user_ratio:7.3f}   (its gc left on)")
         # on a machine whose speed drifts, each jitscope run against the bare run of its round
         paired = statistics.median(o.total / b.total for o, b in zip(ours, base, strict=True))
         print(f"  median of paired ratios        {paired:7.3f}   (each round's two runs)")

@@ -33,7 +33,7 @@ def recordings_page() -> AppTest:
 
 def test_no_recordings_says_how_to_make_one():
     at = recordings_page()
-    assert any("python -m viz record" in i.value for i in at.info)
+    assert any("jitscope record" in i.value for i in at.info)
 
 
 def test_a_lambda_made_in_a_loop_cannot_open_and_says_why():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -702,9 +703,9 @@ def test_the_reader_beside_the_compile_takes_only_idle_cpu_until_the_compile_end
     import os
     import threading
 
-    import viz.pipeline
+    import viz.overlap
 
-    if not viz.pipeline._may_restore_policy():
+    if not viz.overlap.may_restore_policy():
         pytest.skip("this process may not move a SCHED_IDLE thread back (no CAP_SYS_NICE)")
     policies: list[int] = []
     started, resumed = threading.Event(), threading.Event()
@@ -715,7 +716,7 @@ def test_the_reader_beside_the_compile_takes_only_idle_cpu_until_the_compile_end
         resumed.wait(10)
         policies.append(os.sched_getscheduler(0))
 
-    reader = viz.pipeline.Background(read, idle=True)
+    reader = viz.overlap.Background(read, idle=True)
     started.wait(10)
     reader.resume()
     resumed.set()
@@ -723,19 +724,31 @@ def test_the_reader_beside_the_compile_takes_only_idle_cpu_until_the_compile_end
     assert policies == [os.SCHED_IDLE, os.SCHED_OTHER]
 
 
+@pytest.fixture
+def worker_process() -> Iterator[None]:
+    """This test's process taken for the worker's: the process-wide tuning on."""
+    import viz.overlap
+
+    viz.overlap.own_process()
+    yield
+    viz.overlap.own_process(False)
+
+
 def test_the_readers_hold_the_gil_only_inside_the_compile_with_a_short_switch_interval(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, worker_process: None
 ):
-    """The reader starts once the compile is about to (`open`), shortens CPython's
-    switch interval while XLA compiles so the GIL comes back to the caller at once,
-    and the interval is given back after the compile, also across overlapping
-    analyses and where the compile ended before the reader came in."""
+    """In jitscope's own process (the worker), the reader starts once the compile is
+    about to (`open`), shortens CPython's switch interval while XLA compiles so the GIL
+    comes back to the caller at once, and the interval is given back after the compile,
+    also across overlapping analyses and where the compile ended before the reader
+    came in."""
     import sys
     import threading
 
+    import viz.overlap
     import viz.pipeline
 
-    window_of = viz.pipeline._CompileWindow
+    window_of = viz.overlap.CompileWindow
     normal = sys.getswitchinterval()
     seen: list[float] = []
     real = viz.pipeline._read_early
@@ -783,3 +796,36 @@ def test_the_jaxpr_graph_names_each_input_leaf_as_jax_does():
     report = analyze(step, "{'w': f32[4,3], 'b': f32[3]}, f32[2,4]", runs=0)
     inputs = {n.label: n.type for n in report.graph_models["jaxpr"].nodes if n.kind == "input"}
     assert inputs == {"params['b']": "f32[3]", "params['w']": "f32[4,3]", "x": "f32[2,4]"}
+
+
+def test_analyze_in_the_callers_process_leaves_its_gc_and_switch_interval_alone():
+    """viz.analyze() in a user's process or notebook: sampled every millisecond, the
+    collector stays on and the switch interval as it was; no thread is left behind."""
+    import gc
+    import sys
+    import threading
+
+    before = {t.name for t in threading.enumerate()}
+    interval = sys.getswitchinterval()
+    samples: list[tuple[bool, float]] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            samples.append((gc.isenabled(), sys.getswitchinterval()))
+            time.sleep(0.001)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        sample = get_sample("transformer_block")
+        block = getattr(load_module(sample.code, str(sample.path)), sample.function)
+        for fn, spec in ((_chain, "f32[64,64]"), (block, sample.args), (_chain, "f32[8,8]")):
+            report = analyze(fn, spec, runs=2)
+            assert report.ok, report.error
+    finally:
+        done.set()
+        sampler.join()
+    assert len(samples) > 50
+    assert {s for s in samples} == {(True, interval)}
+    assert {t.name for t in threading.enumerate()} == before

@@ -12,14 +12,9 @@ from that text where they differ); `compile_s` is XLA's time alone.
 from __future__ import annotations
 
 import contextlib
-import functools
-import gc
-import os
-import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import Any
 
 import jax
 
@@ -34,6 +29,7 @@ from viz.ir.hlo import read_hlo_text
 from viz.ir.jaxpr import read_jaxpr
 from viz.ir.kernels import fusion_count, kernel_count, kernels
 from viz.ir.stablehlo import module_bytecode, module_copy, module_text, read_stablehlo
+from viz.overlap import Background, CompileWindow, gc_paused
 from viz.report import (
     CompiledSection,
     Cost,
@@ -50,7 +46,6 @@ from viz.stages import DEFAULT_MEMORY_LIMIT, Compiled, Target, Traced, block
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "analyze", "analyze_target"]
 
-T = TypeVar("T")
 # The smallest module (StableHLO bytecode) whose compile XLA dumps for the reader: a
 # dump costs XLA a fixed 10-30 ms (files, LLVM IR), which on a 24-op chain (1 KB) was a
 # quarter of its compile, while reading so small an executable's text after the
@@ -211,7 +206,7 @@ def _lower_and_compile(report: Report, traced: Traced, mlir: bool, early: _Early
         report.mlir = lowered.text(debug_info=True)
     bytecode = module_bytecode(lowered.mlir_module())  # a copy for the thread (see module_copy)
     dump = OptimizedHloDump(traced.target.compiler_options, wanted=len(bytecode) >= DUMP_FROM_BYTES)
-    window = _CompileWindow()  # the readers hold the GIL only while XLA does not
+    window = CompileWindow()  # the readers hold the GIL only while XLA does not
 
     def read() -> tuple[_IR, _IR, Specialization | None, _CompiledRead | None]:
         window.enter()
@@ -421,169 +416,6 @@ def _read_donation(report: Report, compiled: Compiled) -> None:
         [w for w in compiled.warnings if UNUSABLE_WARNING in w],
         compiled.memory().get("alias_bytes"),
     )
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside the block. Reading a 96-layer model allocates
-    a few hundred thousand small objects, which sets off full collections that walk
-    every object alive, the jaxpr and the graphs included, again and again (a third of
-    the readers' time), and frees nothing: the readers make no reference cycles.
-
-    What the block made lives as long as the report: it goes straight to the oldest
-    generation (`gc.freeze()` then `gc.unfreeze()` move every object there without
-    walking any), which only a full collection walks. Left young, the first collections
-    after the block walked all of it three times over (youngest, middle, then a full
-    collection it set off): 0.2 s after a 96-layer model's analysis."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if gc.get_freeze_count() == 0:  # never thaw what someone else froze
-            gc.freeze()
-            gc.unfreeze()
-        if was_enabled:
-            gc.enable()
-
-
-class _CompileWindow:
-    """When a reader beside XLA's compile runs, as far as the GIL goes: CPython hands
-    the GIL from a busy thread to a waiting one only once the waiter has waited its
-    switch interval (5 ms). A reader started before the compile kept the calling
-    thread from XLA for that long (5.6 ms on a 12-layer transformer), and a reader
-    still busy when XLA returns keeps JAX's Python after the compile waiting as long.
-
-    So the reader waits in `enter()` for `open()`, said just before the compile, and
-    holds the GIL only once the calling thread lets it go in XLA; it then shortens the
-    interval to 0.5 ms (a shorter one from the start would have the two threads trade
-    the GIL every 0.5 ms through JAX's Python before XLA), until `close()` right after
-    the compile. The interval is process-wide: overlapping analyses share the short
-    one, and the last to close gives the old one back."""
-
-    SHORT_S = 0.0005
-    _lock = threading.Lock()
-    _shortened = 0  # windows that shortened the interval and are not closed yet
-    _saved_s = 0.0  # the interval before the first of them
-
-    def __init__(self) -> None:
-        self._opened = threading.Event()
-        self._shortened_here = False
-        self._closed = False
-
-    def open(self) -> None:
-        self._opened.set()
-
-    def enter(self) -> None:
-        self._opened.wait()
-        cls = type(self)
-        with cls._lock:
-            if self._closed:  # the compile is over already (it failed at once)
-                return
-            if cls._shortened == 0:
-                cls._saved_s = sys.getswitchinterval()
-                sys.setswitchinterval(min(cls._saved_s, self.SHORT_S))
-            cls._shortened += 1
-            self._shortened_here = True
-
-    def close(self) -> None:
-        self._opened.set()  # a reader never waits on a compile that will not come
-        cls = type(self)
-        with cls._lock:
-            self._closed = True
-            if self._shortened_here:
-                cls._shortened -= 1
-                if cls._shortened == 0:
-                    sys.setswitchinterval(cls._saved_s)
-
-
-class Background(Generic[T]):
-    """`fn()` on a thread of its own; `result()` waits for it and returns what it
-    returned, or raises what it raised. An `idle` thread runs only on the CPU time the
-    rest of the process leaves idle (`_IdlePriority`) until `resume()`."""
-
-    def __init__(self, fn: Callable[[], T], name: str = "reader", idle: bool = False):
-        self._fn = fn
-        self._value: T | None = None
-        self._error: BaseException | None = None
-        self._priority = _IdlePriority() if idle else None
-        self._thread = threading.Thread(target=self._run, name=f"jitscope-{name}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        if self._priority is not None:
-            self._priority.lower()
-        try:
-            self._value = self._fn()
-        except BaseException as exc:  # handed to the caller of result()
-            self._error = exc
-
-    def resume(self) -> None:
-        """The thread's default priority back, where the system lets it be restored."""
-        if self._priority is not None:
-            self._priority.restore()
-
-    def result(self) -> T:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return cast(T, self._value)
-
-    def get(self) -> T | None:
-        """`result()`, or None where `fn` raised (whoever calls `result()` learns why)."""
-        self._thread.join()
-        return self._value if self._error is None else None
-
-
-class _IdlePriority:
-    """A thread's priority while XLA compiles beside it: Linux's SCHED_IDLE (it runs
-    only where a core would idle, so XLA's code generation on every core is not slowed
-    at all) where the process may give the thread its normal policy back once the
-    compile is done (CAP_SYS_NICE); else nice 19, which it keeps, since an unprivileged
-    thread may never raise its priority again (a SCHED_IDLE one then starves, and holds
-    the GIL, whenever other processes keep the cores busy). Elsewhere: no change."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._tid: int | None = None  # the thread, once lowered to SCHED_IDLE
-        self._restored = False
-
-    def lower(self) -> None:
-        tid = threading.get_native_id()
-        with self._lock, contextlib.suppress(AttributeError, OSError):
-            # elsewhere a native thread id is no process id that setpriority could take
-            if self._restored or not sys.platform.startswith("linux"):
-                return
-            if _may_restore_policy():
-                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
-                self._tid = tid
-            else:
-                os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + 19)
-
-    def restore(self) -> None:
-        with self._lock, contextlib.suppress(OSError):
-            self._restored = True
-            if self._tid is not None:
-                os.sched_setscheduler(self._tid, os.SCHED_OTHER, os.sched_param(0))
-
-
-@functools.cache
-def _may_restore_policy() -> bool:
-    """Whether this process may move a SCHED_IDLE thread back to the normal policy:
-    tried once, on a thread of its own."""
-
-    def probe() -> None:
-        tid = threading.get_native_id()
-        with contextlib.suppress(AttributeError, OSError):  # not Linux, or not allowed
-            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
-            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
-            allowed.append(True)
-
-    allowed: list[bool] = []
-    thread = threading.Thread(target=probe, name="jitscope-priority-probe", daemon=True)
-    thread.start()
-    thread.join()
-    return bool(allowed)
 
 
 def _time_runs(report: Report, compiled: Compiled, runs: int, budget_s: float) -> None:

@@ -7,7 +7,6 @@ timer noise. `number` is picked so one sample lasts about `sample_s`.
 
 from __future__ import annotations
 
-import gc
 import math
 import statistics
 import time
@@ -15,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from viz.overlap import gc_paused
 from viz.plain import Plain
 
 
@@ -67,16 +67,11 @@ def time_calls(
         number = min(number, max_number)
     deadline = time.perf_counter() + max(budget_s - first - warm, 0.0)
     per_call: list[float] = []
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # as timeit does: a collection mid-sample is not the function's time
-    try:
+    with gc_paused(settle=False):  # in the worker: as timeit does
         while len(per_call) < max(1, max_samples):
             per_call.append(sample(number))
             if time.perf_counter() > deadline:
                 break
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     return RunStats(
         first_call_s=first,
         median_s=statistics.median(per_call),

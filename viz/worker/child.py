@@ -13,6 +13,7 @@ import os
 import signal
 from typing import Any
 
+from viz import overlap
 from viz.worker.frames import (
     PROTOCOL_EXIT,
     Callback,
@@ -112,6 +113,7 @@ def serve() -> None:
     whole process group down (subprocesses the user's code left behind included)."""
     channel = _Channel(*_protocol_pipes())
     _become_subreaper()
+    overlap.own_process()  # the collector and switch interval are ours to tune here
     from viz.worker import handlers  # noqa: F401  (import jax before the first request)
 
     try:
