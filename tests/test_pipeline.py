@@ -526,7 +526,8 @@ def test_the_analysis_leaves_garbage_collection_as_it_found_it():
         gc.enable()
 
 
-def test_what_the_analysis_made_is_old_but_its_cycles_are_still_collected():
+def test_what_the_analysis_made_is_old_but_its_cycles_are_still_collected(worker_process: None):
+    """In the worker, whose collector the analysis pauses."""
     import gc
     import weakref
 
