@@ -4,6 +4,7 @@ sample, so the GPU run's code paths are verified here."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +22,9 @@ from gpu_check import all_profiles, profile_outcome  # noqa: E402
 
 
 def run(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHON": sys.executable}  # the script's python: this one's, venv or not
     return subprocess.run(
-        list(argv), cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+        list(argv), cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
 
 

@@ -11,11 +11,15 @@ import jax.numpy as jnp
 import pytest
 
 from viz import analyze
+from viz.graph import render
 from viz.notebook import FRAME_PX, jitscope_line, report_html, repr_html
 from viz.samples import get_sample
 from viz.source import load_module
 
 # anything a browser would fetch: the SVG's xmlns/xlink namespaces are names, not fetches
+NEEDS_DOT = pytest.mark.skipif(
+    render.dot_program() is None, reason="the inline SVG needs a DOT renderer (graphviz-pure)"
+)
 FETCHES = re.compile(r"<script|<link|<iframe|<img|\bsrc=|@import|url\(|href=\"(?!#)", re.I)
 
 
@@ -25,6 +29,8 @@ def check_self_contained(markup: str) -> None:
     assert len(markup.encode()) < 2_000_000
 
 
+@pytest.mark.dot
+@NEEDS_DOT
 def test_a_report_displays_its_counts_graph_and_stage_times():
     def mlp(w, x):
         return jnp.maximum(x @ w, 0.0).sum()
@@ -95,6 +101,8 @@ def shown_html(outputs: list[dict]) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.dot
+@NEEDS_DOT
 def test_the_notebook_displays_a_report_as_its_overview(executed: Any):
     (markup,) = shown_html(outputs_of(executed, "report = viz.analyze("))
     check_self_contained(markup)
@@ -112,6 +120,8 @@ def test_show_displays_once_though_it_is_the_cells_value(executed: Any):
 
 
 @pytest.mark.slow
+@pytest.mark.dot
+@NEEDS_DOT
 def test_the_line_magic_is_show(executed: Any):
     (markup,) = shown_html(outputs_of(executed, "%jitscope mlp"))
     check_self_contained(markup)
