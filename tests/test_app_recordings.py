@@ -43,6 +43,6 @@ def test_a_lambda_made_in_a_loop_cannot_open_and_says_why():
     rec.save()
     at = recordings_page()
     assert [m.value for m in at.metric][:1] == ["3"]
-    assert any("a new function object on each call" in i.value for i in at.info)
+    assert any("a new jit(<lambda>) is made on each call" in i.value for i in at.info)
     assert any("not a top-level function" in w.value for w in at.warning)
     assert not [b for b in at.button if b.label == "Open in Explore"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from viz.recorder.model import Compile, FunctionStats, short_path
+from viz.recorder.model import FIRST_COMPILE, Compile, FunctionStats, short_path
 
 FIXES = {
     "shape": "pad to a few bucket sizes (Batch buckets page)",
-    "new_function": "create the jit once, outside the loop",
+    "new_function": "make it once, outside the test or loop",
     "static_value": "every new value compiles again: make it a dynamic argument if it varies",
     "weak_type": "pass one kind every call (always a Python scalar, or always an array)",
     "dtype": "cast once where data enters, e.g. x.astype(jnp.float32)",
@@ -39,7 +39,17 @@ def advise(stats: FunctionStats, compiles: list[Compile], cwd: str) -> str:
         return ""
     kind = kinds.most_common(1)[0][0]
     what = _describe(kind, stats, compiles, cwd)
+    if kind == "config" and _transformed(compiles):
+        return f"{what} → {TRANSFORM_FIX}"
     return f"{what} → {FIXES[kind]}" if kind in FIXES else what
+
+
+TRANSFORM_FIX = "jit the transformed function once, e.g. jax.jit(jax.grad(f))"
+
+
+def _transformed(compiles: list[Compile]) -> list[str]:
+    """The transformations the function compiled under, in order of first appearance."""
+    return _distinct(c.transform for c in compiles)
 
 
 def _describe(kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str) -> str:
@@ -49,8 +59,7 @@ def _describe(kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str
     if kind == "shape":
         return _shape_text(arg, compiles)
     if kind == "new_function":
-        where = short_path(stats.defined_at, cwd)
-        return f"a new function object on each call at {where}"
+        return _new_jit_text(stats, compiles, cwd)
     if kind == "static_value":
         values = _distinct(
             leaf.static_value for c in compiles for leaf in c.signature if leaf.arg == arg
@@ -62,9 +71,24 @@ def _describe(kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str
     if kind == "dtype":
         values = _distinct(leaf.dtype for c in compiles for leaf in c.signature if leaf.arg == arg)
         return f"dtype of {arg} took {len(values)} values ({_list(values)})"
+    if kind == "config" and _transformed(compiles):
+        under = ", ".join(t for t in _transformed(compiles))
+        return f"compiled again under each transformation ({under}), apart from direct calls"
     if kind == "config":
         return f"setting {arg} changed"
     return f"{kind.replace('_', ' ')} of {arg} changed"
+
+
+def _new_jit_text(stats: FunctionStats, compiles: list[Compile], cwd: str) -> str:
+    """'a new jit(jacfwd(partial(safe_norm))) is made on each call at test.py:110'."""
+    made = Counter(
+        (tuple(c.wraps), c.created_at or stats.defined_at)
+        for c in compiles
+        if any(r.kind == "new_function" and r.before != FIRST_COMPILE for r in c.reasons)
+    )
+    layers, where = made.most_common(1)[0][0] if made else ((), stats.defined_at)
+    nested = "".join(f"{layer}(" for layer in layers) + stats.name + ")" * len(layers)
+    return f"a new jit({nested}) is made on each call at {short_path(where, cwd)}"
 
 
 def _shape_text(arg: str, compiles: list[Compile]) -> str:

@@ -1,11 +1,14 @@
-"""`jitscope record [OPTIONS] -- SCRIPT [ARGS]` and `... record [OPTIONS] -m MODULE [ARGS]`.
+"""`jitscope record [OPTIONS] -- SCRIPT [ARGS]`, `... [--] -m MODULE [ARGS]`, `--recover`.
 
 The program runs in a child process (`viz.recorder.run`) and appends each compile to
 a journal under `$JITSCOPE_HOME/recordings/`. This process waits for it, whatever
 way it ends (an exception, `sys.exit(3)`, `os._exit`, SIGKILL), then reads the
 journal, prints the summary on stderr, stores the recording in history (unless
-`--no-history`), writes `--json OUT`, and exits with the program's own status
-(128 + N when signal N ended it, as a shell reports it).
+`--no-history`), writes `--json OUT` and `--html OUT`, and exits with the program's own
+status (128 + N when signal N ended it, as a shell reports it).
+
+`--recover` runs no program: it stores the journals that recorders whose parent was
+killed left behind (`viz.recorder.orphans`).
 """
 
 from __future__ import annotations
@@ -21,16 +24,18 @@ from pathlib import Path
 
 from viz.history import HistoryError
 from viz.locations import app_command
+from viz.recorder.html import recording_html
 from viz.recorder.journal import read_journal
 from viz.recorder.model import DEFAULT_DETAILS
+from viz.recorder.orphans import journal_path, recover_orphans
 from viz.recorder.run import BOOT, CONFIG_ENV
 from viz.recorder.store import save
 from viz.recorder.summary import summary_text
-from viz.source import home
 
 USAGE = (
-    "python -m viz record [--json OUT] [--no-history] [--eager] [--name NAME] "
-    "[--details N] -- SCRIPT [ARGS ...]  (or: ... -m MODULE [ARGS ...])"
+    "python -m viz record [--json OUT] [--html OUT] [--no-history] [--eager] [--name NAME] "
+    "[--details N] [--persistent-cache DIR] -- SCRIPT [ARGS ...]  (or: ... [--] -m MODULE "
+    "[ARGS ...]);  python -m viz record --recover"
 )
 
 
@@ -47,6 +52,19 @@ def _options() -> argparse.ArgumentParser:
         prog="python -m viz record", usage=USAGE, description=__doc__.splitlines()[0]
     )
     parser.add_argument("--json", metavar="OUT", help="write the Recording JSON here (- = stdout)")
+    parser.add_argument(
+        "--html", metavar="OUT", help="write the recording as one self-contained HTML file"
+    )
+    parser.add_argument(
+        "--persistent-cache",
+        metavar="DIR",
+        help="use JAX's persistent compilation cache in DIR (sets jax_compilation_cache_dir)",
+    )
+    parser.add_argument(
+        "--recover",
+        action="store_true",
+        help="store the recordings left by killed recorders in history, and exit",
+    )
     parser.add_argument("--no-history", action="store_true", help="do not store it in history")
     parser.add_argument(
         "--eager",
@@ -64,15 +82,19 @@ def _options() -> argparse.ArgumentParser:
     return parser
 
 
-TAKE_VALUE = ("--json", "--name", "--details")  # record's options that take a value (above)
+TAKE_VALUE = ("--json", "--html", "--name", "--details", "--persistent-cache")  # (above)
 
 
 def split_argv(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
     """(record's options, -m MODULE or None, the program's argv): the program starts at
-    `--`, at `-m`, or at the first word that is not an option or an option's value."""
+    `--` (`-- -m MODULE` too, as `python -m` would take it), at `-m`, or at the first
+    word that is not an option or an option's value."""
     for i, word in enumerate(argv):
         if word == "--":
-            return argv[:i], None, argv[i + 1 :]
+            rest = argv[i + 1 :]
+            if rest[:1] == ["-m"] and len(rest) > 1:
+                return argv[:i], rest[1], rest[2:]
+            return argv[:i], None, rest
         if word == "-m" and i + 1 < len(argv):
             return argv[:i], argv[i + 1], argv[i + 2 :]
         if not word.startswith("-") and (i == 0 or argv[i - 1] not in TAKE_VALUE):
@@ -83,14 +105,15 @@ def split_argv(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
 def main(argv: list[str]) -> int:
     own, module, target = split_argv(argv)
     args = _options().parse_args(own)
+    if args.recover:
+        return recover_orphans()
     if module is None and not target:
         _options().error("name a program: -- SCRIPT [ARGS] or -m MODULE [ARGS]")
     if module is None and not Path(target[0]).is_file():
         _options().error(f"no such file: {target[0]}")
     started = time.time()
-    folder = home() / "recordings"
-    folder.mkdir(parents=True, exist_ok=True)
-    journal = folder / f"{int(started * 1000)}-{os.getpid()}.jsonl"
+    journal = journal_path(started, os.getpid())
+    journal.parent.mkdir(parents=True, exist_ok=True)
     name = args.name or module or os.path.basename(target[0])
     config = {
         "journal": str(journal),
@@ -100,6 +123,9 @@ def main(argv: list[str]) -> int:
         "name": name,
         "module": module,
         "argv": ([module] if module else []) + target,
+        "persistent_cache": str(Path(args.persistent_cache).resolve())
+        if args.persistent_cache
+        else None,
     }
     viz_parent = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, CONFIG_ENV: json.dumps(config)}
@@ -132,12 +158,16 @@ def _finish(journal: Path, args: argparse.Namespace, status: int, wall_s: float)
     print(summary_text(recording), file=sys.stderr)
     try:
         saved = save(recording, json_path=args.json, history=not args.no_history)
-    except (OSError, HistoryError) as exc:  # --json, or the history
+        if args.html:
+            Path(args.html).write_text(recording_html(recording), encoding="utf-8")
+    except (OSError, HistoryError) as exc:  # --json, --html, or the history
         print(f"jitscope: not saved ({exc}); the journal stays at {journal}", file=sys.stderr)
         return exit_code
     where = [f"recording #{saved} ({app_command()} → Recordings)"] if saved else []
     if args.json and args.json != "-":
         where.append(args.json)
+    if args.html:
+        where.append(args.html)
     if where:
         print(f"jitscope: saved as {' and '.join(where)}", file=sys.stderr)
     journal.unlink(missing_ok=True)

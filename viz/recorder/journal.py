@@ -13,12 +13,18 @@ from a journal file read back. Stdlib only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # not on this platform
+    fcntl = None  # type: ignore[assignment]
 
 from viz.recorder.advice import advise
 from viz.recorder.model import (
@@ -31,6 +37,14 @@ from viz.recorder.model import (
 )
 
 
+def _lock_for_life(fd: int) -> None:
+    """An exclusive flock while this process lives (or until close): a journal nobody
+    holds, whose parent is gone, is an orphan (`viz.recorder.orphans`). Best effort."""
+    if fcntl is not None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
 class Journal:
     """Appends lines to one file; safe from many threads."""
 
@@ -39,6 +53,7 @@ class Journal:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._lock = threading.Lock()
+        _lock_for_life(self._fd)
 
     def write(self, line: dict[str, Any]) -> None:
         data = (json.dumps(line, default=str, separators=(",", ":")) + "\n").encode()
@@ -63,6 +78,7 @@ class Tally:
         self.eager = hidden_eager()
         self.details_dropped = 0
         self.recorder_errors = 0  # compiles the recorder failed to describe (counted only)
+        self.errors: dict[str, int] = {}  # what failed → how many compiles
 
     def add(self, line: dict[str, Any]) -> None:
         kind = line.get("type")
@@ -72,8 +88,8 @@ class Tally:
             self.add_compile(Compile.from_dict(line))
         elif kind == "count":
             self.add_count(line)
-        elif kind == "error":
-            self.recorder_errors += 1
+        elif kind == "error":  # journals of earlier versions: the compile went uncounted
+            self._error(str(line.get("message", "")))
         elif kind == "end":
             self.program.exit_code = line.get("exit_code", self.program.exit_code)
             self.program.wall_s = line.get("wall_s", self.program.wall_s)
@@ -81,7 +97,7 @@ class Tally:
     def add_compile(self, compile: Compile) -> None:
         self.compiles.append(compile)
         self._stats(compile.function, compile.defined_at, compile.eager).add(
-            compile.total_s, [r.kind for r in compile.reasons]
+            compile.total_s, [r.kind for r in compile.reasons], compile.persistent.state == "hit"
         )
 
     def add_count(self, line: dict[str, Any]) -> None:
@@ -90,9 +106,19 @@ class Tally:
             if line.get("hidden")
             else self._stats(line["function"], line["defined_at"], bool(line.get("eager")))
         )
-        stats.add(float(line.get("total_s", 0.0)), list(line.get("kinds", [])))
-        if not line.get("hidden"):
+        stats.add(
+            float(line.get("total_s", 0.0)),
+            list(line.get("kinds", [])),
+            bool(line.get("disk_hit")),
+        )
+        if line.get("error"):
+            self._error(str(line["error"]))
+        elif not line.get("hidden"):
             self.details_dropped += 1
+
+    def _error(self, message: str) -> None:
+        self.recorder_errors += 1
+        self.errors[message] = self.errors.get(message, 0) + 1
 
     def _stats(self, name: str, defined_at: str, eager: bool) -> FunctionStats:
         key = function_key(name, defined_at)
@@ -119,6 +145,7 @@ class Tally:
             eager=FunctionStats(**asdict(self.eager)),
             details_dropped=self.details_dropped,
             recorder_errors=self.recorder_errors,
+            errors=dict(self.errors),
         )
 
 

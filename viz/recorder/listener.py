@@ -8,17 +8,29 @@ holds the function and the arguments it was called with, and the frames above th
 are the user's call site. Calls that hit the jit cache stay on JAX's C++ fast path
 and never reach this module.
 
+A compile under a transformation (an inner jit reached by `grad`, `vmap`, `jvp`, or
+grad's backward pass) has tracers for arguments, or no cache-miss frame at all: the
+frame that compiles (`_pjit_call_impl_python`) holds the computation's own input types
+and its debug info (the function's name and line), and the transformation's rule
+frame (`_pjit_batcher`, `_pjit_linearize`, …) names the transformation.
+
+JAX does not keep where `jax.jit(...)` was called. The listener watches jit's one
+constructor (`jax._src.pjit.make_jit`) for that: the returned function is JAX's own,
+unchanged, so calls stay on the C++ fast path; only its creation is noted.
+
 One pair of listeners is registered per process, on first use; they hand each
 finished compilation to every active `Recorder` (`viz.recorder.session`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import sysconfig
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
@@ -30,6 +42,8 @@ TRACE = "/jax/core/compile/jaxpr_trace_duration"
 LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 COMPILE = "/jax/core/compile/backend_compile_duration"
 DISK_HIT = "/jax/compilation_cache/cache_hits"
+USES_CACHE = "/jax/compilation_cache/compile_requests_use_cache"  # a key was computed
+SAVED = "/jax/compilation_cache/compile_time_saved_sec"
 
 _JAX_DIR = os.path.dirname(os.path.dirname(jax.__file__))  # site-packages holding jax
 _JAX_PACKAGES = tuple(
@@ -58,6 +72,26 @@ class Call:
 
 
 @dataclass
+class Compiled:
+    """What the compiling frame holds: the computation's inputs and its debug info."""
+
+    source: str  # JAX's 'name at path:line' of the function, or ''
+    arg_names: tuple[str, ...] | None
+    in_avals: tuple[Any, ...]
+
+
+@dataclass
+class CacheContext:
+    """The persistent cache key's inputs, read from jit's compiling frame."""
+
+    computation: Any  # the MLIR module
+    devices: Any  # numpy array of devices
+    compile_options: Any
+    backend: Any
+    host_callbacks: tuple[Any, ...]
+
+
+@dataclass
 class Finished:
     """One compilation as the listener saw it; `viz.recorder.session` describes it."""
 
@@ -70,6 +104,11 @@ class Finished:
     compile_s: float
     persistent_cache: bool
     thread: str
+    compiled: Compiled | None = None
+    transform: str | None = None  # 'vmap', 'linearize', 'jvp', 'transpose', …
+    cache: CacheContext | None = None  # when the persistent cache was looked in
+    saved_s: float | None = None  # JAX's figure for the compile time a disk hit saved
+    jit_made: tuple[str, bool] | None = None  # (where jax.jit was called, in user code)
 
 
 @dataclass
@@ -81,6 +120,8 @@ class _Pending:
     trace_s: float = 0.0
     lower_s: float = 0.0
     disk_hit: bool = False
+    uses_cache: bool = False
+    saved_s: float | None = None
     traced_call: Call | None = None  # for `.lower().compile()`: no cache-miss frame then
 
 
@@ -100,6 +141,7 @@ def subscribe(sink: Callable[[Finished], None]) -> None:
         if not _state.registered:
             jax.monitoring.register_event_duration_secs_listener(_on_duration)
             jax.monitoring.register_event_listener(_on_event)
+            _watch_jit_creation()
             _state.registered = True
         _state.sinks.append(sink)
 
@@ -124,9 +166,13 @@ def _strip(name: str) -> str:
 def _on_event(event: str, **_: Any) -> None:
     if event == DISK_HIT and _state.sinks:
         _pending().disk_hit = True
+    elif event == USES_CACHE and _state.sinks:
+        _pending().uses_cache = True
 
 
 def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
+    if event == SAVED and _state.sinks:
+        _pending().saved_s = duration
     if not _state.sinks or event not in (TRACE, LOWER, COMPILE):
         return
     now = time.time()
@@ -134,7 +180,7 @@ def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
     pending = _pending()
     if event == TRACE:
         _state.local.pending = _Pending(name, now - duration, trace_s=duration)
-        _state.local.pending.traced_call = _call_from(sys._getframe(1), "_infer_params")
+        _state.local.pending.traced_call = _call_from(_nearest(sys._getframe(1), "_infer_params"))
         return
     if name != pending.name:  # no trace of this function came first: its trace was cached
         pending = _state.local.pending = _Pending(name, now - duration)
@@ -142,9 +188,11 @@ def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
         pending.lower_s = duration
         return
     frame = sys._getframe(1)
+    jax_frames = _jax_frames(frame)
+    call = _call_from(jax_frames.get("cache_miss")) or pending.traced_call
     finished = Finished(
         name=name,
-        call=_call_from(frame, "cache_miss") or pending.traced_call,
+        call=call,
         frames=user_frames(frame),
         started=pending.started or now - duration,
         trace_s=pending.trace_s,
@@ -152,24 +200,157 @@ def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
         compile_s=duration,
         persistent_cache=pending.disk_hit,
         thread=threading.current_thread().name,
+        compiled=_compiled_from(jax_frames.get("_pjit_call_impl_python")),
+        transform=_transform_of(jax_frames),
+        cache=_cache_context(jax_frames.get("_cached_compilation")) if pending.uses_cache else None,
+        saved_s=pending.saved_s,
+        jit_made=jit_made(call.jit_info) if call else None,
     )
     _state.local.pending = _Pending()
     for sink in list(_state.sinks):
         sink(finished)
 
 
-def _call_from(frame: FrameType | None, code_name: str) -> Call | None:
-    """The function and arguments of the nearest JAX frame named `code_name`
-    (jit's `cache_miss(*args, **kwargs)` or `_infer_params(fun, ji, args, kwargs)`)."""
+# The frames between the compile and the user's call that say what compiled and how.
+_WANTED = ("cache_miss", "_pjit_call_impl_python", "_cached_compilation")
+_RULES = {  # a transformation's rule for jit, by its function's name in JAX
+    "_pjit_batcher": "vmap",
+    "_pjit_jvp": "jvp",
+    "_pjit_linearize": "linearize",
+    "_pjit_partial_eval": "linearize",
+    "_pjit_transpose": "transpose",
+    "_pjit_transpose_fancy": "transpose",
+}
+
+
+def _jax_frames(frame: FrameType | None) -> dict[str, FrameType]:
+    """JAX's frames of interest below the first frame outside JAX, innermost of each;
+    a transformation rule found on the way is kept under 'rule'."""
+    found: dict[str, FrameType] = {}
+    while frame is not None:
+        code = frame.f_code
+        if not code.co_filename.startswith(_JAX_PACKAGES):
+            if found.get("cache_miss") is not None or "_pjit_call_impl_python" in found:
+                break  # out of JAX above the compile: the rest is the caller's
+        elif code.co_name in _WANTED:
+            found.setdefault(code.co_name, frame)
+            if code.co_name == "cache_miss":
+                break
+        elif code.co_name in _RULES:
+            found.setdefault("rule", frame)
+        frame = frame.f_back
+    return found
+
+
+def _transform_of(frames: dict[str, FrameType]) -> str | None:
+    rule = frames.get("rule")
+    return _RULES[rule.f_code.co_name] if rule is not None else None
+
+
+def _compiled_from(frame: FrameType | None) -> Compiled | None:
+    if frame is None:
+        return None
+    closed = frame.f_locals.get("jaxpr")
+    info = getattr(getattr(closed, "jaxpr", None), "debug_info", None)
+    return Compiled(
+        source=str(getattr(info, "func_src_info", "") or ""),
+        arg_names=getattr(info, "arg_names", None),
+        in_avals=tuple(getattr(closed, "in_avals", ())),
+    )
+
+
+def _cache_context(frame: FrameType | None) -> CacheContext | None:
+    if frame is None:
+        return None
+    values = frame.f_locals
+    return CacheContext(
+        computation=values.get("computation"),
+        devices=values.get("dev"),
+        compile_options=values.get("compile_options"),
+        backend=values.get("backend"),
+        host_callbacks=tuple(values.get("host_callbacks") or ()),
+    )
+
+
+# -- where jax.jit(...) was called ---------------------------------------------------
+_jits: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_MADE = "_jitscope_made_at"  # attribute set on the jitted function JAX returns
+
+
+def _watch_jit_creation() -> None:
+    """Note where each jit is made, from now on. Idempotent."""
+    from jax._src import pjit
+
+    make_jit = pjit.make_jit
+    if getattr(make_jit, "_jitscope", False):
+        return
+
+    @functools.wraps(make_jit)
+    def noting_make_jit(fun: Callable, *args: Any, **kwargs: Any) -> Any:
+        jitted = make_jit(fun, *args, **kwargs)
+        if _state.sinks:
+            _note_made(jitted, sys._getframe(1))
+        return jitted
+
+    noting_make_jit._jitscope = True  # type: ignore[attr-defined]
+    pjit.make_jit = noting_make_jit
+
+
+def _note_made(jitted: Any, frame: FrameType | None) -> None:
+    """(the innermost user frame's 'path:line', whether jax.jit was called by the user's
+    own code rather than by JAX or a library) on the jitted function; never raises."""
+    while frame is not None and _is_jit_itself(frame.f_code):
+        frame = frame.f_back
+    by_user = frame is not None and is_user_file(frame.f_code.co_filename)
+    while frame is not None and not is_user_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return
+    try:
+        setattr(
+            jitted,
+            _MADE,
+            (f"{os.path.abspath(frame.f_code.co_filename)}:{frame.f_lineno}", by_user),
+        )
+        _jits[id(jitted._jit_info)] = jitted
+    except (AttributeError, TypeError):
+        pass
+
+
+_JIT_ITSELF = ("jit", "<lambda>", "pjit", "make_jit", "reraise_with_filtered_traceback")
+
+
+def _is_jit_itself(code: Any) -> bool:
+    """jax.jit's own frames (the decorator form's lambda too), above make_jit."""
+    return code.co_name in _JIT_ITSELF and code.co_filename.startswith(_JAX_PACKAGES)
+
+
+def jit_made(jit_info: Any) -> tuple[str, bool] | None:
+    """Where the jit with these settings was made, and whether by the user's own code."""
+    jitted = _jits.get(id(jit_info))
+    if jitted is None or getattr(jitted, "_jit_info", None) is not jit_info:
+        return None
+    return getattr(jitted, _MADE, None)
+
+
+def _call_from(frame: FrameType | None) -> Call | None:
+    """The function and arguments of jit's `cache_miss(*args, **kwargs)` frame or its
+    `_infer_params(fun, ji, args, kwargs)` frame."""
+    if frame is None:
+        return None
+    values = frame.f_locals
+    info = values.get("jit_info", values.get("ji"))
+    fun = values.get("fun")
+    if fun is None or info is None:
+        return None
+    return Call(fun, info, tuple(values.get("args", ())), dict(values.get("kwargs", {})))
+
+
+def _nearest(frame: FrameType | None, code_name: str) -> FrameType | None:
     while frame is not None:
         code = frame.f_code
         if code.co_name == code_name and code.co_filename.startswith(_JAX_PACKAGES):
-            values = frame.f_locals
-            info = values.get("jit_info", values.get("ji"))
-            fun = values.get("fun")
-            if fun is None or info is None:
-                return None
-            return Call(fun, info, tuple(values.get("args", ())), dict(values.get("kwargs", {})))
+            return frame
         frame = frame.f_back
     return None
 

@@ -48,6 +48,44 @@ class Reason:
     after: str
 
 
+@dataclass(frozen=True)
+class KeyChange:
+    """One component of the persistent cache key that differs from an earlier compile."""
+
+    component: str  # computation, jaxlib, backend, xla_flags, compile_options, devices, …
+    before: str
+    after: str
+
+
+@dataclass
+class Persistent:
+    """What the persistent compilation cache did for one compile (`viz.recorder.persistent`).
+
+    `state`: hit (served from disk), miss (compiled) or off (no persistent cache).
+    `written`: a miss was stored; `why`: why not, or why it missed; `key`: JAX's cache key;
+    `changed`: the key's components that differ from the nearest earlier compile of the
+    same function and signature; `components`: this compile's components (readable values
+    where JAX hashes something readable, hashes otherwise), kept to compare later runs.
+    """
+
+    state: str = "off"
+    written: bool = False
+    why: str = ""
+    key: str = ""
+    changed: list[KeyChange] = field(default_factory=list)
+    components: dict[str, str] = field(default_factory=dict)
+    cache_dir: str = ""
+    saved_s: float = 0.0  # compile time a hit saved (the earlier miss's, when known)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Persistent:
+        if not data:
+            return cls()
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["changed"] = [KeyChange(**c) for c in data.get("changed") or []]
+        return cls(**known)
+
+
 @dataclass
 class Compile:
     """One compilation of a jitted function."""
@@ -69,6 +107,10 @@ class Compile:
     persistent_cache: bool = False  # the persistent compilation cache served the executable
     eager: bool = False  # JAX's own op-by-op compile (a primitive or a JAX helper)
     thread: str = ""
+    created_at: str | None = None  # 'path:line' where jax.jit(...) was called, when seen
+    wraps: list[str] = field(default_factory=list)  # layers around the function: jacfwd, partial
+    transform: str | None = None  # compiled under a transformation: 'vmap', 'grad', …
+    persistent: Persistent = field(default_factory=Persistent)
 
     @property
     def total_s(self) -> float:
@@ -87,6 +129,7 @@ class Compile:
         values = {k: v for k, v in data.items() if k in known}
         values["signature"] = [ArgLeaf(**leaf) for leaf in data.get("signature") or []]
         values["reasons"] = [Reason(**r) for r in data.get("reasons") or []]
+        values["persistent"] = Persistent.from_dict(data.get("persistent"))
         return cls(**values)
 
 
@@ -110,14 +153,16 @@ class FunctionStats:
     reasons: dict[str, int] = field(default_factory=dict)  # kind → compiles it explained
     advice: str = ""
     eager: bool = False
+    persistent_hits: int = 0  # compiles the persistent cache served from disk
 
     @property
     def key(self) -> str:
         return function_key(self.name, self.defined_at)
 
-    def add(self, compile_s: float, kinds: list[str]) -> None:
+    def add(self, compile_s: float, kinds: list[str], disk_hit: bool = False) -> None:
         self.compiles += 1
         self.compile_s += compile_s
+        self.persistent_hits += int(disk_hit)
         for kind in dict.fromkeys(kinds):  # a compile counts once per kind
             self.reasons[kind] = self.reasons.get(kind, 0) + 1
 
@@ -143,6 +188,10 @@ class Summary:
     eager_compile_s: float = 0.0
     details_dropped: int = 0  # compiles counted in the totals but kept without details
     recorder_errors: int = 0  # compiles the recorder failed to describe (a jitscope bug)
+    errors: list[dict[str, Any]] = field(default_factory=list)  # [{message, count}]
+    persistent_hits: int = 0  # compiles served from the persistent cache
+    persistent_misses: int = 0  # compiles that looked in it and compiled
+    persistent_saved_s: float = 0.0  # compile time the hits saved
 
 
 @dataclass
@@ -155,6 +204,7 @@ class Recording:
     )
     details_dropped: int = 0
     recorder_errors: int = 0
+    errors: dict[str, int] = field(default_factory=dict)  # the recorder's error → compiles
 
     @property
     def summary(self) -> Summary:
@@ -170,6 +220,12 @@ class Recording:
             eager_compile_s=sum(f.compile_s for f in eager),
             details_dropped=self.details_dropped,
             recorder_errors=self.recorder_errors,
+            errors=[{"message": m, "count": n} for m, n in self.errors.items()],
+            persistent_hits=sum(f.persistent_hits for f in jitted),
+            persistent_misses=sum(
+                1 for c in self.compiles if not c.eager and c.persistent.state == "miss"
+            ),
+            persistent_saved_s=sum(c.persistent.saved_s for c in self.compiles if not c.eager),
         )
 
     def function(self, key: str) -> FunctionStats | None:
@@ -205,14 +261,23 @@ class Recording:
             eager=eager,
             details_dropped=summary.get("details_dropped", 0),
             recorder_errors=summary.get("recorder_errors", 0),
+            errors={e["message"]: e["count"] for e in summary.get("errors") or []},
         )
 
 
+_INSTALLED = ("site-packages", "dist-packages")  # folders pip installs packages into
+
+
 def short_path(location: str, cwd: str) -> str:
-    """'path:line' relative to the program's folder when it lies inside it."""
+    """'path:line' relative to the program's folder when it lies inside it, or from its
+    package when it was installed (`optax/_src/numerics.py:106`); else unchanged."""
     path, sep, line = location.rpartition(":")
     if not sep:
         return location
+    parts = path.split(os.sep)
+    installed = [i for i, part in enumerate(parts) if part in _INSTALLED]
+    if installed and installed[-1] + 1 < len(parts):
+        return f"{os.sep.join(parts[installed[-1] + 1 :])}:{line}"
     try:
         rel = os.path.relpath(path, cwd)
     except ValueError:

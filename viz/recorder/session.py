@@ -3,9 +3,12 @@
 For every compilation it writes down where the function is defined and where it was
 called from, its signature per argument leaf, the args spec that reproduces it, and
 why it compiled, field by field, against the closest earlier compile of the same
-function (`viz.cache.signature.explain_miss`, the cache lab's comparison). A function
+function (the cache lab's comparison, `viz.cache.signature.diff`). A function
 object made anew for each call (a `jax.jit(lambda …)` in a loop) is told apart from
-the function itself by identity, without keeping it alive.
+the function itself by identity, without keeping it alive. A wrapped function
+(`jit(jacfwd(partial(f)))`) is named and placed by the user's `f` (`viz.recorder.unwrap`),
+with the layers and the line where the jit was made; what the persistent cache did is
+in `viz.recorder.persistent`.
 
 Memory is bounded: the first `details` compiles of each function keep their details;
 later ones, and hidden op-by-op compiles, only add to exact counts. A recorder never
@@ -14,10 +17,6 @@ raises into the program: an error of its own is counted and the program goes on.
 
 from __future__ import annotations
 
-import ast
-import contextlib
-import functools
-import inspect
 import os
 import sys
 import threading
@@ -28,33 +27,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jax
-import numpy as np
-
-from viz.cache.keys import call_signature, dtype_name
-from viz.cache.signature import Signature, explain_miss
-from viz.recorder import listener
+from viz.cache.signature import Signature, diff
+from viz.recorder import listener, persistent
+from viz.recorder.describe import TRANSFORMATION, Described, describe
 from viz.recorder.journal import Journal, Tally
 from viz.recorder.model import (
     DEFAULT_DETAILS,
     FIRST_COMPILE,
-    ArgLeaf,
     Compile,
+    Persistent,
     Program,
     Reason,
     Recording,
     function_key,
     short_path,
 )
-from viz.spec import ArraySpec, KeySpec, ValueSpec, format_spec
+from viz.recorder.unwrap import defined_at, unwrap
 
-MAX_VALUE_TEXT = 80  # characters of a static value's repr
 MAX_IDENTITIES = 100  # function objects and jit wrappers remembered per function
+MAX_ERROR_TEXT = 300  # characters of a recorder error's message kept
 
 
 @dataclass
 class _FunctionState:
     signatures: list[Signature] = field(default_factory=list)  # of the detailed compiles
+    conventions: list[str] = field(default_factory=list)  # '(x, y=…)', one per signature
     objects: list[Any] = field(default_factory=list)  # weak references to function objects
     jit_infos: list[int] = field(default_factory=list)  # ids of the jax.jit wrappers' settings
     compiles: int = 0
@@ -78,6 +75,7 @@ class Recorder:
         self._state: dict[str, _FunctionState] = {}
         self._lock = threading.Lock()
         self._seq = 0
+        self._keys = persistent.KeyIndex()
         self._write({"type": "program", **self.program.__dict__})
 
     # -- lifetime -------------------------------------------------------------
@@ -135,33 +133,47 @@ class Recorder:
         try:
             self._record(finished)
         except Exception as exc:  # never into the program: count it, keep going
-            line = {"type": "error", "message": f"{type(exc).__name__}: {exc}"}
-            with self._lock:
-                self.tally.add(line)
-            self._write(line)
+            self._count_failure(finished, f"{type(exc).__name__}: {exc}")
+
+    def _count_failure(self, finished: listener.Finished, message: str) -> None:
+        """A compile the recorder failed to describe still counts (under JAX's name for
+        it), so the totals stay equal to JAX's; the message goes into the summary."""
+        line = {
+            "type": "count",
+            "function": finished.name,
+            "defined_at": "",
+            "total_s": finished.trace_s + finished.lower_s + finished.compile_s,
+            "kinds": [],
+            "eager": False,
+            "error": message[:MAX_ERROR_TEXT],
+        }
+        with self._lock:
+            self.tally.add(line)
+        self._write(line)
 
     def _record(self, finished: listener.Finished) -> None:
         call = finished.call
-        fun = _unwrap(call.fun) if call else None
-        name = getattr(fun, "__name__", None) or finished.name
-        defined_at = _defined_at(fun) if fun is not None else "?"
-        eager = (call is None and not finished.frames) or _is_jax_function(call, fun)
+        where = _where(finished)
+        made_at, by_user = finished.jit_made or (None, False)
+        eager = (call is None and not finished.frames) or (
+            _is_jax_function(call, where.fun, where.defined_at) and not by_user
+        )
         frames = finished.frames
         call_site = f"{frames[-1][0]}:{frames[-1][1]}" if frames else "?"
-        described = _describe(call) if call else None
+        described = describe(call, finished)
         with self._lock:
-            key = function_key(name, defined_at)
+            key = function_key(where.name, where.defined_at)
             state = self._state.setdefault(key, _FunctionState())
-            reasons = self._reasons(
-                state, call, described.signature if described else None, defined_at
-            )
+            reasons = self._reasons(state, call, described, where, made_at)
             state.compiles += 1
+            disk = self._persistent(finished, where, described)
             common = {
-                "function": name,
-                "defined_at": defined_at,
+                "function": where.name,
+                "defined_at": where.defined_at,
                 "total_s": finished.trace_s + finished.lower_s + finished.compile_s,
                 "kinds": [r.kind for r in reasons],
                 "eager": eager,
+                "disk_hit": disk.state == "hit",
             }
             if eager and not self.keep_eager:
                 self.tally.add_count({**common, "hidden": True})
@@ -174,11 +186,12 @@ class Recorder:
                 return
             if described:
                 state.signatures.append(described.signature)
+                state.conventions.append(described.convention)
             compile = Compile(
                 seq=self._seq,
                 t_s=max(finished.started - self.program.started, 0.0),
-                function=name,
-                defined_at=defined_at,
+                function=where.name,
+                defined_at=where.defined_at,
                 call_site=call_site,
                 stack=[f"{file}:{line} in {func}" for file, line, func in frames],
                 signature=described.leaves if described else [],
@@ -192,16 +205,53 @@ class Recorder:
                 persistent_cache=finished.persistent_cache,
                 eager=eager,
                 thread=finished.thread,
+                created_at=made_at,
+                wraps=where.layers,
+                transform=_transform(described),
+                persistent=disk,
             )
             self.tally.add_compile(compile)
             self._write({"type": "compile", **compile.to_dict()})
+
+    def _persistent(
+        self, finished: listener.Finished, where: _Where, described: Described | None
+    ) -> Persistent:
+        """What the persistent cache did (off when the compile did not look in it: JAX
+        computes a key whenever the cache is enabled, even with no folder to look in)."""
+        folder = persistent.cache_dir() if finished.cache is not None else ""
+        if not folder:
+            hit = finished.persistent_cache
+            return Persistent("hit", why="served from disk") if hit else Persistent()
+        key, components = persistent.key_components(finished.cache)
+        state = "hit" if finished.persistent_cache else "miss"
+        match = " · ".join(
+            [where.name, where.defined_at.rpartition(":")[0]]
+            + [leaf.text for leaf in (described.leaves if described else [])]
+        )
+        earlier = persistent.nearest(self._keys.entries(folder), match, components)
+        stored = state == "miss" and persistent.written(key) is not False
+        not_stored = (
+            persistent.why_not_written(finished.cache, finished.compile_s)
+            if state == "miss" and not stored
+            else ""
+        )
+        record = persistent.explain(
+            state, key, components, earlier, stored, not_stored, folder, finished.saved_s,
+            finished.compile_s,
+        )  # fmt: skip
+        took = finished.compile_s if state == "miss" else (earlier.compile_s if earlier else 0.0)
+        self._keys.add(
+            folder, persistent.Entry(match, key, components, took, stored or state == "hit")
+        )
+        return record
 
     def _reasons(
         self,
         state: _FunctionState,
         call: listener.Call | None,
-        signature: Signature | None,
-        defined_at: str,
+        described: Described | None,
+        where: _Where,
+        made_at: str | None,
     ) -> list[Reason]:
         """Why this compile: every field that differs from the closest earlier compile."""
         new_object = call is not None and not _seen(state, call.fun)
@@ -212,18 +262,18 @@ class Recorder:
             return [Reason("(function)", "new_function", FIRST_COMPILE, "first compile")]
         reasons: list[Reason] = []
         if new_object:
-            where = short_path(defined_at, self.program.cwd)
+            made = short_path(made_at or where.defined_at, self.program.cwd)
+            what = f"jit({where.nested})" if where.layers else "function object"
             reasons.append(
                 Reason(
                     "(function)",
                     "new_function",
                     f"{state.compiles} compile(s) of earlier function objects",
-                    f"a new function object, created at {where}",
+                    f"a new {what}, made at {made}",
                 )
             )
-        if signature is not None and state.signatures:
-            miss = explain_miss(signature, state.signatures)
-            reasons += [Reason(r.arg, r.kind, r.before, r.after) for r in miss.reasons]
+        if described is not None and state.signatures:
+            reasons += _closest_differences(described, state.signatures, state.conventions)
         if not reasons:
             reasons.append(
                 Reason("(jit)", "config", "other jax.jit settings", "new jax.jit settings")
@@ -231,6 +281,57 @@ class Recorder:
                 else Reason("(cache)", "config", "cached", "the entry was cleared or evicted")
             )
         return reasons
+
+
+def _closest_differences(
+    described: Described, signatures: list[Signature], conventions: list[str]
+) -> list[Reason]:
+    """Every difference from the closest earlier compile, the calling convention (`f(x, y)`
+    against `f(x, y=…)`, which JAX keys apart) counted as one more."""
+    best: list[Reason] | None = None
+    for old, convention in zip(reversed(signatures), reversed(conventions), strict=True):
+        found = [_readable(r) for r in diff(old, described.signature)]
+        if convention and described.convention and convention != described.convention:
+            found.append(Reason("(arguments)", "pytree", convention, described.convention))
+        if best is None or len(found) < len(best):
+            best = found
+    return best or []
+
+
+def _readable(reason: Any) -> Reason:
+    """A transformation, which the signature keeps as a setting, said in words."""
+    before, after = reason.before, reason.after
+    if reason.arg == TRANSFORMATION:
+        before = "a direct call" if before == "default" else f"under {before}"
+        after = "a direct call" if after == "default" else f"under {after}"
+    return Reason(reason.arg, reason.kind, before, after)
+
+
+def _transform(described: Described | None) -> str | None:
+    return dict(described.signature.config).get(TRANSFORMATION) if described else None
+
+
+@dataclass
+class _Where:
+    """Which function compiled: its name, its source line, the layers around it."""
+
+    name: str
+    defined_at: str
+    fun: Any = None
+    layers: list[str] = field(default_factory=list)
+    nested: str = ""
+
+
+def _where(finished: listener.Finished) -> _Where:
+    if finished.call is not None:
+        found = unwrap(finished.call.fun)
+        return _Where(found.name, defined_at(found.fun), found.fun, found.layers, found.nested())
+    source = finished.compiled.source if finished.compiled else ""
+    name, _, location = source.partition(" at ")  # JAX's debug info: 'inner at path:line'
+    if location and ":" in location:
+        path, _, line = location.rpartition(":")
+        return _Where(name or finished.name, f"{os.path.abspath(path)}:{line}")
+    return _Where(finished.name, f"{finished.name} (no call and no source seen)")
 
 
 def _seen(state: _FunctionState, fun: Callable) -> bool:
@@ -247,167 +348,9 @@ def _seen(state: _FunctionState, fun: Callable) -> bool:
 
 
 # -- describing a call ---------------------------------------------------------------
-def _unwrap(fun: Any) -> Any:
-    while isinstance(fun, functools.partial):
-        fun = fun.func
-    with contextlib.suppress(ValueError):  # a cycle of __wrapped__
-        fun = inspect.unwrap(fun)
-    return getattr(fun, "__func__", fun)
-
-
-def _defined_at(fun: Any) -> str:
-    code = getattr(fun, "__code__", None)
-    if code is None:
-        call = type(fun).__dict__.get("__call__")  # a callable object: its __call__
-        code = getattr(call, "__code__", None)
-    if code is None:
-        return "?"
-    return f"{os.path.abspath(code.co_filename)}:{code.co_firstlineno}"
-
-
-def _is_jax_function(call: listener.Call | None, fun: Any) -> bool:
+def _is_jax_function(call: listener.Call | None, fun: Any, defined_at: str) -> bool:
     """JAX's op-by-op dispatch (a primitive applied outside jit) or a JAX helper."""
-    if call is None:
-        return False
-    if getattr(call.fun, "_apply_primitive", False):
+    if call is not None and getattr(call.fun, "_apply_primitive", False):
         return True
-    code = getattr(fun, "__code__", None)
-    return code is not None and listener.is_jax_code(code.co_filename)
-
-
-@dataclass
-class Described:
-    signature: Signature
-    leaves: list[ArgLeaf]
-    spec: str | None
-    spec_reason: str | None
-    static: list[str]
-
-
-class _Inexpressible(Exception):
-    """The spec language cannot write this argument (the message says which and why)."""
-
-
-def _describe(call: listener.Call) -> Described:
-    info = call.jit_info
-    signature = getattr(info, "fun_signature", None)
-    params = list(signature.parameters) if signature is not None else []
-    positional = [p for p in params if signature.parameters[p].kind in _POSITIONAL]  # type: ignore[union-attr]
-    names = [positional[i] if i < len(positional) else f"args[{i}]" for i in range(len(call.args))]
-    names += list(call.kwargs)
-    values = [*call.args, *call.kwargs.values()]
-    static_nums = set(getattr(info, "static_argnums", ()) or ())
-    static_names = set(getattr(info, "static_argnames", ()) or ())
-    static = tuple(
-        i
-        for i, n in enumerate(names)
-        if n in static_names
-        or (i < len(call.args) and i in static_nums)
-        or (i >= len(call.args) and n in positional and positional.index(n) in static_nums)
-    )
-    x64 = bool(jax.config.jax_enable_x64)
-    sig = call_signature(names, values, static, x64)
-    leaves = []
-    for arg in sig.args:
-        if arg.static:
-            leaves.append(ArgLeaf(arg.name, static_value=_truncate(arg.value or "")))
-            continue
-        for leaf in arg.leaves:
-            where = leaf.sharding if leaf.sharding != "default" else None
-            if leaf.device != "default":
-                where = f"{where or ''} on {leaf.device}".strip()
-            leaves.append(
-                ArgLeaf(
-                    leaf.path,
-                    list(leaf.shape),
-                    leaf.dtype,
-                    leaf.weak_type,
-                    where,
-                    python_scalar=leaf.python_scalar,
-                )
-            )
-    spec, reason = _spec(names, values, static, positional, len(call.args))
-    return Described(sig, leaves, spec, reason, [names[i] for i in static])
-
-
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
-def _truncate(text: str) -> str:
-    return text if len(text) <= MAX_VALUE_TEXT else text[: MAX_VALUE_TEXT - 1] + "…"
-
-
-def _spec(
-    names: list[str],
-    values: list[Any],
-    static: tuple[int, ...],
-    positional: list[str],
-    n_positional: int,
-) -> tuple[str | None, str | None]:
-    """The args spec that reproduces the call, or (None, why not)."""
-    by_position: dict[int, int] = dict(enumerate(range(n_positional)))
-    for i in range(n_positional, len(names)):
-        if names[i] not in positional:
-            return None, f"keyword argument `{names[i]}` is not a positional parameter"
-        by_position[positional.index(names[i])] = i
-    if sorted(by_position) != list(range(len(by_position))):
-        missing = next(p for p in range(len(by_position)) if p not in by_position)
-        return None, f"parameter `{positional[missing]}` was left at its default"
-    try:
-        items = [
-            _static_item(names[i], values[i]) if i in static else _dynamic_item(names[i], values[i])
-            for i in (by_position[p] for p in range(len(by_position)))
-        ]
-    except _Inexpressible as exc:
-        return None, str(exc)
-    return format_spec(items), None
-
-
-def _static_item(name: str, value: Any) -> Any:
-    text = repr(value)
-    try:
-        same = ast.literal_eval(text) == value and type(ast.literal_eval(text)) is type(value)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        same = False
-    if not same:
-        raise _Inexpressible(
-            f"static `{name}` is a {type(value).__qualname__}: the spec language writes "
-            "static values as Python literals"
-        )
-    return ValueSpec(text, value)
-
-
-def _dynamic_item(path: str, value: Any) -> Any:
-    if value is None:
-        return None
-    if type(value) is dict:
-        return {k: _dynamic_item(f"{path}[{k!r}]", v) for k, v in value.items()}
-    if type(value) in (list, tuple):
-        items = [_dynamic_item(f"{path}[{i}]", v) for i, v in enumerate(value)]
-        return items if type(value) is list else tuple(items)
-    if isinstance(value, bool | int | float | complex):
-        return ValueSpec(repr(value), value)
-    if isinstance(value, jax.Array | np.ndarray | np.generic):
-        return _array_item(path, value)
-    raise _Inexpressible(
-        f"`{path}` is a {type(value).__module__}.{type(value).__qualname__} "
-        "(a custom pytree node): the spec language writes dicts, lists and tuples"
-    )
-
-
-def _array_item(path: str, value: Any) -> Any:
-    aval = jax.typeof(value)
-    if jax.dtypes.issubdtype(aval.dtype, jax.dtypes.prng_key):
-        if aval.shape == ():
-            return KeySpec()
-        raise _Inexpressible(f"`{path}` is an array of {aval.shape} PRNG keys: spec writes one")
-    sharding = getattr(value, "sharding", None)
-    if sharding is not None and len(getattr(sharding, "device_set", ())) > 1:
-        raise _Inexpressible(f"`{path}` is spread over {len(sharding.device_set)} devices")
-    if aval.weak_type:
-        raise _Inexpressible(f"`{path}` is a weak-typed array: the spec writes Python scalars")
-    name = dtype_name(aval.dtype)
-    try:
-        return ArraySpec(name, tuple(aval.shape))
-    except ValueError:
-        raise _Inexpressible(f"`{path}` has dtype {name}, which the spec language lacks") from None
+    path = defined_at.rpartition(":")[0]
+    return bool(path) and listener.is_jax_code(path)

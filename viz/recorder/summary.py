@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from viz.format import seconds
-from viz.recorder.model import Recording, short_path
+from viz.recorder.model import Compile, FunctionStats, Recording, short_path
+from viz.recorder.persistent import change_text
 
 MAX_FUNCTIONS = 12  # rows of the ranking
+MAX_ERRORS = 5  # distinct recorder errors printed
+HEADER = ("function", "compiles", "compile", "defined at")
 
 
 def summary_text(recording: Recording) -> str:
@@ -17,30 +22,80 @@ def summary_text(recording: Recording) -> str:
         f"jitscope: {s.compiles} compile{plural} of {s.functions} function(s) took "
         f"{seconds(s.compile_s)} of {seconds(wall)} wall time{share}"
     ]
+    kept_eager = [f for f in recording.functions if f.eager]
     if s.eager_compiles:
+        listed = "listed below" if kept_eager else "--eager lists them"
         lines.append(
             f"  plus {s.eager_compiles} op-by-op compile(s) of JAX's own "
-            f"({seconds(s.eager_compile_s)}; --eager lists them)"
+            f"({seconds(s.eager_compile_s)}; {listed})"
         )
+    lines += _persistent_lines(recording)
     if s.details_dropped:
         lines.append(f"  {s.details_dropped} compile(s) kept in the counts only (--details N)")
-    if s.recorder_errors:
-        lines.append(
-            f"  {s.recorder_errors} compile(s) the recorder failed to describe: a jitscope "
-            "bug, please report it (the journal's error lines say what failed)"
-        )
+    lines += _error_lines(recording)
     ranked = [f for f in recording.functions if not f.eager][:MAX_FUNCTIONS]
-    if ranked:
-        width = max(len(f.name) for f in ranked)
-        lines.append(f"  {'function':<{width}}  compiles   compile  defined at")
-        for f in ranked:
-            lines.append(
-                f"  {f.name:<{width}}  {f.compiles:>8}  {seconds(f.compile_s):>8}  "
-                f"{short_path(f.defined_at, program.cwd)}"
-            )
-            if f.advice:
-                lines.append(f"  {'':<{width}}  ↳ {f.advice}")
-    hidden = len(recording.functions) - len(ranked)
-    if hidden > 0 and len(ranked) == MAX_FUNCTIONS:
+    lines += _table(ranked, program.cwd)
+    hidden = len(recording.functions) - len(kept_eager) - len(ranked)
+    if hidden > 0:
         lines.append("  … and more functions (the JSON and the Recordings page list them all)")
+    if kept_eager:
+        lines.append("  op-by-op compiles of JAX's own (--eager):")
+        lines += _table(kept_eager[:MAX_FUNCTIONS], program.cwd, advice=False)
     return "\n".join(lines)
+
+
+def _table(functions: list[FunctionStats], cwd: str, advice: bool = True) -> list[str]:
+    """Rows under a header; the name column as wide as its widest name or the header's."""
+    if not functions:
+        return []
+    width = max(len(HEADER[0]), *(len(f.name) for f in functions))
+    lines = [f"  {HEADER[0]:<{width}}  {HEADER[1]:>8}  {HEADER[2]:>8}  {HEADER[3]}"]
+    for f in functions:
+        lines.append(
+            f"  {f.name:<{width}}  {f.compiles:>8}  {seconds(f.compile_s):>8}  "
+            f"{short_path(f.defined_at, cwd)}"
+        )
+        if advice and f.advice:
+            lines.append(f"  {'':<{width}}  ↳ {f.advice}")
+    return lines
+
+
+def _error_lines(recording: Recording) -> list[str]:
+    s = recording.summary
+    if not s.recorder_errors:
+        return []
+    lines = [
+        f"  {s.recorder_errors} compile(s) the recorder failed to describe (counted, without "
+        "details): a jitscope bug, please report it with these lines:"
+    ]
+    for error in s.errors[:MAX_ERRORS]:
+        lines.append(f"    ×{error['count']} {error['message']}")
+    return lines
+
+
+def _persistent_lines(recording: Recording) -> list[str]:
+    """'12 of 14 compiles came from disk (saved 9.8 s); 2 missed: XLA flags (`…` added)'."""
+    s = recording.summary
+    looked = s.persistent_hits + s.persistent_misses
+    if not looked:
+        return []
+    text = f"  persistent cache: {s.persistent_hits} of {looked} compiles came from disk"
+    if s.persistent_hits:
+        text += f" (saved {seconds(s.persistent_saved_s)})"
+    misses = [c for c in recording.compiles if not c.eager and c.persistent.state == "miss"]
+    if misses:
+        text += f"; {s.persistent_misses} missed: {_miss_reasons(misses)}"
+    return [text]
+
+
+def _miss_reasons(misses: list[Compile]) -> str:
+    """The commonest reasons among the misses, with their counts."""
+    reasons: Counter[str] = Counter()
+    for c in misses:
+        if c.persistent.changed:
+            reasons["key changed: " + ", ".join(map(change_text, c.persistent.changed))] += 1
+        else:
+            reasons[c.persistent.why.split("; ")[0]] += 1
+    stored = sum(1 for c in misses if c.persistent.written)
+    shown = "; ".join(f"{why} (×{n})" for why, n in reasons.most_common(3))
+    return f"{shown}; {stored} of {len(misses)} stored"

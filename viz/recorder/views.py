@@ -30,6 +30,7 @@ def function_rows(recording: Recording) -> list[dict[str, Any]]:
             "compiles": f.compiles,
             "compile time": seconds(f.compile_s),
             "why": ", ".join(f"{kind} ×{n}" for kind, n in sorted(f.reasons.items())),
+            "from disk": f.persistent_hits,
             "advice": f.advice or "–",
         }
         for f in recording.functions
@@ -41,19 +42,38 @@ def compile_rows(compiles: list[Compile], cwd: str) -> list[dict[str, Any]]:
         {
             "#": c.seq,
             "at": f"{c.t_s:.2f} s",
-            "why": "; ".join(_reason(r) for r in c.reasons),
+            "why": "; ".join(reason_words(r) for r in c.reasons),
             "called from": short_path(c.call_site, cwd),
             "signature": " · ".join(leaf.text for leaf in c.signature) or "–",
             "trace": seconds(c.trace_s),
             "lower": seconds(c.lower_s),
             "compile": seconds(c.compile_s),
-            "disk cache": "hit" if c.persistent_cache else "",
+            "disk cache": disk_text(c),
+            "jit": jit_text(c, cwd),
         }
         for c in compiles
     ]
 
 
-def _reason(reason: Reason) -> str:
+def disk_text(c: Compile) -> str:
+    """'hit', 'miss, stored: key changed: computation', 'miss, not stored: …', or ''."""
+    p = c.persistent
+    if p.state == "hit" or (p.state == "off" and c.persistent_cache):
+        return "hit"
+    if p.state == "miss":
+        return f"miss, {'stored' if p.written else 'not stored'}: {p.why}"
+    return ""
+
+
+def jit_text(c: Compile, cwd: str) -> str:
+    """'jit(jacfwd(partial(safe_norm))) made at test.py:10', or what is known of it."""
+    nested = "".join(f"{layer}(" for layer in c.wraps) + c.function + ")" * len(c.wraps)
+    made = f" made at {short_path(c.created_at, cwd)}" if c.created_at else ""
+    under = f", under {c.transform}" if c.transform else ""
+    return f"jit({nested}){made}{under}"
+
+
+def reason_words(reason: Reason) -> str:
     """The cache lab's words; a new function is a first compile or a new object."""
     if reason.kind == "new_function":
         return reason.after

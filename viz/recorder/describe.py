@@ -1,0 +1,248 @@
+"""One compile's arguments, as the jit cache keyed them, and the args spec that
+reproduces them (`viz.recorder.session` uses it for every compile it keeps).
+
+Three cases:
+- an ordinary call: jit's cache-miss frame holds the values; each leaf is read as the
+  cache reads it (shape, dtype, weak type, sharding, committed device);
+- a call under a transformation: the values are tracers, which have no sharding or
+  device to read; their abstract values (shape, dtype, weak type) are what is known,
+  and the transformation goes into the signature as a setting of its own;
+- no call seen (grad's backward pass compiles the transposed function with no jit call
+  above it): the compiled computation's own input types, named by its debug info.
+`calling_convention` tells `f(x, y)` from `f(x, y=…)`: JAX keys them apart.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from dataclasses import dataclass, replace
+from typing import Any
+
+import jax
+import numpy as np
+
+from viz.cache.keys import call_signature, dtype_name
+from viz.cache.signature import ArgSig, LeafSig, Signature
+from viz.recorder import listener
+from viz.recorder.model import ArgLeaf
+from viz.spec import ArraySpec, KeySpec, ValueSpec, format_spec
+
+MAX_VALUE_TEXT = 80  # characters of a static value's repr
+TRANSFORMATION = "(transformation)"  # the signature's setting for a compile under one
+
+
+@dataclass
+class Described:
+    signature: Signature
+    leaves: list[ArgLeaf]
+    spec: str | None
+    spec_reason: str | None
+    static: list[str]
+    convention: str  # '(x, y)' or '(x, y=…)': how the arguments were passed ('' unseen)
+
+
+class _Inexpressible(Exception):
+    """The spec language cannot write this argument (the message says which and why)."""
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def describe(call: listener.Call | None, finished: listener.Finished) -> Described | None:
+    """The compile's signature, leaves and spec; None when nothing can be read."""
+    if call is None:
+        return _from_compiled(finished.compiled, finished.transform)
+    info = call.jit_info
+    signature = getattr(info, "fun_signature", None)
+    params = list(signature.parameters) if signature is not None else []
+    positional = [p for p in params if signature.parameters[p].kind in _POSITIONAL]  # type: ignore[union-attr]
+    names = [positional[i] if i < len(positional) else f"args[{i}]" for i in range(len(call.args))]
+    names += list(call.kwargs)
+    values = [*call.args, *call.kwargs.values()]
+    static_nums = set(getattr(info, "static_argnums", ()) or ())
+    static_names = set(getattr(info, "static_argnames", ()) or ())
+    static = tuple(
+        i
+        for i, n in enumerate(names)
+        if n in static_names
+        or (i < len(call.args) and i in static_nums)
+        or (i >= len(call.args) and n in positional and positional.index(n) in static_nums)
+    )
+    spec, reason = _spec(names, values, static, positional, len(call.args))
+    if finished.transform or _has_tracers(values):
+        # Tracers: the computation's own inputs are what compiled (vmap's batch included),
+        # named after the call's leaves when they correspond one to one.
+        leaf_names = _leaf_names(names, values, static)
+        described = _from_compiled(finished.compiled, finished.transform, leaf_names)
+        if described is not None:
+            described.spec, described.spec_reason = spec, reason
+            described.convention = calling_convention(call)
+            return described
+    sig = call_signature(names, values, static, bool(jax.config.jax_enable_x64))
+    if finished.transform or _has_tracers(values):
+        sig = _under(sig, finished.transform or "a transformation")
+    return Described(
+        sig, _leaves(sig), spec, reason, [names[i] for i in static], calling_convention(call)
+    )
+
+
+def _leaf_names(names: list[str], values: list[Any], static: tuple[int, ...]) -> list[str]:
+    """'x', "params['w']": each dynamic leaf's path, in flattening order."""
+    found = []
+    for i, (name, value) in enumerate(zip(names, values, strict=True)):
+        if i not in static:
+            leaves = jax.tree_util.tree_flatten_with_path(value)[0]
+            found += [name + jax.tree_util.keystr(path) for path, _ in leaves]
+    return found
+
+
+def calling_convention(call: listener.Call) -> str:
+    """'(x, y)' for f(1.0, y), '(x, y=…)' for f(1, y=y): JAX keys the two apart."""
+    info = getattr(call.jit_info, "fun_signature", None)
+    params = [
+        p for p in (info.parameters if info else {}) if info.parameters[p].kind in _POSITIONAL
+    ]
+    names = [params[i] if i < len(params) else f"args[{i}]" for i in range(len(call.args))]
+    return "(" + ", ".join([*names, *(f"{k}=…" for k in call.kwargs)]) + ")"
+
+
+def _has_tracers(values: list[Any]) -> bool:
+    leaves = jax.tree_util.tree_leaves(values)
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
+
+
+def _under(sig: Signature, transform: str) -> Signature:
+    return replace(sig, config=(*sig.config, (TRANSFORMATION, transform)))
+
+
+def _leaves(sig: Signature) -> list[ArgLeaf]:
+    leaves = []
+    for arg in sig.args:
+        if arg.static:
+            leaves.append(ArgLeaf(arg.name, static_value=_truncate(arg.value or "")))
+            continue
+        for leaf in arg.leaves:
+            where = leaf.sharding if leaf.sharding != "default" else None
+            if leaf.device != "default":
+                where = f"{where or ''} on {leaf.device}".strip()
+            leaves.append(
+                ArgLeaf(
+                    leaf.path,
+                    list(leaf.shape),
+                    leaf.dtype,
+                    leaf.weak_type,
+                    where,
+                    python_scalar=leaf.python_scalar,
+                )
+            )
+    return leaves
+
+
+def _from_compiled(
+    compiled: listener.Compiled | None, transform: str | None, names: list[str] | None = None
+) -> Described | None:
+    """The computation's own inputs, by the call's leaf names, or the names its debug
+    info gives them, or their positions."""
+    if compiled is None:
+        return None
+    for candidate in (names or [], list(compiled.arg_names or ())):
+        if len(candidate) == len(compiled.in_avals) and all(candidate):
+            names = candidate
+            break
+    else:
+        names = [f"in[{i}]" for i in range(len(compiled.in_avals))]
+    args = []
+    for name, aval in zip(names, compiled.in_avals, strict=True):
+        leaf = LeafSig(
+            name,
+            tuple(getattr(aval, "shape", ())),
+            dtype_name(getattr(aval, "dtype", "?")),
+            bool(getattr(aval, "weak_type", False)),
+        )
+        args.append(ArgSig(name, False, tree="*", leaves=(leaf,)))
+    x64 = ("jax_enable_x64", "on" if jax.config.jax_enable_x64 else "off")
+    sig = _under(Signature(tuple(args), (x64,)), transform or "a transformation")
+    why = f"compiled under {transform or 'a transformation'}: no call of the function was seen"
+    return Described(sig, _leaves(sig), None, why, [], "")  # '': no call, no convention
+
+
+def _truncate(text: str) -> str:
+    return text if len(text) <= MAX_VALUE_TEXT else text[: MAX_VALUE_TEXT - 1] + "…"
+
+
+def _spec(
+    names: list[str],
+    values: list[Any],
+    static: tuple[int, ...],
+    positional: list[str],
+    n_positional: int,
+) -> tuple[str | None, str | None]:
+    """The args spec that reproduces the call, or (None, why not)."""
+    by_position: dict[int, int] = dict(enumerate(range(n_positional)))
+    for i in range(n_positional, len(names)):
+        if names[i] not in positional:
+            return None, f"keyword argument `{names[i]}` is not a positional parameter"
+        by_position[positional.index(names[i])] = i
+    if sorted(by_position) != list(range(len(by_position))):
+        missing = next(p for p in range(len(by_position)) if p not in by_position)
+        return None, f"parameter `{positional[missing]}` was left at its default"
+    try:
+        items = [
+            _static_item(names[i], values[i]) if i in static else _dynamic_item(names[i], values[i])
+            for i in (by_position[p] for p in range(len(by_position)))
+        ]
+    except _Inexpressible as exc:
+        return None, str(exc)
+    return format_spec(items), None
+
+
+def _static_item(name: str, value: Any) -> Any:
+    text = repr(value)
+    try:
+        same = ast.literal_eval(text) == value and type(ast.literal_eval(text)) is type(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        same = False
+    if not same:
+        raise _Inexpressible(
+            f"static `{name}` is a {type(value).__qualname__}: the spec language writes "
+            "static values as Python literals"
+        )
+    return ValueSpec(text, value)
+
+
+def _dynamic_item(path: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if type(value) is dict:
+        return {k: _dynamic_item(f"{path}[{k!r}]", v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        items = [_dynamic_item(f"{path}[{i}]", v) for i, v in enumerate(value)]
+        return items if type(value) is list else tuple(items)
+    if isinstance(value, bool | int | float | complex):
+        return ValueSpec(repr(value), value)
+    if isinstance(value, jax.Array | np.ndarray | np.generic):
+        return _array_item(path, value)
+    raise _Inexpressible(
+        f"`{path}` is a {type(value).__module__}.{type(value).__qualname__} "
+        "(a custom pytree node): the spec language writes dicts, lists and tuples"
+    )
+
+
+def _array_item(path: str, value: Any) -> Any:
+    aval = jax.typeof(value)
+    if jax.dtypes.issubdtype(aval.dtype, jax.dtypes.prng_key):
+        if aval.shape == ():
+            return KeySpec()
+        raise _Inexpressible(f"`{path}` is an array of {aval.shape} PRNG keys: spec writes one")
+    tracer = isinstance(value, jax.core.Tracer)  # under a transformation: no placement
+    sharding = None if tracer else getattr(value, "sharding", None)
+    if sharding is not None and len(getattr(sharding, "device_set", ())) > 1:
+        raise _Inexpressible(f"`{path}` is spread over {len(sharding.device_set)} devices")
+    if aval.weak_type:
+        raise _Inexpressible(f"`{path}` is a weak-typed array: the spec writes Python scalars")
+    name = dtype_name(aval.dtype)
+    try:
+        return ArraySpec(name, tuple(aval.shape))
+    except ValueError:
+        raise _Inexpressible(f"`{path}` has dtype {name}, which the spec language lacks") from None
