@@ -3,7 +3,8 @@ and the recording of every `python -m viz analyze` (unless `--no-history`).
 
 `--json OUT` writes JSON to a file, or to standard output when OUT is `-` (then
 nothing else is printed there). A and B of `diff` are history ids (`12` or `#12`)
-or report JSON files. Exit status 2 for an unknown id or an unreadable file.
+or report JSON files, or two recordings (`rec:N` or Recording JSON files: then the
+diff is `viz.recorder.compare`'s). Exit status 2 for an unknown id or an unreadable file.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from viz import format as fmt
 from viz.diff import Origin, diff_reports, summarize
 from viz.history import History, HistoryError, Run, sample_of
 from viz.locations import command_name
+from viz.recorder.compare import diff_recordings, diff_text
+from viz.recorder.model import Recording
 from viz.report import Report
 
 
@@ -31,9 +34,9 @@ def add_commands(sub: Any) -> None:
     history.add_argument("--function", metavar="NAME", help="only runs of this function")
     history.add_argument("--limit", type=int, default=50, help="newest runs to list")
     history.add_argument("--json", metavar="OUT", help="write the runs as JSON (- = stdout)")
-    diff = sub.add_parser("diff", help="what changed between two runs")
-    diff.add_argument("a", help="history id (12 or #12) or report JSON file")
-    diff.add_argument("b", help="history id (12 or #12) or report JSON file")
+    diff = sub.add_parser("diff", help="what changed between two runs or two recordings")
+    diff.add_argument("a", help="history id (12 or #12), report JSON, rec:N or recording JSON")
+    diff.add_argument("b", help="history id (12 or #12), report JSON, rec:N or recording JSON")
     diff.add_argument("--json", metavar="OUT", help="write the diff as JSON (- = stdout)")
 
 
@@ -42,6 +45,8 @@ def main(args: argparse.Namespace) -> int:
         if args.command == "history":
             runs = History().runs(function=args.function, limit=args.limit)
             _emit([r.to_dict() for r in runs], args.json, lambda: history_table(runs))
+        elif _recording(args.a) or _recording(args.b):
+            diff_of_recordings(args.a, args.b, args.json)
         else:
             (a, origin_a), (b, origin_b) = load(args.a), load(args.b)
             diff = diff_reports(a, b, origins=(origin_a, origin_b))
@@ -80,6 +85,40 @@ def load(ref: str) -> tuple[Report, Origin | None]:
         return Report.from_dict(data), None
     except (ValueError, TypeError) as exc:
         raise CliError(f"{ref} is not a report: {exc}") from None
+
+
+def _recording(ref: str) -> bool:
+    """`rec:N`, or a JSON file holding a recording (a program and its compiles)."""
+    if ref.startswith("rec:"):
+        return True
+    try:
+        head = Path(ref).read_text()[:4096] if Path(ref).is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        return False
+    return '"program"' in head and '"compiles"' in head
+
+
+def load_recording(ref: str) -> Recording:
+    if ref.startswith("rec:"):
+        number = ref.removeprefix("rec:").lstrip("#")
+        found = History().recording(int(number)) if number.isdigit() else None
+        if found is None:
+            raise CliError(f"no recording {ref} in history (python -m viz record --help)")
+        return found
+    try:
+        data = json.loads(Path(ref).read_text())
+        if not isinstance(data, dict) or "program" not in data:
+            raise ValueError("not a Recording JSON (no `program`)")
+        return Recording.from_dict(data)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise CliError(f"cannot read a recording from {ref}: {exc}") from None
+
+
+def diff_of_recordings(a: str, b: str, out: str | None) -> None:
+    if not (_recording(a) and _recording(b)):
+        raise CliError("compare a recording with a recording (rec:N or its JSON), not a run")
+    diff = diff_recordings(load_recording(a), load_recording(b), (a, b))
+    _emit(diff.to_dict(), out, lambda: diff_text(diff))
 
 
 def _emit(data: Any, out: str | None, text: Any) -> None:
