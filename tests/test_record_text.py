@@ -1,0 +1,117 @@
+"""The recorder's words: the summary table, short paths, wrapped functions named by
+their layers, and the HTML page (no jax needed for most of these)."""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+
+import jax
+import jax.numpy as jnp
+
+import viz
+from viz.recorder.html import recording_html
+from viz.recorder.model import FunctionStats, Program, Recording, short_path
+from viz.recorder.summary import summary_text
+from viz.recorder.unwrap import defined_at, unwrap
+
+
+def recording(functions: list[FunctionStats], eager_hidden: int = 0) -> Recording:
+    rec = Recording(Program(argv=["t.py"], cwd="/w", started=0.0, wall_s=2.0), functions, [])
+    rec.eager.compiles = eager_hidden
+    return rec
+
+
+def table_rows(text: str) -> list[str]:
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("function"))
+    return lines[start : start + 3]
+
+
+def test_the_table_is_aligned_when_every_name_is_shorter_than_its_header():
+    text = summary_text(
+        recording(
+            [FunctionStats("f", "/w/t.py:3", 2, 0.5), FunctionStats("g", "/w/t.py:9", 1, 0.1)]
+        )
+    )
+    header, first, second = table_rows(text)
+    columns = [m.start() for m in re.finditer(r"compiles|compile |defined at", header)]
+    assert header.index("compiles") + len("compiles") == first.index("2") + 1
+    assert first.index("t.py:3") == second.index("t.py:9") == header.index("defined at")
+    assert len(columns) == 3
+
+
+def test_the_table_widens_for_a_long_name():
+    text = summary_text(recording([FunctionStats("a_rather_long_function", "/w/t.py:3", 1, 0.2)]))
+    header, row, _ = [*table_rows(text), ""][:3]
+    assert header.index("defined at") == row.index("t.py:3")
+
+
+def test_eager_compiles_kept_with_eager_are_listed_under_their_own_heading():
+    eager = FunctionStats(
+        "broadcast_in_dim", "/site-packages/jax/_src/dispatch.py:101", 4, 0.3, eager=True
+    )
+    text = summary_text(recording([FunctionStats("step", "/w/t.py:3", 1, 0.2), eager]))
+    assert "--eager lists them" not in text and "listed below" in text
+    heading = text.index("op-by-op compiles of JAX's own (--eager):")
+    assert text.index("broadcast_in_dim") > heading > text.index("step")
+    assert "jax/_src/dispatch.py:101" in text[heading:]
+
+
+def test_hidden_eager_compiles_say_how_to_list_them():
+    text = summary_text(recording([FunctionStats("step", "/w/t.py:3", 1, 0.2)], eager_hidden=5))
+    assert "plus 5 op-by-op compile(s) of JAX's own" in text and "--eager lists them" in text
+    assert "(--eager):" not in text
+
+
+def test_an_installed_file_is_shown_from_its_package():
+    full = "/venv/lib/python3.11/site-packages/optax/_src/numerics.py:106"
+    assert short_path(full, "/home/me/project") == "optax/_src/numerics.py:106"
+    assert short_path("/usr/lib/python3/dist-packages/x/y.py:2", "/") == "x/y.py:2"
+    assert short_path("/home/me/project/train.py:5", "/home/me/project") == "train.py:5"
+    assert short_path("/elsewhere/train.py:5", "/home/me/project") == "/elsewhere/train.py:5"
+
+
+def safe_norm(x, min_norm):
+    return jnp.maximum(jnp.linalg.norm(x), min_norm)
+
+
+def test_wrapped_functions_unwrap_to_the_user_function_with_their_layers():
+    cases = {
+        jax.jacfwd(functools.partial(safe_norm, min_norm=0.1)): ["jacfwd", "partial"],
+        jax.grad(safe_norm): ["grad"],
+        jax.value_and_grad(safe_norm): ["value_and_grad"],
+        jax.jacrev(safe_norm): ["jacrev"],
+        jax.vmap(safe_norm): ["vmap"],
+        jax.checkpoint(safe_norm): ["checkpoint"],
+        jax.custom_jvp(safe_norm): ["custom_jvp"],
+        jax.custom_vjp(safe_norm): ["custom_vjp"],
+        jax.jit(safe_norm): ["jit"],
+    }
+    line = safe_norm.__code__.co_firstlineno
+    for wrapped, layers in cases.items():
+        found = unwrap(wrapped)
+        assert (found.fun, found.layers) == (safe_norm, layers)
+        assert defined_at(found.fun).endswith(f"test_record_text.py:{line}")
+    nested = unwrap(jax.jacfwd(functools.partial(safe_norm, min_norm=0.1))).nested()
+    assert nested == "jacfwd(partial(safe_norm))"
+
+
+def test_a_function_without_source_says_so_in_words():
+    where = defined_at(unwrap(operator.add).fun)
+    assert "?" not in where and "built in" in where and "add" in where
+
+
+def test_the_html_page_is_self_contained_and_holds_every_part():
+    step = jax.jit(lambda x: x * 2)
+    with viz.recording(name="unit") as rec:
+        for n in (2, 3):
+            step(jnp.ones(n))
+    page = recording_html(rec.recording())
+    assert page.startswith("<!DOCTYPE html>") and page.endswith("</html>")
+    assert not re.search(r"(src|href)=\"(https?:)?//", page)  # nothing from the network
+    assert "<script" not in page and "@import" not in page
+    for part in ("Summary", "<svg", "Functions, by compile time", "x dim 0 took 2 values"):
+        assert part in page
+    assert "Where compiles came from" in page and "<details" in page
