@@ -11,6 +11,9 @@ from viz import charts, demo
 from viz.format import seconds
 from viz.history import History, HistoryError, RecordingRow
 from viz.program import Program
+from viz.recorder import orphans
+from viz.recorder.compare import diff_recordings, diff_rows, diff_text
+from viz.recorder.html import recording_html
 from viz.recorder.model import Compile, Recording, short_path
 from viz.recorder.views import call_tree, compile_rows, explore_target, function_rows
 
@@ -91,6 +94,8 @@ def compiles_of(rec: Recording, key: str) -> list[Compile]:
         st.caption(
             f"{stats.compiles - len(mine)} later compiles are counted but kept without details."
         )
+    if stats:
+        st.caption(f"Defined at `{stats.defined_at}`")
     st.dataframe(
         pd.DataFrame(compile_rows(mine, rec.program.cwd)), hide_index=True, width="stretch"
     )
@@ -137,9 +142,47 @@ def open_in_explore(rec: Recording, mine: list[Compile]) -> None:
         st.switch_page("pages/explore.py")
 
 
+def recover_orphans() -> None:
+    """Journals of recorders whose parent was killed: offered for storing."""
+    left = orphans.orphans()
+    if not left:
+        return
+    st.warning(
+        f"{len(left)} recording(s) left behind by a recorder that was killed "
+        "(`python -m viz record --recover` does the same).",
+        icon=":material/restore_page:",
+    )
+    if st.button("Recover them", icon=":material/restore_page:", key="rec_recover"):
+        done = orphans.recover(left)
+        st.success(f"Recovered {len(done)} recording(s).", icon=":material/check:")
+
+
+def compare(rec: Recording, rows: list[RecordingRow], db: History) -> None:
+    """'Compare with…': the same diff as `python -m viz diff rec:A rec:B`."""
+    others = [r.id for r in rows if r.id != st.session_state.rec_pick]
+    if not others:
+        return
+    by_id = {r.id: r for r in rows}
+    with st.expander("Compare with…", icon=":material/compare_arrows:"):
+        other = st.selectbox(
+            "Earlier or later recording",
+            others,
+            format_func=lambda i: f"#{i} · {by_id[i].name} · {by_id[i].when}",
+            key="rec_compare",
+        )
+        base = db.recording(other)
+        if base is None:
+            st.warning("That recording is gone.")
+            return
+        diff = diff_recordings(base, rec, (f"rec:{other}", f"rec:{st.session_state.rec_pick}"))
+        st.code(diff_text(diff), language=None)
+        st.dataframe(pd.DataFrame(diff_rows(diff)), hide_index=True, width="stretch")
+
+
 def page() -> None:
     try:
         db = History()
+        recover_orphans()
         rows = db.recordings()
     except HistoryError as exc:
         st.error(f"The recordings cannot be read: {exc}", icon=":material/error:")
@@ -162,6 +205,15 @@ def page() -> None:
         st.warning("That recording is gone (the history keeps the newest ones).")
         return
     overview(rec)
+    st.download_button(
+        "Download as HTML",
+        recording_html(rec),
+        file_name=f"recording-{pick}.html",
+        mime="text/html",
+        icon=":material/download:",
+        help="one self-contained page (no network needed) to attach to a bug report",
+    )
+    compare(rec, rows, db)
     if rec.compiles:
         st.plotly_chart(charts.recording_timeline(rec), width="stretch")
     key = functions(rec)

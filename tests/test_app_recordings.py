@@ -46,3 +46,38 @@ def test_a_lambda_made_in_a_loop_cannot_open_and_says_why():
     assert any("a new jit(<lambda>) is made on each call" in i.value for i in at.info)
     assert any("not a top-level function" in w.value for w in at.warning)
     assert not [b for b in at.button if b.label == "Open in Explore"]
+
+
+def record_steps(name: str, sizes: tuple[int, ...]) -> None:
+    step = jax.jit(lambda v: v * 2)
+    with viz.recording(name=name) as rec:
+        for n in sizes:
+            step(jnp.ones(n))
+    rec.save()
+
+
+def test_compare_with_an_earlier_recording_shows_the_diff_and_the_page_downloads():
+    record_steps("before", (2,))
+    record_steps("after", (2, 3, 4))
+    at = recordings_page()
+    (code,) = [c.value for c in at.code if c.value.startswith("recordings rec:")]
+    assert "compiles 1 → 3 (+2)" in code and "changed  <lambda>" in code
+    assert any(b.label == "Download as HTML" for b in at.get("download_button"))
+
+
+def test_a_journal_left_by_a_killed_recorder_is_offered_and_recovered(home: Path):
+    import subprocess
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid names the journal's parent: a process that is no more
+    from viz.recorder.orphans import journal_path
+
+    path = journal_path(1.0, gone.pid)
+    with viz.recording(name="killed", journal=path):
+        jax.jit(lambda v: v + 5)(jnp.ones(3))
+    at = recordings_page()
+    assert any("left behind by a recorder that was killed" in w.value for w in at.warning)
+    at.button(key="rec_recover").click().run()
+    assert any("Recovered 1 recording(s)" in s.value for s in at.success)
+    assert not path.exists()
+    assert [m.value for m in at.metric][:1] == ["1"]

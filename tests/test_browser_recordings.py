@@ -22,8 +22,9 @@ PROGRAM = ROOT / "tests" / "programs" / "train_loop.py"
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("recordings-home")
+    html = str(home / "rec.html")
     done = subprocess.run(
-        [sys.executable, "-m", "viz", "record", "--", str(PROGRAM), "8"],
+        [sys.executable, "-m", "viz", "record", "--html", html, "--", str(PROGRAM), "8"],
         cwd=ROOT,
         env={**os.environ, "JITSCOPE_HOME": str(home)},
         capture_output=True,
@@ -67,3 +68,29 @@ def test_a_recording_shows_its_compiles_and_opens_one_in_explore(page) -> None: 
     )
     assert page.locator("[data-testid=stAlertContentError]").count() == 0
     shot(page, "recordings_opened_in_explore")
+
+
+def test_the_recordings_html_file_opens_offline_in_chromium(browser, home: Path) -> None:  # noqa: F811
+    """`record --html OUT`: one file, opened from disk with every network request refused."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    asked: list[str] = []
+
+    def refuse(route) -> None:
+        if route.request.url.startswith("file:"):
+            route.continue_()
+        else:
+            asked.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", refuse)
+    tab = context.new_page()
+    tab.goto((home / "rec.html").as_uri())
+    tab.get_by_role("heading", name="Functions, by compile time").wait_for()
+    assert tab.locator("svg rect").count() >= 22  # a bar per compile on the timeline
+    assert "22" in tab.locator(".metric").first.inner_text()
+    tab.get_by_text("train_step", exact=False).first.wait_for()
+    tab.locator("details summary", has_text="train_step").first.click()
+    tab.get_by_text("x dim 0 took 5 values").first.wait_for()
+    shot(tab, "recording_html_file")
+    assert asked == []
+    context.close()

@@ -161,3 +161,18 @@ def diff_text(diff: RecordingDiff) -> str:
     if same:
         lines.append(f"  {same} function(s) the same")
     return "\n".join(lines)
+
+
+def diff_rows(diff: RecordingDiff) -> list[dict[str, Any]]:
+    """The Recordings page's table of the diff: one row per function."""
+    return [
+        {
+            "function": f.function,
+            "status": f.status,
+            "compiles": _number(f.compiles),
+            "compile time": _number(f.compile_s, time=True),
+            "from disk": _number(f.persistent_hits),
+            "defined at": short_path(f.defined_at, diff.cwd),
+        }
+        for f in diff.functions
+    ]
