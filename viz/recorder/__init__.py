@@ -11,7 +11,11 @@ and stores the recording in history. In a notebook or a test:
 
 Modules: `model` (the Recording JSON as dataclasses), `listener` (JAX's monitoring
 events and the live stack), `session` (`Recorder`: a compile described, its reasons),
-`journal` (the file written as it goes, and read back), `advice`, `summary`, `store`.
+`describe` (a compile's arguments, under transformations too), `unwrap` (the user's
+function inside `jit(jacfwd(partial(f)))`), `persistent` (the persistent compilation
+cache, explained), `journal` (the file written as it goes, and read back), `orphans`
+(journals of killed recorders, recovered), `advice`, `summary`, `store`, `views`,
+`compare` (two recordings diffed), `html` (a recording as one self-contained page).
 """
 
 from __future__ import annotations
