@@ -279,9 +279,12 @@ _MADE = "_jitscope_made_at"  # attribute set on the jitted function JAX returns
 
 def _watch_jit_creation() -> None:
     """Note where each jit is made, from now on. Idempotent."""
-    from jax._src import pjit
+    try:  # JAX's internal constructor: where another jax lacks it, jits go unplaced
+        from jax._src import pjit
 
-    make_jit = pjit.make_jit
+        make_jit = pjit.make_jit
+    except (ImportError, AttributeError):
+        return
     if getattr(make_jit, "_jitscope", False):
         return
 
