@@ -33,7 +33,11 @@ def test_the_exported_notebook_draws_each_cells_graph(executed: Any, theme: str,
         text = first.evaluate("e => getComputedStyle(e).color")
         assert (background == "rgb(255, 255, 255)") == (theme == "light"), background
         assert text != background  # the theme's own ink: readable on its own paper
+        recording = page.locator(".jitscope-rec").first
+        assert recording.locator("svg rect").count() == 3  # one bar per compile
         (ROOT / "screenshots").mkdir(exist_ok=True)
         first.scroll_into_view_if_needed()
         page.screenshot(path=str(ROOT / "screenshots" / f"notebook-{theme}.png"))
+        recording.scroll_into_view_if_needed()
+        page.screenshot(path=str(ROOT / "screenshots" / f"notebook-recording-{theme}.png"))
         browser.close()

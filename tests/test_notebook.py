@@ -126,3 +126,19 @@ def test_the_line_magic_is_show(executed: Any):
     (markup,) = shown_html(outputs_of(executed, "%jitscope mlp"))
     check_self_contained(markup)
     assert "mlp(params, f32[16,784])" in markup and "<svg" in markup
+
+
+@pytest.mark.slow
+def test_a_recording_displays_its_compiles_and_the_advice(executed: Any):
+    (markup,) = shown_html(outputs_of(executed, "step = jax.jit("))
+    check_self_contained(markup)
+    assert 'class="jitscope-rec"' in markup  # the --html page's own section
+    assert "compiles<b>3</b>" in markup and "<svg" in markup  # the timeline, inline
+    assert "took 3 values (8, 16, 32)" in markup  # the bucket advice, from the summary
+
+
+@pytest.mark.slow
+def test_the_cell_magic_records_the_cell(executed: Any):
+    (markup,) = shown_html(outputs_of(executed, "%%jitscope_record"))
+    check_self_contained(markup)
+    assert "compiles<b>2</b>" in markup

@@ -1,5 +1,5 @@
-"""jitscope in a notebook cell: a Report that displays itself, `viz.show`, and the
-`%jitscope` / `%%jitscope_record` magics (`%load_ext viz`).
+"""jitscope in a notebook cell: a Report and a recording that display themselves,
+`viz.show`, and the `%jitscope` / `%%jitscope_record` magics (`%load_ext viz`).
 
 The cell's HTML is self-contained and small: no script, no stylesheet or font from
 the web, no plotly.js (the stage bar is HTML), graphs as inline SVG laid out by the same
@@ -28,6 +28,8 @@ from viz.report import Report
 FRAME_PX = 900
 TOP_KERNELS = 10
 
+# Table cells as `.jitscope.jitscope table td`: more specific than JupyterLab's right-aligning
+# `:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td`.
 # --jp-* are JupyterLab's and Notebook 7's theme variables, --vscode-* VS Code's; Colab
 # has neither and gets the fallbacks. Graphs keep a white card: dot draws black on white.
 STYLE = """
@@ -49,8 +51,8 @@ overflow:auto;max-height:560px;margin:6px 0}
 .jitscope .graph svg{max-width:100%;height:auto}
 .jitscope details{margin:6px 0} .jitscope summary{cursor:pointer;font-weight:600}
 .jitscope table{border-collapse:collapse;font-size:12px;margin:4px 0}
-.jitscope td,.jitscope th{border:1px solid var(--line);padding:2px 6px;text-align:left;
-vertical-align:top} .jitscope th{background:var(--panel)}
+.jitscope.jitscope table td,.jitscope.jitscope table th{border:1px solid var(--line);
+padding:2px 6px;text-align:left;vertical-align:top} .jitscope th{background:var(--panel)}
 .jitscope .error{background:#fdecea;color:#5f2120;border:1px solid #f5c2c0;padding:10px;
 border-radius:6px} .jitscope .error pre{margin:6px 0 0;white-space:pre-wrap}
 .jitscope .foot{color:var(--muted);margin-top:6px}
@@ -209,6 +211,16 @@ def _footer(history_id: int | None) -> str:
         f"<code>{_e(app_command())}</code> → {where}. This analysis ran in this kernel's "
         "own process, without the app's worker limits.</div>"
     )
+
+
+def recording_cell_html(recording: Any) -> str:
+    """A recording (`viz.recording()`, `%%jitscope_record`) in a cell: the HTML that
+    `record --html` writes (viz.recorder.html), in this module's frame and theme."""
+    from viz.recorder.html import STYLE as RECORDING_STYLE
+    from viz.recorder.html import recording_section
+
+    body = recording_section(recording)
+    return f'<div class="jitscope"><style>{STYLE}{RECORDING_STYLE}</style>{body}</div>'
 
 
 # ----------------------------------------------------------------------------- show

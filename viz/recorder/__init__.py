@@ -49,7 +49,7 @@ def recording(
         argv=list(sys.argv),
         cwd=os.getcwd(),
         started=time.time(),
-        name=name or os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "python"),
+        name=name or _program_name(),
         path=sys.path[0] if sys.path else "",
     )
     recorder = Recorder(
@@ -62,3 +62,9 @@ def recording(
         yield recorder
     finally:
         recorder.stop()
+
+
+def _program_name() -> str:
+    """The script's name; `notebook` in a Jupyter kernel (whose argv[0] is its launcher)."""
+    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+    return "notebook" if "ipykernel" in script else script

@@ -22,29 +22,45 @@ from viz.recorder.views import TreeNode, call_tree, disk_text, jit_text, reason_
 COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
 ROW_PX, LABEL_PX, PLOT_PX = 22, 180, 820  # the timeline's geometry
 
-_STYLE = """
-body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
-max-width:1200px;padding:0 16px;color:#1f2430}
-h1{margin-bottom:0} .sub{color:#666;margin-top:4px;word-break:break-all}
-.metrics{display:flex;gap:12px;flex-wrap:wrap;margin:16px 0}
-.metric{border:1px solid #ddd;border-radius:8px;padding:10px 14px;min-width:130px}
-.metric b{display:block;font-size:22px}
-pre{background:#f6f8fa;padding:12px;border-radius:6px;overflow:auto;font-size:12px}
-table{border-collapse:collapse;font-size:12px;margin:8px 0} td,th{border:1px solid #ddd;
-padding:3px 6px;text-align:left;vertical-align:top} th{background:#f6f8fa}
-details{margin:4px 0} summary{cursor:pointer} .tree ul{list-style:none;padding-left:18px;
-margin:0} .tree summary,.tree li>span{font-family:monospace;font-size:12px}
-.advice{color:#8a5a00} .muted{color:#888}
+# Scoped under one class, so a notebook cell can hold it without restyling the notebook;
+# --fg, --muted, --line and --panel are a notebook theme's (viz.notebook), else these
+STYLE = """
+.jitscope-rec{color:var(--fg,#1f2430);font-family:-apple-system,Segoe UI,Helvetica,Arial,
+sans-serif} .jitscope-rec h1{margin-bottom:0;font-size:1.6em}
+.jitscope-rec .sub{color:var(--muted,#666);margin-top:4px;word-break:break-all}
+.jitscope-rec .metrics{display:flex;gap:12px;flex-wrap:wrap;margin:16px 0}
+.jitscope-rec .metric{border:1px solid var(--line,#ddd);border-radius:8px;padding:10px 14px;
+min-width:130px} .jitscope-rec .metric b{display:block;font-size:22px}
+.jitscope-rec pre{background:var(--panel,#f6f8fa);padding:12px;border-radius:6px;
+overflow:auto;font-size:12px}
+.jitscope-rec table{border-collapse:collapse;font-size:12px;margin:8px 0}
+.jitscope-rec td,.jitscope-rec th{border:1px solid var(--line,#ddd);padding:3px 6px;
+text-align:left;vertical-align:top} .jitscope-rec th{background:var(--panel,#f6f8fa)}
+.jitscope-rec details{margin:4px 0} .jitscope-rec summary{cursor:pointer}
+.jitscope-rec .tree ul{list-style:none;padding-left:18px;margin:0}
+.jitscope-rec .tree summary,.jitscope-rec .tree li>span{font-family:monospace;font-size:12px}
+.jitscope-rec .advice{color:#b07000} .jitscope-rec .muted{color:var(--muted,#888)}
 """
+PAGE_STYLE = "body{margin:24px auto;max-width:1200px;padding:0 16px}"
 
 
 def recording_html(recording: Recording) -> str:
+    """The whole page."""
+    program = recording.program
+    title = f"jitscope recording: {program.name or ' '.join(program.argv)}"
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{PAGE_STYLE}{STYLE}</style></head><body>"
+        f"{recording_section(recording)}</body></html>"
+    )
+
+
+def recording_section(recording: Recording) -> str:
+    """The recording as one fragment scoped under `.jitscope-rec` (style: `STYLE`): the
+    page's body, and a notebook cell's (viz.notebook)."""
     program = recording.program
     title = f"jitscope recording: {program.name or ' '.join(program.argv)}"
     parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         f'<p class="sub">{_program_line(recording)}</p>',
         _metrics(recording),
@@ -58,9 +74,8 @@ def recording_html(recording: Recording) -> str:
         _compiles(recording),
         "<h2>Where compiles came from (call sites, outermost first)</h2>",
         _tree(recording),
-        "</body></html>",
     ]
-    return "\n".join(parts)
+    return '<div class="jitscope-rec">' + "\n".join(parts) + "</div>"
 
 
 def _esc(value: object) -> str:
@@ -75,9 +90,10 @@ def _place(location: str, cwd: str) -> str:
 def _program_line(recording: Recording) -> str:
     p = recording.program
     started = datetime.datetime.fromtimestamp(p.started).strftime("%Y-%m-%d %H:%M:%S")
-    ended = "still running or killed" if p.exit_code is None else f"exit status {p.exit_code}"
-    if p.signal:
-        ended += f" ({p.signal})"
+    if p.exit_code is None:  # a program still running or killed; `viz.recording()`'s block
+        ended = "no exit status"
+    else:
+        ended = f"exit status {p.exit_code}" + (f" ({p.signal})" if p.signal else "")
     return (
         f"<code>{_esc(' '.join(p.argv))}</code> in <code>{_esc(p.cwd)}</code> · {started} · {ended}"
     )
@@ -111,7 +127,7 @@ def _timeline(recording: Recording) -> str:
     height = ROW_PX * len(rows) + 24
     svg = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{LABEL_PX + PLOT_PX + 10}" '
-        f'height="{height}" font-family="sans-serif" font-size="11">'
+        f'height="{height}" font-family="sans-serif" font-size="11" fill="currentColor">'
     ]
     for i, f in enumerate(rows):
         y = i * ROW_PX
@@ -161,7 +177,7 @@ def _functions(recording: Recording) -> str:
 def _compiles(recording: Recording) -> str:
     cwd = recording.program.cwd
     parts = []
-    for f in recording.functions:
+    for f in recording.functions:  # the top function's compiles open
         mine = recording.compiles_of(f.key)
         if not mine:
             continue
@@ -170,8 +186,9 @@ def _compiles(recording: Recording) -> str:
         rows = [_compile_row(c, cwd) for c in mine]
         header = ["#", "at", "why", "called from", "signature", "trace", "lower", "compile"]
         header += ["disk cache", "jit"]
+        opened = " open" if not parts else ""
         parts.append(
-            f"<details><summary><b>{_esc(f.name)}</b> · {f.compiles} compiles · "
+            f"<details{opened}><summary><b>{_esc(f.name)}</b> · {f.compiles} compiles · "
             f"{_place(f.defined_at, cwd)}{note}</summary>{_table(header, rows)}</details>"
         )
     return "\n".join(parts) or '<p class="muted">No compile was kept with details.</p>'

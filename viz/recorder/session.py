@@ -118,6 +118,16 @@ class Recorder:
 
         return summary_text(self.recording())
 
+    def _repr_html_(self) -> str:
+        """A notebook cell shows the recording (viz.notebook), as `--html` writes it."""
+        from viz.notebook import recording_cell_html
+
+        return recording_cell_html(self.recording())
+
+    def __repr__(self) -> str:
+        s = self.recording().summary
+        return f"<Recording: {s.compiles} compiles of {s.functions} function(s)>"
+
     def save(self, json_path: Path | str | None = None, history: bool = True) -> int | None:
         """Write the JSON (when a path is given) and store it in history; the id or None."""
         from viz.recorder.store import save
