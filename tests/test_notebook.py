@@ -142,3 +142,18 @@ def test_the_cell_magic_records_the_cell(executed: Any):
     (markup,) = shown_html(outputs_of(executed, "%%jitscope_record"))
     check_self_contained(markup)
     assert "compiles<b>2</b>" in markup
+
+
+def test_without_ipython_the_package_and_a_reports_html_still_work():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.modules['IPython'] = None  # as if not installed\n"
+        "import viz\n"
+        "report = viz.analyze(lambda x: x + 1, 'f32[4]', runs=0)\n"
+        "assert 'jaxpr equations' in report._repr_html_()\n"
+        "import viz.cli\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
