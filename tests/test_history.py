@@ -280,7 +280,7 @@ def test_a_v1_file_migrates_forward_and_keeps_its_runs(tmp_path, reports):
     write_v1_file(path, reports["scale8"])
     public = reports["scale8"].to_dict()
     db = History(path)
-    assert db.schema_version() == SCHEMA_VERSION == 3
+    assert db.schema_version() == SCHEMA_VERSION == 4
     old, bare = db.get(7), db.get(8)
     assert old.full and old.source == "unknown" and db.code(7) == "def scale(x): ..."
     assert db.report(7).compiled.text == public["compiled"]["text"]

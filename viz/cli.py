@@ -27,6 +27,7 @@ from viz.format import nbytes, seconds
 from viz.locations import APP_SCRIPT, command_name
 from viz.options import parse_option
 from viz.recorder import cli as recorder_cli
+from viz.recorder import job_cli
 from viz.report import Report
 from viz.samples import Sample, get_sample
 from viz.specialization import SpecializedArg
@@ -153,6 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     cli_history.add_commands(sub)
     recorder_cli.add_command(sub)
+    job_cli.add_command(sub)
     sub.add_parser(
         "app",
         help="start the app (Streamlit's own options pass through, e.g. --server.port 8502)",
@@ -366,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["record"]:  # the program's own arguments follow: record parses them
         return recorder_cli.main(argv[1:])
+    if argv[:1] == ["job"]:  # job parses its own arguments, as record does
+        return job_cli.main(argv[1:])
     if argv[:1] == ["app"]:  # Streamlit's options follow: Streamlit parses them
         return _app(argv[1:])
     args = _parser().parse_args(argv)

@@ -33,6 +33,8 @@ class RecordingRow:
     compiles: int
     compile_s: float
     functions: int
+    job: str | None = None  # the multi-process job it belongs to (`program.process.job`)
+    process: int | None = None  # its process index in that job
 
     @property
     def when(self) -> str:
@@ -40,7 +42,7 @@ class RecordingRow:
 
 
 _RECORDING_COLUMNS = (
-    "id, created, name, argv, cwd, wall_s, exit_code, compiles, compile_s, functions"
+    "id, created, name, argv, cwd, wall_s, exit_code, compiles, compile_s, functions, job, process"
 )
 
 
@@ -59,10 +61,13 @@ def insert_recording(db: sqlite3.Connection, recording: Recording) -> int:
         summary.compile_s,
         summary.functions,
         zlib.compress(json.dumps(recording.to_dict(), default=str).encode()),
+        program.process.job if program.process else None,
+        program.process.index if program.process else None,
     )
     cursor = db.execute(
         "INSERT INTO recordings (created, name, argv, cwd, wall_s, exit_code, "
-        "compiles, compile_s, functions, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "compiles, compile_s, functions, payload, job, process) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         row,
     )
     db.execute(
@@ -85,3 +90,21 @@ def read_recording(db: sqlite3.Connection, recording_id: int) -> Recording | Non
     """One recording, decoded once; None for an unknown id."""
     row = db.execute("SELECT payload FROM recordings WHERE id = ?", (recording_id,)).fetchone()
     return Recording.from_dict(json.loads(zlib.decompress(row[0]))) if row else None
+
+
+def job_recordings(db: sqlite3.Connection, job: str) -> list[RecordingRow]:
+    """The recordings of one multi-process job, by process index (newest first within
+    an index, should one have been recorded twice)."""
+    rows = db.execute(
+        f"SELECT {_RECORDING_COLUMNS} FROM recordings WHERE job = ? ORDER BY process, id DESC",
+        (job,),
+    ).fetchall()
+    return [RecordingRow(r[0], r[1], r[2], json.loads(r[3]), *r[4:]) for r in rows]
+
+
+def newest_job(db: sqlite3.Connection) -> str | None:
+    """The job of the newest recording that belongs to one; None when none does."""
+    row = db.execute(
+        "SELECT job FROM recordings WHERE job IS NOT NULL ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    return row[0] if row else None

@@ -84,10 +84,19 @@ CREATE TABLE recordings (
 );
 """
 
+# Version 4 adds the job and the process index of a recording made by one process of a
+# multi-process job (`program.process`); older recordings have neither.
+_V4 = """
+ALTER TABLE recordings ADD COLUMN job TEXT;
+ALTER TABLE recordings ADD COLUMN process INTEGER;
+CREATE INDEX recordings_job ON recordings(job, id);
+"""
+
 # MIGRATIONS[v] turns a version-v file into version v + 1.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     0: lambda db: _script(db, _V1),
     1: _migrate_1_to_2,
     2: lambda db: _script(db, _V3),
+    3: lambda db: _script(db, _V4),
 }
 SCHEMA_VERSION = max(MIGRATIONS) + 1

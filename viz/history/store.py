@@ -28,6 +28,8 @@ from viz.diff import donated_names, numbers
 from viz.history.recordings import (
     RecordingRow,
     insert_recording,
+    job_recordings,
+    newest_job,
     newest_recordings,
     read_recording,
 )
@@ -292,6 +294,16 @@ class History:
         """One recording, None for an unknown id."""
         with self._connect() as db:
             return read_recording(db, recording_id)
+
+    def job_recordings(self, job: str) -> list[RecordingRow]:
+        """The recordings of one multi-process job, by process index."""
+        with self._connect() as db:
+            return job_recordings(db, job)
+
+    def newest_job(self) -> str | None:
+        """The job of the newest recording made in a multi-process job, if any."""
+        with self._connect() as db:
+            return newest_job(db)
 
     def previous(self, run_id: int) -> Run | None:
         """The newest run of the same function recorded before `run_id`."""

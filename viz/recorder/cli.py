@@ -25,6 +25,7 @@ from pathlib import Path
 from viz.history import HistoryError
 from viz.locations import app_command
 from viz.recorder.html import recording_html
+from viz.recorder.job import json_path, tagged
 from viz.recorder.journal import read_journal
 from viz.recorder.model import DEFAULT_DETAILS
 from viz.recorder.orphans import journal_path, recover_orphans
@@ -51,9 +52,15 @@ def _options() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m viz record", usage=USAGE, description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--json", metavar="OUT", help="write the Recording JSON here (- = stdout)")
     parser.add_argument(
-        "--html", metavar="OUT", help="write the recording as one self-contained HTML file"
+        "--json",
+        metavar="OUT",
+        help="write the Recording JSON here (- = stdout); {process} in OUT: the process index",
+    )
+    parser.add_argument(
+        "--html",
+        metavar="OUT",
+        help="write the recording as one self-contained HTML file ({process}: as for --json)",
     )
     parser.add_argument(
         "--persistent-cache",
@@ -155,20 +162,23 @@ def _finish(journal: Path, args: argparse.Namespace, status: int, wall_s: float)
     recording.program.exit_code = exit_code
     if status < 0:
         recording.program.signal = signal.Signals(-status).name
-    print(summary_text(recording), file=sys.stderr)
+    process = recording.program.process  # one process of a multi-process job, or None
+    out, html = json_path(args.json, process), json_path(args.html, process)
+    print(tagged(summary_text(recording), process), file=sys.stderr)
     try:
-        saved = save(recording, json_path=args.json, history=not args.no_history)
-        if args.html:
-            Path(args.html).write_text(recording_html(recording), encoding="utf-8")
+        saved = save(recording, json_path=out, history=not args.no_history)
+        if html:
+            Path(html).write_text(recording_html(recording), encoding="utf-8")
     except (OSError, HistoryError) as exc:  # --json, --html, or the history
-        print(f"jitscope: not saved ({exc}); the journal stays at {journal}", file=sys.stderr)
+        message = f"jitscope: not saved ({exc}); the journal stays at {journal}"
+        print(tagged(message, process), file=sys.stderr)
         return exit_code
     where = [f"recording #{saved} ({app_command()} → Recordings)"] if saved else []
-    if args.json and args.json != "-":
-        where.append(args.json)
-    if args.html:
-        where.append(args.html)
+    if out and out != "-":
+        where.append(out)
+    if html:
+        where.append(html)
     if where:
-        print(f"jitscope: saved as {' and '.join(where)}", file=sys.stderr)
+        print(tagged(f"jitscope: saved as {' and '.join(where)}", process), file=sys.stderr)
     journal.unlink(missing_ok=True)
     return exit_code

@@ -30,6 +30,7 @@ from viz.recorder.advice import advise
 from viz.recorder.model import (
     Compile,
     FunctionStats,
+    Process,
     Program,
     Recording,
     function_key,
@@ -90,6 +91,8 @@ class Tally:
             self.add_count(line)
         elif kind == "error":  # journals of earlier versions: the compile went uncounted
             self._error(str(line.get("message", "")))
+        elif kind == "process":  # the program joined a multi-process job
+            self.program.process = Process(**{k: v for k, v in line.items() if k != "type"})
         elif kind == "end":
             self.program.exit_code = line.get("exit_code", self.program.exit_code)
             self.program.wall_s = line.get("wall_s", self.program.wall_s)

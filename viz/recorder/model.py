@@ -168,6 +168,17 @@ class FunctionStats:
 
 
 @dataclass
+class Process:
+    """One process of a multi-process job (`jax.distributed`), as `jax` numbers it."""
+
+    index: int  # jax.process_index()
+    count: int  # jax.process_count()
+    job: str | None  # shared by every process of one job (None: it could not be learned)
+    host: str  # this process's host name
+    coordinator: str | None = None  # the coordinator's address, as the program gave it
+
+
+@dataclass
 class Program:
     argv: list[str]
     cwd: str
@@ -177,6 +188,12 @@ class Program:
     name: str = ""
     path: str = ""  # the program's sys.path[0]: Open in Explore puts it on the worker's path
     signal: str | None = None  # 'SIGKILL' when a signal ended it
+    process: Process | None = None  # None: the program never initialized jax.distributed
+
+    def __post_init__(self) -> None:
+        if isinstance(self.process, dict):  # read back from JSON
+            known = Process.__dataclass_fields__
+            self.process = Process(**{k: v for k, v in self.process.items() if k in known})
 
 
 @dataclass

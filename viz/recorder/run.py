@@ -13,6 +13,7 @@ handlers and by threads that outlive the main script are recorded too.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import runpy
@@ -68,9 +69,11 @@ def _start_recorder(config: dict, path: str) -> None:
         name=config.get("name") or "",
         path=path,
     )
-    Recorder(
+    recorder = Recorder(
         program, Path(config["journal"]), int(config["details"]), bool(config["eager"])
     ).start()
+    # before JAX's own exit handler shuts jax.distributed down (registered earlier, run later)
+    atexit.register(recorder.process_watch.stop)
 
 
 def _from_program(tb: TracebackType | None, script: str | None) -> TracebackType | None:

@@ -23,19 +23,21 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from viz.cache.signature import Signature, diff
 from viz.recorder import listener, persistent
 from viz.recorder.describe import TRANSFORMATION, Described, describe
+from viz.recorder.distributed import ProcessWatch
 from viz.recorder.journal import Journal, Tally
 from viz.recorder.model import (
     DEFAULT_DETAILS,
     FIRST_COMPILE,
     Compile,
     Persistent,
+    Process,
     Program,
     Reason,
     Recording,
@@ -75,16 +77,19 @@ class Recorder:
         self._state: dict[str, _FunctionState] = {}
         self._lock = threading.Lock()
         self._seq = 0
+        self.process_watch = ProcessWatch(self.note_process)
         self._keys = persistent.KeyIndex()
         self._write({"type": "program", **self.program.__dict__})
 
     # -- lifetime -------------------------------------------------------------
     def start(self) -> Recorder:
         listener.subscribe(self._on_compile)
+        self.process_watch.start()
         return self
 
     def stop(self, exit_code: int | None = None) -> None:
         listener.unsubscribe(self._on_compile)
+        self.process_watch.stop()
         wall = time.time() - self.program.started
         with self._lock:
             self.program.wall_s = wall
@@ -99,6 +104,12 @@ class Recorder:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def note_process(self, process: Process) -> None:
+        """The program joined a multi-process job: which process of which job it is."""
+        with self._lock:
+            self.program.process = process
+        self._write({"type": "process", **asdict(process)})
 
     # -- results ----------------------------------------------------------------
     @property
