@@ -87,6 +87,11 @@ class ProcessWatch:
         self._thread.start()
         return self
 
+    @property
+    def watching(self) -> bool:
+        """Whether its thread still looks for a job or waits for the job id."""
+        return self._thread.is_alive()
+
     def stop(self) -> None:
         """At the end of the recording: a last look, then a short wait for the job id."""
         if not self._thread.is_alive():

@@ -6,7 +6,8 @@ JAX's own op-by-op compiles do not.
 
 Kinds, each naming the processes that differ from the majority (a tie goes to the side
 of the lowest process index, the coordinator's):
-- `missing`: some processes compiled the function and the others did not;
+- `missing`: some processes compiled the function and the others did not (in a tie,
+  the ones that compiled it differ, unless the others ended early);
 - `signature`: they compiled it for different signatures (another local batch, another
   static value), so the programs they run no longer match;
 - `count`: the same signatures, compiled a different number of times;
@@ -157,8 +158,11 @@ def _missing(
 ) -> Divergence:
     have = sorted(function.stats)
     lack = [i for i in indexes if i not in function.stats]
-    most_have, outliers = majority({True: have, False: lack})
-    if most_have:
+    if len(have) == len(lack):  # a tie: the side that did what the other did not
+        outliers = lack if any(i in early for i in lack) else have
+    else:
+        outliers = majority({True: have, False: lack})[1]
+    if outliers == lack:
         detail = f"not compiled by {processes_text(lack)} (compiled by {processes_text(have)})"
     else:
         detail = f"compiled by {processes_text(have)} only (not by {processes_text(lack)})"
@@ -244,8 +248,8 @@ def _count(
     outliers: list[int],
     by_index: dict[int, Member],
 ) -> Divergence:
-    counts = ", ".join(f"process {i} {function.stats[i].compiles}×" for i in outliers)
-    detail = f"compiled {counts}, the others {usual}× (with the same signatures)"
+    counts = ", ".join(f"process {i} compiled it {function.stats[i].compiles}×" for i in outliers)
+    detail = f"{counts}; the others {usual}× (with the same signatures)"
     sites = []
     kept = function.compiles.get(agreeing[0], [])
     if kept:
