@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from ui.job import job_label, job_section
 from viz import charts, demo
 from viz.format import seconds
 from viz.history import History, HistoryError, RecordingRow
@@ -40,6 +41,7 @@ def list_table(rows: list[RecordingRow]) -> pd.DataFrame:
                 "compile time": seconds(r.compile_s),
                 "share": f"{r.compile_s / r.wall_s:.0%}" if r.wall_s else "–",
                 "functions": r.functions,
+                "job": f"{r.job} · process {r.process}" if r.job else "–",
             }
             for r in rows
         ]
@@ -62,6 +64,9 @@ def overview(rec: Recording) -> None:
         else ""
     )
     st.caption(f"`{' '.join(program.argv)}` in `{program.cwd}` · {ended}{extra}")
+    if program.process is not None:
+        p = program.process
+        st.caption(f"Process {p.index} of {p.count} of job `{p.job}` on {p.host}: Show → a job.")
 
 
 def functions(rec: Recording) -> str | None:
@@ -179,6 +184,15 @@ def compare(rec: Recording, rows: list[RecordingRow], db: History) -> None:
         st.dataframe(pd.DataFrame(diff_rows(diff)), hide_index=True, width="stretch")
 
 
+def show_job(rows: list[RecordingRow]) -> bool:
+    """Whether to show a whole multi-process job (the default when the newest is one)."""
+    choices = ["a job", "one recording"]
+    picked = st.radio(
+        "Show", choices, index=0 if rows[0].job else 1, horizontal=True, key="rec_show"
+    )
+    return picked == "a job"
+
+
 def page() -> None:
     try:
         db = History()
@@ -193,6 +207,11 @@ def page() -> None:
     st.dataframe(
         list_table(rows), hide_index=True, width="stretch", height=min(38 + 35 * len(rows), 250)
     )
+    jobs = list(dict.fromkeys(r.job for r in rows if r.job))  # the newest first
+    if jobs and show_job(rows):
+        job = st.selectbox("Job", jobs, format_func=lambda j: job_label(rows, j), key="rec_job")
+        job_section(db, job)
+        return
     by_id = {r.id: r for r in rows}
     pick = st.selectbox(
         "Recording",

@@ -41,10 +41,11 @@ def recording(
     signal: str | None = None,
     seconds: float = 0.25,
     started: float = 1000.0,
+    cwd: str = CWD,
 ) -> Recording:
     program = Program(
         argv=["train.py"],
-        cwd=CWD,
+        cwd=cwd,
         started=started + index * 0.1,
         wall_s=5.0,
         exit_code=exit_code,
@@ -58,9 +59,9 @@ def recording(
                 seq=seq,
                 t_s=0.5 * seq,
                 function=c["function"],
-                defined_at=f"{CWD}/train.py:{3 + len(c['function'])}",
-                call_site=f"{CWD}/train.py:{c['line']}",
-                stack=[f"{CWD}/train.py:{c['line']} in main"],
+                defined_at=f"{cwd}/train.py:{3 + len(c['function'])}",
+                call_site=f"{cwd}/train.py:{c['line']}",
+                stack=[f"{cwd}/train.py:{c['line']} in main"],
                 signature=c["signature"],
                 compile_s=c.get("seconds", seconds),
             )

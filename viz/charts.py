@@ -372,6 +372,85 @@ def recording_timeline(recording: Any) -> go.Figure:
     return _layout(fig, "Compiles over the program's run", height=max(180, 44 + 34 * len(names)))
 
 
+def job_timeline(view: Any) -> go.Figure:
+    """A multi-process job (`viz.recorder.job.JobView`) on one clock: a row per process,
+    its life as a thin grey bar, each compile as a bar coloured by function, the points
+    where the processes parted as diamonds, and an ✕ where a process ended early."""
+    fig = go.Figure()
+    rows = {p.index: f"process {p.index}" for p in view.processes}
+    for p in view.processes:
+        fig.add_bar(
+            y=[rows[p.index]],
+            x=[(p.ended_s if p.ended_s is not None else p.started_s) - p.started_s],
+            base=[p.started_s],
+            orientation="h",
+            width=0.12,
+            marker_color="#BAB0AC",
+            showlegend=False,
+            hovertemplate=f"{rows[p.index]} on {p.host}: {p.ending}<extra></extra>",
+        )
+    _job_compiles(fig, view, rows)
+    _job_marks(fig, view, rows)
+    fig.update_xaxes(title="seconds since the job's first process started", rangemode="tozero")
+    fig.update_yaxes(categoryorder="array", categoryarray=list(rows.values())[::-1])
+    fig = _layout(fig, "Compiles of every process", height=150 + 46 * len(rows))
+    legend = {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"}
+    fig.update_layout(barmode="overlay", bargap=0.35, legend=legend)
+    return fig
+
+
+def _job_compiles(fig: go.Figure, view: Any, rows: dict[int, str]) -> None:
+    """The compiles as bars, one trace (and colour) per function across all processes."""
+    bars: dict[str, list[tuple[str, float, float, list[Any]]]] = {}
+    for member in view.members:
+        for c in member.recording.compiles:
+            if not c.eager:
+                where = c.call_site.rsplit("/", 1)[-1]
+                bars.setdefault(c.function, []).append(
+                    (rows[member.index], c.total_s, member.offset_s + c.t_s, [c.seq, where])
+                )
+    for i, (function, mine) in enumerate(bars.items()):
+        fig.add_bar(
+            y=[b[0] for b in mine],
+            x=[b[1] for b in mine],
+            base=[b[2] for b in mine],
+            orientation="h",
+            width=0.6,
+            name=function,
+            marker_color=FUNCTION_COLOURS[i % len(FUNCTION_COLOURS)],
+            customdata=[[*b[3], fmt.seconds(b[1])] for b in mine],
+            hovertemplate=f"#%{{customdata[0]}} {function} at %{{base:.2f}} s, "
+            "%{customdata[2]}, called from %{customdata[1]}<extra>%{y}</extra>",
+        )
+
+
+def _job_marks(fig: go.Figure, view: Any, rows: dict[int, str]) -> None:
+    parts = [(site, d) for d in view.divergences for site in d.call_sites if site.t_s is not None]
+    if parts:
+        fig.add_scatter(
+            y=[rows[site.process] for site, _ in parts],
+            x=[site.t_s for site, _ in parts],
+            mode="markers",
+            marker={"symbol": "diamond", "size": 12, "color": "#222222", "line": {"width": 1}},
+            name="where the processes parted",
+            customdata=[[d.kind, d.function, site.note] for site, d in parts],
+            hovertemplate="%{customdata[0]}: %{customdata[1]}<br>%{customdata[2]}"
+            "<extra>%{y}</extra>",
+        )
+    early = [p for p in view.processes if p.ended_early and p.ended_s is not None]
+    if early:
+        fig.add_scatter(
+            y=[rows[p.index] for p in early],
+            x=[p.ended_s for p in early],
+            mode="markers+text",
+            marker={"symbol": "x", "size": 14, "color": "#B00020"},
+            text=[p.signal or f"exit {p.exit_code}" for p in early],
+            textposition="middle right",
+            name="ended early",
+            hovertemplate="ended early: %{text}<extra>%{y}</extra>",
+        )
+
+
 def call_tree_chart(nodes: list[Any]) -> go.Figure:
     """The call-site trie as an icicle: each code path sized by the compile time under it."""
     fig = go.Figure(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from viz.recorder.divergence import (
     Divergence,
@@ -26,6 +26,9 @@ from viz.recorder.divergence import (
     job_functions,
 )
 from viz.recorder.model import Process
+
+if TYPE_CHECKING:
+    from viz.history import History
 
 
 class JobError(ValueError):
@@ -82,6 +85,13 @@ class JobView:
         have = {p.index for p in self.processes}
         return [i for i in range(self.count) if i not in have]
 
+    @property
+    def first_ended(self) -> JobProcess | None:
+        """The process that ended early before any other did: where to look first (the
+        distributed runtime ends the others once one has died)."""
+        early = [p for p in self.processes if p.ended_early and p.ended_s is not None]
+        return min(early, key=lambda p: p.ended_s or 0.0) if early else None
+
     def to_dict(self) -> dict[str, Any]:
         """The Job JSON (DESIGN.md): `{job, processes, divergences}`, and additions."""
         return {
@@ -89,6 +99,7 @@ class JobView:
             "count": self.count,
             "processes": [asdict(p) for p in self.processes],
             "absent": self.absent,
+            "first_ended": self.first_ended.index if self.first_ended else None,
             "divergences": [{**asdict(d), "at_s": d.at_s} for d in self.divergences],
             "stragglers": [
                 {
@@ -124,6 +135,18 @@ def job_view(members: list[Member]) -> JobView:
         stragglers=_stragglers(functions),
         members=members,
     )
+
+
+def from_history(history: History, job: str) -> list[Member]:
+    """Every process of `job` in history (the newest recording of each index)."""
+    found: dict[int, Member] = {}
+    for row in history.job_recordings(job):
+        if row.process is None or row.process in found:
+            continue
+        recording = history.recording(row.id)
+        if recording is not None:
+            found[row.process] = Member(f"rec:{row.id}", recording)
+    return [found[i] for i in sorted(found)]
 
 
 def _checked(members: list[Member]) -> list[Member]:

@@ -20,7 +20,8 @@ from viz.format import seconds
 from viz.history import History, HistoryError
 from viz.locations import command_name
 from viz.recorder.divergence import Member, processes_text
-from viz.recorder.job import JobError, JobView, job_view
+from viz.recorder.job import JobError, JobView, from_history, job_view
+from viz.recorder.job_views import ended_first_text
 from viz.recorder.model import Recording
 
 USAGE = "python -m viz job [REC ...] [--json OUT]   (REC: a recording JSON file or rec:N)"
@@ -80,25 +81,13 @@ def members(refs: list[str], history: History | None = None) -> list[Member]:
                 "no multi-process job in history: record each process with "
                 f"`{command_name()} record -- SCRIPT` (its program calls jax.distributed)"
             )
-        return job_members(history, job)
+        return from_history(history, job)
     loaded = [load(ref, history) for ref in refs]
     if len(loaded) == 1 and HISTORY_ID.fullmatch(refs[0]):
         process = loaded[0].recording.program.process
         if process is not None and process.job:
-            return job_members(history, process.job)
+            return from_history(history, process.job)
     return loaded
-
-
-def job_members(history: History, job: str) -> list[Member]:
-    """Every process of `job` in history (the newest recording of each index)."""
-    found: dict[int, Member] = {}
-    for row in history.job_recordings(job):
-        if row.process in found:
-            continue
-        recording = history.recording(row.id)
-        if recording is not None and row.process is not None:
-            found[row.process] = Member(f"rec:{row.id}", recording)
-    return [found[i] for i in sorted(found)]
 
 
 def load(ref: str, history: History) -> Member:
@@ -136,6 +125,9 @@ def job_text(view: JobView) -> str:
             f"  process {p.index} on {p.host}: {p.compiles} compiles, {seconds(p.compile_s)} "
             f"of {seconds(p.wall_s)} wall · {p.recording}{flag}"
         )
+    ended = ended_first_text(view)
+    if ended:
+        lines.append(ended)
     if view.divergences:
         lines.append(f"{len(view.divergences)} divergence(s), the earliest first:")
     else:
