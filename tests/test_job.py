@@ -201,6 +201,11 @@ def test_recordings_that_do_not_make_one_job_are_refused(recordings, complaint):
         view(*recordings)
 
 
+def test_a_process_that_never_learned_its_job_id_joins_the_others():
+    job = view(recording(0, [], job=None), recording(1, [], job="job-b"))
+    assert job.job == "job-b" and len(job.processes) == 2
+
+
 def test_a_program_without_jax_distributed_is_not_a_process_of_a_job():
     alone = recording(0, [])
     alone.program.process = None

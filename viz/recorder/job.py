@@ -124,11 +124,12 @@ def job_view(members: list[Member]) -> JobView:
     members = [replace(m, offset_s=m.recording.program.started - start) for m in members]
     first = members[0].recording.program.process
     assert first is not None
+    job = next((j for m in members if (j := _job(m))), None)
     processes = [_process(m) for m in members]
     functions = job_functions(members)
     early = {p.index: p.ending for p in processes if p.ended_early}
     return JobView(
-        job=first.job,
+        job=job,
         count=max(first.count, members[-1].index + 1),
         processes=processes,
         divergences=divergences(members, functions, early),
@@ -158,12 +159,9 @@ def _checked(members: list[Member]) -> list[Member]:
                 f"{m.source} is not a process of a multi-process job: its program never "
                 "initialized jax.distributed"
             )
-    jobs = {m.recording.program.process.job for m in members}  # type: ignore[union-attr]
+    jobs = {_job(m) for m in members} - {None}  # a job id never learned joins the others
     if len(jobs) > 1:
-        listed = ", ".join(
-            f"{m.source}: {m.recording.program.process.job}"  # type: ignore[union-attr]
-            for m in members
-        )
+        listed = ", ".join(f"{m.source}: {_job(m) or '(unknown)'}" for m in members)
         raise JobError(f"these recordings come from {len(jobs)} different jobs ({listed})")
     seen: dict[int, str] = {}
     for m in members:
@@ -171,6 +169,11 @@ def _checked(members: list[Member]) -> list[Member]:
             raise JobError(f"{seen[m.index]} and {m.source} are both process {m.index}")
         seen[m.index] = m.source
     return sorted(members, key=lambda m: m.index)
+
+
+def _job(member: Member) -> str | None:
+    process = member.recording.program.process
+    return process.job if process else None
 
 
 def _process(member: Member) -> JobProcess:
