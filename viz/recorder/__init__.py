@@ -16,6 +16,8 @@ function inside `jit(jacfwd(partial(f)))`), `persistent` (the persistent compila
 cache, explained), `journal` (the file written as it goes, and read back), `orphans`
 (journals of killed recorders, recovered), `advice`, `summary`, `store`, `views`,
 `compare` (two recordings diffed), `html` (a recording as one self-contained page).
+A multi-process job: `distributed` (which process of which job), `divergence` (where
+the processes' compiles part), `job` (the job view), `job_views`, `job_cli`.
 """
 
 from __future__ import annotations
