@@ -14,6 +14,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from viz.cache.signature import Reason  # the cache lab's, so both speak one vocabulary
+
 DEFAULT_DETAILS = 100  # compiles kept with details, per function
 FIRST_COMPILE = "not compiled before"  # `before` of the first compile's new_function reason
 
@@ -38,14 +40,6 @@ class ArgLeaf:
         weak = "weak " if self.weak_type else ""
         where = f" @ {self.sharding}" if self.sharding else ""
         return f"{self.arg}: {weak}{self.dtype}[{shape}]{where}"
-
-
-@dataclass(frozen=True)
-class Reason:
-    arg: str
-    kind: str  # the Cache JSON's vocabulary: viz.cache.signature.REASON_KINDS
-    before: str
-    after: str
 
 
 @dataclass(frozen=True)

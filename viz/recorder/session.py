@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from viz.cache.signature import Signature, diff
+from viz.cache.signature import Reason, Signature, diff
 from viz.recorder import listener, persistent
 from viz.recorder.describe import TRANSFORMATION, Described, describe
 from viz.recorder.distributed import ProcessWatch
@@ -39,7 +39,6 @@ from viz.recorder.model import (
     Persistent,
     Process,
     Program,
-    Reason,
     Recording,
     function_key,
     short_path,

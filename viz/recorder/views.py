@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from viz.cache.signature import reason_text
+from viz.cache.signature import Reason, reason_text
 from viz.format import seconds
-from viz.recorder.model import Compile, Program, Reason, Recording, short_path
+from viz.recorder.model import Compile, Program, Recording, short_path
 from viz.source import list_functions
 
 
@@ -77,7 +77,7 @@ def reason_words(reason: Reason) -> str:
     """The cache lab's words; a new function is a first compile or a new object."""
     if reason.kind == "new_function":
         return reason.after
-    return reason_text(reason.__dict__)
+    return reason_text(reason)
 
 
 @dataclass(frozen=True)
