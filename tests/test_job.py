@@ -13,7 +13,7 @@ from viz.history import History
 from viz.recorder.divergence import Member, majority, processes_text
 from viz.recorder.job import JobError, job_view, json_path, tagged
 from viz.recorder.journal import Tally
-from viz.recorder.model import ArgLeaf, Compile, Process, Program, Recording
+from viz.recorder.model import ArgLeaf, Compile, Process, ProcessRun, Recording
 
 CWD = "/home/me/project"
 MESH = "P('data',) over mesh(data=4)"
@@ -43,7 +43,7 @@ def recording(
     started: float = 1000.0,
     cwd: str = CWD,
 ) -> Recording:
-    program = Program(
+    program = ProcessRun(
         argv=["train.py"],
         cwd=cwd,
         started=started + index * 0.1,

@@ -12,13 +12,13 @@ import jax.numpy as jnp
 
 import viz
 from viz.recorder.html import recording_html
-from viz.recorder.model import FunctionStats, Program, Recording, short_path
+from viz.recorder.model import FunctionStats, ProcessRun, Recording, short_path
 from viz.recorder.summary import summary_text
 from viz.recorder.unwrap import defined_at, unwrap
 
 
 def recording(functions: list[FunctionStats], eager_hidden: int = 0) -> Recording:
-    rec = Recording(Program(argv=["t.py"], cwd="/w", started=0.0, wall_s=2.0), functions, [])
+    rec = Recording(ProcessRun(argv=["t.py"], cwd="/w", started=0.0, wall_s=2.0), functions, [])
     rec.eager.compiles = eager_hidden
     return rec
 

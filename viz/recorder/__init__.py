@@ -10,7 +10,7 @@ and stores the recording in history. In a notebook or a test:
     rec.compiles, rec.summary(), rec.save()
 
 Modules: `model` (the Recording JSON as dataclasses), `listener` (JAX's monitoring
-events and the live stack), `session` (`Recorder`: a compile described, its reasons),
+events and the live stack), `recorder` (`Recorder`: a compile described, its reasons),
 `describe` (a compile's arguments, under transformations too), `unwrap` (the user's
 function inside `jit(jacfwd(partial(f)))`), `persistent` (the persistent compilation
 cache, explained), `journal` (the file written as it goes, and read back), `orphans`
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from viz.recorder.session import Recorder
+    from viz.recorder.recorder import Recorder
 
 
 @contextlib.contextmanager
@@ -44,10 +44,10 @@ def recording(
     """Record every compilation made while the block runs (any thread). `details`:
     compiles kept with details per function (counts stay exact); `eager`: keep JAX's
     op-by-op compiles too; `journal`: also append each compile to this file."""
-    from viz.recorder.model import DEFAULT_DETAILS, Program
-    from viz.recorder.session import Recorder
+    from viz.recorder.model import DEFAULT_DETAILS, ProcessRun
+    from viz.recorder.recorder import Recorder
 
-    program = Program(
+    program = ProcessRun(
         argv=list(sys.argv),
         cwd=os.getcwd(),
         started=time.time(),

@@ -1,5 +1,5 @@
 """One compile's arguments, as the jit cache keyed them, and the args spec that
-reproduces them (`viz.recorder.session` uses it for every compile it keeps).
+reproduces them (`viz.recorder.recorder` uses it for every compile it keeps).
 
 Three cases:
 - an ordinary call: jit's cache-miss frame holds the values; each leaf is read as the

@@ -31,7 +31,7 @@ from viz.recorder.model import (
     Compile,
     FunctionStats,
     Process,
-    Program,
+    ProcessRun,
     Recording,
     function_key,
     hidden_eager,
@@ -72,8 +72,8 @@ class Journal:
 class Tally:
     """Exact totals and the kept details, from journal lines in order."""
 
-    def __init__(self, program: Program | None = None):
-        self.program = program or Program(argv=[], cwd=os.getcwd(), started=0.0)
+    def __init__(self, program: ProcessRun | None = None):
+        self.program = program or ProcessRun(argv=[], cwd=os.getcwd(), started=0.0)
         self.functions: dict[str, FunctionStats] = {}
         self.compiles: list[Compile] = []
         self.eager = hidden_eager()
@@ -84,7 +84,7 @@ class Tally:
     def add(self, line: dict[str, Any]) -> None:
         kind = line.get("type")
         if kind == "program":
-            self.program = Program(**{k: v for k, v in line.items() if k != "type"})
+            self.program = ProcessRun(**{k: v for k, v in line.items() if k != "type"})
         elif kind == "compile":
             self.add_compile(Compile.from_dict(line))
         elif kind == "count":
@@ -142,7 +142,7 @@ class Tally:
             copy.advice = advise(copy, by_key.get(copy.key, []), self.program.cwd)
             ranked.append(copy)
         return Recording(
-            program=Program(**asdict(self.program)),
+            program=ProcessRun(**asdict(self.program)),
             functions=ranked,
             compiles=list(self.compiles),
             eager=FunctionStats(**asdict(self.eager)),

@@ -19,7 +19,7 @@ constructor (`jax._src.pjit.make_jit`) for that: the returned function is JAX's 
 unchanged, so calls stay on the C++ fast path; only its creation is noted.
 
 One pair of listeners is registered per process, on first use; they hand each
-finished compilation to every active `Recorder` (`viz.recorder.session`).
+finished compilation to every active `Recorder` (`viz.recorder.recorder`).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class CacheContext:
 
 @dataclass
 class Finished:
-    """One compilation as the listener saw it; `viz.recorder.session` describes it."""
+    """One compilation as the listener saw it; `viz.recorder.recorder` describes it."""
 
     name: str  # the event's fun_name without 'jit(…)'
     call: Call | None

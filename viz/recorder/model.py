@@ -173,7 +173,10 @@ class Process:
 
 
 @dataclass
-class Program:
+class ProcessRun:
+    """One run of the recorded program (the Recording JSON's `program`): its command,
+    folder and times, how it ended, and which process of a job it was."""
+
     argv: list[str]
     cwd: str
     started: float  # Unix time
@@ -207,7 +210,7 @@ class Summary:
 
 @dataclass
 class Recording:
-    program: Program
+    program: ProcessRun
     functions: list[FunctionStats]
     compiles: list[Compile]
     eager: FunctionStats = field(
@@ -266,7 +269,7 @@ class Recording:
             eager=True,
         )
         return cls(
-            program=Program(**data["program"]),
+            program=ProcessRun(**data["program"]),
             functions=functions,
             compiles=[Compile.from_dict(c) for c in data.get("compiles") or []],
             eager=eager,

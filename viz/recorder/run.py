@@ -54,15 +54,15 @@ def main() -> None:
 
 
 def _start_recorder(config: dict, path: str) -> None:
-    from viz.recorder.model import Program
-    from viz.recorder.session import Recorder
+    from viz.recorder.model import ProcessRun
+    from viz.recorder.recorder import Recorder
 
     if config.get("persistent_cache"):  # --persistent-cache DIR, before the first compile
         import jax
 
         jax.config.update("jax_compilation_cache_dir", config["persistent_cache"])
 
-    program = Program(
+    program = ProcessRun(
         argv=list(config["argv"]),
         cwd=os.getcwd(),
         started=float(config["started"]),

@@ -17,7 +17,7 @@ from typing import Any
 
 from viz.cache.signature import Reason, reason_text
 from viz.format import seconds
-from viz.recorder.model import Compile, Program, Recording, short_path
+from viz.recorder.model import Compile, ProcessRun, Recording, short_path
 from viz.source import list_functions
 
 
@@ -132,7 +132,7 @@ class ExploreTarget:
     problem: str = ""
 
 
-def explore_target(compile: Compile, program: Program) -> ExploreTarget:
+def explore_target(compile: Compile, program: ProcessRun) -> ExploreTarget:
     """Read the function's file from disk (its code is never run here)."""
     path, _, _ = compile.defined_at.rpartition(":")
     if not path or compile.eager:

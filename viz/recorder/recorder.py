@@ -38,7 +38,7 @@ from viz.recorder.model import (
     Compile,
     Persistent,
     Process,
-    Program,
+    ProcessRun,
     Recording,
     function_key,
     short_path,
@@ -63,12 +63,14 @@ class Recorder:
 
     def __init__(
         self,
-        program: Program | None = None,
+        program: ProcessRun | None = None,
         journal: Path | None = None,
         details: int = DEFAULT_DETAILS,
         eager: bool = False,
     ):
-        self.program = program or Program(argv=list(sys.argv), cwd=os.getcwd(), started=time.time())
+        self.program = program or ProcessRun(
+            argv=list(sys.argv), cwd=os.getcwd(), started=time.time()
+        )
         self.details = max(int(details), 0)
         self.keep_eager = eager
         self.journal = Journal(journal) if journal else None
