@@ -4,7 +4,8 @@ One implementation for every caller. `viz.spec.text` reads specs as text and nev
 imports jax (the app server uses it: splitting, dtype names, size lists, resizing,
 an item as Python); `viz.spec.values` evaluates a spec into argument specs, and
 `viz.spec.arguments` makes them into abstract or real arguments, in the worker. All
-are re-exported here.
+are re-exported here, except `viz.spec.calls` (a call's values written back as a spec,
+for the recorder), which imports jax.
 """
 
 from viz.spec.arguments import (
