@@ -14,6 +14,7 @@ from viz.recorder.divergence import Member, majority, processes_text
 from viz.recorder.job import JobError, job_view, json_path, tagged
 from viz.recorder.journal import Tally
 from viz.recorder.model import ArgLeaf, Compile, Process, ProcessRun, Recording
+from viz.recorder.store import recording_id
 
 CWD = "/home/me/project"
 MESH = "P('data',) over mesh(data=4)"
@@ -284,3 +285,18 @@ def test_a_recording_outside_a_job_has_no_process_and_stops_looking_for_one():
         rec.process_watch.stop()  # its last look: JAX runs without jax.distributed
         assert not rec.process_watch.watching
     assert rec.recording().program.process is None
+
+
+@pytest.mark.parametrize(
+    ("ref", "number"),
+    [
+        ("rec:12", 12),
+        ("rec:#12", 12),
+        ("rec:", None),
+        ("rec:12a", None),
+        ("12", None),
+        ("out/p0.json", None),
+    ],
+)
+def test_job_and_diff_read_one_name_for_a_recording_in_history(ref, number):
+    assert recording_id(ref) == number

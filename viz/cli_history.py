@@ -22,6 +22,7 @@ from viz.history import History, HistoryError, Run, sample_of
 from viz.locations import command_name
 from viz.recorder.compare import diff_recordings, diff_text
 from viz.recorder.model import Recording
+from viz.recorder.store import REF_PREFIX, recording_id
 from viz.report import Report
 
 
@@ -89,7 +90,7 @@ def load(ref: str) -> tuple[Report, Origin | None]:
 
 def _recording(ref: str) -> bool:
     """`rec:N`, or a JSON file holding a recording (a program and its compiles)."""
-    if ref.startswith("rec:"):
+    if ref.startswith(REF_PREFIX):
         return True
     try:
         head = Path(ref).read_text()[:4096] if Path(ref).is_file() else ""
@@ -99,9 +100,9 @@ def _recording(ref: str) -> bool:
 
 
 def load_recording(ref: str) -> Recording:
-    if ref.startswith("rec:"):
-        number = ref.removeprefix("rec:").lstrip("#")
-        found = History().recording(int(number)) if number.isdigit() else None
+    if ref.startswith(REF_PREFIX):
+        number = recording_id(ref)
+        found = History().recording(number) if number is not None else None
         if found is None:
             raise CliError(f"no recording {ref} in history (python -m viz record --help)")
         return found

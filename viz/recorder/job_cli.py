@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -23,9 +22,9 @@ from viz.recorder.divergence import Member, processes_text
 from viz.recorder.job import JobError, JobView, from_history, job_view
 from viz.recorder.job_views import ended_first_text
 from viz.recorder.model import Recording
+from viz.recorder.store import recording_id
 
 USAGE = "python -m viz job [REC ...] [--json OUT]   (REC: a recording JSON file or rec:N)"
-HISTORY_ID = re.compile(r"rec:(\d+)")
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
@@ -83,7 +82,7 @@ def members(refs: list[str], history: History | None = None) -> list[Member]:
             )
         return from_history(history, job)
     loaded = [load(ref, history) for ref in refs]
-    if len(loaded) == 1 and HISTORY_ID.fullmatch(refs[0]):
+    if len(loaded) == 1 and recording_id(refs[0]) is not None:
         process = loaded[0].recording.program.process
         if process is not None and process.job:
             return from_history(history, process.job)
@@ -92,9 +91,9 @@ def members(refs: list[str], history: History | None = None) -> list[Member]:
 
 def load(ref: str, history: History) -> Member:
     """One recording, from history (`rec:12`) or a Recording JSON file."""
-    match = HISTORY_ID.fullmatch(ref)
-    if match and not Path(ref).exists():
-        recording = history.recording(int(match.group(1)))
+    number = recording_id(ref)
+    if number is not None and not Path(ref).exists():
+        recording = history.recording(number)
         if recording is None:
             raise JobError(f"no recording {ref} in history (the Recordings page lists them)")
         return Member(ref, recording)

@@ -1,8 +1,10 @@
-"""Where a finished recording goes: its JSON file, and history.sqlite (stdlib only)."""
+"""Where a finished recording goes: its JSON file, and history.sqlite (stdlib only);
+and how the CLI names one in history (`rec:12`)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from viz.history import History
@@ -20,3 +22,12 @@ def save(
     elif json_path:
         Path(json_path).write_text(json.dumps(data, indent=2, default=str))
     return History().record_recording(recording) if history else None
+
+
+REF_PREFIX = "rec:"  # a recording in history, as the CLI names it: rec:12
+
+
+def recording_id(ref: str) -> int | None:
+    """The history id `rec:12` (or `rec:#12`) names; None when `ref` is not such a name."""
+    match = re.fullmatch(rf"{REF_PREFIX}#?([0-9]+)", ref)
+    return int(match.group(1)) if match else None
