@@ -117,7 +117,7 @@ def _leaf_text(leaf: LeafSig) -> str:
 @dataclass(frozen=True)
 class Reason(Plain):
     arg: str  # the parameter as the function's signature names it (or a leaf path in it)
-    kind: str  # one of REASON_KINDS
+    kind: str  # one of viz.cache.signature.REASON_KINDS
     before: str
     after: str
 
