@@ -553,3 +553,18 @@ def test_showing_every_page_and_result_tab_leaves_jax_out_of_the_server() -> Non
 def test_no_import_circles() -> None:
     circles = [" -> ".join(c) for c in PROJECT.circles()]
     assert not circles, "; ".join(circles)
+
+
+def test_the_wheel_lists_every_package_of_viz():
+    """pyproject lists its packages by name (the app is mapped beside viz): a new
+    subpackage of viz missing there would be missing from the wheel."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in (ROOT / "viz").rglob("__init__.py")
+    }
+    assert found <= listed, f"add to pyproject.toml's packages: {sorted(found - listed)}"
