@@ -9,7 +9,7 @@ import streamlit as st
 
 import ui
 import viz.graph
-from ui import editor, fusion, results, sharding, specialization, variants
+from ui import compile_time, editor, fusion, results, sharding, specialization, variants
 from ui.results import FULL_RESULTS, Result
 from viz import charts, demo, share, vega
 from viz.history import History, HistoryError
@@ -361,6 +361,7 @@ def show_results() -> None:
         "Compiled HLO": lambda: ir_tab(res, "compiled", index),
         "Fusion": lambda: fusion_tab(res, index),
         "Timing": lambda: results.timing_tab(r),
+        compile_time.TAB: lambda: compile_time.panel(res, index),
         "Cost & memory": lambda: results.cost_tab(r),
         "Export": lambda: results.export_tab(r, index),
     }
@@ -375,10 +376,13 @@ def show_results() -> None:
 if "reopened" in st.session_state:  # the History page loaded a run: it waits for Analyze
     st.toast(f"Run #{st.session_state.pop('reopened')} loaded: press Analyze to run it.")
 auto = apply_query_params() or "results" not in st.session_state
+profile = compile_time.pending()  # a recording's "Profile this compile"
 clicked, runs, problem = inputs()
-if problem and (clicked or auto):
+if problem and (clicked or auto or profile):
     st.error(f"Nothing was sent. {problem}", icon=":material/error:")
-elif clicked or auto:
+elif clicked or auto or profile:
     analyze(runs)
+    if profile:
+        compile_time.profile_shown_result()
 st.divider()
 show_results()

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from ui import compile_time
 from ui.job import job_label, job_section
 from viz import charts, demo
 from viz.format import seconds
@@ -126,12 +127,22 @@ def open_in_explore(rec: Recording, mine: list[Compile]) -> None:
         return
     if target.note:
         st.warning(target.note, icon=":material/edit_note:")
-    if st.button(
+    left, right = st.columns(2)
+    opened = left.button(
         "Open in Explore",
         icon=":material/biotech:",
         type="primary",
+        width="stretch",
         help=f"loads {target.file} with this compile's arguments; nothing runs until Analyze",
-    ):
+    )
+    profiled = right.button(
+        "Profile this compile",
+        icon=":material/timer:",
+        width="stretch",
+        help="opens it in Explore, analyzes it and shows where its compile time went: "
+        "the trace by line, XLA's own spans",
+    )
+    if opened or profiled:
         ui.open_program(
             Program(
                 code=target.code,
@@ -144,6 +155,8 @@ def open_in_explore(rec: Recording, mine: list[Compile]) -> None:
                 "The file runs as a module: its `if __name__ == '__main__':` block does not.",
             )
         )
+        if profiled:
+            compile_time.profile_on_open()
         st.switch_page("pages/explore.py")
 
 

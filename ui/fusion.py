@@ -90,6 +90,19 @@ def profile_button(res: Result, index: int) -> None:
         st.rerun()
 
 
+def pick_kernel(fmap: list[FusionEntry], kernel: str, index: int) -> bool:
+    """Pick `kernel` in result `index`'s fusion map, as its kernel picker would (for a
+    view elsewhere that names kernels); False when the map has no such kernel."""
+    label = next((k for k, v in kernel_choices(fmap).items() if v == kernel), None)
+    if label is None:
+        return False
+    key = f"fm_{index}"
+    for other in Picked:
+        if other:
+            st.session_state[f"{key}_{other}"] = label if other == Picked.KERNEL else None
+    return True
+
+
 def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selection:
     """Kernel picker, op search and line picker; the last one changed wins."""
     key = f"fm_{index}"

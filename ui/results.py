@@ -19,7 +19,7 @@ from viz.format import nbytes, seconds, si
 from viz.fusion.profile import Profile
 from viz.history import History, HistoryError
 from viz.report import Report
-from viz.worker.protocol import Analyze, Passes, PassesReply
+from viz.worker.protocol import Analyze, CompileProfile, CompileProfiled, Passes, PassesReply
 
 FULL_RESULTS = 8  # results that keep their graph models (each can be tens of MB)
 
@@ -38,6 +38,7 @@ class Result:
     history_id: int | None = None
     passes: PassesReply | None = None  # the worker's pass-by-pass answer, once asked
     profile: Profile | None = None  # per-kernel times, once "Profile kernels" ran
+    compile_profiled: CompileProfiled | None = None  # "Where did the compile time go?"
     trimmed: bool = False
 
     @property
@@ -74,6 +75,12 @@ class Result:
     def passes_request(self) -> Passes:
         """Pass-by-pass, compiled with this result's settings."""
         return Passes(**{f.name: getattr(self.asked, f.name) for f in fields(Passes)})
+
+    def compile_profile_request(self) -> CompileProfile:
+        """The compile profile, with this result's settings."""
+        return CompileProfile(
+            **{f.name: getattr(self.asked, f.name) for f in fields(CompileProfile)}
+        )
 
     def label(self, index: int) -> str:
         r = self.report

@@ -135,6 +135,12 @@ def _parser() -> argparse.ArgumentParser:
         "--mlir", type=Path, metavar="OUT", help="write the StableHLO with locations (.mlir)"
     )
     analyze.add_argument(
+        "--compile-profile",
+        action="store_true",
+        help="also trace, lower and compile once more on cleared caches to see where the "
+        "compile time goes: the trace by source line, XLA's own spans (compile_profile)",
+    )
+    analyze.add_argument(
         "--trace",
         type=Path,
         metavar="OUT",
@@ -201,6 +207,7 @@ def summarize_report(report: Report) -> str:
     lines.extend(_fusion_lines(report))
     lines.extend(_specialization_lines(report))
     lines.extend(_sharding_lines(report))
+    lines.extend(_compile_profile_lines(report))
     lines.append(
         f"trace {seconds(t.trace_s)} · lower {seconds(t.lower_s)} · "
         f"compile {seconds(t.compile_s)} · run median "
@@ -265,6 +272,48 @@ def _sharding_lines(report: Report) -> list[str]:
     ]
     lines.append("collectives: " + (" · ".join(found) if found else "none"))
     return lines
+
+
+def _compile_profile_lines(report: Report) -> list[str]:
+    """The compile profile: stage times, the top trace lines, XLA's top spans, the
+    repeated groups and what drives the compile."""
+    p = report.compile_profile
+    if p is None:
+        return []
+    from viz.compile_profile.advice import place, what_drives_it
+
+    plain = f" (unprofiled {seconds(p.trace_plain_s)})" if p.trace_plain_s else ""
+    lines = [
+        f"compile profile: trace {seconds(p.trace_s)}{plain} · lower {seconds(p.lower_s)} · "
+        f"compile {seconds(p.compile_s)} · the profile took {seconds(p.profile_s)}"
+    ]
+    share = p.trace_user_share
+    if share is not None:
+        lines.append(f"  trace: {share:.0%} under your code; by line (total, self, runs, eqns):")
+    for row in p.trace_lines[:SHOWN_TRACE_LINES]:
+        lines.append(
+            f"    {place(row.where, report.source_file)} {row.function}: "
+            f"{seconds(row.seconds)}, {seconds(row.self_seconds)}, {row.calls:,}, {row.eqns:,}"
+        )
+    if p.error is not None:
+        lines.append(f"  XLA: {p.error.message}")
+    elif p.compile_s:
+        tops = " · ".join(
+            f"{s.name} {seconds(s.seconds)} ({s.seconds / p.compile_s:.0%})"
+            for s in p.top_spans
+            if s.seconds >= 0.01 * p.compile_s
+        )
+        covered = f"{p.xla_covered:.0%}" if p.xla_covered is not None else "–"
+        lines.append(f"  XLA: {tops}; top level covers {covered}, {p.depth} levels deep")
+    groups = " · ".join(f"{g.group} ×{g.count} ({g.share:.0%})" for g in p.repeated[:3])
+    lines.append(f"  repeated: {groups or 'none'}")
+    lines.extend(f"  → {d.title}" for d in what_drives_it(p, report.source_file))
+    if p.trace_file:
+        lines.append(f"  Perfetto trace: {p.trace_file}")
+    return lines
+
+
+SHOWN_TRACE_LINES = 5
 
 
 def summarize_cache(events: list[CacheEvent]) -> str:
@@ -332,6 +381,7 @@ def _analyze(args: argparse.Namespace, worker: Worker) -> None:
         mlir=args.mlir is not None,
         folder=target.folder,
         mesh=args.mesh,
+        compile_profile=args.compile_profile,
     )
     reply = worker.ask(request)
     assert isinstance(reply, Analyzed)

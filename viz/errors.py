@@ -39,6 +39,7 @@ class ErrorKind(StrEnum):
     CANCELLED = "cancelled"  # the user stopped a measurement
     DEMO_REFUSED = "demo_refused"  # demo mode runs the built-in samples only
     BAD_REQUEST = "bad_request"  # an unknown worker op: a jitscope bug
+    PROFILER_UNAVAILABLE = "profiler_unavailable"  # jax.profiler would not start (a profile)
     INTERNAL_ERROR = "internal_error"  # a bug in jitscope itself, reported instead of crashing
 
 

@@ -72,6 +72,7 @@ def analyze(
     mlir: bool = False,
     history: bool = False,
     mesh: str = "",
+    compile_profile: bool = False,
 ) -> Report:
     """Analyze `fn` on the args spec. Never raises for problems in user code: they are
     reported in `report.error` with `report.ok == False`, keeping what was learned.
@@ -80,7 +81,9 @@ def analyze(
     `mlir`: also keep the StableHLO with its locations (`report.mlir`), for Model Explorer.
     `history`: also record the run in `viz.history` (the CLI and the app always do).
     `mesh`: a device mesh, `"data=4, model=2"`, that the spec's `@ P(...)` suffixes split
-    arrays over (needs that many devices: `cpu:8` in the worker); `report.sharding`."""
+    arrays over (needs that many devices: `cpu:8` in the worker); `report.sharding`.
+    `compile_profile`: also trace, lower and compile once more on cleared caches to see
+    where the compile time goes (`report.compile_profile`; `viz.compile_profile.run`)."""
     settings: dict[str, Any] = {"static": tuple(static), "device": device, "x64": x64}
     settings.update(donate=tuple(donate), compiler_options=dict(compiler_options or {}))
     settings["memory_limit_bytes"] = memory_limit_bytes
@@ -90,7 +93,15 @@ def analyze(
     if user_file is not None:
         settings["user_file"] = user_file
     target = Target.load(fn, **settings)
-    report = analyze_target(target, args, runs, time_budget_s, profile=profile, mlir=mlir)
+    report = analyze_target(
+        target,
+        args,
+        runs,
+        time_budget_s,
+        profile=profile,
+        mlir=mlir,
+        compile_profile=compile_profile,
+    )
     if history:
         from viz.history import record_api_run
 
@@ -106,6 +117,7 @@ def analyze_target(
     *,
     profile: bool = False,
     mlir: bool = False,
+    compile_profile: bool = False,
 ) -> Report:
     """The Report of one target on one args spec (never raises for user-code problems)."""
     report = Report(
@@ -138,6 +150,10 @@ def analyze_target(
             setattr(report.timings, f"{exc.info.stage}_s", exc.seconds)
         report.fail(exc.info)
     _read_specialization(report, target, args, traced, compiled, early.specialization)
+    if compile_profile and compiled is not None:
+        from viz.compile_profile.run import add_compile_profile
+
+        add_compile_profile(report, target, spec)
     return report
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
 from viz.fusion.profile import Profile
 from viz.ir.model import Graph
@@ -195,6 +196,8 @@ class Report(Plain):
     specialization_ops: list[ShapeOp] = field(default_factory=list)  # sizes from arguments
     # issue #21: how the program is split over a device mesh (None: one device)
     sharding: ShardingSection | None = None
+    # issue #36: where the compile time went (analyze(compile_profile=True))
+    compile_profile: CompileProfileSection | None = None
     count_definitions: dict[str, str] = field(default_factory=lambda: dict(COUNT_DEFINITIONS))
     graph_models: dict[str, Graph] = field(default_factory=dict)  # full graphs, for the app
 

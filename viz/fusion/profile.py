@@ -75,7 +75,7 @@ def profile_kernels(
     import jax
 
     names = set(kernel_names)
-    folder = Path(trace_dir or _trace_folder())
+    folder = Path(trace_dir or trace_folder())
     block(call())  # warm: the first call may allocate
     steps = []
     jax.profiler.start_trace(str(folder), create_perfetto_trace=True)
@@ -86,9 +86,9 @@ def profile_kernels(
             steps.append(time.perf_counter() - start)
     finally:
         jax.profiler.stop_trace()
-    xplane = _newest(folder, "*.xplane.pb")
+    xplane = newest(folder, "*.xplane.pb")
     events = read_events(xplane, names) if xplane else {}
-    trace = _newest(folder, "perfetto_trace.json.gz")
+    trace = newest(folder, "perfetto_trace.json.gz")
     result = summarize(events, runs, sum(steps) / len(steps))
     result.trace_file = str(trace) if trace else None
     return result
@@ -97,7 +97,7 @@ def profile_kernels(
 KEPT_TRACES = 8
 
 
-def _trace_folder() -> Path:
+def trace_folder() -> Path:
     """A new folder under $JITSCOPE_HOME/traces; only the newest KEPT_TRACES stay."""
     from viz.source import home
 
@@ -109,7 +109,7 @@ def _trace_folder() -> Path:
     return Path(tempfile.mkdtemp(prefix="trace-", dir=root))
 
 
-def _newest(folder: Path, pattern: str) -> Path | None:
+def newest(folder: Path, pattern: str) -> Path | None:
     found = sorted(folder.rglob(pattern), key=lambda p: p.stat().st_mtime)
     return found[-1] if found else None
 

@@ -82,7 +82,12 @@ def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
         ).fail(exc.info)
         return p.Analyzed.of(report)
     report = analyze_target(
-        target, request.args, request.runs, profile=request.profile, mlir=request.mlir
+        target,
+        request.args,
+        request.runs,
+        profile=request.profile,
+        mlir=request.mlir,
+        compile_profile=request.compile_profile,
     )
     return p.Analyzed.of(report)
 
@@ -322,3 +327,25 @@ def passes(progress: Progress, request: p.Passes) -> p.PassesReply:
     )
     steps = pass_by_pass(target.trace(target.args(request.args)).lower())
     return p.PassesReply(steps=[p.PassStep.from_dict(s) for s in steps])
+
+
+@register("compile_profile")
+def compile_profile(progress: Progress, request: p.CompileProfile) -> p.CompileProfiled:
+    """Where the compile time went, traced, lowered and compiled once more with the
+    analysed run's settings on cleared caches (served by the lessons worker: it
+    clears JAX's caches)."""
+    from viz.compile_profile.run import profile_compile
+
+    target = Target.from_code(
+        request.code,
+        request.function,
+        folder=request.folder,
+        static=list(request.static),
+        device=request.device,
+        x64=request.x64,
+        donate=tuple(request.donate),
+        compiler_options=dict(request.compiler_options),
+        expressions=_expressions(),
+        mesh=request.mesh,
+    )
+    return p.CompileProfiled(profile=profile_compile(target, request.args, progress=progress))

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from viz.cache.events import BucketRow, CacheEvent, EntryRow, event_from_dict
+from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
 from viz.lessons.rows import BucketCostRow, PlacementRow, ScalingRow, ShapeRow
 from viz.plain import Plain
@@ -93,6 +94,13 @@ class Analyzed(Reply):
             r.device, r.donate = request.device, request.donate
             r.compiler_options = dict(request.compiler_options)
         return self
+
+
+@dataclass
+class CompileProfiled(Reply):
+    """Where one compile's time went (`viz.compile_profile.model`)."""
+
+    profile: CompileProfileSection | None = None
 
 
 @dataclass

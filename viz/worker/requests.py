@@ -94,11 +94,12 @@ class Analyze(CodeRequest):
     memory_limit_bytes: int | None = None
     folder: str | None = None  # the program's folder, for its sibling imports
     mesh: str = ""  # `data=4, model=2`: the device mesh `@ P(...)` splits over
+    compile_profile: bool = False  # also where the compile time went (it clears JAX's caches)
 
     OP = "analyze"
     DEMO = frozenset(
         {"sample", "code", "function", "static", "device", "args", "runs", "donate"}
-        | {"compiler_options", "x64", "profile", "mlir", "mesh"}
+        | {"compiler_options", "x64", "profile", "mlir", "mesh", "compile_profile"}
     )
 
 
@@ -114,6 +115,26 @@ class Passes(CodeRequest):
     folder: str | None = None  # the program's folder, for its sibling imports
 
     OP = "passes"  # never in demo mode: it writes dumps
+
+
+@dataclass
+class CompileProfile(CodeRequest):
+    """Where the compile time went: trace, lower and compile once more on cleared caches,
+    with the analysed run's settings (`viz.compile_profile`). It clears JAX's caches:
+    the app sends it to the lessons worker."""
+
+    args: str = ""
+    donate: list[str] = field(default_factory=list)
+    compiler_options: dict[str, Any] = field(default_factory=dict)
+    x64: bool | None = None
+    folder: str | None = None
+    mesh: str = ""
+
+    OP = "compile_profile"
+    DEMO = frozenset(
+        {"sample", "code", "function", "static", "device", "args", "donate"}
+        | {"compiler_options", "x64", "mesh"}
+    )
 
 
 @dataclass
