@@ -56,12 +56,12 @@ class UserCode:
     locked: a miss only computes the answer twice."""
 
     def __init__(self) -> None:
-        self._known: dict[CodeType, int] = {}
+        self.known: dict[CodeType, int] = {}  # read directly where every call counts
 
     def __call__(self, code: CodeType) -> int:
-        found = self._known.get(code)
+        found = self.known.get(code)
         if found is None:
-            found = self._known[code] = _kind(code.co_filename)
+            found = self.known[code] = _kind(code.co_filename)
         return found
 
 

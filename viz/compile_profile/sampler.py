@@ -6,13 +6,14 @@ and weighs the stack by the time since the last one. While it runs, the interpre
 hands the GIL between threads every `interval_s` too (instead of 5 ms), so that the
 samples keep their pace through long stretches of JAX's Python.
 
-Why sampling (bench/compile_profile.py measures it): on the 96-layer transformer a
-sample every 2 ms slowed the trace by less than the noise between two plain traces,
-while any hook on every call slows it twice over (`sys.setprofile`: 2.0×,
-`sys.settrace` on the user's frames only: 2.0×, `jax.profiler`'s Python tracer: 2.1×,
-and 4 s more to write its trace). A sample catches the stack only where the tracing
-thread lets go of the GIL, so a long native call is seen after it, still inside the
-Python function that made it.
+Why sampling (`bench/compile_profile.py --methods`, the 96-layer transformer's trace on
+cleared caches, against a plain one): a sample every 2 ms cost 1.06-1.10× (every 1 ms:
+1.10-1.25×), while a hook on every call costs far more: `sys.setprofile` with a
+function that does nothing 2.0-2.1×, `jax.profiler`'s Python tracer 2.2-2.4× (and
+seconds more to write its trace), `sys.settrace` counting the user's lines 3.2-3.5×.
+A sample catches the stack only where the tracing thread lets go of the GIL, so a
+long native call is seen after it, still inside the Python function that made it; a
+sample weighs the time since the one before.
 
 `LineCounter`: how many times each statement of the user's code ran, from
 `sys.settrace` on the user's frames: exact, but too slow to time with, so it runs in
@@ -112,12 +113,18 @@ class LineCounter:
     def __init__(self, user: UserCode | None = None):
         self.user = user or UserCode()
         self.steps: Counter[Step] = Counter()
+        self._kinds = self.user.known
         self._before: Callable[..., Any] | None = None
 
     def _call(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if self.user(frame.f_code) != USER:
+        # called on every Python call while the trace runs: the common case first
+        code = frame.f_code
+        kind = self._kinds.get(code)
+        if kind is None:
+            kind = self.user(code)
+        if kind != USER:
             return None
-        code, steps = frame.f_code, self.steps
+        steps = self.steps
         before: list[int | None] = [None]  # this frame's last line
 
         def line(frame: FrameType, event: str, arg: Any) -> Any:
