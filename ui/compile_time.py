@@ -230,11 +230,22 @@ def kernel_table(res: Result, p: CompileProfileSection, index: int) -> None:
         st.caption("Pick a kernel to see it in the fusion map.")
         return
     kernel = p.kernels[chosen[0]].kernel
-    if st.button(f"Show `{kernel}` in the fusion map", key=f"ct_fusion_{index}"):
-        if pick_kernel(res.report.fusion_map, kernel, index):
-            st.session_state.result_tab = "Fusion"
-            st.rerun()
-        st.warning(f"`{kernel}` is not in this result's fusion map.")
+    fmap = res.report.fusion_map
+    if not any(e.kernel == kernel for e in fmap):  # this compile named its kernels otherwise
+        st.caption(f"`{kernel}` is not in this result's fusion map.")
+        return
+    st.button(
+        f"Show `{kernel}` in the fusion map",
+        key=f"ct_fusion_{index}",
+        on_click=_show_in_fusion_map,
+        args=(res, kernel, index),
+    )
+
+
+def _show_in_fusion_map(res: Result, kernel: str, index: int) -> None:
+    """Before the rerun draws the tabs: pick the kernel in the map and open its tab."""
+    if pick_kernel(res.report.fusion_map, kernel, index):
+        st.session_state.result_tab = "Fusion"
 
 
 def repeated_table(p: CompileProfileSection) -> None:

@@ -143,7 +143,7 @@ class CompileProfileSection(Plain):
     @property
     def trace_user_share(self) -> float | None:
         """Share of the trace spent with the user's code on the stack."""
-        return self.trace_user_s / self.trace_s if self.trace_s else None
+        return min(self.trace_user_s / self.trace_s, 1.0) if self.trace_s else None
 
     @property
     def distortion(self) -> float | None:

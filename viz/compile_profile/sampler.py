@@ -13,7 +13,7 @@ function that does nothing 2.0-2.1×, `jax.profiler`'s Python tracer 2.2-2.4× (
 seconds more to write its trace), `sys.settrace` counting the user's lines 3.2-3.5×.
 A sample catches the stack only where the tracing thread lets go of the GIL, so a
 long native call is seen after it, still inside the Python function that made it; a
-sample weighs the time since the one before.
+sample weighs the time since the one before (capped: `CAP_INTERVALS`).
 
 `LineCounter`: how many times each statement of the user's code ran, from
 `sys.settrace` on the user's frames: exact, but too slow to time with, so it runs in
@@ -37,12 +37,17 @@ Stack = tuple[Line, ...]  # the user's frames of one stack, outermost first
 Step = tuple[CodeType, int | None, int]  # a frame's move from a line (None: its start) to one
 
 INTERVAL_S = 0.002
+# A sample weighs the time since the one before, at most this many intervals: on a
+# busy machine the sampling thread itself may wait for a core for 100 ms, and that
+# wait says nothing about the line it then finds. The weights are scaled back to
+# the block's time after.
+CAP_INTERVALS = 10
 
 
 class StackSampler:
     """Samples the thread that enters it: `with StackSampler() as s: trace()`; then
     `s.stacks` (the user's frames of each stack, outermost first → seconds),
-    `s.samples` and `s.seconds` (the time the block took)."""
+    `s.samples` and `s.seconds` (the time the block took, which the weights add up to)."""
 
     def __init__(self, interval_s: float = INTERVAL_S, user: UserCode | None = None):
         self.interval_s = interval_s
@@ -76,17 +81,26 @@ class StackSampler:
         if self._thread is not None:
             self._thread.join()
         sys.setswitchinterval(self._switch_s)
+        self._rescale()
 
     def _run(self, target: int) -> None:
         last = self._start
+        cap = CAP_INTERVALS * self.interval_s
         while not self._stop.wait(self.interval_s):
             frame = sys._current_frames().get(target)
             now = time.perf_counter()
             if frame is None:
                 return
-            self.stacks[self._user_stack(frame)] += now - last
+            self.stacks[self._user_stack(frame)] += min(now - last, cap)
             self.samples += 1
             last = now
+
+    def _rescale(self) -> None:
+        """The weights scaled to add up to the block's time (capped ones add up to less)."""
+        weighed = sum(self.stacks.values())
+        if weighed > 0:
+            for stack in self.stacks:
+                self.stacks[stack] *= self.seconds / weighed
 
     def _user_stack(self, frame: FrameType | None) -> Stack:
         """The user's frames of the stack, up to jitscope's own (which called the trace)."""
