@@ -14,6 +14,9 @@ with JAX_PLATFORMS=cuda), so a failure here is what a user of the app would see:
 - one sharded compile with 2 or more devices: `jax.jit` of a gradient over a
   `NamedSharding` mesh, in a child process; XLA must insert an all-reduce and the
   result must match the unsharded one;
+- the compile profile (issue #36) of one sample: XLA's spans of its compile read back
+  from `jax.profiler`'s trace as a tree (on GPU also the `XlaPass` range of each HLO
+  pass), whose top level covers 90-110 % of the compile, at least two levels deep;
 - the device made unavailable (no CUDA backend, or CUDA_VISIBLE_DEVICES=""): Explore's
   Analyze must say `device_unavailable`, not show a traceback.
 Every item is caught and reported; the table gives item, PASS/FAIL/SKIP, seconds.
@@ -45,11 +48,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere, installed or not
 
+from viz.compile_profile.model import CompileProfileSection  # noqa: E402
 from viz.errors import ErrorInfo  # noqa: E402
 from viz.program import Program  # noqa: E402
 from viz.samples import Sample, get_sample, list_samples  # noqa: E402
 from viz.worker import Worker  # noqa: E402
-from viz.worker.protocol import Analyzed, CacheCalls, CacheState, Ping, PingReply  # noqa: E402
+from viz.worker.protocol import (  # noqa: E402
+    Analyzed,
+    CacheCalls,
+    CacheState,
+    CompileProfile,
+    CompileProfiled,
+    Ping,
+    PingReply,
+)
 
 ATTRIBUTED = 0.80  # of the step time, in named kernels
 TIMEOUT_S = 240.0  # per request: transformer_24 compiles for about a minute on a small CPU
@@ -225,6 +237,37 @@ def all_profiles(replies: list[Analyzed]) -> Outcome:
     return share >= ATTRIBUTED, f"{share:.0%} of {steps * 1e3:.1f} ms over {len(profiles)} steps"
 
 
+# -- the compile profile ----------------------------------------------------------------
+PROFILED_SAMPLE = "mlp"
+COVER = (0.90, 1.10)
+
+
+def compile_profile(worker: Worker, device: str) -> Outcome:
+    """XLA's spans of one compile, read back as a tree that covers the compile."""
+    sample = get_sample(PROFILED_SAMPLE)
+    program = Program.from_sample(sample)
+    request = CompileProfile(
+        code=program.code, function=program.function, args=program.args, device=device
+    )
+    reply = worker.ask(request, timeout_s=TIMEOUT_S)
+    if not isinstance(reply, CompileProfiled) or reply.profile is None:
+        return False, describe_error(reply.error)
+    return profile_spans(reply.profile)
+
+
+def profile_spans(p: CompileProfileSection) -> Outcome:
+    if p.error is not None:
+        return False, describe_error(p.error)
+    covered, depth, spans = p.xla_covered or 0.0, p.depth, p.xla
+    passes = sum(1 for s in spans if s.name.startswith("XlaPass"))
+    ok = COVER[0] <= covered <= COVER[1] and depth >= 2
+    names = ", ".join(s.name for s in spans if len(s.path) == 2)[:120]
+    return ok, (
+        f"{covered:.0%} of {(p.compile_s or 0) * 1e3:.0f} ms covered, {depth} levels, "
+        f"{len(spans)} spans ({passes} XlaPass); under the top: {names}"
+    )
+
+
 # -- the cache lab ----------------------------------------------------------------------
 def cache_lab(worker: Worker, device: str) -> Outcome:
     sample = get_sample(CACHE_SAMPLE)
@@ -350,6 +393,7 @@ def run_items(device: str, samples: list[Sample], budget_s: float) -> list[Row]:
         rows.append(timed(f"cache lab hit/miss on {device}", lambda: cache_lab(worker, device)))
         sharded_count = count if device == "gpu" else 2
         rows.append(timed("sharded compile", lambda: sharded(device, sharded_count)))
+        rows.append(timed(f"compile profile on {device}", lambda: compile_profile(worker, device)))
         replies: list[Analyzed] = []
         for sample in samples:
             if time.perf_counter() > deadline:
@@ -372,6 +416,7 @@ def dry_rows(samples: list[Sample]) -> list[Row]:
         "two workers on gpu at once",
         "cache lab hit/miss on gpu: " + " ".join("hit" if h else "MISS" for h in CACHE_HITS),
         "sharded compile over every GPU (skipped with 1): all-reduce, matches unsharded",
+        f"compile profile of {PROFILED_SAMPLE} on gpu: XLA's spans cover 90-110%, 2+ levels",
         *(
             f"analyze {s.name} on gpu" + ("" if s.expect_error else " + profile >= 80% named")
             for s in samples

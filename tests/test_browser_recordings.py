@@ -94,3 +94,14 @@ def test_the_recordings_html_file_opens_offline_in_chromium(browser, home: Path)
     shot(tab, "recording_html_file")
     assert asked == []
     context.close()
+
+
+def test_profile_this_compile_opens_explore_on_its_compile_time(page) -> None:  # noqa: F811
+    page.goto(f"{page.base_url}/recordings")
+    page.get_by_role("button", name="Profile this compile").click()
+    page.get_by_text("From recording #1, compile #").wait_for()
+    page.get_by_role("tab", name="Compile time", selected=True).wait_for(timeout=180_000)
+    page.get_by_role("heading", name="Trace · by line of your code").wait_for(timeout=180_000)
+    page.get_by_role("heading", name="XLA compile · its own spans").wait_for()
+    assert page.locator("[data-testid=stAlertContentError]").count() == 0
+    shot(page, "recordings_profiled_in_explore", page.get_by_role("tab", name="Compile time"))

@@ -93,6 +93,7 @@ def test_the_whole_check_on_the_cpu_for_one_sample() -> None:
         "two workers on cpu at once",
         "cache lab hit/miss on cpu",
         "sharded compile",
+        "compile profile on cpu",
         "analyze elementwise_chain",
     ):
         assert found.get(item) == "PASS", (item, out.stdout, out.stderr[-2000:])
