@@ -39,11 +39,11 @@ class TraceLine(Plain):
     """One line of the user's code, as the trace spent time and made equations under it."""
 
     where: str  # "path:line"
-    function: str
-    seconds: float = 0.0
-    self_seconds: float = 0.0
-    calls: int = 0
-    eqns: int = 0
+    function: str  # the function the line is in
+    seconds: float = 0.0  # of the sampled trace, with the line on the stack
+    self_seconds: float = 0.0  # with the line innermost of the user's code
+    calls: int = 0  # how often it ran during one trace
+    eqns: int = 0  # jaxpr equations made under it (nested ones included)
     text: str = ""  # the line's source, stripped
 
     @property
@@ -60,10 +60,10 @@ class XlaSpan(Plain):
     """XLA's spans at one path from the root (`["backend_compile_and_load",
     "PjRtCpuClient::Compile", ...]`), merged: `count` of them."""
 
-    path: list[str]
-    seconds: float
-    self_seconds: float
-    count: int = 1
+    path: list[str]  # span names from the top-level span down
+    seconds: float  # the merged spans' lengths, summed
+    self_seconds: float  # the part of each that none of its children cover, summed
+    count: int = 1  # spans merged into this node
 
     @property
     def name(self) -> str:
@@ -75,10 +75,10 @@ class RepeatedGroup(Plain):
     """Look-alike scopes folded into one group (`layer0–layer95`, `count` 96) and its
     `share` of the jaxpr's equations (`eqns` of them)."""
 
-    group: str
-    count: int
-    share: float
-    eqns: int = 0
+    group: str  # layer0–layer95, or a chain's label
+    count: int  # look-alike members (at least 3)
+    share: float  # of the jaxpr's equations
+    eqns: int = 0  # equations under the group
 
 
 @dataclass
@@ -105,13 +105,16 @@ class KernelCodegen(Plain):
 
 @dataclass
 class CompileProfileSection(Plain):
-    trace_s: float | None = None
+    """Where one compile's time went (None in a report: not asked for), from a second
+    trace, lower and compile on cleared caches."""
+
+    trace_s: float | None = None  # the trace under the sampler
     lower_s: float | None = None
-    compile_s: float | None = None
-    trace_lines: list[TraceLine] = field(default_factory=list)
-    xla: list[XlaSpan] = field(default_factory=list)
-    xla_covered: float | None = None
-    repeated: list[RepeatedGroup] = field(default_factory=list)
+    compile_s: float | None = None  # XLA's compile under jax.profiler
+    trace_lines: list[TraceLine] = field(default_factory=list)  # the slowest first
+    xla: list[XlaSpan] = field(default_factory=list)  # parents before children
+    xla_covered: float | None = None  # share of compile_s inside the top-level spans
+    repeated: list[RepeatedGroup] = field(default_factory=list)  # the largest share first
     # beside the contract's keys
     trace_plain_s: float | None = None  # the trace without the sampler
     trace_user_s: float = 0.0  # of trace_s, with a line of the user's code on the stack
