@@ -82,8 +82,10 @@ def analyze(
     `history`: also record the run in `viz.history` (the CLI and the app always do).
     `mesh`: a device mesh, `"data=4, model=2"`, that the spec's `@ P(...)` suffixes split
     arrays over (needs that many devices: `cpu:8` in the worker); `report.sharding`.
-    `compile_profile`: also trace, lower and compile once more on cleared caches to see
-    where the compile time goes (`report.compile_profile`; `viz.compile_profile.run`)."""
+    `compile_profile`: also trace, lower and compile once more to see where the compile
+    time goes (`report.compile_profile`; `viz.compile_profile.run`). It clears JAX's
+    in-memory caches (`jax.clear_caches()`): the process's jitted functions retrace
+    on their next call."""
     settings: dict[str, Any] = {"static": tuple(static), "device": device, "x64": x64}
     settings.update(donate=tuple(donate), compiler_options=dict(compiler_options or {}))
     settings["memory_limit_bytes"] = memory_limit_bytes

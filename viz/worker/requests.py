@@ -94,12 +94,14 @@ class Analyze(CodeRequest):
     memory_limit_bytes: int | None = None
     folder: str | None = None  # the program's folder, for its sibling imports
     mesh: str = ""  # `data=4, model=2`: the device mesh `@ P(...)` splits over
-    compile_profile: bool = False  # also where the compile time went (it clears JAX's caches)
+    # also where the compile time went; it clears JAX's caches, so the app asks the lessons
+    # worker (CompileProfile) and only the CLI's worker of its own gets this
+    compile_profile: bool = False
 
     OP = "analyze"
     DEMO = frozenset(
         {"sample", "code", "function", "static", "device", "args", "runs", "donate"}
-        | {"compiler_options", "x64", "profile", "mlir", "mesh", "compile_profile"}
+        | {"compiler_options", "x64", "profile", "mlir", "mesh"}
     )
 
 
