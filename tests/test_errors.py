@@ -240,9 +240,9 @@ def test_unknown_platform_is_device_unavailable():
 
 
 def _documented_kinds() -> list[str]:
-    """The kinds the README's "Errors are results" section lists, in its order."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Errors are results", 1)[1].split("The kind is an enum", 1)[0]
+    """The kinds the guide's "Errors are results" section lists, in its order."""
+    text = (REPO / "docs" / "guide.md").read_text(encoding="utf-8")
+    section = text.split("## Errors are results", 1)[1].split("The kind is an enum", 1)[0]
     words = re.findall(r"`([a-z_]+)`", section)
     return [w for w in words if not keyword.iskeyword(w)]  # `if` is Python, not a kind
 

@@ -59,7 +59,7 @@ def _target(text: str) -> _Target:
 
 
 def _is_sample(file: Path) -> bool:
-    """`samples/mlp.py` typed outside the clone, where the README's examples run."""
+    """`samples/mlp.py` typed outside the clone, where the clone's samples are not."""
     try:
         get_sample(file.stem)
     except KeyError:

@@ -19,7 +19,7 @@ from viz.plain import Plain
 
 
 class ErrorKind(StrEnum):
-    """Every kind of failure a result can carry (the README lists them with their fixes)."""
+    """Every kind of failure a result can carry (docs/guide.md lists them with their fixes)."""
 
     SYNTAX_ERROR = "syntax_error"
     IMPORT_ERROR = "import_error"
