@@ -53,25 +53,30 @@ def _warm_up() -> None:
     analyze(warm_up, "f32[8,8]", runs=1)
 
 
+def _target_of(request: p.Analyze | p.Passes | p.CompileProfile, **extra: Any) -> Target:
+    """The request's program, loaded, with the analysed run's settings (one place)."""
+    return Target.from_code(
+        request.code,
+        request.function,
+        folder=request.folder,
+        static=list(request.static),
+        device=request.device,
+        x64=request.x64,
+        donate=tuple(request.donate),
+        compiler_options=dict(request.compiler_options),
+        expressions=_expressions(),
+        mesh=request.mesh,
+        **extra,
+    )
+
+
 def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
     from viz.pipeline import analyze_target
     from viz.stages import DEFAULT_MEMORY_LIMIT
 
     limit = request.memory_limit_bytes or _memory_limit(DEFAULT_MEMORY_LIMIT)
     try:
-        target = Target.from_code(
-            request.code,
-            request.function,
-            folder=request.folder,
-            static=list(request.static),
-            device=request.device,
-            x64=request.x64,
-            memory_limit_bytes=limit,
-            donate=tuple(request.donate),
-            compiler_options=dict(request.compiler_options),
-            expressions=_expressions(),
-            mesh=request.mesh,
-        )
+        target = _target_of(request, memory_limit_bytes=limit)
     except UserCodeError as exc:
         report = Report(
             device=request.device,
@@ -313,18 +318,7 @@ def passes(progress: Progress, request: p.Passes) -> p.PassesReply:
     the analysed run's settings."""
     from viz.passes import pass_by_pass
 
-    target = Target.from_code(
-        request.code,
-        request.function,
-        folder=request.folder,
-        static=list(request.static),
-        device=request.device,
-        x64=request.x64,
-        donate=tuple(request.donate),
-        compiler_options=dict(request.compiler_options),
-        expressions=_expressions(),
-        mesh=request.mesh,
-    )
+    target = _target_of(request)
     steps = pass_by_pass(target.trace(target.args(request.args)).lower())
     return p.PassesReply(steps=[p.PassStep.from_dict(s) for s in steps])
 
@@ -336,16 +330,5 @@ def compile_profile(progress: Progress, request: p.CompileProfile) -> p.CompileP
     clears JAX's caches)."""
     from viz.compile_profile.run import profile_compile
 
-    target = Target.from_code(
-        request.code,
-        request.function,
-        folder=request.folder,
-        static=list(request.static),
-        device=request.device,
-        x64=request.x64,
-        donate=tuple(request.donate),
-        compiler_options=dict(request.compiler_options),
-        expressions=_expressions(),
-        mesh=request.mesh,
-    )
+    target = _target_of(request)
     return p.CompileProfiled(profile=profile_compile(target, request.args, progress=progress))
