@@ -156,13 +156,14 @@ def argument_table(code: str, prog: Program) -> tuple[str, list[str], list[str]]
     return ui.join_spec(items), static, donate
 
 
-def analyze(runs: int) -> None:
+def analyze(runs: int, automatic: bool = False) -> None:
+    """`automatic`: a first visit's or a link's run, kept in History once only."""
     prog = ui.program()
     request = prog.analysis(ui.device(), runs)
     with st.spinner("Tracing, lowering, compiling and timing in the worker…"):
         reply: Analyzed = ui.ask(request)
     res = Result(request, reply.report, reply.stdout)
-    res.history_id = results.record(res.report, res.code, res.sample)
+    res.history_id = results.record(res.report, res.code, res.sample, automatic)
     results.add(res)
     st.query_params.from_dict(share.link(prog, ui.device(), demo.enabled()))
     if res.report.error_line and not editor.plain():
@@ -381,7 +382,7 @@ clicked, runs, problem = inputs()
 if problem and (clicked or auto or profile):
     st.error(f"Nothing was sent. {problem}", icon=":material/error:")
 elif clicked or auto or profile:
-    analyze(runs)
+    analyze(runs, automatic=auto and not (clicked or profile))
     if profile:
         compile_time.profile_shown_result()
 st.divider()

@@ -346,3 +346,29 @@ def test_a_history_that_cannot_be_opened_raises_only_history_error(tmp_path):
     garbage.write_bytes(b"not a database" * 100)
     with pytest.raises(HistoryError):
         History(garbage).runs()
+# -- an automatic run is recorded once (issue #40: every page load added a row) ------
+def test_a_run_recorded_once_is_not_stored_again_when_identical(db, reports):
+    first = db.record(reports["scale8"], code="def scale(x): ...", source="app", once=True)
+    again = replace(reports["scale8"], timings=replace(reports["scale8"].timings, trace_s=9.0))
+    assert db.record(again, code="def scale(x): ...", source="app", once=True) == first
+    assert [r.id for r in db.runs()] == [first]  # other timings: the same run, not a new row
+
+
+def test_a_run_recorded_once_is_stored_when_anything_but_its_timings_differs(db, reports):
+    code = "def scale(x): ..."
+    first = db.record(reports["scale8"], code=code, source="app", once=True)
+    other_args = db.record(reports["scale64"], code=code, source="app", once=True)
+    other_code = db.record(reports["scale8"], code=code + "\n", source="app", once=True)
+    options = replace(reports["scale8"], compiler_options={"xla_cpu_use_thunk_runtime": False})
+    other_options = db.record(options, code=code, source="app", once=True)
+    counts = replace(reports["scale8"], jaxpr=replace(reports["scale8"].jaxpr, eqn_count=99))
+    other_counts = db.record(counts, code=code, source="app", once=True)
+    ids = [first, other_args, other_code, other_options, other_counts]
+    assert len(set(ids)) == 5 and db.count() == 5
+
+
+def test_a_run_recorded_without_once_is_always_stored(db, reports):
+    first = db.record(reports["scale8"], code="def scale(x): ...", source="app")
+    second = db.record(reports["scale8"], code="def scale(x): ...", source="app")
+    assert second != first and db.count() == 2
+    assert db.record(reports["scale8"], code="def scale(x): ...", once=True) == second

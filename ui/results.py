@@ -116,10 +116,12 @@ def add(result: Result) -> int:
     return st.session_state.shown
 
 
-def record(report: Report, code: str, sample: str | None) -> int | None:
-    """Every analysis goes into the run history (the History page reads it back)."""
+def record(report: Report, code: str, sample: str | None, automatic: bool = False) -> int | None:
+    """Every analysis goes into the run history (the History page reads it back); an
+    `automatic` one (a first visit's, a link's) only if no identical run is there: each
+    page load would add the same row again."""
     try:
-        return History().record(report, code=code, sample=sample, source="app")
+        return History().record(report, code=code, sample=sample, source="app", once=automatic)
     except HistoryError as exc:
         st.toast(f"Not recorded in the history: {exc}", icon=":material/warning:")
         return None

@@ -92,6 +92,40 @@ def _run(row: tuple[Any, ...]) -> Run:
     )
 
 
+# a run's settings and outcome: the columns two identical runs share (not its time, its
+# source, or its timings, which differ from run to run)
+_SAME_COLUMNS = (
+    "function",
+    "args",
+    "static",
+    "device",
+    "ok",
+    "error_kind",
+    "sample",
+    "code_hash",
+    "jax_version",
+    "options",
+    "donate",
+)
+_ROW = ("created", "source", *_SAME_COLUMNS, "summary")  # `record`'s row, in order
+_SAME_SUMMARY = ("counts", "ops", "stablehlo_ops")  # what it compiled to, not how fast
+
+
+def _identical(db: sqlite3.Connection, row: tuple[Any, ...]) -> int | None:
+    """The id of the newest run of the same code with the same settings, the same
+    outcome and the same program compiled (its counts and ops) as `row`, or None."""
+    values = dict(zip(_ROW, row, strict=True))
+    where = " AND ".join(f"{name} IS ?" for name in _SAME_COLUMNS)
+    found = db.execute(
+        f"SELECT id, summary FROM runs WHERE {where} ORDER BY id DESC LIMIT 1",
+        [values[name] for name in _SAME_COLUMNS],
+    ).fetchone()
+    if found is None:
+        return None
+    before, now = json.loads(found[1]), json.loads(values["summary"])
+    return found[0] if all(before.get(k) == now.get(k) for k in _SAME_SUMMARY) else None
+
+
 def _payload(report: Report) -> bytes:
     """The report as kept: its JSON, plus the compiled graph model for the diff view."""
     data = report.to_dict()
@@ -195,9 +229,12 @@ class History:
         code: str | None = None,
         sample: str | None = None,
         source: str = "api",
+        once: bool = False,
     ) -> int:
         """Store one analysis with the code that ran and the built-in sample it is, if
-        any; returns its id. Prunes to the bound in the same transaction."""
+        any; returns its id. Prunes to the bound in the same transaction. `once`: an
+        identical run recorded before (`_identical`) is not stored again; its id is
+        returned (the app's automatic first-screen run, on every page load)."""
         digest = code_hash(code) if code is not None else None
         row = (
             time.time(),
@@ -216,6 +253,8 @@ class History:
             json.dumps(numbers(report)),
         )
         with self._connect(write=True) as db:
+            if once and (same := _identical(db, row)) is not None:
+                return same
             if digest is not None:
                 db.execute("INSERT OR IGNORE INTO sources VALUES (?, ?)", (digest, code))
             cursor = db.execute(
