@@ -20,6 +20,7 @@ from viz.worker import (
     WorkerPool,
     default_pool_size,
 )
+from viz.worker.protocol import Ping
 
 pytestmark = pytest.mark.usefixtures("navigation_mode", "plain_editor")
 
@@ -230,6 +231,21 @@ def test_only_the_first_slot_warms_at_start_and_the_next_when_its_session_comes(
         second = workers.worker_for("second visitor", "cpu")
         assert second is not first
         assert _until(lambda: second.status().requests == 1)  # warming as the session came
+    finally:
+        workers.close()
+
+
+def test_the_other_slots_warm_once_the_first_slot_has_given_a_first_result() -> None:
+    """Issue #40: not while the first visitor waits for their first screen, but then."""
+    workers = WorkerPool(timeout_s=60, size=2, demo=False)
+    try:
+        workers.warm("cpu", others_after_s=600)
+        first = workers.get("cpu")
+        assert first.wait_answers(1, 60)  # its own warm-up answered
+        time.sleep(0.5)
+        assert workers.workers() == [first]
+        assert first.ask(Ping()).ok  # a first visitor's first result
+        assert _until(lambda: len(workers.workers()) == 2, within_s=10)
     finally:
         workers.close()
 
