@@ -191,3 +191,12 @@ def test_a_history_run_and_a_report_handed_over_diff_side_by_side(home):
     call = f"`{run.function}({run.args})`"
     assert sum(call in c.value for c in at.caption) == 2
     assert all(m.value.split(" → ")[0] == m.value.split(" → ")[1] for m in at.metric)
+
+
+def test_page_loads_do_not_repeat_the_first_visits_run_in_history(home):
+    for _ in range(3):  # three fresh visits, each analyzing the default sample by itself
+        open_app()
+    assert len(History().runs()) == 1
+    at = open_app()
+    button(at, "Analyze").click().run()  # a click is the user's own run: it is kept
+    assert len(History().runs()) == 2

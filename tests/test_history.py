@@ -346,6 +346,8 @@ def test_a_history_that_cannot_be_opened_raises_only_history_error(tmp_path):
     garbage.write_bytes(b"not a database" * 100)
     with pytest.raises(HistoryError):
         History(garbage).runs()
+
+
 # -- an automatic run is recorded once (issue #40: every page load added a row) ------
 def test_a_run_recorded_once_is_not_stored_again_when_identical(db, reports):
     first = db.record(reports["scale8"], code="def scale(x): ...", source="app", once=True)
