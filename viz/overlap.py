@@ -122,18 +122,26 @@ class CompileWindow:
 class Background(Generic[T]):
     """`fn()` on a thread of its own; `result()` waits for it and returns what it
     returned, or raises what it raised. An `idle` thread runs only on the CPU time the
-    rest of the process leaves idle (`IdlePriority`) until `resume()`."""
+    rest of the process leaves idle (`IdlePriority`) until `resume()`; with a
+    `priority` of its own, `fn` lowers it when it sees fit and `resume()` restores it."""
 
-    def __init__(self, fn: Callable[[], T], name: str = "reader", idle: bool = False):
+    def __init__(
+        self,
+        fn: Callable[[], T],
+        name: str = "reader",
+        idle: bool = False,
+        priority: IdlePriority | None = None,
+    ):
         self._fn = fn
         self._value: T | None = None
         self._error: BaseException | None = None
-        self._priority = IdlePriority() if idle else None
+        self._idle = idle
+        self._priority = IdlePriority() if idle else priority
         self._thread = threading.Thread(target=self._run, name=f"jitscope-{name}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        if self._priority is not None:
+        if self._idle and self._priority is not None:
             self._priority.lower()
         try:
             self._value = self._fn()
@@ -168,14 +176,17 @@ class IdlePriority:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._tid: int | None = None  # the thread, once lowered to SCHED_IDLE
+        self._lowered = False
         self._restored = False
 
     def lower(self) -> None:
+        """The calling thread's priority lowered (once: again does nothing)."""
         tid = threading.get_native_id()
         with self._lock, contextlib.suppress(AttributeError, OSError):
             # elsewhere a native thread id is no process id that setpriority could take
-            if self._restored or not sys.platform.startswith("linux"):
+            if self._lowered or self._restored or not sys.platform.startswith("linux"):
                 return
+            self._lowered = True
             if may_restore_policy():
                 os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
                 self._tid = tid

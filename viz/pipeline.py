@@ -7,13 +7,19 @@ specialization's rows are read on a thread while XLA compiles, then the compiled
 from the text XLA dumps once its passes are done, while it generates code
 (`viz.hlo_dump`), checked against the executable's text after the compile (and read
 from that text where they differ); `compile_s` is XLA's time alone.
+
+`analyze_target(..., on_stage=...)` also hands on what is known as the analysis goes
+(`viz.progress`): as each stage starts, and as the reader thread finishes the jaxpr and
+the StableHLO, so a page can draw each IR while XLA still compiles. Without it the
+pipeline does exactly what it did.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jax
@@ -29,7 +35,8 @@ from viz.ir.hlo import read_hlo_text
 from viz.ir.jaxpr import read_jaxpr
 from viz.ir.kernels import fusion_count, kernel_count, kernels
 from viz.ir.stablehlo import module_bytecode, module_copy, module_text, read_stablehlo
-from viz.overlap import Background, CompileWindow, gc_paused
+from viz.overlap import Background, CompileWindow, IdlePriority, gc_paused
+from viz.progress import OnStage, glimpse
 from viz.report import (
     CompiledSection,
     Cost,
@@ -120,8 +127,11 @@ def analyze_target(
     profile: bool = False,
     mlir: bool = False,
     compile_profile: bool = False,
+    on_stage: OnStage | None = None,
 ) -> Report:
-    """The Report of one target on one args spec (never raises for user-code problems)."""
+    """The Report of one target on one args spec (never raises for user-code problems).
+    `on_stage(stage, known)`: told the stage under way and what is known so far (see
+    `_Stream`), from the calling thread and from the reader thread beside the compile."""
     report = Report(
         device=target.device,
         jax_version=jax.__version__,
@@ -134,15 +144,19 @@ def analyze_target(
     )
     args = traced = compiled = None  # as far as the stages got, for the specialization
     early = _Early()
+    stream = _Stream(report, on_stage)
     try:
         args = target.args(spec)
         report.x64 = args.x64
+        stream.stage("trace")
         traced = target.trace(args)
         report.timings.trace_s = traced.seconds
+        stream.stage("lower")
         with gc_paused():
-            compiled = _lower_and_compile(report, traced, mlir, early)
+            compiled = _lower_and_compile(report, traced, mlir, early, stream)
         _read_sharding(report, compiled)
         if runs > 0:
+            stream.stage("run")  # the compiled program is all known: drawn before the runs
             _time_runs(report, compiled, runs, budget_s)
         if profile:  # with runs=0 there is nothing to profile: add_profile says so
             call = compiled.runner(PROFILE_RUNS + 1) if runs > 0 else (lambda: None)
@@ -165,6 +179,52 @@ class _Early:
     the trace say it (None: not read there, or its reader failed: read it again after)."""
 
     specialization: Specialization | None = None
+
+
+class _Stream:
+    """What an analysis tells `on_stage` as it goes: the stage under way and a glimpse
+    of the report (`viz.progress.glimpse`), with the IRs the reader thread has read
+    beside the compile and not yet put into the report. Without `on_stage`, nothing. A
+    listener that fails is dropped: telling never fails the analysis."""
+
+    def __init__(self, report: Report, on_stage: OnStage | None):
+        self._report, self._on_stage = report, on_stage
+        self._stage = "load"
+        self._read: list[_IR] = []  # read beside the compile, not in the report yet
+        self._lock = threading.Lock()  # the calling thread and the reader both tell
+
+    @property
+    def listening(self) -> bool:
+        return self._on_stage is not None
+
+    def stage(self, name: str) -> None:
+        if self._on_stage is not None:
+            with self._lock:
+                self._stage = name
+                self._tell()
+
+    def read(self, read: _IR) -> None:
+        if self._on_stage is not None:
+            with self._lock:
+                self._read.append(read)
+                self._tell()
+
+    def _tell(self) -> None:
+        known = glimpse(self._report)
+        for read in self._read:
+            if getattr(known, read.name) is None:
+                _put_counts(known, read)
+        try:
+            self._on_stage(self._stage, known)  # type: ignore[misc]
+        except Exception:
+            self._on_stage = None
+
+
+def _put_counts(report: Report, read: _IR) -> None:
+    """An IR's counts and default view into a glimpse (no text, no graph model)."""
+    put = _put_jaxpr if read.name == "jaxpr" else _put_stablehlo
+    put(report, replace(read, text=""))
+    report.graph_models.pop(read.name, None)
 
 
 def _read_specialization(
@@ -205,7 +265,9 @@ def _read_sharding(report: Report, compiled: Compiled) -> None:
         report.warnings.append(f"could not read the sharding: {type(exc).__name__}: {exc}")
 
 
-def _lower_and_compile(report: Report, traced: Traced, mlir: bool, early: _Early) -> Compiled:
+def _lower_and_compile(
+    report: Report, traced: Traced, mlir: bool, early: _Early, stream: _Stream
+) -> Compiled:
     """Lower and compile, every IR read into the report. The jaxpr and the StableHLO (and
     the specialization's rows, into `early`) are read on a thread while XLA compiles
     (XLA's compile releases the GIL, and on a 96-layer model takes longer than both
@@ -220,18 +282,30 @@ def _lower_and_compile(report: Report, traced: Traced, mlir: bool, early: _Early
         _put_jaxpr(report, _read_jaxpr(traced))  # what the trace learned stays
         raise
     report.timings.lower_s = lowered.seconds
+    stream.stage("compile")
     if mlir:  # StableHLO with locations, for Model Explorer
         report.mlir = lowered.text(debug_info=True)
     bytecode = module_bytecode(lowered.mlir_module())  # a copy for the thread (see module_copy)
     dump = OptimizedHloDump(traced.target.compiler_options, wanted=len(bytecode) >= DUMP_FROM_BYTES)
     window = CompileWindow()  # the readers hold the GIL only while XLA does not
+    # XLA generates code on every core: the readers take only the CPU it leaves idle,
+    # but for a streamed analysis's jaxpr graph, which a page waits for (on a busy
+    # machine, idle CPU came only at the end of a 96-layer model's compile)
+    idle = IdlePriority()
+
+    def seen(read: _IR) -> None:
+        stream.read(read)
+        idle.lower()
 
     def read() -> tuple[_IR, _IR, Specialization | None, _CompiledRead | None]:
         window.enter()
-        return _read_early(traced, bytecode, dump, report.source_file)
+        if not stream.listening:
+            idle.lower()
+        return _read_early(
+            traced, bytecode, dump, report.source_file, seen if stream.listening else None
+        )
 
-    # XLA generates code on every core: the readers take only the CPU it leaves idle
-    reader = Background(read, idle=True)
+    reader = Background(read, priority=idle)
     try:
         try:
             window.open()
@@ -270,14 +344,26 @@ class _IR:
     side: Side | None = None  # its side of the fusion map, for the jaxpr and StableHLO
 
 
-def _read_ir(name: str, text: str, read: Callable[[], model.Graph]) -> _IR:
+def _read_ir(
+    name: str,
+    read: Callable[[], model.Graph],
+    text: Callable[[], str] = str,
+    seen: Callable[[_IR], None] | None = None,
+) -> _IR:
+    """The IR's graph, view and histogram, then its text: `seen` hears the IR before its
+    text is made (a 96-layer jaxpr's takes 0.2 s), for a page to draw the graph."""
     try:
         graph = read()
     except Exception as exc:
         warning = f"could not read the {name} graph: {type(exc).__name__}: {exc}"
-        return _IR(name, text, warning=warning)
-    view = GraphSummary(**viz.graph.summary(graph))
-    return _IR(name, text, graph, view, model.op_histogram(graph))
+        found = _IR(name, "", warning=warning)
+    else:
+        view = GraphSummary(**viz.graph.summary(graph))
+        found = _IR(name, "", graph, view, model.op_histogram(graph))
+    if seen is not None:
+        seen(found)
+    found.text = text()
+    return found
 
 
 def _with_side(read: _IR) -> _IR:
@@ -290,16 +376,22 @@ def _with_side(read: _IR) -> _IR:
 
 
 def _read_early(
-    traced: Traced, bytecode: bytes, dump: OptimizedHloDump, user_file: str | None
+    traced: Traced,
+    bytecode: bytes,
+    dump: OptimizedHloDump,
+    user_file: str | None,
+    seen: Callable[[_IR], None] | None = None,
 ) -> tuple[_IR, _IR, Specialization | None, _CompiledRead | None]:
     """The jaxpr, the StableHLO and the specialization's rows (`_Early`), read on the
-    compile's side thread: the StableHLO from a copy of the module in a context of its
-    own, which XLA never touches. Then the compiled HLO, once XLA dumps it, with the
-    fusion map of all three."""
+    compile's side thread (`seen` hears each IR once its graph is read): the StableHLO
+    from a copy of the module in a context of its own, which XLA never touches. Then the
+    compiled HLO, once XLA dumps it, with the fusion map of all three."""
     with traced.target.scope(traced.args):
-        jaxpr = _with_side(_read_jaxpr(traced))
+        jaxpr = _with_side(_read_jaxpr(traced, seen))
         module = module_copy(bytecode)
-        stablehlo = _read_ir("stablehlo", module_text(module), lambda: read_stablehlo(module))
+        stablehlo = _read_ir(
+            "stablehlo", lambda: read_stablehlo(module), lambda: module_text(module), seen
+        )
         stablehlo, specialization = _with_side(stablehlo), _traced_specialization(traced)
     text = dump.wait()
     compiled = None if text is None else _read_compiled_text(text)
@@ -330,13 +422,15 @@ def _traced_specialization(traced: Traced) -> Specialization | None:
         return None
 
 
-def _read_jaxpr(traced: Traced) -> _IR:
+def _read_jaxpr(traced: Traced, seen: Callable[[_IR], None] | None = None) -> _IR:
     """Inputs are named per leaf as JAX names them (`params[0]['w']`), where JAX has
     one name per input; else per parameter."""
     names = traced.arg_names
     if len(names) != len(traced.jaxpr.jaxpr.invars):
         names = traced.target.param_names(len(traced.args.items))
-    return _read_ir("jaxpr", str(traced.jaxpr), lambda: read_jaxpr(traced.jaxpr, names))
+    return _read_ir(
+        "jaxpr", lambda: read_jaxpr(traced.jaxpr, names), lambda: str(traced.jaxpr), seen
+    )
 
 
 def _put_graph(report: Report, read: _IR) -> dict[str, int] | None:
@@ -376,7 +470,7 @@ class _CompiledRead:
 
 
 def _read_compiled_text(text: str | None) -> _CompiledRead:
-    read = _read_ir("compiled", "", lambda: read_hlo_text(_executable_text(text)))
+    read = _read_ir("compiled", lambda: read_hlo_text(_executable_text(text)))
     found = _CompiledRead(text or "", read)
     if read.graph is not None:
         found.kernels = [Kernel(**k) for k in kernels(read.graph)]

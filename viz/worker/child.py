@@ -11,6 +11,7 @@ import gc
 import io
 import os
 import signal
+import threading
 from typing import Any
 
 from viz import overlap
@@ -64,14 +65,16 @@ class _Channel:
         self.fd_in, self.fd_out = fd_in, fd_out
         self.stream_in = os.fdopen(fd_in, "rb", closefd=False)
         self.ids = _identity(fd_in), _identity(fd_out)
+        self._sending = threading.Lock()  # a streamed analysis also sends from its reader
 
     def intact(self) -> bool:
         return (_identity(self.fd_in), _identity(self.fd_out)) == self.ids
 
     def send(self, message: dict[str, Any]) -> None:
         data = encode(message)
-        while data:
-            data = data[os.write(self.fd_out, data) :]
+        with self._sending:  # frames whole, never interleaved
+            while data:
+                data = data[os.write(self.fd_out, data) :]
 
     def receive(self) -> Any:
         return read_message(self.stream_in)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ DEFAULT_TIMEOUT_S = 60.0
 LESSON_TIMEOUT_S = 300.0
 POLL_S = 0.05
 QUEUE_POLL_S = 0.25
+TICK_S = 0.25  # how often `on_tick` hears that a request is still waiting or running
 STARTUP_S = 120.0  # a fresh child's JAX import, not counted against a request's limit
 
 
@@ -65,6 +67,20 @@ class WorkerStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class _Ticker:
+    """Calls `on_tick` at most every TICK_S, however often it is itself called."""
+
+    def __init__(self, on_tick: Callable[[], None] | None):
+        self._on_tick = on_tick
+        self._last = time.monotonic()
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if self._on_tick is not None and now - self._last >= TICK_S:
+            self._last = now
+            self._on_tick()
 
 
 @dataclass
@@ -212,6 +228,7 @@ class Worker:
         on_progress: Callback | None = None,
         on_queue: Callback | None = None,
         client: str = "",
+        on_tick: Callable[[], None] | None = None,
     ) -> protocol.Reply:
         """Run `request` in the child and decode the answer into its reply type (a
         failure is a reply too: `ok` False and `error` say what happened);
@@ -220,13 +237,24 @@ class Worker:
         def progress(payload: Any) -> None:
             try:
                 step = protocol.Progress.from_dict(payload)
-            except (TypeError, AttributeError):  # a garbled one is not worth a failure
+            except (
+                TypeError,
+                AttributeError,
+                KeyError,
+                ValueError,
+            ):  # garbled: not worth a failure
                 return
             if on_progress is not None:
                 on_progress(step)
 
         payload = self.request(
-            request.OP, timeout_s, progress, on_queue, client, **request.to_dict()
+            request.OP,
+            timeout_s,
+            progress,
+            on_queue,
+            client,
+            on_tick=on_tick,
+            **request.to_dict(),
         )
         return protocol.decode_reply(request, payload)
 
@@ -237,11 +265,14 @@ class Worker:
         on_progress: Callback | None = None,
         on_queue: Callback | None = None,
         client: str = "",
+        on_tick: Callable[[], None] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
         """Run `op` in the child; always returns a dict (errors included), never raises
         for anything the user's code does. While it waits behind other requests,
-        `on_queue(n)` hears how many are ahead (0 when it starts)."""
+        `on_queue(n)` hears how many are ahead (0 when it starts); while it waits at
+        all, `on_tick()` is called every TICK_S (a page's clock of the stage under way)."""
+        tick = _Ticker(on_tick)
         if self.demo:
             from viz import demo
 
@@ -252,11 +283,12 @@ class Worker:
             except demo.Refused as exc:
                 return error_result("demo_refused", str(exc), exc.hint)
         ticket = _Ticket(client)
-        if not self._wait_turn(ticket, on_queue):
+        if not self._wait_turn(ticket, on_queue, tick):
             return error_result("cancelled", "Cancelled before it started.", "")
         try:
             with self._lock:
-                return self._run(op, kwargs, timeout_s or self.timeout_s, on_progress, ticket)
+                timeout = timeout_s or self.timeout_s
+                return self._run(op, kwargs, timeout, on_progress, ticket, tick)
         finally:
             with self._queue_changed:
                 self._queue.remove(ticket)
@@ -270,7 +302,7 @@ class Worker:
         with self._answered:
             return self._answered.wait_for(lambda: self.answers >= count, timeout_s)
 
-    def _wait_turn(self, ticket: _Ticket, on_queue: Callback | None) -> bool:
+    def _wait_turn(self, ticket: _Ticket, on_queue: Callback | None, tick: _Ticker) -> bool:
         """Queue up; True when it is `ticket`'s turn, False when it was cancelled."""
         told = None
         with self._queue_changed:
@@ -286,15 +318,15 @@ class Worker:
                     ticket.running = True
                 elif told == ahead:
                     self._queue_changed.wait(QUEUE_POLL_S)
-                    continue
-            if on_queue and told != ahead:
-                try:  # outside the lock: the callback may draw a page…
+            try:  # outside the lock: the callbacks may draw a page…
+                if on_queue and told != ahead:
                     on_queue(ahead)
-                except BaseException:  # …or be interrupted by a rerun: leave the queue
-                    with self._queue_changed:
-                        self._queue.remove(ticket)
-                        self._queue_changed.notify_all()
-                    raise
+                tick()
+            except BaseException:  # …or be interrupted by a rerun: leave the queue
+                with self._queue_changed:
+                    self._queue.remove(ticket)
+                    self._queue_changed.notify_all()
+                raise
             told = ahead
             if ahead == 0:
                 return True
@@ -306,6 +338,7 @@ class Worker:
         timeout_s: float,
         on_progress: Callback | None,
         ticket: _Ticket,
+        tick: _Ticker,
     ) -> dict[str, Any]:
         self._cancelled = False
         self.requests += 1
@@ -321,7 +354,7 @@ class Worker:
             except OSError:  # it died since: a fresh one gets the request
                 self._kill("the worker had died between requests")
                 continue
-            result = self._wait(self._next_id, timeout_s, on_progress, ticket)
+            result = self._wait(self._next_id, timeout_s, on_progress, ticket, tick)
             if result is not None:
                 return result
             if attempt == 0:
@@ -333,7 +366,12 @@ class Worker:
         )
 
     def _wait(
-        self, request_id: int, timeout_s: float, on_progress: Callback | None, ticket: _Ticket
+        self,
+        request_id: int,
+        timeout_s: float,
+        on_progress: Callback | None,
+        ticket: _Ticket,
+        tick: _Ticker,
     ) -> dict[str, Any] | None:
         """The result; None when the child died before it started the request. The
         limit counts from when the child starts the request (after its imports)."""
@@ -359,6 +397,7 @@ class Worker:
                     return payload if isinstance(payload, dict) else self._garbled("result")
                 elif kind == "progress" and on_progress:
                     on_progress(payload)  # then check the limits like any other pass
+            tick()
             if time.monotonic() > deadline:
                 self._kill("a request timed out")
                 return error_result(

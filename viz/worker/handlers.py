@@ -75,6 +75,9 @@ def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
     from viz.stages import DEFAULT_MEMORY_LIMIT
 
     limit = request.memory_limit_bytes or _memory_limit(DEFAULT_MEMORY_LIMIT)
+    on_stage = _stage_frames(progress) if request.stream else None
+    if on_stage is not None:
+        on_stage("load", Report(device=request.device, function=request.function or ""))
     try:
         target = _target_of(request, memory_limit_bytes=limit)
     except UserCodeError as exc:
@@ -93,8 +96,21 @@ def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
         profile=request.profile,
         mlir=request.mlir,
         compile_profile=request.compile_profile,
+        on_stage=on_stage,
     )
     return p.Analyzed.of(report)
+
+
+def _stage_frames(progress: Progress) -> Callable[[str, Report], None]:
+    """A streamed analysis's `on_stage`: each stage as a Progress frame (step k of the
+    stages, labelled with the stage under way) carrying what is known so far."""
+    from viz.progress import STAGES
+
+    def send(stage: str, known: Report) -> None:
+        step = p.Progress(STAGES.index(stage), len(STAGES), stage, known)
+        progress(step.to_dict())
+
+    return send
 
 
 @functools.cache

@@ -97,11 +97,12 @@ class Analyze(CodeRequest):
     # also where the compile time went; it clears JAX's caches, so the app asks the lessons
     # worker (CompileProfile) and only the CLI's worker of its own gets this
     compile_profile: bool = False
+    stream: bool = False  # a Progress frame as each stage starts, with what is known so far
 
     OP = "analyze"
     DEMO = frozenset(
         {"sample", "code", "function", "static", "device", "args", "runs", "donate"}
-        | {"compiler_options", "x64", "profile", "mlir", "mesh"}
+        | {"compiler_options", "x64", "profile", "mlir", "mesh", "stream"}
     )
 
 

@@ -1,0 +1,46 @@
+"""An analysis as it goes: its stages in order, and what is known when each starts.
+
+`viz.pipeline.analyze_target(..., on_stage=...)` calls `on_stage(stage, known)` as each
+stage starts, and again while XLA compiles, as the jaxpr and the StableHLO are read:
+`stage` is the stage under way (one of STAGES), `known` a small copy of the report so
+far (`glimpse`). The worker sends each as a `Progress` frame; Explore draws it. No jax.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from viz.report import Report
+
+# load: the user's module run and the arguments made; run: the timed runs (and eager,
+# and the kernel profile when asked for) once the compiled program is known
+STAGES = ("load", "trace", "lower", "compile", "run")
+
+OnStage = Callable[[str, Report], None]
+
+
+def glimpse(report: Report) -> Report:
+    """What a page draws while the analysis goes on: the report's counts, timings, cost,
+    memory and the default graph views; not its texts, graph models, fusion map or
+    kernels, which only the finished report carries (a 96-layer model's are megabytes)."""
+    known = Report(
+        ok=report.ok,
+        error=report.error,
+        device=report.device,
+        jax_version=report.jax_version,
+        function=report.function,
+        args=report.args,
+        static=list(report.static),
+        donate=list(report.donate),
+        compiler_options=dict(report.compiler_options),
+        x64=report.x64,
+        timings=replace(report.timings),
+        cost=report.cost,
+        memory=report.memory,
+        graphs=dict(report.graphs),
+    )
+    for name in ("jaxpr", "stablehlo", "compiled"):
+        section = getattr(report, name)
+        setattr(known, name, None if section is None else replace(section, text=""))
+    return known
