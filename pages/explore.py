@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import pairwise
 from typing import Any
 
 import streamlit as st
 
 import ui
-import viz.graph
 from ui import compile_time, editor, fusion, results, sharding, specialization, variants
 from ui.results import FULL_RESULTS, Result
 from viz import charts, demo, share, vega
 from viz.history import History, HistoryError
 from viz.program import Program
+from viz.progress import STAGES
 from viz.report import Report
 from viz.source import list_functions
 from viz.worker.protocol import Analyzed, PassesReply
@@ -157,14 +158,20 @@ def argument_table(code: str, prog: Program) -> tuple[str, list[str], list[str]]
 
 
 def analyze(runs: int, automatic: bool = False) -> None:
-    """`automatic`: a first visit's or a link's run, kept in History once only."""
+    """Analyze the program, each stage drawn as the worker sends it; `automatic`: a
+    first visit's or a link's run, kept in History once only."""
     prog = ui.program()
     request = prog.analysis(ui.device(), runs)
-    with st.spinner("Tracing, lowering, compiling and timing in the worker…"):
-        reply: Analyzed = ui.ask(request)
+    asked = Report(function=request.function or "", args=request.args, device=request.device)
+    stages = STAGES if runs else tuple(s for s in STAGES if s != "run")
+    live = ui.LiveAnalysis(lambda known: overview(known, key="live"), asked, stages)
+    reply: Analyzed = ui.ask(
+        replace(request, stream=True), on_progress=live.progress, on_tick=live.tick
+    )
     res = Result(request, reply.report, reply.stdout)
     res.history_id = results.record(res.report, res.code, res.sample, automatic)
     results.add(res)
+    live.close()  # a rerun asked for meanwhile happens here, the result recorded
     st.query_params.from_dict(share.link(prog, ui.device(), demo.enabled()))
     if res.report.error_line and not editor.plain():
         st.rerun()  # the editor above was drawn before the error: mark its line
@@ -188,7 +195,9 @@ def vs_previous(res: Result) -> None:
         ui.open_diff(previous.id, run_id)
 
 
-def overview(r: Report) -> None:
+def overview(r: Report, key: str = "ov") -> None:
+    """The numbers, the program's graph and the two charts: of a finished report, or,
+    while the analysis runs, of what is known so far (`key`: a prefix of its own)."""
     j, h, c, defs = r.jaxpr, r.stablehlo, r.compiled, r.count_definitions
     m = st.columns(4)
     m[0].metric("jaxpr equations", j and j.eqn_count, help=defs.get("jaxpr.eqn_count"))
@@ -199,7 +208,8 @@ def overview(r: Report) -> None:
     m = st.columns(4)
     m[0].metric(
         "trace + lower + compile",
-        ui.seconds(r.compile_total_s),
+        # while XLA compiles, a sum of the stages so far would read as the whole cost
+        ui.seconds(r.compile_total_s) if r.timings.compile_s is not None or r.error else None,
         help="one-time cost of the first call with these shapes",
     )
     m[1].metric(
@@ -217,8 +227,8 @@ def overview(r: Report) -> None:
     sharding.overview_link(r, _open_tab)
     overview_graphs(r)
     left, right = st.columns(2)
-    left.vega_lite_chart(vega.count_chain(r), width="stretch", key="ov_chain")
-    right.vega_lite_chart(vega.stage_waterfall(r), width="stretch", key="ov_stages")
+    left.vega_lite_chart(vega.count_chain(r), width="stretch", key=f"{key}_chain")
+    right.vega_lite_chart(vega.stage_waterfall(r), width="stretch", key=f"{key}_stages")
 
 
 def fusion_link(r: Report) -> None:
@@ -242,28 +252,30 @@ OVERVIEW_GRAPHS = (
     ("compiled", "After fusion: compiled HLO", "fusions are the filled clusters"),
     ("stablehlo", "Before fusion: StableHLO", "what XLA was given"),
 )
+# while XLA compiles, the jaxpr is all there is to see
+TRACED_GRAPH = ("jaxpr", "As traced: jaxpr", "the equations JAX recorded; XLA compiles")
 SIDE_BY_SIDE_NODES = 40  # two views this small fit side by side; larger: compiled alone
 
 
 def overview_graphs(r: Report) -> None:
     """The compiled program in its default (collapsed) view, and beside it the StableHLO
-    it came from when both are small enough to read at half width; the IR tabs expand,
-    search and export them."""
-    shown = []
-    for ir, title, note in OVERVIEW_GRAPHS:
-        if ir in r.graph_models:
-            graph = r.graph_models[ir]
-            view = viz.graph.default_view(graph)
-            shown.append((ir, title, note, graph, view, len(viz.graph.visible(view)[0])))
-    if len(shown) == 2 and max(item[-1] for item in shown) > SIDE_BY_SIDE_NODES:
+    it came from when both are small enough to read at half width (before either is
+    known, the jaxpr); the IR tabs expand, search and export them. Drawn from the
+    report's own default views (`report.graphs`), which a glimpse carries too."""
+    shown = [(ir, title, note) for ir, title, note in OVERVIEW_GRAPHS if ir in r.graphs]
+    if not shown and TRACED_GRAPH[0] in r.graphs:
+        shown = [TRACED_GRAPH]
+    if len(shown) == 2 and max(r.graphs[ir].visible_nodes for ir, *_ in shown) > SIDE_BY_SIDE_NODES:
         shown = shown[:1]
-    for column, (ir, title, note, graph, view, count) in zip(
-        st.columns(len(shown) or 1), shown, strict=False
-    ):
+    for column, (ir, title, note) in zip(st.columns(len(shown) or 1), shown, strict=False):
+        summary = r.graphs[ir]
         with column:
             st.markdown(f"**{title}** · {note}")
-            st.caption(f"{count} of {len(graph.nodes)} nodes · open the {ui.IR_TITLES[ir]} tab")
-            ui.show_graph(viz.graph.to_dot(view), count, height=440)
+            st.caption(
+                f"{summary.visible_nodes} of {summary.total_nodes} nodes · "
+                f"open the {ui.IR_TITLES[ir]} tab"
+            )
+            ui.show_graph(summary.dot, summary.visible_nodes, height=440)
 
 
 def ir_tab(res: Result, ir: str, index: int) -> None:
@@ -379,11 +391,11 @@ if "reopened" in st.session_state:  # the History page loaded a run: it waits fo
 auto = apply_query_params() or "results" not in st.session_state
 profile = compile_time.pending()  # a recording's "Profile this compile"
 clicked, runs, problem = inputs()
+st.divider()
 if problem and (clicked or auto or profile):
     st.error(f"Nothing was sent. {problem}", icon=":material/error:")
 elif clicked or auto or profile:
     analyze(runs, automatic=auto and not (clicked or profile))
     if profile:
         compile_time.profile_shown_result()
-st.divider()
 show_results()

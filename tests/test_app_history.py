@@ -74,6 +74,19 @@ def test_every_analysis_in_explore_is_recorded_and_listed(home):
     assert list(at.dataframe[0].value["function"]) == ["g"]
 
 
+def test_every_page_load_shows_the_default_sample_but_the_history_keeps_one_row(home):
+    """Issue #40: four loads of the app gave seven identical rows."""
+    loads = [open_app() for _ in range(3)]
+    runs = History().runs()
+    assert [(r.function, r.sample) for r in runs] == [("f", "dot_plus_one")]
+    for at in loads:  # each load analyzed the sample afresh and points at that one row
+        (shown,) = at.session_state["results"]
+        assert shown.report.ok and shown.history_id == runs[0].id
+    analyze_custom(loads[0])
+    button(loads[0], "Analyze").click().run()  # asked for: recorded, identical or not
+    assert [r.function for r in History().runs()] == ["g", "g", "f"]
+
+
 def test_reopening_a_run_loads_code_and_args_and_runs_nothing(home):
     at = open_app()
     analyze_custom(at)

@@ -8,7 +8,8 @@ and graphs come from `viz` as plain data; nothing here imports jax.
 - `cards`: error cards, code excerpts, the report download;
 - `graphs`: graph panels and the pan-and-zoom frame;
 - `lessons`: the lesson pages' run/cancel controls;
-- `editor`: the code editor; `fusion`: the Fusion tab's map views.
+- `editor`: the code editor; `fusion`: the Fusion tab's map views;
+- `live`: an analysis drawn stage by stage while it runs.
 
 Pages use the names re-exported here (`ui.ask`, `ui.graph_panel`, ...).
 """
@@ -16,6 +17,7 @@ Pages use the names re-exported here (`ui.ask`, `ui.graph_panel`, ...).
 from ui.cards import error_card, excerpt, report_json, stamp
 from ui.graphs import IR_TITLES, fusion_compare, graph_panel, node_details, show_graph
 from ui.lessons import lesson_controls, show_lesson_error
+from ui.live import LiveAnalysis
 from ui.navigation import leave_legacy_pages, open_diff
 from ui.program import (
     functions_of,
@@ -43,6 +45,7 @@ from viz.program import join_spec, spec_rows
 
 __all__ = [
     "IR_TITLES",
+    "LiveAnalysis",
     "ask",
     "device",
     "device_picker",

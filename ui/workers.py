@@ -81,11 +81,12 @@ def worker(role: str = "main") -> Worker:
     return pool().worker_for(owner(), device(), role)
 
 
-def ask(request: R, role: str = "main", on_progress: Any = None) -> Any:
+def ask(request: R, role: str = "main", on_progress: Any = None, on_tick: Any = None) -> Any:
     """Send a request to this session's worker and return its typed reply (errors come
     back as replies too). While it waits behind other sessions' requests, the page
-    says its place in the queue. In demo mode the request names the program's sample:
-    the worker reads the code from there."""
+    says its place in the queue; `on_tick()` is called every quarter second while it
+    waits. In demo mode the request names the program's sample: the worker reads the
+    code from there."""
     if demo.enabled() and hasattr(request, "sample") and request.sample is None:  # type: ignore[attr-defined]
         request = replace(request, sample=program().sample)  # type: ignore[type-var]
     st.session_state.pop("worker_notice", None)
@@ -102,7 +103,9 @@ def ask(request: R, role: str = "main", on_progress: Any = None) -> Any:
         else:
             waiting.empty()
 
-    reply = target.ask(request, on_progress=on_progress, on_queue=queued, client=owner())
+    reply = target.ask(
+        request, on_progress=on_progress, on_queue=queued, client=owner(), on_tick=on_tick
+    )
     waiting.empty()
     seen()[f"{device()}#{role}"] = target.generation  # its own failures show as errors
     return reply
