@@ -95,24 +95,23 @@ def in_the_browser(rounds: int, layers: int, port: int) -> list[dict[str, float]
 
 
 def one_round(page, home: Path, runs_so_far: int) -> dict[str, float]:
+    """One analysis; the jaxpr graph's seconds are infinite where it never showed (the
+    compiled program came first)."""
     page.evaluate("for (const k in window.__marks) delete window.__marks[k]")
     page.get_by_role("button", name="Analyze").click()
-    page.wait_for_function(
-        "() => 'jaxpr graph' in window.__marks && 'compile' in window.__marks",
-        timeout=300_000,
-    )
     history = History(home / "history.sqlite")
     deadline = time.time() + 300
     while history.count() < runs_so_far and time.time() < deadline:  # the final result
         time.sleep(0.2)
     marks = page.evaluate("window.__marks")
     timings = history.runs()[0].summary["timings"]
+    shown = marks.get("jaxpr graph", float("inf"))
     return {
         "trace_s": timings["trace_s"],
         "lower_s": timings["lower_s"],
         "compile_s": timings["compile_s"],
-        "graph after trace": marks["jaxpr graph"] - marks["trace"],
-        "graph after compile start": marks["jaxpr graph"] - marks["compile"],
+        "graph after trace": shown - marks["trace"],
+        "graph after compile start": shown - marks["compile"],
     }
 
 
