@@ -113,8 +113,6 @@ class Worker:
         self._queue: list[_Ticket] = []
         self._queue_changed = threading.Condition()
         self._next_id = 0
-        self._answered = threading.Condition()  # notified as each request ends
-        self.answers = 0  # requests ended (answered, failed or cancelled)
         self.requests = 0
         self.restarts = 0
         self.generation = 0
@@ -293,14 +291,6 @@ class Worker:
             with self._queue_changed:
                 self._queue.remove(ticket)
                 self._queue_changed.notify_all()
-            with self._answered:
-                self.answers += 1
-                self._answered.notify_all()
-
-    def wait_answers(self, count: int, timeout_s: float) -> bool:
-        """Whether `count` requests have ended, waiting up to `timeout_s` for them."""
-        with self._answered:
-            return self._answered.wait_for(lambda: self.answers >= count, timeout_s)
 
     def _wait_turn(self, ticket: _Ticket, on_queue: Callback | None, tick: _Ticker) -> bool:
         """Queue up; True when it is `ticket`'s turn, False when it was cancelled."""

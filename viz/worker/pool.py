@@ -52,7 +52,7 @@ class WorkerPool:
         self._workers: dict[tuple[str, str, int], Worker] = {}
         self._pins: OrderedDict[str, int] = OrderedDict()
         self._warmed: set[str] = set()  # devices whose main workers warm as they start
-        self._closed = threading.Event()  # no later warm-up starts once set
+        self._later: list[threading.Timer] = []  # the other slots' warm-ups, to cancel
         self._lock = threading.Lock()
         atexit.register(self.close)
 
@@ -92,27 +92,25 @@ class WorkerPool:
         """Start `device`'s main workers in the background, each warmed by one tiny
         analysis (JAX imports and XLA's start-up take a while; the first Analyze should
         neither wait for them nor measure them). Slot 0's starts now, for the first
-        session; each other slot's when a session is first pinned to it, or once slot 0
-        has answered a request beyond its warm-up (the first visitor's first result),
-        or after `others_after_s` at the latest: on a small machine their JAX imports
-        would slow the first session's page and its first analysis."""
+        session; each other slot's when a session is first pinned to it, or after
+        `others_after_s`: on a small machine their JAX imports would slow the first
+        session's page."""
         with self._lock:
             self._warmed.add(device)
-        first = self.get(device, "main", 0)
-
-        def start_others() -> None:
-            first.wait_answers(2, others_after_s)  # the warm-up, then a first result
-            if not self._closed.is_set():
-                for slot in range(self.size):
-                    self.get(device, "main", slot)
-
-        threading.Thread(target=start_others, name="jitscope-warm-others", daemon=True).start()
+        self.get(device, "main", 0)
+        others = threading.Timer(
+            others_after_s, lambda: [self.get(device, "main", s) for s in range(self.size)]
+        )
+        others.daemon = True
+        self._later.append(others)
+        others.start()
 
     def workers(self) -> list[Worker]:
         with self._lock:
             return list(self._workers.values())
 
     def close(self) -> None:
-        self._closed.set()
+        for timer in self._later:
+            timer.cancel()
         for worker in self.workers():
             worker.close()
