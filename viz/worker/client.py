@@ -235,13 +235,8 @@ class Worker:
         def progress(payload: Any) -> None:
             try:
                 step = protocol.Progress.from_dict(payload)
-            except (
-                TypeError,
-                AttributeError,
-                KeyError,
-                ValueError,
-            ):  # garbled: not worth a failure
-                return
+            except (TypeError, AttributeError, KeyError, ValueError):
+                return  # a garbled one is not worth a failure
             if on_progress is not None:
                 on_progress(step)
 
