@@ -32,7 +32,9 @@ def server(home: Path) -> Iterator[str]:
 
 
 def results(tab) -> None:
-    """Wait for an analysis to be shown: its first metric."""
+    """Wait for an analysis to be shown whole and kept in History: its result tabs (while
+    it runs, the stage bar's glimpse already shows its metrics, but no tabs)."""
+    tab.get_by_role("tab", name="Overview", exact=True).wait_for()
     tab.locator("[data-testid=stMetricLabel]", has_text="jaxpr equations").first.wait_for()
 
 
