@@ -45,7 +45,7 @@ from viz.compile_profile.model import CompileProfileSection
 from viz.compile_profile.run import profile_compile
 from viz.compile_profile.sampler import LineCounter, StackSampler
 from viz.source import find_function, load_module
-from viz.stages import Target
+from viz.target import Target
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "transformer_24.py"
 SPEC = "params, f32[2,128,256]"

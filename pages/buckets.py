@@ -20,7 +20,7 @@ st.caption(
 )
 
 prog = ui.program()
-rows = ui.spec_rows(prog.code, prog.function, prog.args)
+rows = ui.spec_rows(prog.settings.code, prog.settings.function, prog.settings.args)
 batch_default = prog.hint("BATCH_ARG")
 arrays = [n for n, item in rows if (p := array_item_parts(item)) and p[1]]
 if not arrays:
@@ -101,17 +101,17 @@ if costs:
 all_buckets = sorted({b for p in plans for b in p.buckets if p.compiles <= 128})
 st.caption(
     f"{len(sizes)} requests, {len(set(sizes))} distinct sizes. Measuring compiles "
-    f"`{prog.function}` ahead of time at each of the {len(all_buckets)} bucket sizes "
+    f"`{prog.settings.function}` ahead of time at each of the {len(all_buckets)} bucket sizes "
     "and times one call at each."
 )
 if ui.lesson_controls("Measure compile and run time per bucket"):
     request = BucketCosts(
-        code=prog.code,
-        function=prog.function,
-        args=prog.args,
+        code=prog.settings.code,
+        function=prog.settings.function,
+        args=prog.settings.args,
         batch_arg=batch_arg,
         buckets=all_buckets,
-        sample=prog.sample,
+        sample=prog.settings.sample,
     )
     st.session_state.bucket_costs = ui.run_lesson(request, "compiling buckets")
     st.rerun()
@@ -123,6 +123,8 @@ chosen = st.selectbox("plan", [p.name for p in plans], index=len(plans) - 1)
 plan = next(p for p in plans if p.name == chosen)
 names = [n for n, _ in rows]
 st.code(
-    precompile_snippet(prog.function, batch_arg, names, [i for _, i in rows], plan.buckets),
+    precompile_snippet(
+        prog.settings.function, batch_arg, names, [i for _, i in rows], plan.buckets
+    ),
     language="python",
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import streamlit as st
 
@@ -22,8 +24,8 @@ st.caption(
 
 prog = ui.program()
 with st.expander(
-    f"Function: `{prog.function}` from "
-    f"{'sample ' + prog.sample if prog.sample else 'your code'} "
+    f"Function: `{prog.settings.function}` from "
+    f"{'sample ' + prog.settings.sample if prog.settings.sample else 'your code'} "
     "(change it on the Explore page or pick a sample)"
 ):
     titles = ui.samples_by_title()
@@ -31,18 +33,11 @@ with st.expander(
     if pick != "(keep current)" and st.button("Load sample"):
         st.session_state.program = ui.program_from_sample(titles[pick])
         st.rerun()
-    st.code(prog.code, language="python", line_numbers=True, height=240)
+    st.code(prog.settings.code, language="python", line_numbers=True, height=240)
 
 # the worker keeps one live jitted function per browser session (owner) and program
-program_fields = {
-    "code": prog.code,
-    "function": prog.function,
-    "static": list(prog.static),
-    "owner": ui.owner(),
-    "device": ui.device(),
-    "sample": prog.sample,
-}
-key = f"{hash((prog.code, prog.function, tuple(prog.static)))}"
+lab = replace(prog.settings.function_only(), device=ui.device())
+key = f"{hash((prog.settings.code, prog.settings.function, tuple(prog.settings.static)))}"
 X64_CHOICES = {"auto": None, "on": True, "off": False}
 PLACEMENTS = ("default", "replicated", "sharded", "P('x')", "P(None, 'x')")
 
@@ -51,11 +46,11 @@ def argument_controls() -> tuple[str, dict[str, str]]:
     """One row per parameter, with the control that fits it; returns (spec, placements)."""
     multi = ui.device().partition(":")[2] not in ("", "1")
     items, placements = [], {}
-    for name, item in ui.spec_rows(prog.code, prog.function, prog.args):
+    for name, item in ui.spec_rows(prog.settings.code, prog.settings.function, prog.settings.args):
         cols = st.columns([1.2, 1, 2.2, 1.4, 1.6], vertical_alignment="bottom")
-        cols[0].markdown(f"`{name}`" + (" · static" if name in prog.static else ""))
+        cols[0].markdown(f"`{name}`" + (" · static" if name in prog.settings.static else ""))
         parts = array_item_parts(item)
-        if parts and name not in prog.static:
+        if parts and name not in prog.settings.static:
             dtype, shape = parts
             dtype = cols[1].selectbox(
                 "dtype", list(DTYPES), index=list(DTYPES).index(dtype), key=f"c_dt_{key}_{name}"
@@ -83,7 +78,7 @@ def argument_controls() -> tuple[str, dict[str, str]]:
                 items.append(array_item(dtype, dims))
         else:
             items.append(cols[2].text_input("value", item, key=f"c_v_{key}_{name}"))
-        if multi and name not in prog.static:
+        if multi and name not in prog.settings.static:
             placements[name] = (
                 cols[4].selectbox(
                     "placement",
@@ -136,22 +131,21 @@ with st.container(border=True):
         key="cache_guard",
         help="turn any miss after the first compile into an error, like a guard in your own code",
     )
-    call_fields = {
-        **program_fields,
+    calling = replace(lab, mesh=mesh, x64=x64)
+    call_options = {
+        "owner": ui.owner(),
         "placements": placements,
-        "mesh": mesh,
         "fail_on_recompile": guard,
         "persistent_cache": disk,
         "route": st.session_state.get("cache_route", False),  # the toggle is with the buckets
-        "x64": x64,
     }
     if c[0].button("Call", type="primary", width="stretch"):
-        remember(ui.ask(CacheCall(**call_fields, args=spec)))
+        remember(ui.ask(CacheCall(replace(calling, args=spec), **call_options)))
     if c[1].button("Clear cache", width="stretch"):
-        remember(ui.ask(CacheState(**program_fields, clear=True)))
+        remember(ui.ask(CacheState(lab, ui.owner(), clear=True)))
 
 # the next call's parameters, and those that are arrays with at least one dimension
-call_rows = ui.spec_rows(prog.code, prog.function, spec)
+call_rows = ui.spec_rows(prog.settings.code, prog.settings.function, spec)
 names = [n for n, _ in call_rows]
 arrays = {n: p for n, i in call_rows if (p := array_item_parts(i)) and p[1]}
 
@@ -171,7 +165,7 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
             bar = st.progress(0.0, "sweeping…")
             remember(
                 ui.ask(
-                    CacheCalls(**call_fields, calls=calls),
+                    CacheCalls(calling, **call_options, calls=calls),
                     on_progress=lambda p: bar.progress(p.share, f"call {p.done} of {p.total}"),
                 )
             )
@@ -192,7 +186,7 @@ with st.expander("Precompile buckets: `lower().compile()` ahead of time, pad to 
                 st.error(str(exc))
                 st.stop()
             precompile = CachePrecompile(
-                **program_fields, args=spec, param=bucket_param, sizes=sizes
+                replace(lab, args=spec), ui.owner(), param=bucket_param, sizes=sizes
             )
             remember(ui.ask(precompile))
         st.toggle(
@@ -207,11 +201,11 @@ if result is None:
     st.info("Make a call to fill the cache table.")
     st.stop()
 if result.error:
-    ui.error_card(result.error, prog.code)
+    ui.error_card(result.error, prog.settings.code)
 events = result.events
 last = events[-1] if events else None
 if isinstance(last, FailedEvent):
-    ui.error_card(last.error, prog.code)
+    ui.error_card(last.error, prog.settings.code)
 if isinstance(last, CallEvent):
     for note in last.notes:
         st.info(f"Call {last.call} {'hit' if last.hit else 'missed'}: {note}")

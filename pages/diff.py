@@ -78,7 +78,7 @@ def pickers(runs: list[Run]) -> tuple[int, int]:
 
     def label(i: int) -> str:
         r = by_id[i]
-        return f"#{r.id} · {r.function}({r.args}) · {r.when}" + (
+        return f"#{r.id} · {r.settings.function}({r.settings.args}) · {r.when}" + (
             f" · {r.options_text}" if r.options_text else ""
         )
 
@@ -91,7 +91,7 @@ def pickers(runs: list[Run]) -> tuple[int, int]:
 
 def header(d: Diff, named: bool) -> None:
     """Device and options of each side (and what ran, unless the pickers above say it)."""
-    for column, name, s in zip(st.columns(2), "AB", (d.a, d.b), strict=True):
+    for column, name, s in zip(st.columns(2), "AB", (d.a.settings, d.b.settings), strict=True):
         options = [f"`{k}={v}`" for k, v in s.compiler_options.items()]
         options += [f"static `{x}`" for x in s.static] + [f"donate `{x}`" for x in s.donate]
         call = f"`{s.function}({s.args})` " if named else ""

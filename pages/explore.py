@@ -58,7 +58,7 @@ def inputs() -> tuple[bool, int, str | None]:
     clicked, runs, an error that forbids sending the request)."""
     prog = ui.program()
     titles = ui.samples_by_title()
-    current = next((t for t, n in titles.items() if n == prog.sample), None)
+    current = next((t for t, n in titles.items() if n == prog.settings.sample), None)
     left, right = st.columns([3, 2], gap="large")
     with left:
         if prog.origin:  # opened from a recording: where the code came from
@@ -73,10 +73,12 @@ def inputs() -> tuple[bool, int, str | None]:
         )
         submitted = False
         if demo.enabled():  # no code widget: the code is the sample file's
-            code = prog.code
+            code = prog.settings.code
             st.code(code, language="python", line_numbers=True, height=380)
         else:
-            edit = editor.code_editor(prog.code, "code_w", **error_mark(prog.code))
+            edit = editor.code_editor(
+                prog.settings.code, "code_w", **error_mark(prog.settings.code)
+            )
             code, submitted = edit.code, edit.submitted
             prog.edit(code)
             if editor.plain():
@@ -84,18 +86,20 @@ def inputs() -> tuple[bool, int, str | None]:
                     st.code(code, language="python", line_numbers=True)
     with right:
         functions = [f.name for f in list_functions(code)]
-        if prog.function not in functions and functions:
-            prog.function = functions[-1]
-        st.session_state.setdefault("fn_w", prog.function)
+        if prog.settings.function not in functions and functions:
+            prog.settings.function = functions[-1]
+        st.session_state.setdefault("fn_w", prog.settings.function)
         if st.session_state.fn_w not in functions:
-            st.session_state.fn_w = prog.function
-        prog.function = st.selectbox("Function", functions, key="fn_w", help="the function to jit")
+            st.session_state.fn_w = prog.settings.function
+        prog.settings.function = st.selectbox(
+            "Function", functions, key="fn_w", help="the function to jit"
+        )
         st.markdown("**Arguments** · spec per parameter, e.g. `f32[8,128]`, `3`, `key`, `params`")
-        prog.args, prog.static, prog.donate = argument_table(code, prog)
+        prog.settings.args, prog.settings.static, prog.settings.donate = argument_table(code, prog)
         mesh_problem = sharding.mesh_input(prog, ui.device())
         options, problem = variants.options_input(prog)
         if problem is None:
-            prog.compiler_options = options
+            prog.settings.compiler_options = options
         problem = problem or mesh_problem
         runs = st.number_input(
             "Timed runs",
@@ -130,7 +134,7 @@ def error_mark(code: str) -> dict[str, Any]:
 def argument_table(code: str, prog: Program) -> tuple[str, list[str], list[str]]:
     """One row per parameter: its spec, static, and donate (only for a dynamic one).
     Returns (spec, static names, donated names)."""
-    rows = ui.spec_rows(code, prog.function, prog.args)
+    rows = ui.spec_rows(code, prog.settings.function, prog.settings.args)
     widths = [5, 8, 3, 4]
     head = st.columns(widths)
     for column, text in zip(head, ("parameter", "spec", "static", "donate"), strict=True):
@@ -139,10 +143,10 @@ def argument_table(code: str, prog: Program) -> tuple[str, list[str], list[str]]
     for name, item in rows:
         cols = st.columns(widths, vertical_alignment="center")
         cols[0].markdown(f"`{name}`")
-        key = f"{prog.function}_{name}"
+        key = f"{prog.settings.function}_{name}"
         st.session_state.setdefault(f"in_spec_{key}", item)
-        st.session_state.setdefault(f"in_static_{key}", name in prog.static)
-        st.session_state.setdefault(f"in_donate_{key}", name in prog.donate)
+        st.session_state.setdefault(f"in_static_{key}", name in prog.settings.static)
+        st.session_state.setdefault(f"in_donate_{key}", name in prog.settings.donate)
         items.append(cols[1].text_input(name, key=f"in_spec_{key}", label_visibility="collapsed"))
         is_static = cols[2].checkbox("static", key=f"in_static_{key}", label_visibility="collapsed")
         static += [name] if is_static else []
@@ -162,7 +166,8 @@ def analyze(runs: int, automatic: bool = False) -> None:
     first visit's or a link's run, kept in History once only."""
     prog = ui.program()
     request = prog.analysis(ui.device(), runs)
-    asked = Report(function=request.function or "", args=request.args, device=request.device)
+    s = request.settings
+    asked = Report(function=s.function or "", args=s.args, device=s.device)
     stages = STAGES if runs else tuple(s for s in STAGES if s != "run")
     live = ui.LiveAnalysis(lambda known: overview(known, key="live"), asked, stages)
     reply: Analyzed = ui.ask(
@@ -189,7 +194,7 @@ def vs_previous(res: Result) -> None:
     if previous is not None and st.button(
         f"Diff with the previous run of {res.function} (#{previous.id})",
         icon=":material/difference:",
-        help=f"#{previous.id} {previous.function}({previous.args}) → #{run_id}",
+        help=f"#{previous.id} {previous.settings.function}({previous.settings.args}) → #{run_id}",
         key=f"vs_prev_{run_id}",
     ):
         ui.open_diff(previous.id, run_id)

@@ -30,10 +30,10 @@ def table(runs: list[Run]) -> pd.DataFrame:
             {
                 "run": f"#{r.id}",
                 "when": r.when,
-                "function": r.function,
-                "args": r.args,
+                "function": r.settings.function,
+                "args": r.settings.args,
                 "options": r.options_text or "–",
-                "device": r.device,
+                "device": r.settings.device,
                 "jaxpr": n.jaxpr.eqn_count,
                 "StableHLO": n.stablehlo.op_count,
                 "kernels": n.compiled.kernel_count,
@@ -47,13 +47,13 @@ def table(runs: list[Run]) -> pd.DataFrame:
 
 
 def run_label(run: Run) -> str:
-    return f"#{run.id} · {run.function}({run.args}) · {run.when}"
+    return f"#{run.id} · {run.settings.function}({run.settings.args}) · {run.when}"
 
 
 def reopen(run: Run) -> None:
     """Load the run's code and arguments into Explore; nothing runs until Analyze.
     In demo mode the code comes from the sample by name, never from the database."""
-    ui.open_program(History().program(run, sample_only=demo.enabled()), run.device)
+    ui.open_program(History().program(run, sample_only=demo.enabled()), run.settings.device)
     st.session_state.reopened = run.id
 
 
@@ -76,9 +76,11 @@ def actions(db: History, runs: list[Run]) -> None:
         else "this run was recorded without its code",
     ):
         st.switch_page("pages/explore.py")
-    previous = next((r for r in runs if r.id < run.id and r.function == run.function), None)
+    previous = next(
+        (r for r in runs if r.id < run.id and r.settings.function == run.settings.function), None
+    )
     if c2.button(
-        f"Diff with the previous run of {run.function}",
+        f"Diff with the previous run of {run.settings.function}",
         disabled=previous is None,
         width="stretch",
         help=f"#{previous.id} → #{run.id}" if previous else "no earlier run of this function",
@@ -106,12 +108,12 @@ def page() -> None:
     if not runs:
         st.info("No runs yet: analyze something in **Explore**, and it appears here.")
         return
-    functions = sorted({r.function for r in runs})
+    functions = sorted({r.settings.function for r in runs})
     only = st.selectbox(
         "Function", ["all functions", *functions], key="hist_function", help="filter the list"
     )
     if only != "all functions":
-        runs = [r for r in runs if r.function == only]
+        runs = [r for r in runs if r.settings.function == only]
     st.dataframe(
         table(runs), hide_index=True, width="stretch", height=min(38 + 35 * len(runs), 460)
     )

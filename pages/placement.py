@@ -17,7 +17,7 @@ st.caption(
 )
 
 prog = ui.program()
-functions = ui.functions_of(prog.code)
+functions = ui.functions_of(prog.settings.code)
 if len(functions) < 2:
     st.warning("This lesson needs two functions, an outer one that calls an inner one.")
     if st.button("Load the outer/inner sample"):
@@ -29,7 +29,9 @@ c = st.columns(3)
 outer = c[0].selectbox(
     "outer function (g)",
     functions,
-    index=functions.index(prog.function) if prog.function in functions else len(functions) - 1,
+    index=functions.index(prog.settings.function)
+    if prog.settings.function in functions
+    else len(functions) - 1,
 )
 inner_choices = [f for f in functions if f != outer]
 inner = c[1].selectbox(
@@ -37,10 +39,12 @@ inner = c[1].selectbox(
     inner_choices,
     index=inner_choices.index(inner_default) if inner_default in inner_choices else 0,
 )
-args = c[2].text_input("args of the outer function", prog.args)
+args = c[2].text_input("args of the outer function", prog.settings.args)
 
 if ui.lesson_controls("Measure the four strategies"):
-    request = Placement(code=prog.code, outer=outer, inner=inner, args=args, sample=prog.sample)
+    request = Placement(
+        code=prog.settings.code, outer=outer, inner=inner, args=args, sample=prog.settings.sample
+    )
     st.session_state.placement = ui.run_lesson(request, "jit placement")
 
 result: PlacementReply | None = st.session_state.get("placement")

@@ -145,13 +145,9 @@ def open_in_explore(rec: Recording, mine: list[Compile]) -> None:
     if opened or profiled:
         ui.open_program(
             Program(
-                code=target.code,
-                function=target.function,
-                args=target.args,
-                static=list(target.static),
-                folder=target.folder,
+                target.settings,
                 origin=f"From recording #{st.session_state.rec_pick}, compile #{seq}: "
-                f"`{target.file}`, its imports looking in `{target.folder}`. "
+                f"`{target.file}`, its imports looking in `{target.settings.folder}`. "
                 "The file runs as a module: its `if __name__ == '__main__':` block does not.",
             )
         )

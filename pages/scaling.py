@@ -18,7 +18,7 @@ st.caption(
 )
 
 prog = ui.program()
-functions = ui.functions_of(prog.code)
+functions = ui.functions_of(prog.settings.code)
 step_default = prog.hint("LOOP_STEP")
 if not functions:
     st.stop()
@@ -28,7 +28,7 @@ step = c[0].selectbox(
     functions,
     index=functions.index(step_default) if step_default in functions else 0,
 )
-args = c[1].text_input("args of step", "f32[64,64]" if step_default else prog.args)
+args = c[1].text_input("args of step", "f32[64,64]" if step_default else prog.settings.args)
 largest = demo.LIMITS.loop_n if demo.enabled() else 512
 sizes = c[2].multiselect(
     "N",
@@ -39,7 +39,13 @@ if not step_default:
     st.caption("Tip: the *Unrolled loop vs scan* sample has a ready `step`.")
 
 if ui.lesson_controls("Sweep N"):
-    request = Scaling(code=prog.code, step=step, args=args, sizes=sorted(sizes), sample=prog.sample)
+    request = Scaling(
+        code=prog.settings.code,
+        step=step,
+        args=args,
+        sizes=sorted(sizes),
+        sample=prog.settings.sample,
+    )
     st.session_state.scaling = ui.run_lesson(request, "compiling")
 
 result: ScalingReply | None = st.session_state.get("scaling")

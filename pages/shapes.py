@@ -18,10 +18,12 @@ st.caption(
 )
 
 prog = ui.program()
-rows = ui.spec_rows(prog.code, prog.function, prog.args)
+rows = ui.spec_rows(prog.settings.code, prog.settings.function, prog.settings.args)
 arrays = {name: array_item_parts(item) for name, item in rows}
-arrays = {n: p for n, p in arrays.items() if p and p[1] and n not in prog.static}
-st.markdown(f"Function **`{prog.function}`** with args `{prog.args}` (from Explore)")
+arrays = {n: p for n, p in arrays.items() if p and p[1] and n not in prog.settings.static}
+st.markdown(
+    f"Function **`{prog.settings.function}`** with args `{prog.settings.args}` (from Explore)"
+)
 if not arrays:
     st.warning("The current function has no array argument with a dimension to sweep.")
     st.stop()
@@ -37,11 +39,11 @@ except SpecError as exc:
 
 if ui.lesson_controls("Sweep shapes"):
     request = ShapeSweep(
-        code=prog.code,
-        function=prog.function,
-        static=list(prog.static),
-        sample=prog.sample,
-        args=prog.args,
+        code=prog.settings.code,
+        function=prog.settings.function,
+        static=list(prog.settings.static),
+        sample=prog.settings.sample,
+        args=prog.settings.args,
         param=param,
         axis=int(axis),
         sizes=sizes,

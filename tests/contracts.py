@@ -14,6 +14,7 @@ from viz.cache.events import BucketRow, CallEvent, EntryRow, FailedEvent, Routed
 from viz.diff.model import Diff
 from viz.recorder.job import JobView
 from viz.recorder.model import Recording
+from viz.plain import FLAT
 from viz.report import Report
 
 # (title, what writes it, roots); a root's nested dataclasses are documented with it
@@ -48,7 +49,7 @@ def classes(roots: tuple[type, ...]) -> list[type]:
         if cls in seen:
             return
         seen.append(cls)
-        hints = typing.get_type_hints(cls)
+        hints = _hints(cls)
         for f in public_fields(cls):
             for inner in nested(hints.get(f.name)):
                 walk(inner)
@@ -59,7 +60,28 @@ def classes(roots: tuple[type, ...]) -> list[type]:
 
 
 def public_fields(cls: type) -> list[dataclasses.Field]:
-    return [f for f in dataclasses.fields(cls) if f.name not in NOT_PUBLIC]
+    """Its JSON keys' fields: a flat field's own keys (`viz.plain.flat`) in its place."""
+    found = []
+    for f in dataclasses.fields(cls):
+        if FLAT in f.metadata:
+            inner = flat_class(cls, f)
+            found += [g for g in public_fields(inner) if g.name not in f.metadata[FLAT]]
+        elif f.name not in NOT_PUBLIC:
+            found.append(f)
+    return found
+
+
+def flat_class(cls: type, f: dataclasses.Field) -> type:
+    return typing.get_type_hints(cls)[f.name]
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """Type hints of its JSON keys, a flat field's own included."""
+    hints = dict(typing.get_type_hints(cls))
+    for f in dataclasses.fields(cls):
+        if FLAT in f.metadata:
+            hints.update(_hints(flat_class(cls, f)))
+    return hints
 
 
 def _type_name(hint: Any) -> str:
@@ -69,12 +91,16 @@ def _type_name(hint: Any) -> str:
 
 
 def comments(cls: type) -> dict[str, str]:
-    """field → the comment written beside it in the class's source."""
+    """field → the comment written beside it in the class's source (or its flat
+    field's class's)."""
+    found = {}
+    for f in dataclasses.fields(cls):
+        if FLAT in f.metadata:
+            found.update(comments(flat_class(cls, f)))
     try:
         source = inspect.getsource(cls)
     except (OSError, TypeError):
-        return {}
-    found = {}
+        return found
     for line in source.splitlines():
         match = re.match(r"\s+(\w+): [^#]*#\s*(.*)$", line)
         if match:
@@ -83,7 +109,7 @@ def comments(cls: type) -> dict[str, str]:
 
 
 def table(cls: type) -> str:
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     said = comments(cls)
     doc = (inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " ")
     if doc.startswith(f"{cls.__name__}("):  # dataclass's generated signature

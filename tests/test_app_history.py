@@ -56,7 +56,7 @@ def test_every_analysis_in_explore_is_recorded_and_listed(home):
     at = open_app()  # a first visit analyzes the default sample
     analyze_custom(at)
     runs = History().runs()
-    assert [(r.function, r.args, r.source) for r in runs] == [
+    assert [(r.settings.function, r.settings.args, r.source) for r in runs] == [
         ("g", "f32[16], f32[16]", "app"),
         ("f", get_sample("dot_plus_one").args, "app"),
     ]
@@ -197,7 +197,7 @@ def test_a_history_run_and_a_report_handed_over_diff_side_by_side(home):
     at.session_state["diff_pair"] = (run.id, History().report(run.id))  # ui.open_diff(id, r)
     at.switch_page("pages/diff.py").run()
     assert not at.exception, at.exception
-    call = f"`{run.function}({run.args})`"
+    call = f"`{run.settings.function}({run.settings.args})`"
     assert sum(call in c.value for c in at.caption) == 2
     assert all(m.value.split(" → ")[0] == m.value.split(" → ")[1] for m in at.metric)
 

@@ -43,7 +43,7 @@ def test_two_runs_diff_side_by_side_and_history_reopens_one(page, home) -> None:
     results(page)
     page.goto(f"{page.base_url}/?sample=dot_plus_one&args=f32[64,512], f32[512,32]")
     results(page)
-    assert [r.args for r in History(home / "history.sqlite").runs()] == [
+    assert [r.settings.args for r in History(home / "history.sqlite").runs()] == [
         "f32[64,512], f32[512,32]",
         "f32[256,512], f32[512,128]",
     ]

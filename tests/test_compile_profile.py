@@ -29,7 +29,8 @@ from viz.compile_profile.run import persistent_cache_off, profile_compile
 from viz.compile_profile.sampler import LineCounter
 from viz.compile_profile.spans import _adopt, _merged, _nest, _Span, _union_ns
 from viz.report import Report
-from viz.stages import Target
+from viz.settings import Settings
+from viz.target import Target
 from viz.worker.protocol import CompileProfile, CompileProfiled
 
 HELPER_TURNS = 300
@@ -356,7 +357,7 @@ def f(x):
 
 
 def test_the_worker_answers_a_compile_profile_request(worker) -> None:
-    reply = worker.ask(CompileProfile(code=CODE, function="f", args="f32[16,16]"))
+    reply = worker.ask(CompileProfile(Settings(code=CODE, function="f", args="f32[16,16]")))
     assert isinstance(reply, CompileProfiled) and reply.ok, reply.error
     p = reply.profile
     assert p.trace_lines[0].function == "f"
@@ -366,7 +367,7 @@ def test_the_worker_answers_a_compile_profile_request(worker) -> None:
 
 
 def test_the_worker_reports_code_that_does_not_load(worker) -> None:
-    reply = worker.ask(CompileProfile(code="def f(x):\n    return x +\n", args="f32[2]"))
+    reply = worker.ask(CompileProfile(Settings(code="def f(x):\n    return x +\n", args="f32[2]")))
     assert not reply.ok and reply.error.kind == "syntax_error"
 
 

@@ -32,7 +32,7 @@ def golden_dict(name: str) -> dict[str, Any]:
     from viz.pipeline import analyze_target
     from viz.samples import get_sample
     from viz.source import home
-    from viz.stages import Target
+    from viz.target import Target
 
     sample = get_sample(name)
     target = Target.from_code(sample.code, sample.function, static=list(sample.static))

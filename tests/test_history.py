@@ -53,11 +53,13 @@ def db(tmp_path: Path) -> History:
 def test_a_recorded_run_survives_a_new_connection_and_a_new_process(db, reports, tmp_path):
     run_id = db.record(reports["scale8"], code="def scale(x): ...", source="cli")
     again = History(db.path).get(run_id)  # a second History object: fresh connections
-    assert again is not None and again.function == "scale" and again.args == "f32[8]"
+    assert (
+        again is not None and again.settings.function == "scale" and again.settings.args == "f32[8]"
+    )
     script = (
         "import sys, json; sys.path.insert(0, sys.argv[1]); from viz.history import History; "
         "h = History(sys.argv[2]); r = h.runs()[0]; "
-        "print(json.dumps([r.id, r.function, r.summary['counts'], h.code(r.id)]))"
+        "print(json.dumps([r.id, r.settings.function, r.summary['counts'], h.code(r.id)]))"
     )
     out = subprocess.run(
         [sys.executable, "-c", script, str(REPO), str(db.path)],
@@ -155,7 +157,7 @@ def test_filter_by_function_and_the_previous_run_of_the_same_function(db, report
     first = db.record(reports["scale8"])
     db.record(reports["matmul"])
     second = db.record(reports["scale64"])
-    assert [r.args for r in db.runs(function="scale")] == ["f32[64,64]", "f32[8]"]
+    assert [r.settings.args for r in db.runs(function="scale")] == ["f32[64,64]", "f32[8]"]
     assert db.functions() == ["matmul", "scale"]
     assert db.previous(second).id == first
     assert db.previous(first) is None
@@ -170,8 +172,8 @@ def test_options_static_and_donation_are_stored_and_shown(db, reports):
         donation=donation,
     )
     run = db.get(db.record(report))
-    assert run.compiler_options == {"xla_disable_hlo_passes": "fusion"}
-    assert run.donate == ["x"]
+    assert run.settings.compiler_options == {"xla_disable_hlo_passes": "fusion"}
+    assert run.settings.donate == ["x"]
     assert run.options_text == "xla_disable_hlo_passes=fusion · static n · donate x"
 
 
@@ -205,7 +207,7 @@ def test_a_report_read_back_from_its_json_is_recorded_like_the_report(db, report
     read_back = Report.from_dict(reports["matmul"].to_dict(include_models=True))
     as_json = db.get(db.record(read_back))
     as_report = db.get(db.record(reports["matmul"]))
-    assert as_json.summary == as_report.summary and as_json.function == "matmul"
+    assert as_json.summary == as_report.summary and as_json.settings.function == "matmul"
     assert db.report(as_json.id).to_dict() == db.report(as_report.id).to_dict()
 
 
@@ -227,16 +229,22 @@ def test_a_run_opens_again_as_its_program(db, reports):
     report = replace(reports["matmul"], static=["y"], compiler_options={"k": "v"})
     pristine = db.get(db.record(report, code=sample.code, sample=sample.name))
     program = db.program(pristine)
-    assert (program.code, program.sample, program.function) == (sample.code, sample.name, "matmul")
-    assert (program.args, program.static, program.compiler_options) == (
+    assert (program.settings.code, program.settings.sample, program.settings.function) == (
+        sample.code,
+        sample.name,
+        "matmul",
+    )
+    assert (program.settings.args, program.settings.static, program.settings.compiler_options) == (
         "f32[16,32], f32[32,8]",
         ["y"],
         {"k": "v"},
     )
     edited = db.get(db.record(report, code=sample.code + "# edited\n", sample=sample.name))
-    assert db.program(edited).sample is None and db.program(edited).code.endswith("# edited\n")
+    assert db.program(edited).settings.sample is None and db.program(edited).settings.code.endswith(
+        "# edited\n"
+    )
     demo = db.program(edited, sample_only=True)  # demo mode: the sample's code, by name
-    assert demo.code == sample.code and demo.args == "f32[16,32], f32[32,8]"
+    assert demo.settings.code == sample.code and demo.settings.args == "f32[16,32], f32[32,8]"
 
 
 def test_demo_mode_sees_only_runs_of_unedited_samples(db, reports):
@@ -332,7 +340,7 @@ def test_the_python_api_records_only_when_asked(jitscope_home):
     report = analyze(scale, "f32[5]", runs=0, history=True)
     run = db.runs()[0]
     assert db.count() == before + 1
-    assert (run.function, run.args, run.source) == ("scale", "f32[5]", "api")
+    assert (run.settings.function, run.settings.args, run.source) == ("scale", "f32[5]", "api")
     assert run.summary["counts"]["compiled.kernel_count"] == report.compiled.kernel_count
     assert "def scale(x):" in db.code(run.id)  # the source file the function came from
 

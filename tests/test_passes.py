@@ -9,7 +9,7 @@ from viz.ir.hlo import read_hlo
 from viz.ir.kernels import kernel_count
 from viz.ir.model import op_histogram
 from viz.passes import pass_by_pass
-from viz.stages import Target
+from viz.target import Target
 
 
 def chain(x):

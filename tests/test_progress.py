@@ -13,7 +13,8 @@ import pytest
 from viz.pipeline import analyze_target
 from viz.progress import STAGES, glimpse
 from viz.report import Report
-from viz.stages import Target
+from viz.settings import Settings
+from viz.target import Target
 from viz.worker import Worker
 from viz.worker.protocol import Analyze, Progress
 
@@ -120,7 +121,7 @@ def test_the_worker_sends_a_streamed_analysis_as_progress_frames(worker):
     ticks: list[float] = []
     start = time.monotonic()
     reply = worker.ask(
-        Analyze(code=CODE, function="f", args="f32[32,32]", runs=2, stream=True),
+        Analyze(Settings(code=CODE, function="f", args="f32[32,32]"), runs=2, stream=True),
         on_progress=lambda p: frames.append((time.monotonic() - start, p)),
         on_tick=lambda: ticks.append(time.monotonic() - start),
     )
@@ -138,6 +139,6 @@ def test_the_worker_sends_a_streamed_analysis_as_progress_frames(worker):
 
 def test_a_plain_analysis_sends_no_stage_frames(worker):
     frames: list[Progress] = []
-    request = Analyze(code=CODE, function="f", args="f32[4,4]", runs=0)
+    request = Analyze(Settings(code=CODE, function="f", args="f32[4,4]"), runs=0)
     reply = worker.ask(request, on_progress=frames.append)
     assert reply.ok and frames == []

@@ -25,6 +25,7 @@ from streamlit.testing.v1 import AppTest
 from viz import demo, source
 from viz.program import Program
 from viz.samples import get_sample, list_samples
+from viz.settings import Settings
 from viz.source import list_functions
 from viz.spec import SpecError, parse_spec
 from viz.worker import Worker
@@ -234,15 +235,17 @@ def test_demo_forbids_file_writing_compiler_options_and_the_disk_cache() -> None
     with pytest.raises(demo.Refused):
         demo.check_compiler_options({"xla_dump_to": "/tmp/x"})
     admitted = demo.admit(
-        CacheCall(sample="dot_plus_one", args="f32[2,2], f32[2,2]", persistent_cache=True)
+        CacheCall(Settings(sample="dot_plus_one", args="f32[2,2], f32[2,2]"), persistent_cache=True)
     )
     assert admitted.persistent_cache is False
 
 
 @pytest.mark.parametrize("sample", list_samples(), ids=lambda s: s.name)
 def test_every_sample_passes_the_demo_policy(sample) -> None:
-    admitted = demo.admit(Analyze(sample=sample.name, function=sample.function, args=sample.args))
-    assert admitted.code == sample.code
+    admitted = demo.admit(
+        Analyze(Settings(sample=sample.name, function=sample.function, args=sample.args))
+    )
+    assert admitted.settings.code == sample.code
 
 
 def test_parse_spec_without_expressions_takes_literals_and_defined_values_only() -> None:
@@ -274,10 +277,12 @@ def test_demo_app_shows_a_banner_and_no_code_widget(demo_mode) -> None:
 
 
 def test_demo_app_never_runs_code_forged_into_session_state(demo_mode, canary) -> None:
-    forged = Program(evil_code(canary), "f", "f32[2]")
+    forged = Program(Settings(code=evil_code(canary), function="f", args="f32[2]"))
     at = _open_demo(program=forged, code_w=evil_code(canary)).run()
     assert not at.exception, at.exception
-    at.session_state["program"] = replace(forged, sample="dot_plus_one")
+    at.session_state["program"] = replace(
+        forged, settings=replace(forged.settings, sample="dot_plus_one")
+    )
     at.session_state["code_w"] = evil_code(canary)
     at.run()
     next(b for b in at.button if b.label == "Analyze").click().run()

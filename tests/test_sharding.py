@@ -15,6 +15,7 @@ from viz.diff import collective_rows, diff_reports, summarize
 from viz.ir.model import Edge, Graph, Node, SourceLoc
 from viz.pipeline import analyze
 from viz.report import Report
+from viz.settings import Settings
 from viz.sharding.collectives import collective_kind, collectives, result_arrays
 from viz.spec import ArraySpec, SpecError, ValueSpec, format_spec, parse_spec
 from viz.spec.mesh import parse_mesh
@@ -161,7 +162,9 @@ def test_a_mesh_larger_than_the_devices_says_how_many_it_needs_and_there_are() -
 
 def ask(worker8, spec: str, mesh: str, code: str = MLP, function: str = "grads", **more) -> Report:
     reply = worker8.ask(
-        Analyze(code=code, function=function, args=spec, device="cpu:8", mesh=mesh, **more)
+        Analyze(
+            Settings(code=code, function=function, args=spec, device="cpu:8", mesh=mesh), **more
+        )
     )
     assert isinstance(reply, Analyzed)
     return reply.report
@@ -339,6 +342,8 @@ def test_pass_by_pass_compiles_with_the_analysed_mesh(worker8) -> None:
     from viz.worker.protocol import Passes, PassesReply
 
     reply = worker8.ask(
-        Passes(code=MLP, function="grads", args=DATA_PARALLEL, device="cpu:8", mesh="data=8")
+        Passes(
+            Settings(code=MLP, function="grads", args=DATA_PARALLEL, device="cpu:8", mesh="data=8")
+        )
     )
     assert isinstance(reply, PassesReply) and reply.error is None and reply.steps

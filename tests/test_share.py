@@ -9,6 +9,7 @@ from viz import share
 from viz.errors import ErrorInfo, ErrorKind
 from viz.program import Program, join_spec, spec_rows
 from viz.samples import get_sample, list_samples
+from viz.settings import Settings
 from viz.worker import protocol
 
 SAMPLES = {s.name for s in list_samples()}
@@ -21,34 +22,42 @@ def params(link: dict[str, str | list[str]]) -> dict[str, list[str]]:
 
 def test_a_sample_link_reopens_the_sample_with_its_settings_and_runs() -> None:
     program = Program.from_sample(get_sample("elementwise_chain"))
-    program.args, program.donate = "f32[16,16]", ["x"]
-    program.compiler_options = {"xla_disable_hlo_passes": "fusion"}
+    program.settings.args, program.settings.donate = "f32[16,16]", ["x"]
+    program.settings.compiler_options = {"xla_disable_hlo_passes": "fusion"}
     link = share.link(program, "cpu:8", demo=False)
     assert "code" not in link and link["sample"] == "elementwise_chain"
     assert link["device"] == "cpu:8" and link["option"] == ["xla_disable_hlo_passes=fusion"]
-    opened = share.open_link(params(link), Program("", ""), SAMPLES, demo=False)
+    opened = share.open_link(params(link), Program(Settings()), SAMPLES, demo=False)
     assert opened.run_now and opened.notices == []
     assert opened.program == program
 
 
 def test_a_code_link_fills_the_program_waits_and_names_no_sample() -> None:
-    program = Program("def g(x):\n    return x * 2\n", "g", "f32[3]", static=["n"])
+    program = Program(
+        Settings(code="def g(x):\n    return x * 2\n", function="g", args="f32[3]", static=["n"])
+    )
     link = share.link(program, "cpu", demo=False)
     assert "sample" not in link
     current = Program.from_sample(get_sample("dot_plus_one"))
     opened = share.open_link(params(link), current, SAMPLES, demo=False)
     assert not opened.run_now and "press Analyze" in opened.notices[0]
     assert opened.program is not None
-    assert (opened.program.code, opened.program.sample, opened.program.static) == (
-        program.code,
+    assert (
+        opened.program.settings.code,
+        opened.program.settings.sample,
+        opened.program.settings.static,
+    ) == (
+        program.settings.code,
         None,
         ["n"],
     )
-    assert current.sample == "dot_plus_one"  # the session's program is not changed in place
+    assert (
+        current.settings.sample == "dot_plus_one"
+    )  # the session's program is not changed in place
 
 
 def test_demo_links_carry_no_code_and_name_the_sample() -> None:
-    opened = share.open_link({"code": ["import os"]}, Program("", ""), SAMPLES, demo=True)
+    opened = share.open_link({"code": ["import os"]}, Program(Settings()), SAMPLES, demo=True)
     assert opened.program is None and "Demo mode" in opened.notices[0]
     program = Program.from_sample(get_sample("mlp"))
     assert share.link(program, "cpu", demo=True)["sample"] == "mlp"
@@ -56,24 +65,25 @@ def test_demo_links_carry_no_code_and_name_the_sample() -> None:
 
 def test_a_link_with_a_bad_option_opens_without_it_and_says_so() -> None:
     link = {"sample": ["mlp"], "option": ["not an option"]}
-    opened = share.open_link(link, Program("", ""), SAMPLES, demo=False)
-    assert opened.program is not None and opened.program.compiler_options == {}
+    opened = share.open_link(link, Program(Settings()), SAMPLES, demo=False)
+    assert opened.program is not None and opened.program.settings.compiler_options == {}
     assert "compiler options are ignored" in opened.notices[0]
 
 
 def test_a_link_without_a_program_opens_nothing() -> None:
     assert (
-        share.open_link({"device": ["cpu"]}, Program("", ""), SAMPLES, demo=False).program is None
+        share.open_link({"device": ["cpu"]}, Program(Settings()), SAMPLES, demo=False).program
+        is None
     )
 
 
 def test_editing_the_code_leaves_the_sample_behind() -> None:
     program = Program.from_sample(get_sample("outer_inner"))
     assert program.hint("INNER")
-    program.edit(program.code)
-    assert program.sample == "outer_inner"
-    program.edit(program.code + "\n# mine\n")
-    assert program.sample is None and program.hint("INNER") == "f"  # the hint stays
+    program.edit(program.settings.code)
+    assert program.settings.sample == "outer_inner"
+    program.edit(program.settings.code + "\n# mine\n")
+    assert program.settings.sample is None and program.hint("INNER") == "f"  # the hint stays
 
 
 def test_spec_rows_name_each_parameter_and_join_back() -> None:
@@ -92,7 +102,9 @@ def test_a_request_with_a_field_its_operation_does_not_take_is_refused() -> None
 
 
 def test_a_failure_the_worker_saw_still_names_what_was_asked() -> None:
-    asked = protocol.Analyze(code="...", function="f", args="f32[3]", static=["n"], device="cpu:8")
+    asked = protocol.Analyze(
+        Settings(code="...", function="f", args="f32[3]", static=["n"], device="cpu:8")
+    )
     timeout = ErrorInfo(ErrorKind.TIMEOUT, "Stopped after 60 s", stage="worker")
     reply = protocol.decode_reply(asked, {"ok": False, "error": timeout.to_dict()})
     assert isinstance(reply, protocol.Analyzed) and not reply.ok
@@ -103,7 +115,7 @@ def test_a_failure_the_worker_saw_still_names_what_was_asked() -> None:
 
 def test_replies_decode_their_nested_types_and_keep_stdout_beside_the_report() -> None:
     wire = {"ok": True, "jaxpr": {"text": "{ lambda }", "eqn_count": 1}, "stdout": "hi\n"}
-    reply = protocol.decode_reply(protocol.Analyze(code=""), wire)
+    reply = protocol.decode_reply(protocol.Analyze(Settings()), wire)
     assert reply.stdout == "hi\n" and reply.report.jaxpr.eqn_count == 1
     assert "stdout" not in reply.report.to_dict()
     cache = protocol.decode_reply(
@@ -141,7 +153,7 @@ def test_pass_names_survive_the_wire() -> None:
 
 
 def test_plain_fields_are_the_dataclass_fields_not_its_class_constants() -> None:
-    request = protocol.Analyze(code="x")
+    request = protocol.Analyze(Settings(code="x"))
     assert "OP" not in list(request) and "REPLY" not in request.to_dict()
     with pytest.raises(KeyError):
         request["REPLY"]

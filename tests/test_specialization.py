@@ -16,10 +16,11 @@ from viz.errors import ErrorInfo
 from viz.pipeline import analyze, analyze_target
 from viz.report import Report
 from viz.samples import get_sample
+from viz.settings import Settings
 from viz.spec import parse_spec
 from viz.specialization import Change, SpecializedArg, changes, outcome, variant_spec
 from viz.specialization.read import named_arguments, spec_form
-from viz.stages import Target
+from viz.target import Target
 from viz.worker import handlers
 from viz.worker import protocol as p
 
@@ -268,9 +269,9 @@ def step_report() -> Report:
 
 def ask_cache(spec: str) -> list[Any]:
     """What the panel asks: an emptied cache, then the analysed spec and `spec`."""
-    program = {"code": CODE, "function": "step", "static": ["n"], "owner": OWNER}
-    handlers.handle(p.CacheState(**program, clear=True), lambda _: None)
-    reply = handlers.handle(p.CacheCalls(**program, calls=[SPEC, spec]), lambda _: None)
+    program = Settings(code=CODE, function="step", static=["n"])
+    handlers.handle(p.CacheState(program, OWNER, clear=True), lambda _: None)
+    reply = handlers.handle(p.CacheCalls(program, OWNER, calls=[SPEC, spec]), lambda _: None)
     return reply.new
 
 
@@ -317,9 +318,9 @@ def test_a_name_bound_pytree_written_back_hits_its_entry():
     rows = report.specialization
     spec = variant_spec(report.args, rows, 0, Change("none", "", rows[0].item))
     assert spec.startswith("[{'b': f32[512], 'w': f32[784,512]}, ")  # `params`, written out
-    program = {"code": sample.code, "function": "mlp", "owner": OWNER}
-    handlers.handle(p.CacheState(**program, clear=True), lambda _: None)
-    reply = handlers.handle(p.CacheCalls(**program, calls=[report.args, spec]), lambda _: None)
+    program = Settings(code=sample.code, function="mlp")
+    handlers.handle(p.CacheState(program, OWNER, clear=True), lambda _: None)
+    reply = handlers.handle(p.CacheCalls(program, OWNER, calls=[report.args, spec]), lambda _: None)
     assert [e.hit for e in reply.new] == [False, True]
 
 
@@ -331,9 +332,9 @@ def test_a_change_whose_trace_fails_reads_as_a_miss_that_failed():
     (change,) = changes(report.specialization[n])
     spec = variant_spec(report.args, report.specialization, n, change)
     assert spec == "f32[16], 17"
-    program = {"code": sample.code, "function": "f", "static": ["n"], "owner": OWNER}
-    handlers.handle(p.CacheState(**program, clear=True), lambda _: None)
-    reply = handlers.handle(p.CacheCalls(**program, calls=[report.args, spec]), lambda _: None)
+    program = Settings(code=sample.code, function="f", static=["n"])
+    handlers.handle(p.CacheState(program, OWNER, clear=True), lambda _: None)
+    reply = handlers.handle(p.CacheCalls(program, OWNER, calls=[report.args, spec]), lambda _: None)
     answer = outcome(report.specialization[n], change, spec, reply.new)
     assert isinstance(reply.new[1], FailedEvent)
     assert answer.verdict == "failed" and answer.recompiles

@@ -14,7 +14,9 @@ import pytest
 from conftest import REPO
 
 from viz.errors import UserCodeError
-from viz.stages import ArgLeaf, Lowered, Target, Traced
+from viz.settings import Settings
+from viz.stages import ArgLeaf, Lowered, Traced
+from viz.target import Target
 from viz.worker import Worker
 
 # Each function fails unless it is traced with 64-bit floats.
@@ -240,19 +242,18 @@ def test_the_cache_labs_disk_cache_never_reaches_explore_or_pass_by_pass(tmp_pat
     quiet = lambda *_: None  # noqa: E731
 
     def call(spec: str, persistent_cache: bool) -> protocol.CacheReply:
-        request = protocol.CacheCall(
-            code=lab, function="f", args=spec, persistent_cache=persistent_cache
-        )
+        settings = Settings(code=lab, function="f", args=spec)
+        request = protocol.CacheCall(settings, persistent_cache=persistent_cache)
         return handlers.cache_calls(quiet, request)
 
     call("f32[13]", persistent_cache=False)
     assert call("f32[14]", persistent_cache=True).event.type == "miss"
     assert (tmp_path / "compilation_cache").is_dir()  # on, although the first call had it off
-    analyze = protocol.Analyze(code=other, function="g", args="f32[5]", runs=0)
+    analyze = protocol.Analyze(Settings(code=other, function="g", args="f32[5]"), runs=0)
     report = handlers.analyze(quiet, analyze).report
     again = handlers.analyze(quiet, analyze).report  # the same program again
     assert not report.timings.compile_from_disk and not again.timings.compile_from_disk
-    passes = protocol.Passes(code=other, function="g", args="f32[5]")
+    passes = protocol.Passes(Settings(code=other, function="g", args="f32[5]"))
     assert len(handlers.passes(quiet, passes).steps) > 3
 
 

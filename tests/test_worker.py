@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from viz.settings import Settings
 from viz.worker import (
     LESSON_TIMEOUT_S,
     Worker,
@@ -247,7 +248,9 @@ def test_a_handler_bug_is_an_internal_error_in_the_reply_type(monkeypatch):
         raise KeyError("a jitscope bug")
 
     monkeypatch.setitem(handlers.HANDLERS, "passes", broken)
-    reply = handlers.handle(protocol.Passes(code="def f(x):\n    return x\n"), lambda p: None)
+    reply = handlers.handle(
+        protocol.Passes(Settings(code="def f(x):\n    return x\n")), lambda p: None
+    )
     assert isinstance(reply, protocol.PassesReply) and not reply.ok
     assert reply.error.kind == "internal_error" and "a jitscope bug" in reply.error.message
     assert "Traceback" in reply.error.detail
@@ -412,12 +415,12 @@ def test_pass_by_pass_imports_a_programs_sibling_modules_after_a_restart(tmp_pat
     not rely on an earlier Analyze having left that folder on a worker's sys.path."""
     (tmp_path / "siblings_helper.py").write_text("def double(x):\n    return x * 2\n")
     code = "from siblings_helper import double\n\n\ndef f(x):\n    return double(x) + 1\n"
-    settings = {"code": code, "function": "f", "args": "f32[4]", "folder": str(tmp_path)}
+    settings = Settings(code=code, folder=str(tmp_path), function="f", args="f32[4]")
     worker = Worker("cpu", timeout_s=60)
     try:
-        assert worker.ask(protocol.Analyze(**settings, runs=0)).report.ok
+        assert worker.ask(protocol.Analyze(settings, runs=0)).report.ok
         worker.restart("a fresh child: nothing left on its sys.path")
-        reply = worker.ask(protocol.Passes(**settings))
+        reply = worker.ask(protocol.Passes(settings))
         assert reply.ok and reply.steps, reply.error
     finally:
         worker.close()

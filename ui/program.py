@@ -22,10 +22,10 @@ def program() -> Program:
         name = linked if linked in sample_names() else default_sample().name
         st.session_state.program = program_from_sample(name)
     prog: Program = st.session_state.program
-    if demo.enabled() and prog.sample not in sample_names():  # demo: a sample's code only
+    if demo.enabled() and prog.settings.sample not in sample_names():  # demo: a sample's code only
         prog = st.session_state.program = program_from_sample(default_sample().name)
     if demo.enabled():
-        prog.code = get_sample(prog.sample or "").code
+        prog.settings.code = get_sample(prog.settings.sample or "").code
     return prog
 
 

@@ -7,7 +7,7 @@ No jax here.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import streamlit as st
@@ -43,11 +43,11 @@ class Result:
 
     @property
     def code(self) -> str:
-        return self.asked.code
+        return self.asked.settings.code
 
     @property
     def sample(self) -> str | None:
-        return self.asked.sample  # the built-in sample whose code ran, if any
+        return self.asked.settings.sample  # the built-in sample whose code ran, if any
 
     @property
     def ok(self) -> bool:
@@ -74,13 +74,11 @@ class Result:
 
     def passes_request(self) -> Passes:
         """Pass-by-pass, compiled with this result's settings."""
-        return Passes(**{f.name: getattr(self.asked, f.name) for f in fields(Passes)})
+        return Passes(self.asked.settings)
 
     def compile_profile_request(self) -> CompileProfile:
         """The compile profile, with this result's settings."""
-        return CompileProfile(
-            **{f.name: getattr(self.asked, f.name) for f in fields(CompileProfile)}
-        )
+        return CompileProfile(self.asked.settings)
 
     def label(self, index: int) -> str:
         r = self.report

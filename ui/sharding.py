@@ -49,14 +49,14 @@ MESH_HELP = (
 def mesh_input(prog: Program, device: str) -> str | None:
     """The Mesh field; returns the problem that forbids sending, if any (a mesh the
     device is too small for is sent: the worker's error card says so too)."""
-    st.session_state.setdefault("in_mesh", prog.mesh)
-    prog.mesh = st.text_input(
+    st.session_state.setdefault("in_mesh", prog.settings.mesh)
+    prog.settings.mesh = st.text_input(
         "Mesh",
         key="in_mesh",
         placeholder="none · e.g. data=8, then f32[64,128] @ P('data', None)",
         help=MESH_HELP,
     ).strip()
-    problem, needs = mesh_problem(prog.mesh, device)
+    problem, needs = mesh_problem(prog.settings.mesh, device)
     if problem is None or needs is None:
         return problem
     bigger = [d for d in available_devices() if d.startswith("cpu:") and int(d[4:]) >= needs]
@@ -180,7 +180,7 @@ def collective_graph(res: Result, s: ShardingSection, index: int) -> None:
 def another_sharding(res: Result, index: int) -> None:
     """Analyze the same function with another spec or mesh, and open the diff."""
     st.markdown("**Another sharding** · the same function, split another way, then compared")
-    asked = res.asked
+    asked = res.asked.settings
     spec_key, mesh_key = f"sh_alt_spec_{index}", f"sh_alt_mesh_{index}"
     st.session_state.setdefault(spec_key, asked.args)
     st.session_state.setdefault(mesh_key, asked.mesh)
@@ -196,5 +196,5 @@ def another_sharding(res: Result, index: int) -> None:
         help="change the spec's @ P(...) or the mesh first" if same else None,
         width="stretch",
     ):
-        request = res.request(args=spec.strip(), mesh=mesh.strip())
+        request = res.asked.with_settings(args=spec.strip(), mesh=mesh.strip())
         run_variant(res, "Another sharding", request)

@@ -11,6 +11,7 @@ session of this panel's own, so the Cache lab's table is left as it was.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import streamlit as st
 
@@ -178,19 +179,11 @@ def check(res: Result, index: int, change: Change) -> Outcome:
     """Empty the panel's cache session, then call the analysed spec and the changed one."""
     r = res.report
     spec = variant_spec(r.args, r.specialization, index, change)
-    asked = res.asked
-    program = {
-        "code": asked.code,
-        "function": asked.function,
-        "static": list(asked.static),
-        "device": asked.device,
-        "sample": asked.sample,
-        "owner": f"{owner()}:specialization",  # not the Cache lab's session
-    }
-    ask(CacheState(**program, clear=True))
-    reply: CacheReply = ask(
-        CacheCalls(**program, calls=[r.args, spec], x64=asked.x64, folder=asked.folder)
-    )
+    settings = res.asked.settings
+    lab = f"{owner()}:specialization"  # not the Cache lab's session
+    ask(CacheState(settings.function_only(), lab, clear=True))
+    calling = replace(settings.function_only(), x64=settings.x64)
+    reply: CacheReply = ask(CacheCalls(calling, lab, calls=[r.args, spec]))
     return outcome(r.specialization[index], change, spec, reply.new)
 
 

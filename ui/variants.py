@@ -36,8 +36,8 @@ def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], str]:
 def options_input(prog: Program) -> tuple[dict[str, Any], str | None]:
     """The compiler-options expander: (the options to send, an error for a bad free-form
     line, in which case nothing may be sent)."""
-    picked, free = split_options(prog.compiler_options)
-    count = len(prog.compiler_options)
+    picked, free = split_options(prog.settings.compiler_options)
+    count = len(prog.settings.compiler_options)
     title = "Compiler options" + (f" · {count} set" if count else "")
     options: dict[str, Any] = {}
     with st.expander(title, expanded=bool(count), icon=":material/tune:"):
@@ -80,13 +80,13 @@ def options_input(prog: Program) -> tuple[dict[str, Any], str | None]:
 
 def settings_caption(prog: Program) -> str:
     parts = [
-        f"args spec: `{prog.args or '(none)'}`",
-        f"static: {', '.join(prog.static) or 'none'}",
+        f"args spec: `{prog.settings.args or '(none)'}`",
+        f"static: {', '.join(prog.settings.static) or 'none'}",
     ]
-    if prog.donate:
-        parts.append(f"donate: {', '.join(prog.donate)}")
-    if prog.compiler_options:
-        parts.append(f"options: {options_text(prog.compiler_options)}")
+    if prog.settings.donate:
+        parts.append(f"donate: {', '.join(prog.settings.donate)}")
+    if prog.settings.compiler_options:
+        parts.append(f"options: {options_text(prog.settings.compiler_options)}")
     return " · ".join(parts)
 
 

@@ -9,7 +9,6 @@ import threading
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Any, TypeVar
 
 import streamlit as st
@@ -87,8 +86,8 @@ def ask(request: R, role: str = "main", on_progress: Any = None, on_tick: Any = 
     says its place in the queue; `on_tick()` is called every quarter second while it
     waits. In demo mode the request names the program's sample: the worker reads the
     code from there."""
-    if demo.enabled() and hasattr(request, "sample") and request.sample is None:  # type: ignore[attr-defined]
-        request = replace(request, sample=program().sample)  # type: ignore[type-var]
+    if demo.enabled() and request.sample_name() is None:
+        request = request.naming(program().settings.sample)
     st.session_state.pop("worker_notice", None)
     target = worker(role)
     waiting = st.empty()

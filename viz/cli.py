@@ -16,7 +16,7 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,33 +29,34 @@ from viz.options import parse_option
 from viz.recorder import cli as recorder_cli
 from viz.recorder import job_cli
 from viz.report import Report
-from viz.samples import Sample, get_sample
+from viz.samples import get_sample
+from viz.settings import Settings
 from viz.specialization import SpecializedArg
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
 from viz.worker.protocol import Analyze, Analyzed, CacheCalls, CacheReply
 
 
-@dataclass(frozen=True)
-class _Target:
-    code: str
-    function: str | None  # None: the file's last function
-    folder: str  # the file's folder: its imports look there
-    sample: Sample | None = None  # `sample:NAME`: its args and static are the defaults
-
-
-def _target(text: str) -> _Target:
+def _target(text: str) -> Settings:
+    """The target's code, its folder (its imports look there) and function (None: the
+    file's last one); a sample's args and static are the defaults."""
     if text.startswith("sample:"):
         try:
             sample = get_sample(text.removeprefix("sample:"))
         except KeyError as exc:
             raise argparse.ArgumentTypeError(exc.args[0]) from None
-        return _Target(sample.code, sample.function, str(sample.path.parent), sample)
+        return Settings(
+            code=sample.code,
+            folder=str(sample.path.parent),
+            function=sample.function,
+            args=sample.args,
+            static=list(sample.static),
+        )
     path, _, func = text.partition("::")
     file = Path(path)
     if not file.is_file():
         hint = f" (the samples ship with jitscope: sample:{file.stem})" if _is_sample(file) else ""
         raise argparse.ArgumentTypeError(f"no such file: {path}{hint}")
-    return _Target(file.read_text(), func or None, str(file.resolve().parent))
+    return Settings(file.read_text(), folder=str(file.resolve().parent), function=func or None)
 
 
 def _is_sample(file: Path) -> bool:
@@ -168,18 +169,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _args_spec(args: argparse.Namespace) -> str:
-    if args.args is not None:
-        return args.args
-    sample = args.target.sample
-    return sample.args if sample else ""
-
-
-def _static(args: argparse.Namespace) -> list[str]:
-    if args.static is not None:
-        return args.static
-    sample = args.target.sample
-    return list(sample.static) if sample else []
+def _settings(args: argparse.Namespace) -> Settings:
+    """The command's one Settings: its target's, changed by the flags given."""
+    flags = {"static": args.static, "device": args.device}
+    if args.command == "analyze":
+        flags.update(args=args.args, donate=args.donate, mesh=args.mesh)
+        flags["compiler_options"] = dict(args.option)
+    return replace(args.target, **{k: v for k, v in flags.items() if v is not None})
 
 
 def _app(streamlit_options: list[str]) -> int:
@@ -367,27 +363,19 @@ def cache_json(reply: CacheReply) -> dict[str, Any]:
 
 
 def _analyze(args: argparse.Namespace, worker: Worker) -> None:
-    target: _Target = args.target
+    settings = _settings(args)
     request = Analyze(
-        code=target.code,
-        function=target.function,
-        args=_args_spec(args),
-        static=_static(args),
-        device=args.device,
+        settings,
         runs=args.runs,
-        donate=args.donate,
-        compiler_options=dict(args.option),
         profile=args.profile or args.trace is not None,
         mlir=args.mlir is not None,
-        folder=target.folder,
-        mesh=args.mesh,
         compile_profile=args.compile_profile,
     )
     reply = worker.ask(request)
     assert isinstance(reply, Analyzed)
     report = reply.report
     if not args.no_history:
-        cli_history.record(reply.report, target.code)
+        cli_history.record(reply.report, settings.code)
     print(summarize_report(report))
     _write_exports(args, report)
     _write_json(args.json, report.public_dict())
@@ -398,14 +386,7 @@ def _analyze(args: argparse.Namespace, worker: Worker) -> None:
 
 
 def _cache(args: argparse.Namespace, worker: Worker) -> None:
-    target: _Target = args.target
-    request = CacheCalls(
-        code=target.code,
-        function=target.function,
-        static=_static(args),
-        calls=args.call,
-        folder=target.folder,
-    )
+    request = CacheCalls(_settings(args), calls=args.call)
     reply = worker.ask(request)
     assert isinstance(reply, CacheReply)
     if reply.error:  # the worker itself failed (a call's error is an event)

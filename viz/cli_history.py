@@ -139,9 +139,9 @@ def history_table(runs: list[Run]) -> str:
         n = r.numbers
         counts = (n.jaxpr.eqn_count, n.stablehlo.op_count, n.compiled.kernel_count)
         chain = "→".join("-" if c is None else str(c) for c in counts)
-        call = f"{r.function}({r.args})"
+        call = f"{r.settings.function}({r.settings.args})"
         line = f"#{r.id:>4}  {r.when}  {call[:40]:<40} {chain:<15} {_s(n.compile_total_s):>8} "
-        line += f"{_s(n.timings.run_median_s):>9}  {r.device}"
+        line += f"{_s(n.timings.run_median_s):>9}  {r.settings.device}"
         if r.options_text:
             line += f"  [{r.options_text}]"
         if not r.ok:

@@ -82,8 +82,8 @@ def admit(request: Request) -> Request:
         raise Refused(f"Demo mode does not accept {', '.join(unknown)} for `{request.OP}`.")
     if isinstance(request, Ping):
         return request
-    code = _sample_code(getattr(request, "sample", None))
-    out = replace(request, code=code)  # never the code the request carried; keeps `sample`
+    code = _sample_code(request.sample_name())
+    out = request.running(code)  # never the code the request carried; keeps `sample`
     defined = {f.name for f in list_functions(code)}
     for name in out.functions():
         if name not in defined:
@@ -92,7 +92,7 @@ def admit(request: Request) -> Request:
     for spec in out.specs():
         check_spec(spec, names)
     _bound(out)
-    check_compiler_options(getattr(out, "compiler_options", None) or {})
+    check_compiler_options(out.options() or {})
     if getattr(out, "persistent_cache", False):
         out = replace(out, persistent_cache=False)  # it writes files
     return out

@@ -48,8 +48,10 @@ from viz.report import (
     Runs,
     StableHLOSection,
 )
+from viz.settings import Settings
 from viz.specialization.read import Specialization, finish, read_specialization, read_traced
-from viz.stages import DEFAULT_MEMORY_LIMIT, Compiled, Target, Traced, block
+from viz.stages import Compiled, Traced, block
+from viz.target import DEFAULT_MEMORY_LIMIT, Target
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "analyze", "analyze_target"]
 
@@ -93,15 +95,19 @@ def analyze(
     time goes (`report.compile_profile`; `viz.compile_profile.run`). It clears JAX's
     in-memory caches (`jax.clear_caches()`): the process's jitted functions retrace
     on their next call."""
-    settings: dict[str, Any] = {"static": tuple(static), "device": device, "x64": x64}
-    settings.update(donate=tuple(donate), compiler_options=dict(compiler_options or {}))
-    settings["memory_limit_bytes"] = memory_limit_bytes
-    settings["mesh"] = mesh
-    if namespace is not None:
-        settings["namespace"] = namespace
-    if user_file is not None:
-        settings["user_file"] = user_file
-    target = Target.load(fn, **settings)
+    settings = Settings(
+        function=getattr(fn, "__name__", None),
+        args=args,
+        static=[str(s) for s in static],
+        donate=[str(d) for d in donate],
+        device=device,
+        x64=x64,
+        compiler_options=dict(compiler_options or {}),
+        mesh=mesh,
+        memory_limit_bytes=memory_limit_bytes,
+    )
+    where = {"namespace": namespace, "user_file": user_file}
+    target = Target.from_settings(settings, fn, **{k: v for k, v in where.items() if v is not None})
     report = analyze_target(
         target,
         args,

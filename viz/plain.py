@@ -13,6 +13,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import fields, is_dataclass
 from typing import Any
 
+FLAT = "jitscope.flat"  # a field's metadata key: the keys its flat JSON leaves out
+
+
+def flat(omit: tuple[str, ...] = ()) -> dict[str, frozenset[str]]:
+    """The metadata of a nested plain field whose JSON keys are its parent's own
+    (`field(default_factory=Settings, metadata=flat())`); `omit`: its keys the
+    parent's format never holds."""
+    return {FLAT: frozenset(omit)}
+
 
 class Plain(Mapping[str, Any]):
     """Mix into a dataclass: JSON both ways, and a read-only mapping over its fields."""
@@ -34,9 +43,12 @@ class Plain(Mapping[str, Any]):
         A field whose type hint says it is JSON already (`str`, `list[int]`,
         `dict[str, int]`) is taken as it is: a report holds thousands of such rows."""
         data = {}
-        for name, as_is in _fields_as_is(type(self)):
+        for name, as_is, omit in _fields_as_is(type(self)):
             value = getattr(self, name)
-            data[name] = value if as_is else encode(value)
+            if omit is not None:  # a flat field: its keys are this JSON's own
+                data.update((k, v) for k, v in value.to_dict().items() if k not in omit)
+            else:
+                data[name] = value if as_is else encode(value)
         return data
 
     @classmethod
@@ -46,8 +58,14 @@ class Plain(Mapping[str, Any]):
         if data is None:
             return None
         hints = _hints(cls)
-        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        return cls(**{k: decode(hints[k], v) for k, v in data.items() if k in known})
+        nested = _flat_fields(cls)
+        known = {f.name for f in fields(cls)} - set(nested)  # type: ignore[arg-type]
+        values = {k: decode(hints[k], v) for k, v in data.items() if k in known}
+        for name, omit in nested.items():
+            kind = hints[name]
+            mine = set(_names(kind)) - omit
+            values[name] = kind.from_dict({k: v for k, v in data.items() if k in mine})
+        return cls(**values)
 
 
 @functools.cache
@@ -65,10 +83,27 @@ _ATOMS = (str, int, float, bool, type(None))
 
 
 @functools.cache
-def _fields_as_is(cls: type) -> tuple[tuple[str, bool], ...]:
-    """(name, whether its value is JSON as it is) for each field of `cls`."""
-    hints = _hints(cls)
-    return tuple((name, _json_as_is(hints[name])) for name in _names(cls))
+def _fields_as_is(cls: type) -> tuple[tuple[str, bool, frozenset[str] | None], ...]:
+    """(name, whether its value is JSON as it is, the keys a flat field leaves out or
+    None for a field that is not flat) for each field of `cls`."""
+    hints, nested = _hints(cls), _flat_fields(cls)
+    return tuple((n, _json_as_is(hints[n]), nested.get(n)) for n in _names(cls))
+
+
+@functools.cache
+def wire_names(cls: type) -> frozenset[str]:
+    """The keys of its JSON: its fields, a flat field's own keys in place of its name."""
+    nested = _flat_fields(cls)
+    names = {n for n in _names(cls) if n not in nested}
+    for name, omit in nested.items():
+        names |= set(wire_names(_hints(cls)[name])) - omit
+    return frozenset(names)
+
+
+@functools.cache
+def _flat_fields(cls: type) -> dict[str, frozenset[str]]:
+    """The flat fields of `cls`, each with the keys its JSON leaves out."""
+    return {f.name: f.metadata[FLAT] for f in fields(cls) if FLAT in f.metadata}
 
 
 def _json_as_is(hint: Any) -> bool:

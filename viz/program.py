@@ -1,68 +1,51 @@
-"""The program a user works on: the code (or the built-in sample it came from), the
-function, its args spec, static and donated arguments, compiler options. Explore,
-the cache lab and the lessons share one; a link, the History page and a recording
-each open one. Plain data: no jax, no streamlit."""
+"""The program a user works on: its `Settings` (the code or the built-in sample it
+came from, the function, its args spec, static and donated arguments, compiler
+options, mesh) and the sample's lesson hints. Explore, the cache lab and the lessons
+share one; a link, the History page and a recording each open one. Plain data: no
+jax, no streamlit."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from viz.samples import Sample
+from viz.settings import Settings
 from viz.source import list_functions
 from viz.worker.protocol import Analyze
 
 
 @dataclass
 class Program:
-    code: str
-    function: str
-    args: str = ""
-    static: list[str] = field(default_factory=list)
-    donate: list[str] = field(default_factory=list)
-    compiler_options: dict[str, Any] = field(default_factory=dict)
-    sample: str | None = None  # the built-in sample whose code this is
+    settings: Settings  # the device is the page's: `analysis` sets it
     extra: dict[str, Any] = field(default_factory=dict)  # the sample's lesson hints
     origin: str = ""  # where the code came from, when a recording opened it
-    folder: str | None = None  # the file's folder (a recorded program), for its imports
-    mesh: str = ""  # `data=4, model=2`: the device mesh its `@ P(...)` specs split over
 
     @classmethod
     def from_sample(cls, sample: Sample) -> Program:
-        return cls(
+        settings = Settings(
             code=sample.code,
+            sample=sample.name,
             function=sample.function,
             args=sample.args,
             static=list(sample.static),
-            sample=sample.name,
-            extra=dict(sample.extra),
         )
+        return cls(settings, extra=dict(sample.extra))
 
     def edit(self, code: str) -> None:
         """The user changed the code: it is no longer the sample's (nor the file's); the
         sample's lesson hints stay, as long as the functions they name do."""
-        if code != self.code:
-            self.code, self.sample, self.origin = code, None, ""
+        if code != self.settings.code:
+            self.settings = replace(self.settings, code=code, sample=None)
+            self.origin = ""
 
     def hint(self, name: str) -> Any:
         """A lesson hint of the sample (INNER, LOOP_STEP, BATCH_ARG), None if absent."""
         return self.extra.get(name)
 
     def analysis(self, device: str, runs: int) -> Analyze:
-        """The request that analyzes this program."""
-        return Analyze(
-            code=self.code,
-            function=self.function,
-            args=self.args,
-            static=list(self.static),
-            donate=list(self.donate),
-            compiler_options=dict(self.compiler_options),
-            device=device,
-            runs=runs,
-            sample=self.sample,
-            folder=self.folder,
-            mesh=self.mesh,
-        )
+        """The request that analyzes this program on `device`."""
+        return Analyze(replace(self.settings, device=device), runs=runs)
 
 
 def spec_rows(code: str, function: str | None, args: str) -> list[tuple[str, str]]:

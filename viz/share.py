@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from viz.options import parse_option
 from viz.program import Program
@@ -17,24 +18,25 @@ Params = Mapping[str, list[str]]  # every value of each query parameter, in orde
 
 
 def link(program: Program, device: str, demo: bool) -> dict[str, str | list[str]]:
-    """The query parameters that reopen `program`: the sample's name when it is a
-    sample's code (and always in demo mode), else the code itself."""
+    """The query parameters that reopen `program` on `device`: the sample's name when
+    it is a sample's code (and always in demo mode), else the code itself."""
+    s = program.settings
     params: dict[str, str | list[str]] = {
-        "function": program.function,
-        "args": program.args,
-        "static": ",".join(program.static),
+        "function": s.function or "",
+        "args": s.args,
+        "static": ",".join(s.static),
         "device": device,
     }
-    if program.donate:
-        params["donate"] = ",".join(program.donate)
-    if program.mesh:
-        params["mesh"] = program.mesh
-    if program.compiler_options:
-        params["option"] = [f"{k}={v}" for k, v in program.compiler_options.items()]
-    if program.sample or demo:
-        params["sample"] = program.sample or ""
+    if s.donate:
+        params["donate"] = ",".join(s.donate)
+    if s.mesh:
+        params["mesh"] = s.mesh
+    if s.compiler_options:
+        params["option"] = [f"{k}={v}" for k, v in s.compiler_options.items()]
+    if s.sample or demo:
+        params["sample"] = s.sample or ""
     else:
-        params["code"] = program.code
+        params["code"] = s.code
     return params
 
 
@@ -58,19 +60,22 @@ def open_link(params: Params, current: Program, samples: set[str], demo: bool) -
     program = current
     if last.get("sample") in samples:
         program = Program.from_sample(get_sample(last["sample"]))
-    program = replace(program, **{k: last[k] for k in ("function", "args", "mesh") if k in last})
+    changes: dict[str, Any] = {k: last[k] for k in ("function", "args", "mesh") if k in last}
     for name in ("static", "donate"):
         if name in last:
-            setattr(program, name, [s for s in last[name].split(",") if s])
+            changes[name] = [s for s in last[name].split(",") if s]
     notices = []
     if "option" in params:
         try:
-            program.compiler_options = dict(parse_option(o) for o in params["option"])
+            changes["compiler_options"] = dict(parse_option(o) for o in params["option"])
         except ValueError as exc:
             notices.append(f"This link's compiler options are ignored: {exc}")
+    extra = program.extra
+    if "code" in last and last["code"] != program.settings.code:  # then it is not the sample
+        changes.update(code=last["code"], sample=None)
+        extra = {}
+    program = replace(program, settings=replace(program.settings, **changes), extra=extra)
     if "code" not in last:
         return Opened(program, run_now=True, notices=notices)
-    if last["code"] != program.code:  # another code than the sample's: it is not the sample
-        program = replace(program, code=last["code"], sample=None, extra={})
     notices.append("Code from a link: read it, then press Analyze to run it.")
     return Opened(program, run_now=False, notices=notices)

@@ -1,89 +1,37 @@
 """The staged pipeline every path into JAX goes through, modelled on `jax.stages`.
 
-    target = Target.load(fn, static=["n"], device="cpu")     # what, where, how
-    args = target.args("f32[8,128], 3")                      # the spec, parsed once
+    target = Target.from_settings(settings)  # viz.target: what, where, how
+    args = target.args("f32[8,128], 3")      # the spec, parsed once
     traced = target.trace(args)          # Traced:   jaxpr            (+ seconds)
     lowered = traced.lower()             # Lowered:  StableHLO        (+ seconds)
     compiled = lowered.compile()         # Compiled: optimized HLO, cost, memory (+ seconds)
     stats = compiled.time_runs(runs=20)  # RunStats of the compiled executable
 
-`Target` decides, once for everyone (Explore, the cache lab, the lessons, the
-pass-by-pass view, the CLI): 64-bit mode, the device, the static arguments, the
+The `Target` (`viz.target`) decides 64-bit mode, the device, the static arguments, the
 compiler options and the memory limit. Every stage runs inside `target.scope()`
 and turns a failure into a classified `UserCodeError` naming the stage; a stage
 never reaches back to the one before it: what later steps need of an earlier stage
 is handed on as plain data (`arg_names`, JAX's name of each argument leaf, from the
 jaxpr), as `jax.stages` hands on `args_info`.
-
-x64: JAX truncates 64-bit dtypes to 32 bits unless x64 is on. `Target.x64` None
-(the default) turns it on exactly when the spec asks for a 64-bit dtype, so
-`f64[4]` means f64 everywhere; True or False force it, as a user flipping
-`jax_enable_x64` would.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
-from types import ModuleType
 from typing import Any
 
 import jax
 
 from viz import events
 from viz.errors import USER_EXITS, ErrorInfo, ErrorKind, UserCodeError, classify
-from viz.source import load_function
-from viz.spec import SpecError, abstract_args, concrete_args, input_bytes, parse_spec, uses_x64
-from viz.spec.mesh import MeshSpec, parse_mesh
+from viz.target import Args, Target
 from viz.timing import RunStats, time_calls
 
-DEFAULT_MEMORY_LIMIT = 8 << 30
 DONATED_COPY_BYTES = 256 << 20  # fresh copies of donated inputs one timed sample may hold
-SPEC_HINT = "write arrays as f32[8,128], literals as 3 or 'relu', or a name your code defines"
-
-
-def spec_error(message: str, hint: str = SPEC_HINT) -> UserCodeError:
-    return UserCodeError(ErrorInfo(ErrorKind.SPEC_ERROR, message, hint, stage="spec"))
-
-
-def resolve_device(device: str) -> jax.Device:
-    """The first device of a configuration such as 'cpu', 'cpu:8' or 'gpu'."""
-    platform, _, count = device.partition(":")
-    if count and not count.isdigit():
-        raise UserCodeError(
-            ErrorInfo(
-                ErrorKind.DEVICE_UNAVAILABLE,
-                f"`{device}` is not a device: write cpu, cpu:8 or gpu",
-                "pick a device the worker lists",
-                stage="spec",
-            )
-        )
-    try:
-        devices = jax.devices({"cuda": "gpu"}.get(platform, platform))
-    except RuntimeError as exc:
-        raise UserCodeError(
-            ErrorInfo(
-                ErrorKind.DEVICE_UNAVAILABLE,
-                f"No {platform} device: {exc}",
-                "pick a device the worker lists",
-                stage="spec",
-            )
-        ) from None
-    if count and len(devices) < int(count):
-        raise UserCodeError(
-            ErrorInfo(
-                ErrorKind.DEVICE_UNAVAILABLE,
-                f"{device} needs {count} devices but this process has {len(devices)}",
-                "use the worker for cpu:N (it sets XLA_FLAGS before JAX starts)",
-                stage="spec",
-            )
-        )
-    return devices[0]
 
 
 def block(out: Any) -> Any:
@@ -120,185 +68,6 @@ def jax_warnings() -> Iterator[list[str]]:
 
 def _copy_donated(values: list[Any], donated: tuple[int, ...]) -> list[Any]:
     return [jax.tree.map(jax.numpy.copy, v) if i in donated else v for i, v in enumerate(values)]
-
-
-@dataclass(frozen=True)
-class Args:
-    """An args spec parsed once: its items, and whether it needs 64-bit mode."""
-
-    spec: str
-    items: list[Any]
-    x64: bool
-    mesh: Any = None  # the jax Mesh the arrays are placed on (None: one device)
-
-    @classmethod
-    def of_avals(cls, avals: Sequence[jax.ShapeDtypeStruct], x64: bool) -> Args:
-        """Arguments known by shape and dtype only (a jaxpr's inputs), written in no spec:
-        they trace, lower and compile like a spec's arrays, but cannot run."""
-        return cls("", list(avals), x64)
-
-    def abstract(self) -> list[Any]:
-        return abstract_args(self.items, self.mesh)
-
-    def concrete(self, seed: int = 0) -> list[Any]:
-        return concrete_args(self.items, seed, self.mesh)
-
-    def input_bytes(self) -> int:
-        return input_bytes(self.items)
-
-
-@dataclass
-class Target:
-    """A loaded function and how to compile it: static arguments, device, x64,
-    compiler options and the memory limit for running it. `expressions`: whether a
-    spec may hold Python expressions (`jnp.ones(3)`); False takes the spec language
-    and the module's own names only (demo mode: the worker sets it)."""
-
-    fn: Callable
-    namespace: dict[str, Any] = field(default_factory=dict)
-    user_file: str | None = None
-    static: Sequence[str | int] = ()
-    device: str = "cpu"
-    x64: bool | None = None  # None: on when the spec uses a 64-bit dtype
-    compiler_options: dict[str, Any] = field(default_factory=dict)
-    memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT
-    donate: Sequence[str | int] = ()  # as donate_argnames / donate_argnums
-    expressions: bool = True
-    mesh: str = ""  # `data=4, model=2` (viz.spec.mesh): the mesh `@ P(...)` splits over
-
-    @classmethod
-    def load(cls, fn: Callable, **settings: Any) -> Target:
-        """A target for `fn` whose spec names resolve in `fn`'s own module."""
-        settings.setdefault("namespace", getattr(fn, "__globals__", {}))
-        code = getattr(fn, "__code__", None)
-        settings.setdefault("user_file", getattr(code, "co_filename", None))
-        return cls(fn, **settings)
-
-    @classmethod
-    def in_module(cls, fn: Callable, module: ModuleType, **settings: Any) -> Target:
-        """A target for `fn` of a loaded user module (its names, its source file)."""
-        return cls(fn, namespace=vars(module), user_file=module.__file__, **settings)
-
-    @classmethod
-    def from_code(
-        cls, code: str, function: str | None, folder: str | None = None, **settings: Any
-    ) -> Target:
-        """A target for `function` of freshly loaded user code (classified load errors);
-        `folder`: where the code's file lives, put on sys.path for its imports."""
-        module, fn = load_function(code, function, folder)
-        return cls.in_module(fn, module, **settings)
-
-    @property
-    def name(self) -> str:
-        return getattr(self.fn, "__name__", "fn")
-
-    @cached_property
-    def params(self) -> list[str]:
-        try:
-            return list(inspect.signature(self.fn).parameters)
-        except (TypeError, ValueError):
-            return []
-
-    def _positions(self, items: Sequence[str | int], what: str) -> tuple[int, ...]:
-        """Parameter positions of names or numbers (spec_error for an unknown name)."""
-        nums = []
-        for item in items:
-            if isinstance(item, int) or str(item).isdigit():
-                nums.append(int(item))
-            elif item in self.params:
-                nums.append(self.params.index(item))
-            else:
-                raise spec_error(
-                    f"`{item}` is not a parameter of {self.name}",
-                    f"{what} names must be among: {', '.join(self.params)}",
-                )
-        return tuple(sorted(set(nums)))
-
-    @cached_property
-    def static_argnums(self) -> tuple[int, ...]:
-        return self._positions(self.static, "static")
-
-    @cached_property
-    def donate_argnums(self) -> tuple[int, ...]:
-        nums = self._positions(self.donate, "donated")
-        both = [self.param_names(n + 1)[n] for n in nums if n in self.static_argnums]
-        if both:
-            raise spec_error(
-                f"`{both[0]}` is both static and donated",
-                "only arrays can be donated: unmark one of the two",
-            )
-        return nums
-
-    @cached_property
-    def jitted(self) -> Any:
-        """The one `jax.jit` of the function (the cache lab calls it again and again)."""
-        return jax.jit(
-            self.fn, static_argnums=self.static_argnums, donate_argnums=self.donate_argnums
-        )
-
-    @cached_property
-    def mesh_spec(self) -> MeshSpec | None:
-        """The mesh as parsed (None: no mesh); spec_error for a bad mesh text."""
-        try:
-            return parse_mesh(self.mesh)
-        except SpecError as exc:
-            hint = "write the mesh as NAME=SIZE, e.g. data=4, model=2"
-            raise spec_error(f"mesh: {exc}", hint) from None
-
-    @cached_property
-    def device_mesh(self) -> jax.sharding.Mesh | None:
-        """The jax Mesh on this target's devices (an error when there are too few)."""
-        from viz.sharding.build import device_mesh
-
-        spec = self.mesh_spec
-        return device_mesh(spec, self.device) if spec is not None else None
-
-    def param_names(self, count: int) -> list[str]:
-        return [self.params[i] if i < len(self.params) else f"arg{i}" for i in range(count)]
-
-    def args(self, spec: str, x64: bool | None = None) -> Args:
-        """Parse `spec` in the function's namespace; spec_error names the bad item.
-        `x64` overrides the target's setting for this call (the cache lab's switch).
-        Values the spec evaluates (`jnp.ones(3, dtype=jnp.float64)`) are made inside
-        the target's x64 mode and device, like everything else."""
-        x64 = self.x64 if x64 is None else x64
-        if x64 is None:  # decided by the spec's own array items
-            items = self._parse(spec)
-            x64 = uses_x64(items)
-            if not x64:  # parsed in 32-bit mode already
-                return Args(spec, items, x64, self.device_mesh)
-        with self.scope(Args(spec, [], x64)):
-            return Args(spec, self._parse(spec), x64, self.device_mesh)
-
-    def _parse(self, spec: str) -> list[Any]:
-        try:
-            mesh = self.mesh_spec
-            return parse_spec(spec, self.namespace, expressions=self.expressions, mesh=mesh)
-        except SpecError as exc:
-            raise spec_error(str(exc)) from None
-
-    def dynamic(self, values: Sequence[Any]) -> list[Any]:
-        """The arguments a compiled executable takes: the static ones are baked in."""
-        return [v for i, v in enumerate(values) if i not in self.static_argnums]
-
-    @contextlib.contextmanager
-    def scope(self, args: Args) -> Iterator[None]:
-        """x64, the default device and the mesh (`jax.set_mesh`: a bare `P(...)` in the
-        function resolves to it), as every stage of this target sees them."""
-        mesh = self.device_mesh
-        with (
-            jax.enable_x64(args.x64),
-            jax.default_device(resolve_device(self.device)),
-            jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext(),
-        ):
-            yield
-
-    def trace(self, args: Args) -> Traced:
-        with self.scope(args):
-            abstract = args.abstract()
-            with timed("trace", self.user_file) as seconds:
-                traced = self.jitted.trace(*abstract)
-        return Traced(self, args, traced, seconds[0], abstract)
 
 
 @dataclass(frozen=True)

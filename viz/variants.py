@@ -4,7 +4,7 @@ not. Explore runs the chosen one and opens the diff view. No jax, no streamlit."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from viz.options import FUSION_OFF
 from viz.program import join_spec, spec_rows
@@ -28,37 +28,39 @@ def arrays(request: Analyze) -> list[tuple[str, int, str, tuple[int, ...]]]:
     """(parameter, spec index, dtype, shape) of each dynamic array parameter."""
     from viz.spec.text import array_item_parts, split_spec
 
-    rows = spec_rows(request.code, request.function, request.args)
-    items = split_spec(request.args)
+    s = request.settings
+    rows = spec_rows(s.code, s.function, s.args)
+    items = split_spec(s.args)
     found = []
     for index, (name, _) in enumerate(rows[: len(items)]):
         parts = array_item_parts(items[index])
-        if parts is not None and name not in request.static:
+        if parts is not None and name not in s.static:
             found.append((name, index, *parts))
     return found
 
 
 def fusion_off(request: Analyze) -> Variant:
-    options = request.compiler_options
+    options = request.settings.compiler_options
     done = all(options.get(k) == v for k, v in FUSION_OFF.items())
     return Variant(
         "Fusion off",
         ":material/call_split:",
         f"the same compile with {options_text(FUSION_OFF)}: every op its own kernel",
-        None if done else replace(request, compiler_options={**options, **FUSION_OFF}),
+        None if done else request.with_settings(compiler_options={**options, **FUSION_OFF}),
         "this result was compiled with fusion off",
     )
 
 
 def donate_arrays(request: Analyze) -> Variant:
     names = [name for name, *_ in arrays(request)]
-    donate = request.donate + [n for n in names if n not in request.donate]
-    applies = bool(names) and donate != request.donate
+    asked = request.settings.donate
+    donate = asked + [n for n in names if n not in asked]
+    applies = bool(names) and donate != asked
     return Variant(
         "Donate the arrays",
         ":material/recycling:",
         f"donate {', '.join(names)}: XLA may write outputs into their buffers",
-        replace(request, donate=donate) if applies else None,
+        request.with_settings(donate=donate) if applies else None,
         "every array parameter is donated already" if names else "no array parameter",
     )
 
@@ -70,13 +72,13 @@ def batch_x2(request: Analyze) -> Variant:
     if not found:
         return Variant("Batch ×2", ":material/stacks:", "", None, "no array parameter with a shape")
     name, index, dtype, shape = found[0]
-    items = split_spec(request.args)
+    items = split_spec(request.settings.args)
     items[index] = array_item(dtype, (shape[0] * 2, *shape[1:]))
     return Variant(
         "Batch ×2",
         ":material/stacks:",
         f"`{name}`: {array_item(dtype, shape)} → {items[index]}",
-        replace(request, args=join_spec(items)),
+        request.with_settings(args=join_spec(items)),
     )
 
 

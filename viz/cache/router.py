@@ -16,7 +16,8 @@ import numpy as np
 from viz.cache.events import BucketRow, RoutedEvent
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError
 from viz.spec import resize
-from viz.stages import Target, block
+from viz.stages import block
+from viz.target import Target
 
 
 @dataclass

@@ -26,7 +26,8 @@ from viz.sharding.build import device_mesh, platform_devices
 from viz.spec import NARROWED, SpecError, array_specs
 from viz.spec.mesh import MeshAxis, MeshSpec, parse_mesh
 from viz.spec.text import parse_partition
-from viz.stages import Args, Target, block, spec_error
+from viz.stages import block
+from viz.target import Args, Target, spec_error
 
 PLACEMENTS = ("default", "replicated", "sharded")  # plus 'device:N' and P(...)
 

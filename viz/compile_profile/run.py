@@ -49,7 +49,8 @@ from viz.compile_profile.spans import WINDOW, read_spans
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError
 from viz.fusion.profile import newest, trace_folder
 from viz.ir.model import Graph
-from viz.stages import Args, Compiled, Lowered, Target, Traced
+from viz.stages import Compiled, Lowered, Traced
+from viz.target import Args, Target
 
 Progress = Callable[[dict[str, Any]], None]
 STEPS = ("counted trace", "plain trace", "sampled trace", "lower", "profiled compile")

@@ -23,23 +23,21 @@ from viz.diff.model import Diff, DiffSide, Origin
 from viz.diff.sharding import diff_sharding
 from viz.diff.text import IRS, diff_text
 from viz.report import Report
+from viz.settings import Settings
 
 
 def side(report: Report, origin: Origin | None = None) -> DiffSide:
     """What one side ran, for headers: function, args, options, history id."""
     origin = origin or Origin()
-    return DiffSide(
-        id=origin.id,
-        when=origin.when,
-        full=origin.full,
+    ran = Settings(
         function=report.function,
         args=report.args,
         static=list(report.static),
-        device=report.device,
-        ok=report.ok,
-        compiler_options=dict(report.compiler_options),
         donate=donated_names(report),
+        device=report.device,
+        compiler_options=dict(report.compiler_options),
     )
+    return DiffSide(id=origin.id, when=origin.when, full=origin.full, ok=report.ok, settings=ran)
 
 
 def diff_reports(

@@ -121,8 +121,9 @@ def collective_rows(s: ShardingDiff) -> list[dict[str, Any]]:
     ]
 
 
-def _who(s: DiffSide) -> str:
-    ident = f"#{s.id} " if s.id is not None else ""
+def _who(side: DiffSide) -> str:
+    ident = f"#{side.id} " if side.id is not None else ""
+    s = side.settings
     opts = " ".join(f"{k}={v}" for k, v in s.compiler_options.items())
     return f"{ident}{s.function}({s.args}) on {s.device}" + (f" [{opts}]" if opts else "")
 

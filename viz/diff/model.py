@@ -9,11 +9,11 @@ one IR's unified text diff (`viz.diff.text`). Plain data only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from viz.diff.deltas import Delta
 from viz.diff.sharding import ShardingDiff
-from viz.plain import Plain
+from viz.plain import Plain, flat
+from viz.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -27,20 +27,22 @@ class Origin:
     full: bool = True
 
 
+# what a side says of its settings: a report keeps no code, folder, x64 setting, mesh
+# or memory limit (x64 and the mesh as it ran are in the report itself)
+NOT_SAID = ("code", "sample", "folder", "x64", "mesh", "memory_limit_bytes")
+
+
 @dataclass
 class DiffSide(Plain):
-    """What one side ran, for headers (`donate`: the arguments XLA was asked to donate)."""
+    """What one side ran, for headers (`donate`: the arguments XLA was asked to donate).
+
+    Its JSON has its settings' keys as its own (`viz.plain.flat`)."""
 
     id: int | None
     when: str | None
     full: bool
-    function: str
-    args: str
-    static: list[str]
-    device: str
     ok: bool
-    compiler_options: dict[str, Any]
-    donate: list[str]
+    settings: Settings = field(default_factory=Settings, metadata=flat(omit=NOT_SAID))
 
 
 @dataclass

@@ -9,13 +9,13 @@ pruned run's report is `skeleton(run)`, its numbers with no texts, kernels or gr
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from viz.diff import Origin
 from viz.errors import KINDS, ErrorInfo, ErrorKind
 from viz.history.schema import code_hash
-from viz.plain import Plain
+from viz.plain import Plain, flat
 from viz.report import (
     CompiledSection,
     Cost,
@@ -26,31 +26,29 @@ from viz.report import (
     Timings,
 )
 from viz.samples import Sample, get_sample, list_samples
+from viz.settings import Settings
+
+# what a run keeps of its settings: not its code (kept once per text, by `code_hash`)
+# nor the folder, x64, mesh or memory limit, which the history file has no columns for
+NOT_KEPT = ("code", "folder", "x64", "mesh", "memory_limit_bytes")
 
 
 @dataclass(frozen=True)
-class Run:
-    """One recorded analysis: what ran, and its summary numbers."""
+class Run(Plain):
+    """One recorded analysis: what ran (its settings: the function, args, static and
+    donated arguments, device, compiler options and the built-in sample whose code ran,
+    if any), and its summary numbers. Its JSON has the settings' keys as its own."""
 
     id: int
     created: float  # Unix time
     source: str  # app, cli or api
-    function: str
-    args: str
-    static: list[str]
-    device: str
     ok: bool
     error_kind: str | None
-    sample: str | None  # the built-in sample whose code ran, if any
     code_hash: str | None
     jax_version: str
-    compiler_options: dict[str, Any] = field(default_factory=dict)
-    donate: list[str] = field(default_factory=list)
+    settings: Settings = field(default_factory=Settings, metadata=flat(omit=NOT_KEPT))
     summary: dict[str, Any] = field(default_factory=dict)  # viz.diff.numbers(report)
     full: bool = False  # whether the full report is still kept
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @property
     def when(self) -> str:
@@ -69,11 +67,12 @@ class Run:
     @property
     def options_text(self) -> str:
         """Static, donated and compiler options in one short line ('' when none)."""
-        parts = [f"{k}={v}" for k, v in self.compiler_options.items()]
-        if self.static:
-            parts.append("static " + ", ".join(self.static))
-        if self.donate:
-            parts.append("donate " + ", ".join(self.donate))
+        s = self.settings
+        parts = [f"{k}={v}" for k, v in s.compiler_options.items()]
+        if s.static:
+            parts.append("static " + ", ".join(s.static))
+        if s.donate:
+            parts.append("donate " + ", ".join(s.donate))
         return " · ".join(parts)
 
 
@@ -108,13 +107,14 @@ def skeleton(run: Run) -> Report:
     section is there, with no text; no kernels, no graphs."""
     s = Summary.from_dict(run.summary)
     counts = s.counts or {}
+    ran = run.settings
     report = Report(
-        device=run.device,
+        device=ran.device,
         jax_version=run.jax_version,
-        function=run.function,
-        args=run.args,
-        static=list(run.static),
-        compiler_options=dict(run.compiler_options),
+        function=ran.function or "",
+        args=ran.args,
+        static=list(ran.static),
+        compiler_options=dict(ran.compiler_options),
         timings=s.timings or Timings(),
         cost=s.cost or Cost(),
         memory=s.memory or Memory(),
@@ -155,7 +155,9 @@ def sample_runs(runs: list[Run]) -> list[Run]:
     """Only runs of a built-in sample whose code is still that sample's code (demo mode
     shows and re-opens these only, and re-opens them by sample name)."""
     pristine = {s.name: code_hash(s.code) for s in list_samples()}
-    return [r for r in runs if r.sample in pristine and r.code_hash == pristine[r.sample]]
+    return [
+        r for r in runs if (name := r.settings.sample) in pristine and r.code_hash == pristine[name]
+    ]
 
 
 def sample_of(code: str) -> str | None:

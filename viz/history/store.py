@@ -38,6 +38,7 @@ from viz.history.schema import MIGRATIONS, SCHEMA_VERSION, code_hash
 from viz.recorder.model import Recording
 from viz.report import Report
 from viz.samples import get_sample
+from viz.settings import Settings
 from viz.source import home
 
 if TYPE_CHECKING:
@@ -72,21 +73,24 @@ def _run(row: tuple[Any, ...]) -> Run:
         :11
     ]
     jax_version, options, donate, summary, full = row[11:]
+    settings = Settings(
+        sample=sample,
+        function=function,
+        args=args,
+        static=json.loads(static),
+        donate=json.loads(donate),
+        device=device,
+        compiler_options=json.loads(options),
+    )
     return Run(
         id=rid,
         created=created,
         source=source,
-        function=function,
-        args=args,
-        static=json.loads(static),
-        device=device,
         ok=bool(ok),
         error_kind=error_kind,
-        sample=sample,
         code_hash=digest,
         jax_version=jax_version,
-        compiler_options=json.loads(options),
-        donate=json.loads(donate),
+        settings=settings,
         summary=json.loads(summary),
         full=bool(full),
     )
@@ -379,31 +383,20 @@ class History:
         return Recorded(run, report or skeleton(run))
 
     def program(self, run: Run, *, sample_only: bool = False) -> Program:
-        """The run as a program to open again: its code, function, args, static and
-        donated arguments and compiler options. The sample stays named only while the
-        code is still the sample's. `sample_only` (demo mode): the code is the
-        sample's, loaded by name, never the database's."""
+        """The run as a program to open again: its code and its settings. The sample
+        stays named only while the code is still the sample's. `sample_only` (demo
+        mode): the code is the sample's, loaded by name, never the database's."""
         from viz.program import Program  # the worker's protocol: not for the recorder
 
+        ran = run.settings
         if sample_only:
-            base = Program.from_sample(get_sample(run.sample or ""))
-        else:
-            code = self.code(run.id) or ""
-            sample = shipped_sample(run.sample)
-            base = Program(
-                code=code,
-                function=run.function,
-                sample=run.sample if sample and sample.code == code else None,
-                extra=dict(sample.extra) if sample else {},
-            )
-        return replace(
-            base,
-            function=run.function,
-            args=run.args,
-            static=list(run.static),
-            donate=list(run.donate),
-            compiler_options=dict(run.compiler_options),
-        )
+            sample = get_sample(ran.sample or "")
+            return Program(replace(ran, code=sample.code), extra=dict(sample.extra))
+        code = self.code(run.id) or ""
+        shipped = shipped_sample(ran.sample)
+        named = ran.sample if shipped and shipped.code == code else None
+        extra = dict(shipped.extra) if shipped else {}
+        return Program(replace(ran, code=code, sample=named), extra=extra)
 
 
 def record_api_run(report: Report) -> int | None:

@@ -27,7 +27,8 @@ from viz.ir.kernels import kernel_count
 from viz.lessons.verdicts import break_even, fit_exponent
 from viz.source import find_function, load_module
 from viz.spec import resize
-from viz.stages import Args, Compiled, Target, block
+from viz.stages import Compiled, block
+from viz.target import Args, Target
 from viz.timing import time_calls
 
 Progress = Callable[[dict[str, Any]], None]

@@ -11,13 +11,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from viz.cache.signature import Reason, reason_text
 from viz.format import seconds
 from viz.recorder.model import Compile, ProcessRun, Recording, short_path
+from viz.settings import Settings
 from viz.source import list_functions
 
 
@@ -122,11 +123,7 @@ def _frame_label(frame: str, cwd: str) -> str:
 class ExploreTarget:
     """What Open in Explore loads. `problem`: why it cannot (nothing else is set)."""
 
-    code: str = ""
-    function: str = ""
-    args: str = ""
-    static: tuple[str, ...] = ()
-    folder: str = ""  # the program's sys.path[0]: the file's own imports look there
+    settings: Settings = field(default_factory=Settings)  # folder: the program's sys.path[0]
     file: str = ""
     note: str = ""  # e.g. which argument the spec could not write
     problem: str = ""
@@ -150,12 +147,11 @@ def explore_target(compile: Compile, program: ProcessRun) -> ExploreTarget:
     note = ""
     if compile.spec is None:
         note = f"The args spec cannot express this call: {compile.spec_reason}. Fill it in."
-    return ExploreTarget(
+    settings = Settings(
         code=code,
+        folder=program.path or str(file.parent),  # the file's own imports look there
         function=compile.function,
         args=compile.spec or "",
-        static=tuple(compile.static),
-        folder=program.path or str(file.parent),
-        file=str(file),
-        note=note,
+        static=list(compile.static),
     )
+    return ExploreTarget(settings, file=str(file), note=note)

@@ -28,7 +28,8 @@ from viz.cache.keys import dtype_name
 from viz.errors import ErrorInfo, ErrorKind
 from viz.spec import DTYPES, ArraySpec, KeySpec, ValueSpec, array_item, split_spec
 from viz.specialization.model import MAX_MATCHES, ShapeOp, SpecializedArg
-from viz.stages import Args, Compiled, Target, Traced
+from viz.stages import Compiled, Traced
+from viz.target import Args, Target
 
 # The equations whose params carry an output size, and which params (the heuristic).
 SHAPE_PARAMS = {

@@ -20,8 +20,9 @@ import jax
 from viz import demo
 from viz.errors import USER_EXITS, ErrorInfo, ErrorKind, UserCodeError, classify
 from viz.report import Report
+from viz.settings import Settings
 from viz.source import load_function
-from viz.stages import Target
+from viz.target import DEFAULT_MEMORY_LIMIT, Target
 from viz.worker import protocol as p
 
 Progress = Callable[[Any], None]
@@ -53,45 +54,36 @@ def _warm_up() -> None:
     analyze(warm_up, "f32[8,8]", runs=1)
 
 
-def _target_of(request: p.Analyze | p.Passes | p.CompileProfile, **extra: Any) -> Target:
-    """The request's program, loaded, with the analysed run's settings (one place)."""
-    return Target.from_code(
-        request.code,
-        request.function,
-        folder=request.folder,
-        static=list(request.static),
-        device=request.device,
-        x64=request.x64,
-        donate=tuple(request.donate),
-        compiler_options=dict(request.compiler_options),
+def _target_of(request: p.CodeRequest) -> Target:
+    """The request's program, loaded, with its settings and this worker's limits."""
+    return Target.from_settings(
+        request.settings,
         expressions=_expressions(),
-        mesh=request.mesh,
-        **extra,
+        memory_limit_bytes=_memory_limit(DEFAULT_MEMORY_LIMIT),
     )
 
 
 def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
     from viz.pipeline import analyze_target
-    from viz.stages import DEFAULT_MEMORY_LIMIT
 
-    limit = request.memory_limit_bytes or _memory_limit(DEFAULT_MEMORY_LIMIT)
+    settings = request.settings
     on_stage = _stage_frames(progress) if request.stream else None
     if on_stage is not None:
-        on_stage("load", Report(device=request.device, function=request.function or ""))
+        on_stage("load", Report(device=settings.device, function=settings.function or ""))
     try:
-        target = _target_of(request, memory_limit_bytes=limit)
+        target = _target_of(request)
     except UserCodeError as exc:
         report = Report(
-            device=request.device,
+            device=settings.device,
             jax_version=jax.__version__,
-            function=request.function or "",
-            args=request.args,
-            static=list(request.static),
+            function=settings.function or "",
+            args=settings.args,
+            static=list(settings.static),
         ).fail(exc.info)
         return p.Analyzed.of(report)
     report = analyze_target(
         target,
-        request.args,
+        settings.args,
         request.runs,
         profile=request.profile,
         mlir=request.mlir,
@@ -224,20 +216,14 @@ def _configure(settings: dict[str, Any], compilation_cache: Any) -> None:
     compilation_cache.reset_cache()
 
 
-def _session(
-    code: str,
-    function: str | None,
-    static: list[str] | None,
-    owner: str,
-    device: str,
-    folder: str | None = None,
-) -> Any:
+def _session(settings: Settings, owner: str) -> Any:
     from viz.cache.session import CacheSession
 
-    key = (owner, code, function, tuple(static or ()), device)
+    s = settings
+    key = (owner, s.code, s.function, tuple(s.static), s.device)
     if key not in _sessions:
-        module, fn = load_function(code, function, folder)
-        _sessions[key] = CacheSession(fn, list(static or ()), vars(module), device, _expressions())
+        module, fn = load_function(s.code, s.function, s.folder)
+        _sessions[key] = CacheSession(fn, list(s.static), vars(module), s.device, _expressions())
         mine = [k for k in _sessions if k[0] == owner]
         for old in mine[: max(len(mine) - MAX_SESSIONS, 0)]:
             del _sessions[old]
@@ -250,9 +236,10 @@ def _session(
 def _call(session: Any, args: str, request: p.CallOptions) -> Any:
     try:
         if request.route and session.router is not None:
-            return session.routed_call(args, request.x64)
+            return session.routed_call(args, request.settings.x64)
+        settings = request.settings
         return session.call(
-            args, request.placements, request.fail_on_recompile, request.x64, request.mesh
+            args, request.placements, request.fail_on_recompile, settings.x64, settings.mesh
         )
     except UserCodeError as exc:
         info = exc.info
@@ -271,16 +258,15 @@ def _state(session: Any, **more: Any) -> p.CacheReply:
     )
 
 
-def _session_of(request: p.CacheRequest, folder: str | None = None) -> Any:
-    r = request
-    return _session(r.code, r.function, r.static, r.owner, r.device, folder)
+def _session_of(request: p.CacheRequest) -> Any:
+    return _session(request.settings, request.owner)
 
 
 @register("cache_calls")
 def cache_calls(progress: Progress, request: p.CallOptions) -> p.CacheReply:
     """A sweep: many calls in one request (progress after each)."""
-    calls = request.calls if isinstance(request, p.CacheCalls) else [request.args]
-    session = _session_of(request, request.folder)
+    calls = request.calls if isinstance(request, p.CacheCalls) else [request.settings.args]
+    session = _session_of(request)
     new = []
     with disk_cache(request.persistent_cache):
         for i, args in enumerate(calls):
@@ -305,7 +291,7 @@ def cache_state(progress: Progress, request: p.CacheState) -> p.CacheReply:
 def cache_precompile(progress: Progress, request: p.CachePrecompile) -> p.CacheReply:
     """Compile the session's function ahead of time at each batch-size bucket."""
     session = _session_of(request)
-    session.precompile(request.param, request.sizes, request.args)
+    session.precompile(request.param, request.sizes, request.settings.args)
     return _state(session)
 
 
@@ -335,7 +321,7 @@ def passes(progress: Progress, request: p.Passes) -> p.PassesReply:
     from viz.passes import pass_by_pass
 
     target = _target_of(request)
-    steps = pass_by_pass(target.trace(target.args(request.args)).lower())
+    steps = pass_by_pass(target.trace(target.args(request.settings.args)).lower())
     return p.PassesReply(steps=[p.PassStep.from_dict(s) for s in steps])
 
 
@@ -347,4 +333,5 @@ def compile_profile(progress: Progress, request: p.CompileProfile) -> p.CompileP
     from viz.compile_profile.run import profile_compile
 
     target = _target_of(request)
-    return p.CompileProfiled(profile=profile_compile(target, request.args, progress=progress))
+    profile = profile_compile(target, request.settings.args, progress=progress)
+    return p.CompileProfiled(profile=profile)

@@ -93,9 +93,10 @@ class Analyzed(Reply):
         still names what was asked, as the history and the result list show it."""
         r = self.report
         if isinstance(request, Analyze) and not r.function:
-            r.function, r.args, r.static = request.function or "", request.args, request.static
-            r.device, r.donate = request.device, request.donate
-            r.compiler_options = dict(request.compiler_options)
+            s = request.settings
+            r.function, r.args, r.static = s.function or "", s.args, s.static
+            r.device, r.donate = s.device, s.donate
+            r.compiler_options = dict(s.compiler_options)
         return self
 
 

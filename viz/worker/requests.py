@@ -3,10 +3,11 @@ arguments (`viz.worker.protocol` pairs each with its reply). No jax."""
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, ClassVar
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Any, ClassVar, Self
 
-from viz.plain import Plain
+from viz.plain import FLAT, Plain, flat, wire_names
+from viz.settings import Settings
 
 
 class BadRequest(ValueError):
@@ -26,7 +27,7 @@ class Request(Plain):
 
     @classmethod
     def from_wire(cls, kwargs: dict[str, Any]) -> Request:
-        unknown = sorted(set(kwargs) - {f.name for f in fields(cls)})
+        unknown = sorted(set(kwargs) - wire_names(cls))
         if unknown:
             raise BadRequest(f"`{cls.OP}` takes no {', '.join(unknown)}")
         try:
@@ -35,13 +36,30 @@ class Request(Plain):
             raise BadRequest(f"`{cls.OP}`: {exc}") from None
 
     def changed(self) -> set[str]:
-        """The fields set to something other than their defaults."""
-        return {f.name for f in fields(self) if not _is_default(f, getattr(self, f.name))}
+        """The fields set to something other than their defaults, by their names on
+        the wire (a flat field's by its own: `function`, not `settings`)."""
+        return _changed(self)
 
     def specs(self) -> list[str]:
         """The argument specs the request will evaluate (demo mode checks each)."""
         spec = getattr(self, "args", None)
         return [] if spec is None else [spec]  # not text: check_spec refuses it
+
+    def sample_name(self) -> str | None:
+        """The built-in sample it names: in demo mode its code is read from that file."""
+        return getattr(self, "sample", None)
+
+    def running(self, code: str) -> Request:
+        """This request with `code` as the code it runs (demo mode: the sample's)."""
+        return replace(self, code=code)
+
+    def options(self) -> dict[str, Any]:
+        """The XLA compiler options it compiles with (demo mode checks each)."""
+        return {}
+
+    def naming(self, sample: str | None) -> Request:
+        """This request naming the built-in sample `sample` (see `sample_name`)."""
+        return replace(self, sample=sample) if "sample" in wire_names(type(self)) else self
 
     def swept(self) -> list[int]:
         """The sizes a sweep will try (demo mode bounds them)."""
@@ -50,6 +68,17 @@ class Request(Plain):
     def functions(self) -> list[str]:
         """The names of the code's functions the request uses."""
         return [n for n in (getattr(self, f) for f in self.FUNCTION_FIELDS) if n is not None]
+
+
+def _changed(data: Any) -> set[str]:
+    changed = set()
+    for f in fields(data):
+        value = getattr(data, f.name)
+        if FLAT in f.metadata:
+            changed |= _changed(value)
+        elif not _is_default(f, value):
+            changed.add(f.name)
+    return changed
 
 
 def _is_default(f: Any, value: Any) -> bool:
@@ -62,16 +91,35 @@ def _is_default(f: Any, value: Any) -> bool:
 
 @dataclass
 class CodeRequest(Request):
-    """The fields of every request that runs a user's code. `sample` names the
-    built-in sample in demo mode, where the worker reads the code from that file."""
+    """A request that runs a user's code: what it runs and how (`viz.settings`). On
+    the wire the settings' fields are the request's own (`code`, `function`, …).
+    `settings.sample` names the built-in sample in demo mode, where the worker reads
+    the code from that file."""
 
-    code: str = ""
-    function: str | None = None
-    static: list[str] = field(default_factory=list)
-    device: str = "cpu"
-    sample: str | None = None
+    settings: Settings = field(default_factory=Settings, metadata=flat())
 
-    FUNCTION_FIELDS: ClassVar[tuple[str, ...]] = ("function",)
+    def functions(self) -> list[str]:
+        function = self.settings.function
+        return [] if function is None else [function]
+
+    def specs(self) -> list[str]:
+        return [self.settings.args]
+
+    def sample_name(self) -> str | None:
+        return self.settings.sample
+
+    def running(self, code: str) -> CodeRequest:
+        return self.with_settings(code=code)
+
+    def naming(self, sample: str | None) -> CodeRequest:
+        return self.with_settings(sample=sample)
+
+    def with_settings(self, **changes: Any) -> Self:
+        """This request with some of its settings changed (a variant, another spec)."""
+        return replace(self, settings=replace(self.settings, **changes))
+
+    def options(self) -> dict[str, Any]:
+        return self.settings.compiler_options
 
 
 @dataclass
@@ -84,16 +132,9 @@ class Ping(Request):
 
 @dataclass
 class Analyze(CodeRequest):
-    args: str = ""
     runs: int = 20
-    donate: list[str] = field(default_factory=list)
-    compiler_options: dict[str, Any] = field(default_factory=dict)
-    x64: bool | None = None
     profile: bool = False
     mlir: bool = False
-    memory_limit_bytes: int | None = None
-    folder: str | None = None  # the program's folder, for its sibling imports
-    mesh: str = ""  # `data=4, model=2`: the device mesh `@ P(...)` splits over
     # also where the compile time went; it clears JAX's caches, so the app asks the lessons
     # worker (CompileProfile) and only the CLI's worker of its own gets this
     compile_profile: bool = False
@@ -110,13 +151,6 @@ class Analyze(CodeRequest):
 class Passes(CodeRequest):
     """Op and fusion counts after every XLA pass, compiled with the analysed settings."""
 
-    args: str = ""
-    donate: list[str] = field(default_factory=list)
-    compiler_options: dict[str, Any] = field(default_factory=dict)
-    x64: bool | None = None
-    mesh: str = ""  # the analysed run's mesh: its `@ P(...)` specs need it
-    folder: str | None = None  # the program's folder, for its sibling imports
-
     OP = "passes"  # never in demo mode: it writes dumps
 
 
@@ -125,13 +159,6 @@ class CompileProfile(CodeRequest):
     """Where the compile time went: trace, lower and compile once more on cleared caches,
     with the analysed run's settings (`viz.compile_profile`). It clears JAX's caches:
     the app sends it to the lessons worker."""
-
-    args: str = ""
-    donate: list[str] = field(default_factory=list)
-    compiler_options: dict[str, Any] = field(default_factory=dict)
-    x64: bool | None = None
-    folder: str | None = None
-    mesh: str = ""
 
     OP = "compile_profile"
     DEMO = frozenset(
@@ -142,7 +169,8 @@ class CompileProfile(CodeRequest):
 
 @dataclass
 class CacheRequest(CodeRequest):
-    """The cache lab's function: the worker keeps one real jitted function per owner."""
+    """The cache lab's function: the worker keeps one real jitted function per owner
+    (its settings' code, function, static arguments and device)."""
 
     owner: str = ""
 
@@ -151,15 +179,13 @@ class CacheRequest(CodeRequest):
 
 @dataclass
 class CallOptions(CacheRequest):
-    """How the cache lab calls the function (Call and Sweep alike)."""
+    """How the cache lab calls the function (Call and Sweep alike): its settings' x64,
+    and the mesh a `P(...)` placement splits over (default: x over all devices)."""
 
     placements: dict[str, str] | None = None
     fail_on_recompile: bool = False
     persistent_cache: bool = False  # demo mode admits it, and turns it off: it writes files
     route: bool = False  # through the precompiled buckets
-    x64: bool | None = None
-    folder: str | None = None
-    mesh: str = ""  # the mesh a `P(...)` placement splits over (default: x over all devices)
 
     DEMO = CacheRequest.DEMO | {
         "mesh",
@@ -186,9 +212,7 @@ class CacheCalls(CallOptions):
 
 @dataclass
 class CacheCall(CallOptions):
-    """One call; the reply's `event` is what it did."""
-
-    args: str = ""
+    """One call, on its settings' args; the reply's `event` is what it did."""
 
     OP = "cache_call"
     DEMO = CallOptions.DEMO | {"args"}
@@ -204,9 +228,9 @@ class CacheState(CacheRequest):
 
 @dataclass
 class CachePrecompile(CacheRequest):
-    """Compile the session's function ahead of time at each batch-size bucket."""
+    """Compile the session's function ahead of time at each batch-size bucket (its
+    settings' args, `param` resized to each)."""
 
-    args: str = ""
     param: str = ""
     sizes: list[int] = field(default_factory=list)
 
