@@ -91,15 +91,16 @@ def pickers(runs: list[Run]) -> tuple[int, int]:
 
 def header(d: Diff, named: bool) -> None:
     """Device and options of each side (and what ran, unless the pickers above say it)."""
-    for column, name, s in zip(st.columns(2), "AB", (d.a.settings, d.b.settings), strict=True):
+    for column, name, side in zip(st.columns(2), "AB", (d.a, d.b), strict=True):
+        s = side.settings
         options = [f"`{k}={v}`" for k, v in s.compiler_options.items()]
         options += [f"static `{x}`" for x in s.static] + [f"donate `{x}`" for x in s.donate]
         call = f"`{s.function}({s.args})` " if named else ""
         column.caption(
             f"**{name}** · {call}on {s.device} · "
             + ("options: " + ", ".join(options) if options else "default options")
-            + ("" if s.full else " · numbers only: the full report was not kept")
-            + ("" if s.ok else " · this run failed")
+            + ("" if side.full else " · numbers only: the full report was not kept")
+            + ("" if side.ok else " · this run failed")
         )
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from viz.cache.events import BucketRow, CallEvent, EntryRow, FailedEvent, RoutedEvent
 from viz.diff.model import Diff
+from viz.plain import FLAT
 from viz.recorder.job import JobView
 from viz.recorder.model import Recording
-from viz.plain import FLAT
 from viz.report import Report
 
 # (title, what writes it, roots); a root's nested dataclasses are documented with it

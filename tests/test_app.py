@@ -257,7 +257,7 @@ def test_a_link_to_a_lesson_page_loads_the_sample_it_names() -> None:
     at.query_params["sample"] = "outer_inner"
     at.switch_page("pages/placement.py").run()
     assert not at.exception, at.exception
-    assert at.session_state["program"].sample == "outer_inner"
+    assert at.session_state["program"].settings.sample == "outer_inner"
     chosen = {box.label: box.value for box in at.selectbox}
     assert chosen["outer function (g)"] == "g" and chosen["inner function (f)"] == "f"
 
@@ -357,7 +357,7 @@ def test_a_link_with_code_fills_the_editor_but_runs_nothing() -> None:
     assert at.text_area(key="code_w").value.startswith("def g(x)")
     assert at.session_state["results"] == []
     assert at.selectbox(key="sample_pick").value is None  # the link's code is no sample's
-    assert at.session_state["program"].sample is None
+    assert at.session_state["program"].settings.sample is None
 
 
 def test_the_editor_component_holds_the_program_until_the_browser_sends_an_edit(
@@ -368,4 +368,4 @@ def test_the_editor_component_holds_the_program_until_the_browser_sends_an_edit(
     assert not [t for t in at.text_area if t.key == "code_w"], "the component, not the fallback"
     labels = {m.label: m.value for m in at.metric}
     assert labels["jaxpr equations"] == "2"
-    assert at.session_state["program"].sample == "dot_plus_one"
+    assert at.session_state["program"].settings.sample == "dot_plus_one"

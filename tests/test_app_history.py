@@ -60,7 +60,7 @@ def test_every_analysis_in_explore_is_recorded_and_listed(home):
         ("g", "f32[16], f32[16]", "app"),
         ("f", get_sample("dot_plus_one").args, "app"),
     ]
-    assert runs[1].sample == "dot_plus_one" and runs[0].sample is None
+    assert runs[1].settings.sample == "dot_plus_one" and runs[0].settings.sample is None
     assert History().code(runs[0].id) == CUSTOM
     at.switch_page("pages/history.py").run()
     assert not at.exception, at.exception
@@ -100,7 +100,7 @@ def test_reopening_a_run_loads_code_and_args_and_runs_nothing(home):
     fresh.switch_page("pages/explore.py").run()  # AppTest's own page follows st.switch_page
     assert History().count() == before and fresh.text_area(key="code_w").value == CUSTOM
     button(fresh, "Analyze").click().run()
-    assert History().runs()[0].function == "g" and History().count() == before + 1
+    assert History().runs()[0].settings.function == "g" and History().count() == before + 1
 
 
 def test_this_run_vs_the_previous_run_lands_in_the_diff_view(home):

@@ -59,7 +59,7 @@ def test_the_donate_switch_sends_donate_and_the_report_says_what_was_reused():
     assert report["donate"] == ["x"]
     (x,) = report["donation"]["args"]
     assert x["donated"] and x["aliased_output"] == 0
-    assert History().runs()[0].donate == ["x"]
+    assert History().runs()[0].settings.donate == ["x"]
     at.session_state["result_tab"] = "Cost & memory"
     at.run()
     assert not at.exception, at.exception

@@ -42,8 +42,8 @@ def test_donation_options_and_the_fusion_off_variant(page, home) -> None:  # noq
     page.get_by_role("button", name="Fusion off").click()
     page.get_by_role("heading", name="Diff").wait_for()
     runs = History(home / "history.sqlite").runs()
-    assert runs[0].compiler_options == {"xla_disable_hlo_passes": "fusion"}
-    assert runs[0].donate == runs[1].donate == ["x"]
+    assert runs[0].settings.compiler_options == {"xla_disable_hlo_passes": "fusion"}
+    assert runs[0].settings.donate == runs[1].settings.donate == ["x"]
     kernels = [r.summary["counts"]["compiled.kernel_count"] for r in (runs[1], runs[0])]
     page.get_by_text(f"{kernels[0]} → {kernels[1]}").first.wait_for()  # compiled kernels
     assert kernels[1] >= 10 * kernels[0]
