@@ -26,6 +26,7 @@ from pathlib import Path
 
 from viz.cache.events import FailedEvent
 from viz.errors import ErrorInfo
+from viz.settings import Settings
 from viz.worker import Worker
 from viz.worker.protocol import Analyze, CacheCall, CacheReply, Ping, Reply, Request
 
@@ -90,9 +91,9 @@ def garbage_spec(rng: random.Random, i: int) -> tuple[str, Request]:
     op = rng.choice(["analyze", "analyze", "cache_call"])
     request: Request
     if op == "analyze":
-        request = Analyze(code=OK, function="f", args=spec, runs=rng.choice([0, 1]))
+        request = Analyze(Settings(code=OK, function="f", args=spec), runs=rng.choice([0, 1]))
     else:
-        request = CacheCall(code=OK, function="f", args=spec, owner="fuzz")
+        request = CacheCall(Settings(code=OK, function="f", args=spec), owner="fuzz")
     return "garbage spec", request
 
 
@@ -129,8 +130,8 @@ def hostile_code(rng: random.Random, i: int) -> tuple[str, Request]:
     ]
     category, make = rng.choice(cases)
     if category == "huge allocation" and rng.random() < 0.5:
-        return category, Analyze(code=OK, function="f", args="f32[100000,100000]", runs=1)
-    return category, Analyze(code=make(), function="f", args="f32[4]", runs=0)
+        return category, Analyze(Settings(code=OK, function="f", args="f32[100000,100000]"), runs=1)
+    return category, Analyze(Settings(code=make(), function="f", args="f32[4]"), runs=0)
 
 
 # -- checks ---------------------------------------------------------------------------

@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +52,7 @@ from viz.compile_profile.model import CompileProfileSection  # noqa: E402
 from viz.errors import ErrorInfo  # noqa: E402
 from viz.program import Program  # noqa: E402
 from viz.samples import Sample, get_sample, list_samples  # noqa: E402
+from viz.settings import Settings  # noqa: E402
 from viz.worker import Worker  # noqa: E402
 from viz.worker.protocol import (  # noqa: E402
     Analyzed,
@@ -246,9 +247,7 @@ def compile_profile(worker: Worker, device: str) -> Outcome:
     """XLA's spans of one compile, read back as a tree that covers the compile."""
     sample = get_sample(PROFILED_SAMPLE)
     program = Program.from_sample(sample)
-    request = CompileProfile(
-        code=program.code, function=program.function, args=program.args, device=device
-    )
+    request = CompileProfile(replace(program.settings, device=device))
     reply = worker.ask(request, timeout_s=TIMEOUT_S)
     if not isinstance(reply, CompileProfiled) or reply.profile is None:
         return False, describe_error(reply.error)
@@ -271,15 +270,11 @@ def profile_spans(p: CompileProfileSection) -> Outcome:
 # -- the cache lab ----------------------------------------------------------------------
 def cache_lab(worker: Worker, device: str) -> Outcome:
     sample = get_sample(CACHE_SAMPLE)
-    base = {
-        "code": sample.code,
-        "function": sample.function,
-        "static": list(sample.static),
-        "device": device,
-        "owner": "gpu-check",
-    }
-    worker.ask(CacheState(clear=True, **base), timeout_s=TIMEOUT_S)
-    reply = worker.ask(CacheCalls(calls=CACHE_CALLS, **base), timeout_s=TIMEOUT_S)
+    base = Settings(
+        code=sample.code, function=sample.function, static=list(sample.static), device=device
+    )
+    worker.ask(CacheState(base, "gpu-check", clear=True), timeout_s=TIMEOUT_S)
+    reply = worker.ask(CacheCalls(base, "gpu-check", calls=CACHE_CALLS), timeout_s=TIMEOUT_S)
     if not reply.ok and not reply.events:
         return False, describe_error(reply.error)
     hits = [getattr(e, "hit", None) for e in reply.events]

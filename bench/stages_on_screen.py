@@ -36,6 +36,7 @@ from serving import CHROMIUM, CHROMIUM_ARGS, free_port, start_server, stop  # no
 
 from viz.history import History  # noqa: E402
 from viz.samples import get_sample  # noqa: E402
+from viz.settings import Settings  # noqa: E402
 from viz.worker import Worker  # noqa: E402
 from viz.worker.protocol import Analyze, Ping  # noqa: E402
 
@@ -125,7 +126,9 @@ def in_a_worker(rounds: int, layers: int) -> dict[bool, list[tuple[float, float]
             for stream in (False, True) if number % 2 == 0 else (True, False):
                 start = time.perf_counter()
                 reply = worker.ask(
-                    Analyze(code=code, function="forward", args=args, runs=0, stream=stream),
+                    Analyze(
+                        Settings(code=code, function="forward", args=args), runs=0, stream=stream
+                    ),
                     on_progress=lambda _: None,
                 )
                 assert reply.ok, reply.error
