@@ -10,7 +10,6 @@ import ui
 from ui import compile_time
 from ui.job import job_label, job_section
 from viz import charts, demo
-from viz.format import seconds
 from viz.history import History, HistoryError, RecordingRow
 from viz.program import Program
 from viz.recorder import orphans
@@ -18,6 +17,7 @@ from viz.recorder.compare import diff_recordings, diff_rows, diff_text
 from viz.recorder.html import recording_html
 from viz.recorder.model import Compile, Recording, short_path
 from viz.recorder.views import call_tree, compile_rows, explore_target, function_rows
+from viz.units import seconds
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 

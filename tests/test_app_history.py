@@ -13,10 +13,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from viz.diff import diff_reports, kernel_rows
-from viz.format import seconds
 from viz.history import History
 from viz.report import Report
 from viz.samples import get_sample
+from viz.units import seconds
 
 TIMEOUT = 180
 ROOT = Path(__file__).resolve().parent.parent

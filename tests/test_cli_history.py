@@ -16,8 +16,8 @@ import pytest
 from conftest import REPO
 
 from viz.diff import diff_reports
-from viz.format import seconds
 from viz.report import Report
+from viz.units import seconds
 
 CHAIN = "samples/elementwise_chain.py::chain"
 

@@ -40,8 +40,8 @@ from ui.workers import (
     start_workers,
     worker,
 )
-from viz.format import nbytes, seconds, si
 from viz.program import join_spec, spec_rows
+from viz.units import nbytes, seconds, si
 
 __all__ = [
     "IR_TITLES",

@@ -21,7 +21,7 @@ from ui.workers import run_lesson
 from viz import charts
 from viz.compile_profile.advice import place, what_drives_it
 from viz.compile_profile.model import CompileProfileSection
-from viz.format import seconds
+from viz.units import seconds
 
 TAB = "Compile time"
 BUTTON = "Where did the compile time go?"

@@ -18,7 +18,6 @@ from ui.cards import error_card
 from ui.graphs import show_graph
 from ui.results import Result
 from ui.workers import ask
-from viz.format import seconds
 from viz.fusion.profile import Profile
 from viz.fusion.report import PROFILE_RUNS
 from viz.fusion.selection import (
@@ -32,6 +31,7 @@ from viz.fusion.selection import (
 )
 from viz.ir.model import Graph
 from viz.report import FusionEntry
+from viz.units import seconds
 from viz.worker.protocol import Analyzed
 
 

@@ -8,7 +8,6 @@ import pandas as pd
 import streamlit as st
 
 from viz import charts
-from viz.format import seconds
 from viz.history import History, RecordingRow
 from viz.recorder.divergence import processes_text
 from viz.recorder.job import JobError, JobView, from_history, job_view
@@ -20,6 +19,7 @@ from viz.recorder.job_views import (
     site_rows,
     straggler_rows,
 )
+from viz.units import seconds
 
 MAX_DIVERGENCES = 12  # shown; `jitscope job --json` lists them all
 

@@ -16,9 +16,9 @@ from collections.abc import Callable
 import streamlit as st
 from streamlit.runtime.scriptrunner import RerunException, StopException
 
-from viz.format import seconds
 from viz.progress import STAGES
 from viz.report import Report
+from viz.units import seconds
 from viz.worker.protocol import Progress
 
 BODY_EVERY_S = 0.3  # a burst of frames (a small program's stages) is drawn once

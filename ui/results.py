@@ -15,10 +15,10 @@ import streamlit as st
 from ui.cards import report_json
 from viz import charts
 from viz.export import html_report
-from viz.format import nbytes, seconds, si
 from viz.fusion.profile import Profile
 from viz.history import History, HistoryError
 from viz.report import Report
+from viz.units import nbytes, seconds, si
 from viz.worker.protocol import Analyze, CompileProfile, CompileProfiled, Passes, PassesReply
 
 FULL_RESULTS = 8  # results that keep their graph models (each can be tens of MB)

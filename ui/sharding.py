@@ -20,7 +20,6 @@ from ui.fusion import profile_button
 from ui.graphs import show_graph
 from ui.results import Result
 from ui.variants import run_variant
-from viz.format import nbytes, seconds
 from viz.program import Program
 from viz.report import Report
 from viz.sharding import ShardingSection
@@ -35,6 +34,7 @@ from viz.sharding.display import (
     only_collectives,
     summary,
 )
+from viz.units import nbytes, seconds
 from viz.worker import available_devices
 
 TAB = "Sharding"

@@ -12,7 +12,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from viz import format as fmt
+from viz import units
 from viz.cache.events import CacheEvent, CallEvent, RoutedEvent
 from viz.cache.planner import BucketPlan
 from viz.lessons.verdicts import break_even
@@ -75,7 +75,7 @@ def stage_waterfall(report: Report) -> go.Figure:
             orientation="h",
             marker_color=STAGE_COLOURS[name],
             name=name,
-            text=[fmt.seconds(seconds)],
+            text=[units.seconds(seconds)],
             textposition="outside",
             cliponaxis=False,
         )
@@ -360,7 +360,7 @@ def recording_timeline(recording: Any) -> go.Figure:
             orientation="h",
             name=f.name,
             marker_color=FUNCTION_COLOURS[i % len(FUNCTION_COLOURS)],
-            customdata=[[c.seq, fmt.seconds(c.total_s)] for c in mine],
+            customdata=[[c.seq, units.seconds(c.total_s)] for c in mine],
             hovertemplate="#%{customdata[0]} at %{base:.2f} s, %{customdata[1]}<extra>%{y}</extra>",
         )
     wall = recording.program.wall_s or max(
@@ -418,7 +418,7 @@ def _job_compiles(fig: go.Figure, view: Any, rows: dict[int, str]) -> None:
             width=0.6,
             name=function,
             marker_color=FUNCTION_COLOURS[i % len(FUNCTION_COLOURS)],
-            customdata=[[*b[3], fmt.seconds(b[1])] for b in mine],
+            customdata=[[*b[3], units.seconds(b[1])] for b in mine],
             hovertemplate=f"#%{{customdata[0]}} {function} at %{{base:.2f}} s, "
             "%{customdata[2]}, called from %{customdata[1]}<extra>%{y}</extra>",
         )
@@ -460,7 +460,7 @@ def call_tree_chart(nodes: list[Any]) -> go.Figure:
             labels=[n.label for n in nodes],
             values=[n.seconds for n in nodes],
             branchvalues="total",
-            customdata=[[n.compiles, fmt.seconds(n.seconds)] for n in nodes],
+            customdata=[[n.compiles, units.seconds(n.seconds)] for n in nodes],
             hovertemplate="%{label}<br>%{customdata[0]} compiles, %{customdata[1]}<extra></extra>",
             texttemplate="%{label}<br>%{customdata[0]} compiles · %{customdata[1]}",
             tiling={"orientation": "v"},
@@ -488,7 +488,7 @@ def compile_spans_chart(profile: Any, max_depth: int = 6) -> go.Figure:
         [""],
         ["compile"],
         [compile_s],
-        [[fmt.seconds(compile_s), "100%", 1, fmt.seconds(None)]],
+        [[units.seconds(compile_s), "100%", 1, units.seconds(None)]],
     )
     heat = [0.0]  # each span's share of the compile: the colour
     below: dict[tuple[str, ...], float] = {}  # seconds of each path's children, summed
@@ -509,10 +509,10 @@ def compile_spans_chart(profile: Any, max_depth: int = 6) -> go.Figure:
         heat.append(min(span.seconds / compile_s, 1.0))
         data.append(
             [
-                fmt.seconds(span.seconds),
+                units.seconds(span.seconds),
                 f"{span.seconds / compile_s:.0%}",
                 span.count,
-                fmt.seconds(span.self_seconds),
+                units.seconds(span.self_seconds),
             ]
         )
         kids = below.get(tuple(span.path), 0.0)

@@ -23,7 +23,6 @@ from typing import Any
 from viz import cli_history
 from viz.cache.events import CacheEvent, FailedEvent, RoutedEvent
 from viz.cache.signature import reason_text
-from viz.format import nbytes, seconds
 from viz.locations import APP_SCRIPT, command_name
 from viz.options import parse_option
 from viz.recorder import cli as recorder_cli
@@ -32,6 +31,7 @@ from viz.report import Report
 from viz.samples import get_sample
 from viz.settings import Settings
 from viz.specialization import SpecializedArg
+from viz.units import nbytes, seconds
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
 from viz.worker.protocol import Analyze, Analyzed, CacheCalls, CacheReply
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from viz import format as fmt
+from viz import units
 from viz.diff import Origin, diff_reports, summarize
 from viz.history import History, HistoryError, Run, sample_of
 from viz.locations import command_name
@@ -151,4 +151,4 @@ def history_table(runs: list[Run]) -> str:
 
 
 def _s(seconds: float | None) -> str:
-    return fmt.seconds(seconds or None)  # 0: nothing was timed
+    return units.seconds(seconds or None)  # 0: nothing was timed

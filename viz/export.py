@@ -15,9 +15,9 @@ import viz.fusion.view
 import viz.graph
 from viz import charts
 from viz.errors import ErrorInfo
-from viz.format import seconds
 from viz.ir.model import Graph
 from viz.report import GraphSummary, Report
+from viz.units import seconds
 
 _STYLE = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;

@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from viz.export import error_html, graph_html
-from viz.format import count, nbytes, seconds, si
 from viz.report import Report
+from viz.units import count, nbytes, seconds, si
 
 FRAME_PX = 900
 TOP_KERNELS = 10

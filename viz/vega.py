@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from viz.charts import STAGE_COLOURS, WATERFALL_AXIS, count_stages, stage_spans
-from viz.format import seconds
 from viz.report import Report
+from viz.units import seconds
 
 BAR = "#4C78A8"
 # one row per stage, in the order given, every label shown

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from viz.compile_profile.model import CompileProfileSection, XlaSpan
-from viz.format import seconds
+from viz.units import seconds
 
 REPEATED_SHARE = 0.25  # a fold or loop holding less of the program is not what drives it
 TRACE_SHARE = 0.25  # of trace + lower + compile: the trace is worth a word

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from viz import format as fmt
+from viz import units
 from viz.diff.deltas import Delta, Number
 from viz.diff.model import Diff, DiffSide, KernelBrief, KernelChange, KernelDiff
 from viz.diff.sharding import ShardingDiff
@@ -45,12 +45,12 @@ LABELS = {
 def human(group: str, key: str, value: Number | None, signed: bool = False) -> str:
     """A number as the app shows it: seconds, bytes, SI or a plain count."""
     if key.endswith("_s"):
-        return fmt.seconds(value, signed)
+        return units.seconds(value, signed)
     if group == "memory" or key == "bytes_accessed":
-        return fmt.nbytes(value, signed)
+        return units.nbytes(value, signed)
     if group == "cost":
-        return fmt.si(value, signed)
-    return fmt.count(value, signed)
+        return units.si(value, signed)
+    return units.count(value, signed)
 
 
 def summarize(diff: Diff) -> str:
@@ -111,9 +111,9 @@ def collective_rows(s: ShardingDiff) -> list[dict[str, Any]]:
             "A": c.count.a,
             "B": c.count.b,
             "Δ count": c.count.delta,
-            "bytes/device A": fmt.nbytes(c.bytes_per_device.a),
-            "bytes/device B": fmt.nbytes(c.bytes_per_device.b),
-            "Δ bytes/device": fmt.nbytes(c.bytes_per_device.delta, True),
+            "bytes/device A": units.nbytes(c.bytes_per_device.a),
+            "bytes/device B": units.nbytes(c.bytes_per_device.b),
+            "Δ bytes/device": units.nbytes(c.bytes_per_device.delta, True),
             "lines A": _lines(c.lines_a),
             "lines B": _lines(c.lines_b),
         }

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from viz.format import seconds
 from viz.recorder.model import FunctionStats, Recording, short_path
+from viz.units import seconds
 
 
 def delta(a: float | None, b: float | None) -> dict[str, Any]:

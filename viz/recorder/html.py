@@ -14,10 +14,10 @@ import datetime
 import html
 from collections import defaultdict
 
-from viz.format import seconds
 from viz.recorder.model import Compile, Recording, short_path
 from viz.recorder.summary import summary_text
 from viz.recorder.views import TreeNode, call_tree, disk_text, jit_text, reason_words
+from viz.units import seconds
 
 COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
 ROW_PX, LABEL_PX, PLOT_PX = 22, 180, 820  # the timeline's geometry

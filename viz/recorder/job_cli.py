@@ -15,7 +15,6 @@ import json
 import sys
 from pathlib import Path
 
-from viz.format import seconds
 from viz.history import History, HistoryError
 from viz.locations import command_name
 from viz.recorder.divergence import Member, processes_text
@@ -23,6 +22,7 @@ from viz.recorder.job import JobError, JobView, from_history, job_view
 from viz.recorder.job_views import ended_first_text
 from viz.recorder.model import Recording
 from viz.recorder.store import recording_id
+from viz.units import seconds
 
 USAGE = "python -m viz job [REC ...] [--json OUT]   (REC: a recording JSON file or rec:N)"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from viz.format import seconds
 from viz.recorder.divergence import Divergence
 from viz.recorder.job import JobView
+from viz.units import seconds
 
 KIND_MEANING = {
     "missing": "compiled by some processes only: their collectives no longer line up",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from viz.format import seconds
 from viz.recorder.model import Compile, FunctionStats, Recording, short_path
 from viz.recorder.persistent import change_text
+from viz.units import seconds
 
 MAX_FUNCTIONS = 12  # rows of the ranking
 MAX_ERRORS = 5  # distinct recorder errors printed

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from viz.cache.signature import Reason, reason_text
-from viz.format import seconds
 from viz.recorder.model import Compile, ProcessRun, Recording, short_path
 from viz.settings import Settings
 from viz.source import list_functions
+from viz.units import seconds
 
 
 def function_rows(recording: Recording) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from viz import format as fmt
+from viz import units
 from viz.fusion.profile import Profile
 from viz.graph import DotStyle, View, VisibleNode, default_view, neighbourhood
 from viz.ir.model import Graph
@@ -49,7 +49,7 @@ def leaf_rows(leaves: list[ShardedArg] | list[ShardedOutput]) -> list[dict[str, 
             "global shape": f"{x.dtype}{x.shape}",
             "per device": f"{x.dtype}{x.per_device_shape}",
             "split": _split(x.shape, x.per_device_shape),
-            "bytes/device": fmt.nbytes(x.bytes_per_device),
+            "bytes/device": units.nbytes(x.bytes_per_device),
         }
         for x in leaves
     ]
@@ -71,8 +71,8 @@ def collective_rows(section: ShardingSection, profile: Profile | None) -> list[d
             "collective": c.kind,
             "count": c.count,
             "dtype": c.dtype,
-            "bytes/device": fmt.nbytes(c.bytes_per_device),
-            "time/step": fmt.seconds(kernel_time(c, profile)),
+            "bytes/device": units.nbytes(c.bytes_per_device),
+            "time/step": units.seconds(kernel_time(c, profile)),
             "lines": ", ".join(map(str, c.lines)) or "–",
             "from (jaxpr)": ", ".join(c.jaxpr_eqns[:4]) + (" …" if len(c.jaxpr_eqns) > 4 else ""),
             "kernels": ", ".join(c.kernels),
