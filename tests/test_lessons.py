@@ -17,6 +17,7 @@ from viz.lessons.measure import loop_variants
 from viz.samples import get_sample
 from viz.spec import resize
 from viz.worker import LESSON_TIMEOUT_S, Worker
+from viz.worker.protocol import Scaling, ScalingReply
 
 
 @pytest.fixture(scope="module")
@@ -209,13 +210,15 @@ def test_a_lesson_on_broken_code_is_an_error_result(lessons):
     assert result["error"]["kind"] == "syntax_error"
 
 
-def ignore(_: Any) -> None:
-    """A progress callback that drops the progress."""
+def scaling_of(request: Scaling) -> ScalingReply:
+    """The scaling lesson measured in this process, its spec the spec language only (as
+    in demo mode), its progress dropped."""
+    return viz.lessons.measure.scaling(request, lambda _: None, expressions=False)
 
 
 def test_a_lesson_without_expressions_refuses_a_python_expression_in_its_spec():
     code = "import jax.numpy as jnp\n\ndef step(x):\n    return x * 2\n"
     with pytest.raises(UserCodeError) as refused:
-        viz.lessons.measure.scaling(code, "step", "jnp.ones(3)", [1], ignore, expressions=False)
+        scaling_of(Scaling(code=code, step="step", args="jnp.ones(3)", sizes=[1]))
     assert refused.value.info.kind == "spec_error"
-    assert viz.lessons.measure.scaling(code, "step", "f32[3]", [1], ignore, expressions=False)["ok"]
+    assert scaling_of(Scaling(code=code, step="step", args="f32[3]", sizes=[1]))["ok"]

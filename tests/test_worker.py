@@ -247,7 +247,7 @@ def test_a_handler_bug_is_an_internal_error_in_the_reply_type(monkeypatch):
     def broken(progress, request):
         raise KeyError("a jitscope bug")
 
-    monkeypatch.setitem(handlers.HANDLERS, "passes", broken)
+    monkeypatch.setitem(handlers.HANDLERS, protocol.Passes, broken)
     reply = handlers.handle(
         protocol.Passes(Settings(code="def f(x):\n    return x\n")), lambda p: None
     )
@@ -424,3 +424,10 @@ def test_pass_by_pass_imports_a_programs_sibling_modules_after_a_restart(tmp_pat
         assert reply.ok and reply.steps, reply.error
     finally:
         worker.close()
+
+
+def test_every_request_type_has_its_handler_filed_under_it():
+    from viz.worker import handlers
+
+    assert set(handlers.HANDLERS) == set(protocol.REQUESTS)
+    assert handlers.HANDLERS[protocol.CacheCall] is handlers.HANDLERS[protocol.CacheCalls]

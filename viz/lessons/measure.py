@@ -1,12 +1,13 @@
 """Measurements behind the lesson pages; they run in the worker (they import jax).
 
-Each function measures the user's own code now and returns plain data:
+Each function takes its typed request (`viz.worker.protocol`) and measures the user's
+own code now into its typed reply, rows included (`viz.lessons.rows`):
 - `placement`: jit on the outer function, the inner one, both, or neither;
 - `scaling`: compile cost of a loop body repeated N times, unrolled vs
   `lax.scan` vs `lax.fori_loop`;
 - `shape_sweep`: compile and run time as one dimension of one argument grows;
 - `bucket_costs`: ahead-of-time compile and run time per batch-size bucket.
-`progress` is called with {'done', 'total', 'label'} after each measurement.
+`progress` is called with a `Progress` frame's JSON after each measurement.
 Everything compiles through `viz.stages` (x64, the device, the spec); `expressions`
 is the targets' (False in demo mode: the spec language and the code's own names).
 """
@@ -14,7 +15,7 @@ is the targets' (False in demo mode: the spec language and the code's own names)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -24,12 +25,24 @@ from jax.extend.core import JaxprEqn, jaxpr_as_fun
 from viz import events
 from viz.ir.hlo import read_hlo
 from viz.ir.kernels import kernel_count
+from viz.lessons.rows import BucketCostRow, PlacementRow, ScalingRow, ShapeRow, StageTimes
 from viz.lessons.verdicts import break_even, fit_exponent
 from viz.source import find_function, load_module
 from viz.spec import resize
 from viz.stages import Compiled, block
 from viz.target import Args, Target
 from viz.timing import time_calls
+from viz.worker.protocol import (
+    BucketCosts,
+    BucketCostsReply,
+    Placement,
+    PlacementReply,
+    Scaling,
+    ScalingReply,
+    ShapeSweep,
+    ShapeSweepReply,
+)
+from viz.worker.protocol import Progress as Step
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -38,11 +51,14 @@ def _quick_time(call: Callable[[], Any], budget_s: float = 0.5) -> float:
     return time_calls(call, block, max_samples=7, budget_s=budget_s).median_s
 
 
+def _step(progress: Progress, done: int, total: int, label: str) -> None:
+    progress(Step(done, total, label).to_dict())
+
+
 # -- 1. where to put jit -------------------------------------------------------
-def placement(
-    code: str, outer: str, inner: str, args: str, progress: Progress, expressions: bool = True
-) -> dict[str, Any]:
+def placement(request: Placement, progress: Progress, expressions: bool = True) -> PlacementReply:
     """Four strategies on the same outer(inner) program, measured end to end."""
+    code, outer, inner = request.code, request.outer, request.inner
     strategies = [
         ("jit(outer)", True, False),
         ("jit(inner) only", False, True),
@@ -53,15 +69,11 @@ def placement(
     for done, (label, jit_outer, jit_inner) in enumerate(strategies, 1):
         jax.clear_caches()  # every strategy starts cold (this worker serves lessons only)
         target = _placement_target(code, outer, inner, jit_inner, expressions)
-        rows.append(_measure_placement(target, args, label, jit_outer))
-        progress({"done": done, "total": len(strategies), "label": label})
-    return {
-        "ok": True,
-        "rows": rows,
-        "outer": outer,
-        "inner": inner,
-        "recommendation": _recommend(rows, outer, inner),
-    }
+        rows.append(_measure_placement(target, request.args, label, jit_outer))
+        _step(progress, done, len(strategies), label)
+    return PlacementReply(
+        rows=rows, outer=outer, inner=inner, recommendation=_recommend(rows, outer, inner)
+    )
 
 
 def _placement_target(
@@ -77,7 +89,7 @@ def _placement_target(
     return Target.in_module(outer_fn, module, expressions=expressions)
 
 
-def _measure_placement(target: Target, args: str, label: str, jit_outer: bool) -> dict[str, Any]:
+def _measure_placement(target: Target, args: str, label: str, jit_outer: bool) -> PlacementRow:
     parsed = target.args(args)
     call = target.jitted if jit_outer else target.fn
     with target.scope(parsed):
@@ -88,14 +100,14 @@ def _measure_placement(target: Target, args: str, label: str, jit_outer: bool) -
             first = time.perf_counter() - start
         run_s = _quick_time(lambda: call(*values))
         kernels = _kernels_per_call(target, parsed, jit_outer)
-    return {
-        "strategy": label,
-        "compile_s": found.compile_seconds(),
-        "first_call_s": first,
-        "run_s": run_s,
-        "executables": found.backend_compiles(),
-        "kernels_per_call": kernels,
-    }
+    return PlacementRow(
+        strategy=label,
+        compile_s=found.compile_seconds(),
+        first_call_s=first,
+        run_s=run_s,
+        executables=found.backend_compiles(),
+        kernels_per_call=kernels,
+    )
 
 
 def _kernels_per_call(target: Target, parsed: Args, jit_outer: bool) -> int:
@@ -129,17 +141,17 @@ def _call_kernels(target: Target, parsed: Args, eqn: JaxprEqn) -> int:
     return kernel_count(read_hlo(compiled.compiled))
 
 
-def _recommend(rows: list[dict[str, Any]], outer: str, inner: str) -> str:
-    by = {r["strategy"]: r for r in rows}
-    best = min(rows, key=lambda r: r["run_s"])
+def _recommend(rows: list[PlacementRow], outer: str, inner: str) -> str:
+    by = {r.strategy: r for r in rows}
+    best = min(rows, key=lambda r: r.run_s)
     whole, part = by["jit(outer)"], by["jit(inner) only"]
-    speedup = part["run_s"] / whole["run_s"] if whole["run_s"] else float("nan")
+    speedup = part.run_s / whole.run_s if whole.run_s else float("nan")
     return (
-        f"Fastest per call: **{best['strategy']}** ({best['run_s'] * 1e3:.3f} ms). "
+        f"Fastest per call: **{best.strategy}** ({best.run_s * 1e3:.3f} ms). "
         f"jit on `{outer}` runs {speedup:.1f}× faster per call than jit on `{inner}` alone "
-        f"({whole['kernels_per_call']} vs {part['kernels_per_call']} kernels per call): XLA "
+        f"({whole.kernels_per_call} vs {part.kernels_per_call} kernels per call): XLA "
         f"fuses across the calls of `{inner}` only when it sees the whole program. "
-        f"Compile cost: {whole['compile_s'] * 1e3:.0f} ms vs {part['compile_s'] * 1e3:.0f} ms."
+        f"Compile cost: {whole.compile_s * 1e3:.0f} ms vs {part.compile_s * 1e3:.0f} ms."
     )
 
 
@@ -159,18 +171,11 @@ def loop_variants(step: Callable, n: int) -> dict[str, Callable]:
     return {"unrolled": unrolled, "scan": scanned, "fori_loop": fori}
 
 
-def scaling(
-    code: str,
-    step: str,
-    args: str,
-    sizes: Sequence[int],
-    progress: Progress,
-    expressions: bool = True,
-) -> dict[str, Any]:
-    step_target = Target.from_code(code, step, expressions=expressions)
-    rows = []
-    total = len(sizes) * 3
-    for n in sizes:
+def scaling(request: Scaling, progress: Progress, expressions: bool = True) -> ScalingReply:
+    step_target = Target.from_code(request.code, request.step, expressions=expressions)
+    rows: list[ScalingRow] = []
+    total = len(request.sizes) * 3
+    for n in request.sizes:
         for variant, fn in loop_variants(step_target.fn, n).items():
             target = Target.load(
                 fn,
@@ -178,34 +183,35 @@ def scaling(
                 user_file=step_target.user_file,
                 expressions=expressions,
             )
-            parsed = target.args(args)
-            times, compiled = _stage_times(target, parsed)
-            run = _run_time(compiled, 0.3)
-            rows.append({"n": n, "variant": variant, **times, "run_s": run})
-            progress({"done": len(rows), "total": total, "label": f"{variant} N={n}"})
+            times, compiled = _stage_times(target, target.args(request.args))
+            times.run_s = _run_time(compiled, 0.3)
+            rows.append(ScalingRow(**vars(times), n=n, variant=variant))
+            _step(progress, len(rows), total, f"{variant} N={n}")
     exponents = {
         v: fit_exponent(
-            [r["n"] for r in rows if r["variant"] == v and r["n"] >= 4],
-            [r["compile_s"] for r in rows if r["variant"] == v and r["n"] >= 4],
+            [r.n for r in rows if r.variant == v and r.n >= 4],
+            [r.compile_s for r in rows if r.variant == v and r.n >= 4],
         )
         for v in ("unrolled", "scan", "fori_loop")
     }
-    return {"ok": True, "rows": rows, "exponents": exponents}
+    return ScalingReply(rows=rows, exponents=exponents)
 
 
-def _stage_times(target: Target, parsed: Args) -> tuple[dict[str, Any], Compiled]:
-    """Trace, lower and compile once through the staged pipeline, each stage timed."""
+def _stage_times(target: Target, parsed: Args) -> tuple[StageTimes, Compiled]:
+    """Trace, lower and compile once through the staged pipeline, each stage timed (the
+    run time is the caller's to measure)."""
     traced = target.trace(parsed)
     lowered = traced.lower()
     compiled = lowered.compile()
-    times = {
-        "trace_s": traced.seconds,
-        "lower_s": lowered.seconds,
-        "compile_s": compiled.seconds,
-        "total_s": traced.seconds + lowered.seconds + compiled.seconds,
-        "eqns": len(traced.jaxpr.eqns),
-        "stablehlo_lines": lowered.text().count("\n"),
-    }
+    times = StageTimes(
+        trace_s=traced.seconds,
+        lower_s=lowered.seconds,
+        compile_s=compiled.seconds,
+        total_s=traced.seconds + lowered.seconds + compiled.seconds,
+        eqns=len(traced.jaxpr.eqns),
+        stablehlo_lines=lowered.text().count("\n"),
+        run_s=0.0,
+    )
     return times, compiled
 
 
@@ -219,59 +225,45 @@ def _run_time(compiled: Compiled, budget_s: float) -> float:
 
 # -- 3. shape sweep ---------------------------------------------------------------
 def shape_sweep(
-    code: str,
-    function: str,
-    args: str,
-    static: list[str],
-    param: str,
-    axis: int,
-    sizes: Sequence[int],
-    progress: Progress,
-    expressions: bool = True,
-) -> dict[str, Any]:
-    target = Target.from_code(code, function, static=tuple(static), expressions=expressions)
-    names = target.param_names(len(target.args(args).items))
+    request: ShapeSweep, progress: Progress, expressions: bool = True
+) -> ShapeSweepReply:
+    r = request
+    target = Target.from_code(r.code, r.function, static=tuple(r.static), expressions=expressions)
+    names = target.param_names(len(target.args(r.args).items))
     rows = []
-    for done, size in enumerate(sizes, 1):
-        spec = resize(args, names, param, axis, size)
+    for done, size in enumerate(r.sizes, 1):
+        spec = resize(r.args, names, r.param, r.axis, size)
         times, compiled = _stage_times(target, target.args(spec))
-        run = _run_time(compiled, 0.4)
+        times.run_s = run = _run_time(compiled, 0.4)
         eager = compiled.time_eager(7, 0.4).median_s
-        overhead = times["total_s"]
+        overhead = times.total_s
         rows.append(
-            {
-                "size": size,
-                "spec": spec,
-                **times,
-                "run_s": run,
-                "eager_s": eager,
-                "break_even_calls": break_even(overhead, eager, run),
-                "rule_of_thumb": run >= 100 * overhead,
-            }
+            ShapeRow(
+                **vars(times),
+                size=size,
+                spec=spec,
+                eager_s=eager,
+                break_even_calls=break_even(overhead, eager, run),
+                rule_of_thumb=run >= 100 * overhead,
+            )
         )
-        progress({"done": done, "total": len(sizes), "label": f"{param} axis {axis} = {size}"})
-    return {"ok": True, "rows": rows}
+        _step(progress, done, len(r.sizes), f"{r.param} axis {r.axis} = {size}")
+    return ShapeSweepReply(rows=rows)
 
 
 # -- 4. batch-size buckets ----------------------------------------------------------
 def bucket_costs(
-    code: str,
-    function: str,
-    args: str,
-    batch_arg: str,
-    buckets: Sequence[int],
-    progress: Progress,
-    expressions: bool = True,
-) -> dict[str, Any]:
+    request: BucketCosts, progress: Progress, expressions: bool = True
+) -> BucketCostsReply:
     """AOT-compile the function at each bucket size; compile and run time per bucket."""
-    target = Target.from_code(code, function, expressions=expressions)
-    names = target.param_names(len(target.args(args).items))
+    r = request
+    target = Target.from_code(r.code, r.function, expressions=expressions)
+    names = target.param_names(len(target.args(r.args).items))
     rows = []
-    for done, size in enumerate(sorted(set(buckets)), 1):
-        parsed = target.args(resize(args, names, batch_arg, 0, size))
+    buckets = sorted(set(r.buckets))
+    for done, size in enumerate(buckets, 1):
+        parsed = target.args(resize(r.args, names, r.batch_arg, 0, size))
         compiled = target.trace(parsed).lower().compile()
-        rows.append(
-            {"bucket": size, "compile_s": compiled.seconds, "run_s": _run_time(compiled, 0.3)}
-        )
-        progress({"done": done, "total": len(set(buckets)), "label": f"bucket {size}"})
-    return {"ok": True, "rows": rows}
+        rows.append(BucketCostRow(size, compiled.seconds, _run_time(compiled, 0.3)))
+        _step(progress, done, len(buckets), f"bucket {size}")
+    return BucketCostsReply(rows=rows)

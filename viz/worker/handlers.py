@@ -1,8 +1,10 @@
 """Request handlers that run inside the worker process (they import jax).
 
 Each handler takes its operation's typed request (`viz.worker.protocol`) and returns
-its typed reply. A handler never lets an exception escape: `handle` turns a bug into
-an error reply so the worker keeps serving.
+its typed reply; `@handles` files it under the request class(es) its `request`
+parameter is annotated with, so no operation's name is written here. A handler never
+lets an exception escape: `handle` turns a bug into an error reply so the worker keeps
+serving.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ import contextlib
 import functools
 import os
 import traceback
+import typing
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 
@@ -27,8 +30,21 @@ from viz.worker import protocol as p
 
 Progress = Callable[[Any], None]
 Handler = Callable[[Progress, Any], p.Reply]
+H = TypeVar("H", bound=Handler)
+
+HANDLERS: dict[type[p.Request], Handler] = {}
 
 
+def handles(handler: H) -> H:
+    """File `handler` under the request type(s) its `request` parameter is annotated
+    with (`p.CacheCalls | p.CacheCall`: both)."""
+    hint = typing.get_type_hints(handler)["request"]
+    for kind in typing.get_args(hint) or (hint,):
+        HANDLERS[kind] = handler
+    return handler
+
+
+@handles
 def ping(progress: Progress, request: p.Ping) -> p.PingReply:
     """The worker is up; with `warm`, also run the pipeline once on a tiny program, so
     the first real Analyze neither waits for nor measures XLA's start-up."""
@@ -63,6 +79,7 @@ def _target_of(request: p.CodeRequest) -> Target:
     )
 
 
+@handles
 def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
     from viz.pipeline import analyze_target
 
@@ -136,23 +153,12 @@ def _memory_limit(default: int) -> int:
     return int(os.environ.get("JITSCOPE_MEMORY_LIMIT_BYTES", default))
 
 
-HANDLERS: dict[str, Handler] = {"ping": ping, "analyze": analyze}
-
-
-def register(name: str) -> Callable[[Handler], Handler]:
-    def add(handler: Handler) -> Handler:
-        HANDLERS[name] = handler
-        return handler
-
-    return add
-
-
 def handle(request: p.Request, progress: Progress) -> p.Reply:
     unusable = _backend_error()
     if unusable is not None:  # every request would fail inside JAX: say why, once
         return request.REPLY.failure(unusable).answering(request)
     try:
-        return HANDLERS[request.OP](progress, request)
+        return HANDLERS[type(request)](progress, request)
     except UserCodeError as exc:
         return request.REPLY.failure(exc.info)
     except USER_EXITS as exc:  # user code outside any stage (a lesson's loop): say what it did
@@ -262,9 +268,10 @@ def _session_of(request: p.CacheRequest) -> Any:
     return _session(request.settings, request.owner)
 
 
-@register("cache_calls")
-def cache_calls(progress: Progress, request: p.CallOptions) -> p.CacheReply:
-    """A sweep: many calls in one request (progress after each)."""
+@handles
+def cache_calls(progress: Progress, request: p.CacheCalls | p.CacheCall) -> p.CacheReply:
+    """A sweep: many calls in one request (progress after each); or one call, whose
+    reply's `event` is what it did."""
     calls = request.calls if isinstance(request, p.CacheCalls) else [request.settings.args]
     session = _session_of(request)
     new = []
@@ -276,10 +283,7 @@ def cache_calls(progress: Progress, request: p.CallOptions) -> p.CacheReply:
     return _state(session, ok=ok, new=new, event=new[0] if len(new) == 1 else None)
 
 
-register("cache_call")(cache_calls)  # one call: the reply's `event` is what it did
-
-
-@register("cache_state")
+@handles
 def cache_state(progress: Progress, request: p.CacheState) -> p.CacheReply:
     session = _session_of(request)
     if request.clear:
@@ -287,7 +291,7 @@ def cache_state(progress: Progress, request: p.CacheState) -> p.CacheReply:
     return _state(session)
 
 
-@register("cache_precompile")
+@handles
 def cache_precompile(progress: Progress, request: p.CachePrecompile) -> p.CacheReply:
     """Compile the session's function ahead of time at each batch-size bucket."""
     session = _session_of(request)
@@ -296,25 +300,36 @@ def cache_precompile(progress: Progress, request: p.CachePrecompile) -> p.CacheR
 
 
 # -- lessons: heavy measurements with progress (served by a separate worker) ----
-def _lesson(name: str) -> Handler:
-    """A handler that runs `viz.lessons.measure.<name>` on the request's fields (the
-    sample's name stays behind: in demo mode the code already came from it)."""
+# (the sample's name stays behind: in demo mode the code already came from it)
+@handles
+def placement(progress: Progress, request: p.Placement) -> p.PlacementReply:
+    from viz.lessons import measure
 
-    def run(progress: Progress, request: p.Request) -> p.Reply:
-        from viz.lessons import measure
-
-        fields = {k: v for k, v in vars(request).items() if k != "sample"}
-        found = getattr(measure, name)(progress=progress, expressions=_expressions(), **fields)
-        return request.REPLY.from_dict(found)
-
-    return run
+    return measure.placement(request, progress, _expressions())
 
 
-for _name in ("placement", "scaling", "shape_sweep", "bucket_costs"):
-    HANDLERS[_name] = _lesson(_name)
+@handles
+def scaling(progress: Progress, request: p.Scaling) -> p.ScalingReply:
+    from viz.lessons import measure
+
+    return measure.scaling(request, progress, _expressions())
 
 
-@register("passes")
+@handles
+def shape_sweep(progress: Progress, request: p.ShapeSweep) -> p.ShapeSweepReply:
+    from viz.lessons import measure
+
+    return measure.shape_sweep(request, progress, _expressions())
+
+
+@handles
+def bucket_costs(progress: Progress, request: p.BucketCosts) -> p.BucketCostsReply:
+    from viz.lessons import measure
+
+    return measure.bucket_costs(request, progress, _expressions())
+
+
+@handles
 def passes(progress: Progress, request: p.Passes) -> p.PassesReply:
     """Op and fusion counts after every XLA pass that changed the program, compiled with
     the analysed run's settings."""
@@ -325,7 +340,7 @@ def passes(progress: Progress, request: p.Passes) -> p.PassesReply:
     return p.PassesReply(steps=[p.PassStep.from_dict(s) for s in steps])
 
 
-@register("compile_profile")
+@handles
 def compile_profile(progress: Progress, request: p.CompileProfile) -> p.CompileProfiled:
     """Where the compile time went, traced, lowered and compiled once more with the
     analysed run's settings on cleared caches (served by the lessons worker: it

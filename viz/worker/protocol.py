@@ -1,5 +1,5 @@
 """The worker protocol, typed: one request dataclass (`viz.worker.requests`) and one
-reply dataclass (`viz.worker.replies`) per operation, paired here. On the wire a
+reply dataclass (`viz.worker.replies`) per operation, paired by the request class. On the wire a
 request is `{op, kwargs}` (its fields) and a reply is its JSON (`frames` carries
 both); `Worker.ask(request)` sends one and decodes the answer once, into
 `request.REPLY`, so the app, the CLI and demo mode read fields, not keys.
@@ -11,10 +11,12 @@ imports jax.
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 from viz.errors import ErrorInfo, ErrorKind
 from viz.lessons.rows import BucketCostRow, PlacementRow, ScalingRow, ShapeRow  # in replies
+from viz.worker import replies
 from viz.worker.replies import (
     Analyzed,
     BucketCostsReply,
@@ -44,6 +46,7 @@ from viz.worker.requests import (
     Passes,
     Ping,
     Placement,
+    ReplyT,
     Request,
     Scaling,
     ShapeSweep,
@@ -76,6 +79,7 @@ __all__ = [
     "PlacementRow",
     "Progress",
     "Reply",
+    "ReplyT",
     "Request",
     "Scaling",
     "ScalingReply",
@@ -87,44 +91,50 @@ __all__ = [
     "decode_request",
 ]
 
-for _request, _reply in (
-    (Ping, PingReply),
-    (Analyze, Analyzed),
-    (Passes, PassesReply),
-    (CompileProfile, CompileProfiled),
-    (CacheCalls, CacheReply),
-    (CacheCall, CacheReply),
-    (CacheState, CacheReply),
-    (CachePrecompile, CacheReply),
-    (Placement, PlacementReply),
-    (Scaling, ScalingReply),
-    (ShapeSweep, ShapeSweepReply),
-    (BucketCosts, BucketCostsReply),
-):
-    _request.REPLY = _reply
+REQUESTS: tuple[type[Request], ...] = (
+    Ping,
+    Analyze,
+    Passes,
+    CompileProfile,
+    CacheCalls,
+    CacheCall,
+    CacheState,
+    CachePrecompile,
+    Placement,
+    Scaling,
+    ShapeSweep,
+    BucketCosts,
+)
 
-REQUESTS: dict[str, type[Request]] = {
-    r.OP: r
-    for r in (
-        Ping,
-        Analyze,
-        Passes,
-        CompileProfile,
-        CacheCalls,
-        CacheCall,
-        CacheState,
-        CachePrecompile,
-        Placement,
-        Scaling,
-        ShapeSweep,
-        BucketCosts,
-    )
-}
+
+def reply_type(request: type[Request]) -> type[Reply]:
+    """The reply type a request class names as its parameter (by name,
+    `Request["viz.worker.replies.PingReply"]`: the replies import the requests), looked
+    up among the replies: the pair is written once, on the request class."""
+    for cls in request.__mro__:
+        for base in getattr(cls, "__orig_bases__", ()):
+            origin = typing.get_origin(base)
+            if not (isinstance(origin, type) and issubclass(origin, Request)):
+                continue  # Plain's Mapping[str, Any], Generic[ReplyT]
+            (named,) = typing.get_args(base)
+            if isinstance(named, typing.ForwardRef):
+                named = named.__forward_arg__
+            if isinstance(named, str):  # "viz.worker.replies.PingReply"
+                return getattr(replies, named.rpartition(".")[2])
+            if isinstance(named, type):
+                return named
+    raise TypeError(f"{request.__name__} names no reply type")
+
+
+for _request in REQUESTS:
+    _request.REPLY = reply_type(_request)
+
+BY_OP: dict[str, type[Request]] = {r.OP: r for r in REQUESTS}
 
 
 def decode_request(op: str, kwargs: dict[str, Any]) -> Request:
     """The typed request of a wire message; BadRequest for anything else."""
-    kind = REQUESTS.get(op)
+    kind = BY_OP.get(op)
     if kind is None:
         raise BadRequest(f"unknown op {op!r}")
     return kind.from_wire(kwargs)

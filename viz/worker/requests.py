@@ -1,13 +1,20 @@
 """The worker's requests: one dataclass per operation, its fields the operation's
-arguments (`viz.worker.protocol` pairs each with its reply). No jax."""
+arguments, its reply type its parameter: `Ping(Request["viz.worker.replies.PingReply"])`
+is answered by a `PingReply`, so `Worker.ask(Ping())` is a `PingReply` to a type checker
+too (`viz.worker.protocol` reads the same parameter as `REPLY`). No jax."""
 
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields, replace
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 from viz.plain import FLAT, Plain, flat, wire_names
 from viz.settings import Settings
+
+if TYPE_CHECKING:  # the replies import the requests: here they are named by their full
+    import viz  # path, never imported (an import circle, even for the type checker)
+
+ReplyT = TypeVar("ReplyT", bound="viz.worker.replies.Reply")
 
 
 class BadRequest(ValueError):
@@ -16,17 +23,19 @@ class BadRequest(ValueError):
 
 # -- requests -------------------------------------------------------------------------
 @dataclass
-class Request(Plain):
-    """An operation's arguments. `OP` names it on the wire, `REPLY` is what answers it,
-    `DEMO` the fields a demo-mode request may set (any other must keep its default)."""
+class Request(Plain, Generic[ReplyT]):
+    """An operation's arguments, answered by a `ReplyT`. `OP` names it on the wire (the
+    one place its name is written), `REPLY` is `ReplyT` at run time (set by
+    `viz.worker.protocol`), `DEMO` the fields a demo-mode request may set (any other
+    must keep its default)."""
 
     OP: ClassVar[str] = ""
-    REPLY: ClassVar[type]  # its viz.worker.replies type, paired in viz.worker.protocol
+    REPLY: ClassVar[type]  # a `viz.worker.replies.Reply`: ReplyT at run time
     DEMO: ClassVar[frozenset[str]] = frozenset()
     FUNCTION_FIELDS: ClassVar[tuple[str, ...]] = ()  # fields that name a function of the code
 
     @classmethod
-    def from_wire(cls, kwargs: dict[str, Any]) -> Request:
+    def from_wire(cls, kwargs: dict[str, Any]) -> Self:
         unknown = sorted(set(kwargs) - wire_names(cls))
         if unknown:
             raise BadRequest(f"`{cls.OP}` takes no {', '.join(unknown)}")
@@ -49,7 +58,7 @@ class Request(Plain):
         """The built-in sample it names: in demo mode its code is read from that file."""
         return getattr(self, "sample", None)
 
-    def running(self, code: str) -> Request:
+    def running(self, code: str) -> Self:
         """This request with `code` as the code it runs (demo mode: the sample's)."""
         return replace(self, code=code)
 
@@ -57,7 +66,7 @@ class Request(Plain):
         """The XLA compiler options it compiles with (demo mode checks each)."""
         return {}
 
-    def naming(self, sample: str | None) -> Request:
+    def naming(self, sample: str | None) -> Self:
         """This request naming the built-in sample `sample` (see `sample_name`)."""
         return replace(self, sample=sample) if "sample" in wire_names(type(self)) else self
 
@@ -90,7 +99,7 @@ def _is_default(f: Any, value: Any) -> bool:
 
 
 @dataclass
-class CodeRequest(Request):
+class CodeRequest(Request[ReplyT]):
     """A request that runs a user's code: what it runs and how (`viz.settings`). On
     the wire the settings' fields are the request's own (`code`, `function`, …).
     `settings.sample` names the built-in sample in demo mode, where the worker reads
@@ -108,10 +117,10 @@ class CodeRequest(Request):
     def sample_name(self) -> str | None:
         return self.settings.sample
 
-    def running(self, code: str) -> CodeRequest:
+    def running(self, code: str) -> Self:
         return self.with_settings(code=code)
 
-    def naming(self, sample: str | None) -> CodeRequest:
+    def naming(self, sample: str | None) -> Self:
         return self.with_settings(sample=sample)
 
     def with_settings(self, **changes: Any) -> Self:
@@ -123,7 +132,7 @@ class CodeRequest(Request):
 
 
 @dataclass
-class Ping(Request):
+class Ping(Request["viz.worker.replies.PingReply"]):
     warm: bool = False  # also run the pipeline once, so the first Analyze measures no start-up
 
     OP = "ping"
@@ -131,7 +140,7 @@ class Ping(Request):
 
 
 @dataclass
-class Analyze(CodeRequest):
+class Analyze(CodeRequest["viz.worker.replies.Analyzed"]):
     runs: int = 20
     profile: bool = False
     mlir: bool = False
@@ -148,14 +157,14 @@ class Analyze(CodeRequest):
 
 
 @dataclass
-class Passes(CodeRequest):
+class Passes(CodeRequest["viz.worker.replies.PassesReply"]):
     """Op and fusion counts after every XLA pass, compiled with the analysed settings."""
 
     OP = "passes"  # never in demo mode: it writes dumps
 
 
 @dataclass
-class CompileProfile(CodeRequest):
+class CompileProfile(CodeRequest["viz.worker.replies.CompileProfiled"]):
     """Where the compile time went: trace, lower and compile once more on cleared caches,
     with the analysed run's settings (`viz.compile_profile`). It clears JAX's caches:
     the app sends it to the lessons worker."""
@@ -168,7 +177,7 @@ class CompileProfile(CodeRequest):
 
 
 @dataclass
-class CacheRequest(CodeRequest):
+class CacheRequest(CodeRequest["viz.worker.replies.CacheReply"]):
     """The cache lab's function: the worker keeps one real jitted function per owner
     (its settings' code, function, static arguments and device)."""
 
@@ -242,7 +251,7 @@ class CachePrecompile(CacheRequest):
 
 
 @dataclass
-class Placement(Request):
+class Placement(Request["viz.worker.replies.PlacementReply"]):
     """Where to put jit: the outer function, the inner one, or both."""
 
     code: str = ""
@@ -257,7 +266,7 @@ class Placement(Request):
 
 
 @dataclass
-class Scaling(Request):
+class Scaling(Request["viz.worker.replies.ScalingReply"]):
     """Compile time against program size: a step unrolled, scanned and fori-looped N times."""
 
     code: str = ""
@@ -275,7 +284,7 @@ class Scaling(Request):
 
 
 @dataclass
-class ShapeSweep(Request):
+class ShapeSweep(Request["viz.worker.replies.ShapeSweepReply"]):
     """Compile and run time as one axis of one argument grows."""
 
     code: str = ""
@@ -296,7 +305,7 @@ class ShapeSweep(Request):
 
 
 @dataclass
-class BucketCosts(Request):
+class BucketCosts(Request["viz.worker.replies.BucketCostsReply"]):
     """Compile and run time of the function AOT-compiled at each batch-size bucket."""
 
     code: str = ""
