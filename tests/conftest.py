@@ -17,7 +17,9 @@ import pytest
 from streamlit.runtime.pages_manager import PagesManager
 
 from viz.samples import Sample, list_samples
+from viz.settings import Settings
 from viz.worker import Worker
+from viz.worker.protocol import Analyze
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -84,6 +86,15 @@ def check_report_contract(report: dict[str, Any]) -> None:
         assert set(graph) >= GRAPH_KEYS, ir
         assert graph["dot"].lstrip().startswith("digraph"), ir
     json.dumps(report, allow_nan=False)  # plain JSON: no default=, no NaN
+
+
+def analyzed_json(
+    worker: Worker, runs: int = 0, timeout_s: float | None = None, **settings: Any
+) -> dict[str, Any]:
+    """`worker`'s answer to an Analyze of these settings, as the JSON it sent (the
+    report's, its stdout beside it): what the error and report contracts check."""
+    request = Analyze(Settings(**settings), runs=runs)
+    return worker.ask(request, timeout_s=timeout_s).to_dict()
 
 
 def check_error_contract(report: dict[str, Any], kind: str) -> dict[str, Any]:

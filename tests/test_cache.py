@@ -27,6 +27,8 @@ from viz.cache.signature import (
     reason_fix,
     reason_text,
 )
+from viz.settings import Settings
+from viz.worker.protocol import CacheCall, CacheCalls, CacheReply, CacheState
 
 # --------------------------------------------------------------------------- pure: signatures
 
@@ -302,8 +304,8 @@ def test_events_carry_the_cache_json_keys(session):
 SHARD_CODE = "import jax.numpy as jnp\n\n\ndef f(x, y):\n    return jnp.sin(x) * y\n"
 
 
-def worker_calls(worker, code: str, calls: list[str], **kwargs: Any) -> dict[str, Any]:
-    result = worker.request("cache_calls", code=code, function="f", calls=calls, **kwargs)
+def worker_calls(worker, code: str, calls: list[str], **options: Any) -> CacheReply:
+    result = worker.ask(CacheCalls(Settings(code=code, function="f"), calls=calls, **options))
     assert result["ok"], result["events"]
     assert len(result["table"]) == result["cache_size"]
     return result
@@ -316,7 +318,7 @@ def worker_calls(worker, code: str, calls: list[str], **kwargs: Any) -> dict[str
 )
 def test_changing_only_the_sharding_is_one_sharding_miss(worker8, first, second):
     code = f"{SHARD_CODE}# {first} then {second}\n"  # a session of its own
-    worker8.request("cache_state", code=code, function="f", clear=True)
+    worker8.ask(CacheState(Settings(code=code, function="f"), clear=True))
     placements = {"x": first} if first else None
     one = worker_calls(worker8, code, ["f32[16], f32[]"], placements=placements)
     two = worker_calls(worker8, code, ["f32[16], f32[]"] * 2, placements={"x": second})
@@ -329,7 +331,7 @@ def test_changing_only_the_sharding_is_one_sharding_miss(worker8, first, second)
 
 def test_committing_to_another_device_is_a_device_miss(worker8):
     code = f"{SHARD_CODE}# device\n"
-    worker8.request("cache_state", code=code, function="f", clear=True)
+    worker8.ask(CacheState(Settings(code=code, function="f"), clear=True))
     worker_calls(worker8, code, ["f32[16], f32[]"])
     result = worker_calls(worker8, code, ["f32[16], f32[]"], placements={"x": "device:3"})
     (miss,) = result["new"]
@@ -340,19 +342,19 @@ def test_committing_to_another_device_is_a_device_miss(worker8):
 
 def test_worker_session_survives_between_requests_and_clears_on_request(worker):
     code = f"{SHARD_CODE}# state\n"
-    worker.request("cache_state", code=code, function="f", clear=True)
+    worker.ask(CacheState(Settings(code=code, function="f"), clear=True))
     worker_calls(worker, code, ["f32[4], f32[]", "f32[8], f32[]"])
-    state = worker.request("cache_state", code=code, function="f")
+    state = worker.ask(CacheState(Settings(code=code, function="f")))
     assert [e["hit"] for e in state["events"]] == [False, False]
     assert state["cache_size"] == len(state["table"]) == 2
-    cleared = worker.request("cache_state", code=code, function="f", clear=True)
+    cleared = worker.ask(CacheState(Settings(code=code, function="f"), clear=True))
     assert (cleared["events"], cleared["table"], cleared["cache_size"]) == ([], [], 0)
 
 
 def test_worker_cache_call_returns_the_event_and_the_table(worker):
     code = f"{SHARD_CODE}# single\n"
-    worker.request("cache_state", code=code, function="f", clear=True)
-    result = worker.request("cache_call", code=code, function="f", args="f32[4], 2.0")
+    worker.ask(CacheState(Settings(code=code, function="f"), clear=True))
+    result = worker.ask(CacheCall(Settings(code=code, function="f", args="f32[4], 2.0")))
     assert result["ok"]
     assert result["event"]["hit"] is False
     assert result["events"] == [result["event"]]
@@ -361,7 +363,7 @@ def test_worker_cache_call_returns_the_event_and_the_table(worker):
 
 def test_worker_recompile_guard_marks_the_second_miss(worker):
     code = f"{SHARD_CODE}# guard\n"
-    worker.request("cache_state", code=code, function="f", clear=True)
+    worker.ask(CacheState(Settings(code=code, function="f"), clear=True))
     calls = ["f32[4], f32[]", "f32[4], f32[]", "f32[8], f32[]"]
     result = worker_calls(worker, code, calls, fail_on_recompile=True)
     assert [e["guard"] is not None for e in result["events"]] == [False, False, True]
@@ -369,10 +371,9 @@ def test_worker_recompile_guard_marks_the_second_miss(worker):
 
 def test_a_bad_call_spec_is_an_error_event_and_the_session_goes_on(worker):
     code = f"{SHARD_CODE}# bad spec\n"
-    worker.request("cache_state", code=code, function="f", clear=True)
-    result = worker.request(
-        "cache_calls", code=code, function="f", calls=["f32[4], f32[]", "f32[4", "f32[4], f32[]"]
-    )
+    worker.ask(CacheState(Settings(code=code, function="f"), clear=True))
+    calls = ["f32[4], f32[]", "f32[4", "f32[4], f32[]"]
+    result = worker.ask(CacheCalls(Settings(code=code, function="f"), calls=calls))
     assert result["ok"] is False
     good, bad, again = result["events"]
     assert bad["error"]["kind"] == "spec_error" and "'f32[4'" in bad["error"]["message"]
@@ -433,14 +434,11 @@ def test_persistent_cache_serves_misses_from_disk_after_a_worker_restart():
 
     code = "import jax.numpy as jnp\ndef f(x):\n    return jnp.cos(x) * 7 - 2\n"
     first = Worker("cpu")
-    made = first.request(
-        "cache_call", code=code, function="f", args="f32[13]", persistent_cache=True
-    )["event"]
+    call = CacheCall(Settings(code=code, function="f", args="f32[13]"), persistent_cache=True)
+    made = first.ask(call).event
     first.close()
     second = Worker("cpu")
-    loaded = second.request(
-        "cache_call", code=code, function="f", args="f32[13]", persistent_cache=True
-    )["event"]
+    loaded = second.ask(call).event
     second.close()
     assert not made["hit"] and not made.get("from_disk")
     assert not loaded["hit"] and loaded["from_disk"]  # a new process, yet no compile
@@ -479,13 +477,10 @@ def test_a_routed_call_is_numbered_with_the_sessions_other_calls():
 def test_each_owner_keeps_its_own_live_session(worker):
     code = f"{SHARD_CODE}# owners\n"
     for owner in ("alice", "bob"):
-        worker.request("cache_state", code=code, function="f", owner=owner, clear=True)
-    alice = worker.request(
-        "cache_call", code=code, function="f", args="f32[4], f32[]", owner="alice"
-    )
-    worker.request("cache_call", code=code, function="f", args="f32[9], f32[]", owner="bob")
-    again = worker.request(
-        "cache_call", code=code, function="f", args="f32[4], f32[]", owner="alice"
-    )
+        worker.ask(CacheState(Settings(code=code, function="f"), owner=owner, clear=True))
+    small, large = (Settings(code=code, function="f", args=f"f32[{n}], f32[]") for n in (4, 9))
+    alice = worker.ask(CacheCall(small, owner="alice"))
+    worker.ask(CacheCall(large, owner="bob"))
+    again = worker.ask(CacheCall(small, owner="alice"))
     assert alice["event"]["hit"] is False and again["event"]["hit"] is True
     assert [e["call"] for e in again["events"]] == [1, 2]  # bob's call is not in alice's log

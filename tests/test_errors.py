@@ -12,7 +12,7 @@ import keyword
 import re
 
 import pytest
-from conftest import REPO, check_error_contract, line_of
+from conftest import REPO, analyzed_json, check_error_contract, line_of
 
 from viz import analyze
 from viz.errors import KINDS, ErrorInfo, ErrorKind, UserCodeError, classify
@@ -23,9 +23,7 @@ def fails(worker):
     """analyze `code` in the worker; return the error after checking the error contract."""
 
     def run(code: str, args: str, kind: str, function: str | None = "f", **kwargs):
-        report = worker.request(
-            "analyze", code=code, function=function, args=args, runs=kwargs.pop("runs", 0), **kwargs
-        )
+        report = analyzed_json(worker, code=code, function=function, args=args, **kwargs)
         return check_error_contract(report, kind)
 
     return run
@@ -204,7 +202,7 @@ def test_exception_inside_a_callback_is_a_runtime_error_naming_it(fails):
 
 def test_memory_precheck_refuses_to_run_but_keeps_the_compile_results(worker):
     code = "def f(x):\n    return x * 2.0\n"
-    report = worker.request("analyze", code=code, function="f", args="f32[100000,100000]", runs=1)
+    report = analyzed_json(worker, code=code, function="f", args="f32[100000,100000]", runs=1)
     error = check_error_contract(report, "memory")
     assert "runs=0" in error["hint"]
     assert report["jaxpr"]["eqn_count"] == 1

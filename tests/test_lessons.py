@@ -7,17 +7,27 @@ for cold measurements, which must not touch anything else.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 import viz.lessons.measure
 from viz.errors import UserCodeError
 from viz.lessons.measure import loop_variants
+from viz.lessons.rows import ScalingRow
 from viz.samples import get_sample
 from viz.spec import resize
 from viz.worker import LESSON_TIMEOUT_S, Worker
-from viz.worker.protocol import Scaling, ScalingReply
+from viz.worker.protocol import (
+    BucketCosts,
+    Placement,
+    PlacementReply,
+    Progress,
+    ReplyT,
+    Request,
+    Scaling,
+    ScalingReply,
+    ShapeSweep,
+)
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +37,9 @@ def lessons() -> Iterator[Worker]:
     w.close()
 
 
-def measure(worker: Worker, op: str, **kwargs: Any) -> tuple[dict[str, Any], list[Any]]:
-    progress: list[Any] = []
-    result = worker.request(op, on_progress=progress.append, **kwargs)
+def measure(worker: Worker, request: Request[ReplyT]) -> tuple[ReplyT, list[Progress]]:
+    progress: list[Progress] = []
+    result = worker.ask(request, on_progress=progress.append)
     assert result["ok"], result.get("error")
     return result, progress
 
@@ -38,9 +48,9 @@ def measure(worker: Worker, op: str, **kwargs: Any) -> tuple[dict[str, Any], lis
 
 
 @pytest.fixture(scope="module")
-def placement(lessons) -> tuple[dict[str, Any], list[Any]]:
+def placement(lessons) -> tuple[PlacementReply, list[Progress]]:
     sample = get_sample("outer_inner")
-    return measure(lessons, "placement", code=sample.code, outer="g", inner="f", args=sample.args)
+    return measure(lessons, Placement(code=sample.code, outer="g", inner="f", args=sample.args))
 
 
 def test_placement_measures_four_strategies(placement):
@@ -82,14 +92,12 @@ SIZES = [1, 4, 16, 64]
 
 
 @pytest.fixture(scope="module")
-def scaling(lessons) -> tuple[dict[str, Any], list[Any]]:
+def scaling(lessons) -> tuple[ScalingReply, list[Progress]]:
     sample = get_sample("unrolled_loop")
-    return measure(
-        lessons, "scaling", code=sample.code, step="step", args="f32[64,64]", sizes=SIZES
-    )
+    return measure(lessons, Scaling(code=sample.code, step="step", args="f32[64,64]", sizes=SIZES))
 
 
-def rows_of(result: dict[str, Any], variant: str) -> list[dict[str, Any]]:
+def rows_of(result: ScalingReply, variant: str) -> list[ScalingRow]:
     return sorted((r for r in result["rows"] if r["variant"] == variant), key=lambda r: r["n"])
 
 
@@ -130,7 +138,7 @@ def test_unrolled_compile_time_grows_faster_than_scan(lessons, scaling):
         if result["exponents"]["unrolled"] > result["exponents"]["scan"]:
             break
         result, _ = measure(
-            lessons, "scaling", code=sample.code, step="step", args="f32[64,64]", sizes=SIZES
+            lessons, Scaling(code=sample.code, step="step", args="f32[64,64]", sizes=SIZES)
         )
     assert result["exponents"]["unrolled"] > result["exponents"]["scan"]
 
@@ -151,14 +159,15 @@ def test_shape_sweep_has_one_row_per_size_with_a_break_even(lessons):
     sizes = [8, 32, 128]
     result, progress = measure(
         lessons,
-        "shape_sweep",
-        code=sample.code,
-        function="predict",
-        args=sample.args,
-        static=[],
-        param="x",
-        axis=0,
-        sizes=sizes,
+        ShapeSweep(
+            code=sample.code,
+            function="predict",
+            args=sample.args,
+            static=[],
+            param="x",
+            axis=0,
+            sizes=sizes,
+        ),
     )
     rows = result["rows"]
     assert [r["size"] for r in rows] == sizes
@@ -179,12 +188,13 @@ def test_bucket_costs_has_one_row_per_bucket_in_order(lessons):
     sample = get_sample("batched_model")
     result, progress = measure(
         lessons,
-        "bucket_costs",
-        code=sample.code,
-        function="predict",
-        args=sample.args,
-        batch_arg="x",
-        buckets=[64, 8, 32, 8],
+        BucketCosts(
+            code=sample.code,
+            function="predict",
+            args=sample.args,
+            batch_arg="x",
+            buckets=[64, 8, 32, 8],
+        ),
     )
     assert [r["bucket"] for r in result["rows"]] == [8, 32, 64]  # sorted, duplicates once
     for row in result["rows"]:
@@ -203,8 +213,8 @@ def test_resize_refuses_a_non_array_argument():
 
 
 def test_a_lesson_on_broken_code_is_an_error_result(lessons):
-    result = lessons.request(
-        "bucket_costs", code="def f(x:\n", function="f", args="f32[2]", batch_arg="x", buckets=[2]
+    result = lessons.ask(
+        BucketCosts(code="def f(x:\n", function="f", args="f32[2]", batch_arg="x", buckets=[2])
     )
     assert result["ok"] is False
     assert result["error"]["kind"] == "syntax_error"

@@ -14,12 +14,14 @@ import pytest
 from serving import free_port, start_server, stop, wait_listening
 from streamlit.testing.v1 import AppTest
 
+from viz.settings import Settings
 from viz.worker import (
     MemoryBudget,
     Worker,
     WorkerPool,
     default_pool_size,
 )
+from viz.worker.protocol import Analyze, Analyzed, CacheCall, CacheReply, CacheState, Ping
 
 pytestmark = pytest.mark.usefixtures("navigation_mode", "plain_editor")
 
@@ -36,17 +38,16 @@ def pool() -> Iterator[WorkerPool]:
     workers.close()
 
 
-def cache_call(pool: WorkerPool, client: str, args: str = "f32[4]", **kwargs) -> dict:
+def cache_call(pool: WorkerPool, client: str, args: str = "f32[4]") -> CacheReply:
     worker = pool.worker_for(client, "cpu")
-    return worker.request(
-        "cache_call", code=CODE, function="f", args=args, owner=client, client=client, **kwargs
-    )
+    request = CacheCall(Settings(code=CODE, function="f", args=args), owner=client)
+    return worker.ask(request, client=client)
 
 
 def table(pool: WorkerPool, client: str) -> list:
     worker = pool.worker_for(client, "cpu")
-    result = worker.request("cache_state", code=CODE, function="f", owner=client, client=client)
-    return result["table"]
+    result = worker.ask(CacheState(Settings(code=CODE, function="f"), owner=client), client=client)
+    return result.table
 
 
 # --------------------------------------------------------------------------- pinning
@@ -89,15 +90,8 @@ def test_a_timeout_affects_only_the_sessions_of_that_worker(pool) -> None:
     assert cache_call(pool, b, "f32[2]")["ok"]
     before = len(table(pool, b))
     worker = pool.worker_for(a, "cpu")
-    result = worker.request(
-        "analyze",
-        code="def f(x):\n    while True:\n        pass\n",
-        function="f",
-        args="f32[1]",
-        runs=0,
-        timeout_s=2,
-        client=a,
-    )
+    loop = Settings(code="def f(x):\n    while True:\n        pass\n", function="f", args="f32[1]")
+    result = worker.ask(Analyze(loop, runs=0), timeout_s=2, client=a)
     assert result["error"]["kind"] == "timeout"
     assert worker.status().reason == "a request timed out"
     assert len(table(pool, b)) == before
@@ -123,28 +117,21 @@ def _run_in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, dict]:
 @pytest.fixture
 def worker() -> Iterator[Worker]:
     w = Worker("cpu", timeout_s=60, demo=False)
-    assert w.request("ping")["ok"]
+    assert w.ask(Ping()).ok
     yield w
     w.close()
 
 
-def _sleep_request(worker: Worker, client: str, quarter_seconds: int, **kwargs) -> dict:
-    return worker.request(
-        "analyze",
-        code=SLEEPY,
-        function="f",
-        args=f"f32[{quarter_seconds}]",
-        runs=0,
-        client=client,
-        **kwargs,
-    )
+def _sleep_request(worker: Worker, client: str, quarter_seconds: int, **kwargs) -> Analyzed:
+    sleepy = Settings(code=SLEEPY, function="f", args=f"f32[{quarter_seconds}]")
+    return worker.ask(Analyze(sleepy, runs=0), client=client, **kwargs)
 
 
 def test_a_waiting_request_hears_its_place_in_the_queue(worker) -> None:
     first, _ = _run_in_thread(_sleep_request, worker, "a", 8)
     time.sleep(0.5)
     places: list[int] = []
-    result = worker.request("ping", on_queue=places.append, client="b")
+    result = worker.ask(Ping(), on_queue=places.append, client="b")
     first.join()
     assert result["ok"]
     assert places == [1, 0]
@@ -184,7 +171,7 @@ def test_workers_share_one_memory_budget() -> None:
         assert first.budget is second.budget
         assert first.budget.total == 4 * GIB
         assert first.budget.share() == 2 * GIB
-        assert first.request("ping")["ok"] and second.request("ping")["ok"]
+        assert first.ask(Ping()).ok and second.ask(Ping()).ok
         assert first.budget.others(first) == second.rss()
     finally:
         pool.close()
@@ -194,12 +181,12 @@ def test_a_worker_over_the_shared_budget_is_stopped_as_memory() -> None:
     budget = MemoryBudget(int(1.2 * GIB))
     idle, busy = Worker("cpu", budget=budget, demo=False), Worker("cpu", budget=budget, demo=False)
     try:
-        assert idle.request("ping")["ok"] and busy.request("ping")["ok"]
+        assert idle.ask(Ping()).ok and busy.ask(Ping()).ok
         hog = (
             "import numpy as np\n\n_kept = []\n\n\n"
             "def f(x):\n    _kept.append(np.ones(2**30 // 8))\n    return x\n"
         )
-        result = busy.request("analyze", code=hog, function="f", args="f32[2]", runs=1)
+        result = busy.ask(Analyze(Settings(code=hog, function="f", args="f32[2]"), runs=1))
         assert result["error"]["kind"] == "memory"
         assert "other workers use" in result["error"]["message"]
         assert idle.alive()  # the one that grew pays, not its neighbour
@@ -241,7 +228,7 @@ def test_a_first_result_does_not_start_the_other_slots() -> None:
     try:
         workers.warm("cpu", others_after_s=600)
         first = workers.get("cpu")
-        assert first.request("analyze", code=CODE, function="f", args="f32[2]", runs=0)["ok"]
+        assert first.ask(Analyze(Settings(code=CODE, function="f", args="f32[2]"), runs=0)).ok
         time.sleep(1.0)
         assert workers.workers() == [first]
     finally:
@@ -361,7 +348,7 @@ def test_a_waiting_request_interrupted_by_its_page_leaves_the_queue(worker) -> N
         raise KeyboardInterrupt  # what Streamlit's rerun does to a waiting script thread
 
     with pytest.raises(KeyboardInterrupt):
-        worker.request("ping", on_queue=rerun, client="b")
+        worker.ask(Ping(), on_queue=rerun, client="b")
     first.join()
     assert worker.status().queued == 0
-    assert worker.request("ping", client="c")["ok"]  # the queue is not stuck
+    assert worker.ask(Ping(), client="c")["ok"]  # the queue is not stuck

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import analyzed_json
 from serving import free_port, start_server, stop
 from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
@@ -30,7 +31,7 @@ from viz.source import list_functions
 from viz.spec import SpecError, parse_spec
 from viz.worker import Worker
 from viz.worker.frames import MAX_FRAME, ProtocolError, decode, encode
-from viz.worker.protocol import Analyze, CacheCall
+from viz.worker.protocol import Analyze, CacheCall, Passes, Ping, Scaling
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.usefixtures("navigation_mode", "plain_editor")
@@ -43,8 +44,7 @@ OK_CODE = "def f(x):\n    return x * 2.0\n"
 def analyze(worker: Worker, code: str, **kwargs):
     kwargs.setdefault("function", "f")
     kwargs.setdefault("args", "f32[4]")
-    kwargs.setdefault("runs", 0)
-    return worker.request("analyze", code=code, **kwargs)
+    return analyzed_json(worker, code=code, **kwargs)
 
 
 # --------------------------------------------------------------------------- the address
@@ -220,15 +220,14 @@ def test_demo_bounds_runs_sizes_and_functions(demo_worker) -> None:
     assert too_many["error"]["kind"] == "demo_refused"
     not_a_function = analyze(demo_worker, "", sample="dot_plus_one", function="jnp")
     assert not_a_function["error"]["kind"] == "demo_refused"
-    sweep = demo_worker.request(
-        "scaling",
-        sample="unrolled_loop",
-        step="step",
-        args="f32[8,8]",
-        sizes=[demo.LIMITS.loop_n * 2],
+    sweep = demo_worker.ask(
+        Scaling(
+            sample="unrolled_loop", step="step", args="f32[8,8]", sizes=[demo.LIMITS.loop_n * 2]
+        )
     )
-    assert sweep["error"]["kind"] == "demo_refused"
-    assert demo_worker.request("passes", sample="dot_plus_one")["error"]["kind"] == "demo_refused"
+    assert sweep.error.kind == "demo_refused"
+    passes = demo_worker.ask(Passes(Settings(sample="dot_plus_one")))
+    assert passes.error.kind == "demo_refused"
 
 
 def test_demo_forbids_file_writing_compiler_options_and_the_disk_cache() -> None:
@@ -352,7 +351,7 @@ def test_analysis_results_with_graph_models_survive_the_json_frames(demo_worker)
 @pytest.fixture
 def fresh_worker() -> Iterator[Worker]:
     w = Worker("cpu", timeout_s=20, demo=False)
-    assert w.request("ping")["ok"]
+    assert w.ask(Ping()).ok
     yield w
     w.close()
 

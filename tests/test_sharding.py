@@ -20,7 +20,7 @@ from viz.sharding.collectives import collective_kind, collectives, result_arrays
 from viz.spec import ArraySpec, SpecError, ValueSpec, format_spec, parse_spec
 from viz.spec.mesh import parse_mesh
 from viz.spec.text import Partition, python_expression, split_sharding
-from viz.worker.protocol import Analyze, Analyzed
+from viz.worker.protocol import Analyze, Analyzed, CacheCalls, CacheReply, CacheState
 
 MLP = """import jax
 import jax.numpy as jnp
@@ -309,19 +309,15 @@ def test_the_collectives_filter_shows_them_with_their_neighbours_only(data_paral
 CACHE_CODE = "import jax.numpy as jnp\n\n\ndef f(x):\n    return jnp.sin(x) * 2\n"
 
 
-def cache_calls(worker8, placement: str, mesh: str = "", calls: int = 1):
-    return worker8.request(
-        "cache_calls",
-        code=CACHE_CODE,
-        function="f",
-        calls=["f32[16,8]"] * calls,
-        placements={"x": placement},
-        mesh=mesh,
+def cache_calls(worker8, placement: str, mesh: str = "", calls: int = 1) -> CacheReply:
+    settings = Settings(code=CACHE_CODE, function="f", mesh=mesh)
+    return worker8.ask(
+        CacheCalls(settings, calls=["f32[16,8]"] * calls, placements={"x": placement})
     )
 
 
 def test_the_cache_lab_places_an_argument_by_the_spec_suffix(worker8) -> None:
-    worker8.request("cache_state", code=CACHE_CODE, function="f", clear=True)
+    worker8.ask(CacheState(Settings(code=CACHE_CODE, function="f"), clear=True))
     first = cache_calls(worker8, "P('x')", calls=2)
     assert [e["hit"] for e in first["new"]] == [False, True]
     assert "P('x',) over mesh(x=8)" in first["new"][0]["signature"]

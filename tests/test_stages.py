@@ -17,7 +17,7 @@ from viz.errors import UserCodeError
 from viz.settings import Settings
 from viz.stages import ArgLeaf, Lowered, Traced
 from viz.target import Target
-from viz.worker import Worker
+from viz.worker import Worker, protocol
 
 # Each function fails unless it is traced with 64-bit floats.
 WIDE = """\
@@ -44,26 +44,16 @@ def lessons() -> Iterator[Worker]:
     w.close()
 
 
-def lesson_requests(spec: str) -> dict[str, dict[str, Any]]:
+def lesson_requests(spec: str) -> dict[str, protocol.Request]:
     return {
-        "placement": {"code": WIDE, "outer": "outer", "inner": "inner", "args": spec},
-        "scaling": {"code": WIDE, "step": "inner", "args": spec, "sizes": [1, 2]},
-        "shape_sweep": {
-            "code": WIDE,
-            "function": "f",
-            "args": spec,
-            "static": [],
-            "param": "x",
-            "axis": 0,
-            "sizes": [2, 4],
-        },
-        "bucket_costs": {
-            "code": WIDE,
-            "function": "f",
-            "args": spec,
-            "batch_arg": "x",
-            "buckets": [2, 4],
-        },
+        "placement": protocol.Placement(code=WIDE, outer="outer", inner="inner", args=spec),
+        "scaling": protocol.Scaling(code=WIDE, step="inner", args=spec, sizes=[1, 2]),
+        "shape_sweep": protocol.ShapeSweep(
+            code=WIDE, function="f", args=spec, static=[], param="x", axis=0, sizes=[2, 4]
+        ),
+        "bucket_costs": protocol.BucketCosts(
+            code=WIDE, function="f", args=spec, batch_arg="x", buckets=[2, 4]
+        ),
     }
 
 
@@ -160,7 +150,7 @@ def test_cache_lab_flipping_x64_alone_is_a_config_miss():
 
 
 def test_cache_lab_names_the_bad_item_of_a_malformed_spec(worker):
-    result = worker.request("cache_call", code=WIDE, function="f", args=BAD_SPEC)
+    result = worker.ask(protocol.CacheCall(Settings(code=WIDE, function="f", args=BAD_SPEC)))
     event = result["event"]
     assert event["type"] == "failed" and event["error"]["kind"] == "spec_error"
     assert "item 1" in event["error"]["message"]
@@ -172,13 +162,13 @@ def test_cache_lab_names_the_bad_item_of_a_malformed_spec(worker):
 @pytest.mark.slow
 @pytest.mark.parametrize("op", ["placement", "scaling", "shape_sweep", "bucket_costs"])
 def test_each_lesson_compiles_an_f64_spec_as_64_bit(lessons, op):
-    result = lessons.request(op, **lesson_requests("f64[4]")[op])
+    result = lessons.ask(lesson_requests("f64[4]")[op])
     assert result["ok"], result.get("error")
 
 
 @pytest.mark.parametrize("op", ["placement", "scaling", "shape_sweep", "bucket_costs"])
 def test_each_lesson_names_the_bad_item_of_a_malformed_spec(lessons, op):
-    result = lessons.request(op, **lesson_requests(BAD_SPEC)[op])
+    result = lessons.ask(lesson_requests(BAD_SPEC)[op])
     assert not result["ok"]
     assert result["error"]["kind"] == "spec_error", result["error"]
     assert "item 1" in result["error"]["message"]
@@ -188,13 +178,13 @@ def test_each_lesson_names_the_bad_item_of_a_malformed_spec(lessons, op):
 
 
 def test_pass_by_pass_compiles_an_f64_spec_as_64_bit(worker):
-    result = worker.request("passes", code=WIDE, function="f", args="f64[4]")
+    result = worker.ask(protocol.Passes(Settings(code=WIDE, function="f", args="f64[4]")))
     assert result["ok"], result.get("error")
     assert result["steps"][-1]["op_count"] >= 1
 
 
 def test_pass_by_pass_names_the_bad_item_of_a_malformed_spec(worker):
-    result = worker.request("passes", code=WIDE, function="f", args=BAD_SPEC)
+    result = worker.ask(protocol.Passes(Settings(code=WIDE, function="f", args=BAD_SPEC)))
     assert result["error"]["kind"] == "spec_error"
     assert "item 1" in result["error"]["message"]
 
@@ -273,5 +263,5 @@ def test_a_malformed_device_is_an_error_result_not_an_exception():
 
 def test_the_scaling_lesson_points_errors_at_the_users_step(lessons):
     code = "import jax.numpy as jnp\n\ndef step(x):\n    return x @ jnp.ones((3, 5))\n"
-    result = lessons.request("scaling", code=code, step="step", args="f32[4]", sizes=[2])
+    result = lessons.ask(protocol.Scaling(code=code, step="step", args="f32[4]", sizes=[2]))
     assert not result["ok"] and result["error"]["line"] == 4, result["error"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -28,11 +29,11 @@ OK_CODE = "def f(x):\n    return x * 2.0\n"
 GIB = 1 << 30
 
 
-def analyze(worker: Worker, code: str, **kwargs):
-    kwargs.setdefault("function", "f")
-    kwargs.setdefault("args", "f32[4]")
-    kwargs.setdefault("runs", 0)
-    return worker.request("analyze", code=code, **kwargs)
+def analyze(worker: Worker, code: str, timeout_s: float | None = None, runs: int = 0, **settings):
+    """The worker's answer to an Analyze, as the JSON it sent (the report's, stdout beside)."""
+    settings = {"function": "f", "args": "f32[4]", **settings}
+    request = protocol.Analyze(Settings(code=code, **settings), runs=runs)
+    return worker.ask(request, timeout_s=timeout_s).to_dict()
 
 
 def assert_next_request_succeeds(worker: Worker) -> None:
@@ -45,7 +46,7 @@ def assert_next_request_succeeds(worker: Worker) -> None:
 def fresh_worker() -> Iterator[Worker]:
     """A worker of this test's own, with a 3 s timeout, already started."""
     w = Worker("cpu", timeout_s=3)
-    assert w.request("ping")["ok"]
+    assert w.ask(protocol.Ping()).ok
     yield w
     w.close()
 
@@ -178,7 +179,7 @@ def test_the_garbage_of_a_request_is_freed_before_the_next_one(fresh_worker):
     sizes = []
     for _ in range(5):
         assert analyze(fresh_worker, code)["ok"]
-        assert fresh_worker.request("ping")["ok"]  # answered once the worker is idle again
+        assert fresh_worker.ask(protocol.Ping()).ok  # answered once the worker is idle again
         sizes.append(fresh_worker.status().rss_bytes)
     assert sizes[-1] - sizes[0] < 300 << 20, [s >> 20 for s in sizes]
 
@@ -212,32 +213,43 @@ def test_results_without_prints_have_no_stdout(worker):
 
 def test_progress_messages_reach_the_callback(worker):
     seen = []
-    result = worker.request(
-        "cache_calls",
-        code=OK_CODE,
-        function="f",
-        calls=["f32[2]", "f32[3]", "f32[2]"],
-        on_progress=seen.append,
+    request = protocol.CacheCalls(
+        Settings(code=OK_CODE, function="f"), calls=["f32[2]", "f32[3]", "f32[2]"]
     )
-    assert result["ok"]
-    assert seen == [{"done": i, "total": 3} for i in (1, 2, 3)]
+    result = worker.ask(request, on_progress=seen.append)
+    assert result.ok
+    assert seen == [protocol.Progress(done=i, total=3) for i in (1, 2, 3)]
+
+
+@dataclass
+class NoSuchOp(protocol.Ping):
+    """A request for an operation the worker does not know (its answer: a PingReply)."""
+
+    OP = "no_such_op"
+
+
+@dataclass
+class AnalyzeMore(protocol.Analyze):
+    """An Analyze with a field the operation does not take."""
+
+    not_an_argument: int = 1
 
 
 def test_unknown_op_is_a_bad_request_and_the_worker_keeps_serving(worker):
-    result = worker.request("no_such_op")
-    assert result["ok"] is False
-    assert result["error"]["kind"] == "bad_request"
-    assert worker.request("ping")["ok"]
+    result = worker.ask(NoSuchOp())
+    assert result.ok is False
+    assert result.error.kind == "bad_request"
+    assert worker.ask(protocol.Ping()).ok
 
 
 def test_a_field_the_operation_does_not_take_is_a_bad_request_and_the_worker_keeps_serving(
     worker,
 ):
     pid = worker.status().pid
-    result = worker.request("analyze", not_an_argument=1)
-    assert result["error"]["kind"] == "bad_request"
-    assert "not_an_argument" in result["error"]["message"]
-    assert worker.request("ping")["ok"]
+    result = worker.ask(AnalyzeMore())
+    assert result.error.kind == "bad_request"
+    assert "not_an_argument" in result.error.message
+    assert worker.ask(protocol.Ping()).ok
     assert worker.status().pid == pid
 
 
@@ -274,23 +286,23 @@ def test_messages_are_length_prefixed_json():
 
 
 def test_cpu_worker_has_one_device(worker):
-    result = worker.request("ping")
-    assert result["ok"]
-    assert (result["platform"], result["device_count"]) == ("cpu", 1)
+    result = worker.ask(protocol.Ping())
+    assert result.ok
+    assert (result.platform, result.device_count) == ("cpu", 1)
 
 
 def test_a_warming_ping_runs_the_pipeline_once_and_answers(worker):
     """WorkerPool.warm sends this at server start: a broken warm-up must show here,
     not as a slower first Analyze."""
-    result = worker.request("ping", warm=True)
-    assert result["ok"], result.get("error")
-    assert result["platform"] == "cpu"
+    result = worker.ask(protocol.Ping(warm=True))
+    assert result.ok, result.error
+    assert result.platform == "cpu"
 
 
 def test_cpu8_worker_reports_eight_devices(worker8):
-    result = worker8.request("ping")
-    assert result["device_count"] == 8
-    assert result["devices"] == [f"cpu:{i}" for i in range(8)]
+    result = worker8.ask(protocol.Ping())
+    assert result.device_count == 8
+    assert result.devices == [f"cpu:{i}" for i in range(8)]
 
 
 def test_cpu8_worker_can_analyze_on_cpu8(worker8):
@@ -324,8 +336,8 @@ def test_a_gpu_worker_without_a_usable_gpu_says_so_for_every_request(monkeypatch
             assert report["error"]["kind"] == "device_unavailable", report["error"]
             assert "requirements-gpu.txt" in report["error"]["hint"]
             assert report["function"] == "f"  # the reply still says what it answers
-        ping = w.request("ping")
-        assert ping["error"]["kind"] == "device_unavailable"
+        ping = w.ask(protocol.Ping())
+        assert ping.error.kind == "device_unavailable"
     finally:
         w.close()
 
@@ -349,8 +361,8 @@ def test_status_before_the_first_request_is_not_alive():
 def test_status_of_a_running_worker_counts_requests_and_memory():
     w = Worker("cpu")
     try:
-        w.request("ping")
-        w.request("ping")
+        w.ask(protocol.Ping())
+        w.ask(protocol.Ping())
         status = w.status()
         assert status.alive and status.pid is not None
         assert status.requests == 2
@@ -363,7 +375,7 @@ def test_status_of_a_running_worker_counts_requests_and_memory():
 def test_restart_replaces_the_child_and_bumps_the_generation():
     w = Worker("cpu")
     try:
-        w.request("ping")
+        w.ask(protocol.Ping())
         before = w.status()
         w.restart()
         after = w.status()
@@ -371,7 +383,7 @@ def test_restart_replaces_the_child_and_bumps_the_generation():
         assert after.pid != before.pid
         assert after.generation == before.generation + 1
         assert after.restarts == before.restarts + 1
-        assert w.request("ping")["ok"]
+        assert w.ask(protocol.Ping()).ok
     finally:
         w.close()
 
@@ -380,17 +392,17 @@ def test_a_crash_bumps_the_generation_on_the_next_request(fresh_worker):
     generation = fresh_worker.status().generation
     analyze(fresh_worker, "import os\n\n\ndef f(x):\n    os._exit(3)\n")
     assert not fresh_worker.alive()
-    assert fresh_worker.request("ping")["ok"]
+    assert fresh_worker.ask(protocol.Ping()).ok
     assert fresh_worker.status().generation == generation + 1
 
 
 def test_close_stops_the_child_and_a_later_request_starts_one_again():
     w = Worker("cpu")
     try:
-        w.request("ping")
+        w.ask(protocol.Ping())
         w.close()
         assert not w.alive() and w.status().pid is None
-        assert w.request("ping")["ok"]
+        assert w.ask(protocol.Ping()).ok
         assert w.alive()
     finally:
         w.close()

@@ -7,9 +7,9 @@ import importlib
 import logging
 import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 import streamlit as st
 
@@ -17,9 +17,7 @@ from ui.navigation import navigation_from_the_start
 from ui.program import program
 from viz import demo
 from viz.worker import Worker, WorkerPool
-from viz.worker.protocol import Progress, Request
-
-R = TypeVar("R", bound=Request)
+from viz.worker.protocol import Progress, ReplyT, Request
 
 
 @st.cache_resource
@@ -80,7 +78,12 @@ def worker(role: str = "main") -> Worker:
     return pool().worker_for(owner(), device(), role)
 
 
-def ask(request: R, role: str = "main", on_progress: Any = None, on_tick: Any = None) -> Any:
+def ask(
+    request: Request[ReplyT],
+    role: str = "main",
+    on_progress: Callable[[Progress], None] | None = None,
+    on_tick: Callable[[], None] | None = None,
+) -> ReplyT:
     """Send a request to this session's worker and return its typed reply (errors come
     back as replies too). While it waits behind other sessions' requests, the page
     says its place in the queue; `on_tick()` is called every quarter second while it
@@ -119,7 +122,7 @@ def lesson_worker() -> Worker:
     return worker("lessons")
 
 
-def run_lesson(request: R, label: str) -> Any:
+def run_lesson(request: Request[ReplyT], label: str) -> ReplyT:
     """Run a lesson measurement in the lessons worker, showing progress; Cancel (rendered
     by `lesson_controls`) kills that worker. Returns the typed reply."""
     bar = st.progress(0.0, f"{label}…")

@@ -2,7 +2,7 @@
 samples run.
 
 `admit` is the policy, applied to every worker request twice: by the server's
-`Worker.request` before anything is sent, and again by the child before a handler
+`Worker.ask` before anything is sent, and again by the child before a handler
 runs. A request names its sample (`sample='mlp'`); the code is then read from that
 sample's file, whatever code the request carried, so a forged widget value, session
 state or link can never run. Specs may use the spec language and bare names the
@@ -19,13 +19,15 @@ import math
 import os
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from viz.options import COMMON_OPTIONS
 from viz.samples import get_sample
 from viz.source import list_functions, parse_python
 from viz.spec import DTYPES, split_spec
 from viz.worker.protocol import Analyze, CacheCalls, Ping, Request, Scaling
+
+R = TypeVar("R", bound=Request)
 
 
 def enabled() -> bool:
@@ -71,7 +73,7 @@ class Refused(ValueError):
         self.hint = hint
 
 
-def admit(request: Request) -> Request:
+def admit(request: R) -> R:
     """The request demo mode runs instead of `request` (code read from the sample's
     file, bounds applied); raises Refused. Which fields a demo request may set is the
     request type's own `DEMO`."""

@@ -10,7 +10,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -67,6 +68,30 @@ class WorkerStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _decoded(request: protocol.Request[protocol.ReplyT], payload: Any) -> protocol.ReplyT:
+    """The reply to `request` from its JSON, typed as its class's parameter says: its
+    `REPLY`, which `protocol.reply_type` read from that same parameter."""
+    return typing.cast(protocol.ReplyT, protocol.decode_reply(request, payload))
+
+
+def _progress_of(
+    on_progress: Callable[[protocol.Progress], None] | None,
+) -> Callback | None:
+    """A progress frame's callback: its payload decoded into a `protocol.Progress` for
+    `on_progress` (a garbled one is not worth a failure: it is dropped)."""
+    if on_progress is None:
+        return None
+
+    def hear(payload: Any) -> None:
+        try:
+            step = protocol.Progress.from_dict(payload)
+        except (TypeError, AttributeError, KeyError, ValueError):
+            return
+        on_progress(step)
+
+    return hear
 
 
 class _Ticker:
@@ -221,67 +246,49 @@ class Worker:
     # -- requests --------------------------------------------------------
     def ask(
         self,
-        request: protocol.Request,
+        request: protocol.Request[protocol.ReplyT],
         timeout_s: float | None = None,
-        on_progress: Callback | None = None,
+        on_progress: Callable[[protocol.Progress], None] | None = None,
         on_queue: Callback | None = None,
         client: str = "",
         on_tick: Callable[[], None] | None = None,
-    ) -> protocol.Reply:
-        """Run `request` in the child and decode the answer into its reply type (a
-        failure is a reply too: `ok` False and `error` say what happened);
-        `on_progress` hears `protocol.Progress`."""
-
-        def progress(payload: Any) -> None:
-            try:
-                step = protocol.Progress.from_dict(payload)
-            except (TypeError, AttributeError, KeyError, ValueError):
-                return  # a garbled one is not worth a failure
-            if on_progress is not None:
-                on_progress(step)
-
-        payload = self.request(
-            request.OP,
-            timeout_s,
-            progress,
-            on_queue,
-            client,
-            on_tick=on_tick,
-            **request.to_dict(),
-        )
-        return protocol.decode_reply(request, payload)
-
-    def request(
-        self,
-        op: str,
-        timeout_s: float | None = None,
-        on_progress: Callback | None = None,
-        on_queue: Callback | None = None,
-        client: str = "",
-        on_tick: Callable[[], None] | None = None,
-        **kwargs: Any,
-    ) -> dict[str, Any]:
-        """Run `op` in the child; always returns a dict (errors included), never raises
-        for anything the user's code does. While it waits behind other requests,
-        `on_queue(n)` hears how many are ahead (0 when it starts); while it waits at
-        all, `on_tick()` is called every TICK_S (a page's clock of the stage under way)."""
-        tick = _Ticker(on_tick)
+    ) -> protocol.ReplyT:
+        """Run `request` in the child and decode the answer into its reply type, once (a
+        failure is a reply too: `ok` False and `error` say what happened; nothing the
+        user's code does raises here). `on_progress` hears `protocol.Progress`; while
+        the request waits behind others, `on_queue(n)` hears how many are ahead (0 when
+        it starts); while it waits at all, `on_tick()` is called every TICK_S (a page's
+        clock of the stage under way)."""
         if self.demo:
             from viz import demo
 
             try:
-                kwargs = demo.admit(protocol.decode_request(op, kwargs)).to_dict()
-            except protocol.BadRequest as exc:
-                return error_result("bad_request", str(exc), "")
+                request = demo.admit(request)
             except demo.Refused as exc:
-                return error_result("demo_refused", str(exc), exc.hint)
+                return _decoded(request, error_result("demo_refused", str(exc), exc.hint))
+        tick = _Ticker(on_tick)
+        with self._turn(client, on_queue, tick) as ticket:
+            if ticket is None:
+                payload = error_result("cancelled", "Cancelled before it started.", "")
+            else:
+                with self._lock:
+                    timeout = timeout_s or self.timeout_s
+                    steps = _progress_of(on_progress)
+                    payload = self._run(request, timeout, steps, ticket, tick)
+        return _decoded(request, payload)
+
+    @contextlib.contextmanager
+    def _turn(
+        self, client: str, on_queue: Callback | None, tick: _Ticker
+    ) -> Iterator[_Ticket | None]:
+        """Wait in the queue; the ticket while it is this request's turn (it leaves the
+        queue afterwards), None when it was cancelled before it started."""
         ticket = _Ticket(client)
         if not self._wait_turn(ticket, on_queue, tick):
-            return error_result("cancelled", "Cancelled before it started.", "")
+            yield None
+            return
         try:
-            with self._lock:
-                timeout = timeout_s or self.timeout_s
-                return self._run(op, kwargs, timeout, on_progress, ticket, tick)
+            yield ticket
         finally:
             with self._queue_changed:
                 self._queue.remove(ticket)
@@ -318,8 +325,7 @@ class Worker:
 
     def _run(
         self,
-        op: str,
-        kwargs: dict[str, Any],
+        request: protocol.Request,
         timeout_s: float,
         on_progress: Callback | None,
         ticket: _Ticket,
@@ -327,6 +333,7 @@ class Worker:
     ) -> dict[str, Any]:
         self._cancelled = False
         self.requests += 1
+        frame = {"op": request.OP, "kwargs": request.to_dict()}  # the wire: JSON, no pickle
         for attempt in range(2):
             if not self.alive():
                 self._kill("the worker had died between requests")
@@ -334,7 +341,7 @@ class Worker:
             self._next_id += 1
             assert self._proc is not None and self._proc.stdin is not None
             try:
-                self._proc.stdin.write(encode({"id": self._next_id, "op": op, "kwargs": kwargs}))
+                self._proc.stdin.write(encode({"id": self._next_id, **frame}))
                 self._proc.stdin.flush()
             except OSError:  # it died since: a fresh one gets the request
                 self._kill("the worker had died between requests")
