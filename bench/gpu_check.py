@@ -61,7 +61,6 @@ from viz.worker.protocol import (  # noqa: E402
     CompileProfile,
     CompileProfiled,
     Ping,
-    PingReply,
 )
 
 ATTRIBUTED = 0.80  # of the step time, in named kernels
@@ -100,7 +99,7 @@ def timed(item: str, check: Callable[[], Outcome]) -> Row:
 def ping(worker: Worker, device: str) -> tuple[Outcome, int]:
     """A warm ping: the worker starts, imports JAX and analyzes a tiny program there."""
     reply = worker.ask(Ping(warm=True), timeout_s=TIMEOUT_S)
-    if not isinstance(reply, PingReply) or not reply.ok:
+    if not reply.ok:
         return (False, describe_error(reply.error)), 0
     want = device.partition(":")[0]
     ok = reply.platform == want
@@ -135,9 +134,7 @@ def kind_of(error: ErrorInfo | None) -> str | None:
 def analyze(worker: Worker, sample: Sample, device: str) -> Analyzed:
     request = Program.from_sample(sample).analysis(device, RUNS)
     request.profile = sample.expect_error is None
-    reply = worker.ask(request, timeout_s=TIMEOUT_S)
-    assert isinstance(reply, Analyzed)
-    return reply
+    return worker.ask(request, timeout_s=TIMEOUT_S)
 
 
 def analysis_outcome(reply: Analyzed, sample: Sample, device: str) -> Outcome:

@@ -17,7 +17,6 @@ from viz.program import Program
 from viz.progress import STAGES
 from viz.report import Report
 from viz.source import list_functions
-from viz.worker.protocol import Analyzed, PassesReply
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -170,9 +169,7 @@ def analyze(runs: int, automatic: bool = False) -> None:
     asked = Report(function=s.function or "", args=s.args, device=s.device)
     stages = STAGES if runs else tuple(s for s in STAGES if s != "run")
     live = ui.LiveAnalysis(lambda known: overview(known, key="live"), asked, stages)
-    reply: Analyzed = ui.ask(
-        replace(request, stream=True), on_progress=live.progress, on_tick=live.tick
-    )
+    reply = ui.ask(replace(request, stream=True), on_progress=live.progress, on_tick=live.tick)
     res = Result(request, reply.report, reply.stdout)
     res.history_id = results.record(res.report, res.code, res.sample, automatic)
     results.add(res)
@@ -321,7 +318,8 @@ def pass_by_pass(res: Result, index: int) -> None:
     if demo.enabled():
         st.caption("The op count after every XLA pass is off in demo mode: it writes dumps.")
         return
-    if res.passes is None:
+    reply = res.passes
+    if reply is None:
         if not st.button(
             "Show the op count after every XLA pass",
             key=f"passes_{index}",
@@ -329,8 +327,7 @@ def pass_by_pass(res: Result, index: int) -> None:
         ):
             return
         with st.spinner("Compiling with XLA's pass dumps…"):
-            res.passes = ui.ask(res.passes_request())
-    reply: PassesReply = res.passes
+            reply = res.passes = ui.ask(res.passes_request())
     if reply.error:
         ui.error_card(reply.error, res.code)
         return

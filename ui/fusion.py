@@ -32,7 +32,6 @@ from viz.fusion.selection import (
 from viz.ir.model import Graph
 from viz.report import FusionEntry
 from viz.units import seconds
-from viz.worker.protocol import Analyzed
 
 
 def fusion_map_view(res: Result, index: int) -> None:
@@ -79,7 +78,7 @@ def profile_button(res: Result, index: int) -> None:
     ):
         return
     with st.spinner("Running under jax.profiler…"):
-        reply: Analyzed = ask(res.request(runs=PROFILE_RUNS, profile=True))
+        reply = ask(res.request(runs=PROFILE_RUNS, profile=True))
     res.profile = reply.report.profile or res.profile
     for warning in reply.report.warnings:
         if warning.startswith("profile"):

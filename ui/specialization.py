@@ -28,7 +28,7 @@ from viz.specialization import (
     summary,
     variant_spec,
 )
-from viz.worker.protocol import CacheCalls, CacheReply, CacheState
+from viz.worker.protocol import CacheCalls, CacheState
 
 STATE_TEXT = {
     "static": "static value",
@@ -183,7 +183,7 @@ def check(res: Result, index: int, change: Change) -> Outcome:
     lab = f"{owner()}:specialization"  # not the Cache lab's session
     ask(CacheState(settings.function_only(), lab, clear=True))
     calling = replace(settings.function_only(), x64=settings.x64)
-    reply: CacheReply = ask(CacheCalls(calling, lab, calls=[r.args, spec]))
+    reply = ask(CacheCalls(calling, lab, calls=[r.args, spec]))
     return outcome(r.specialization[index], change, spec, reply.new)
 
 

@@ -18,7 +18,7 @@ from viz.options import COMMON_OPTIONS, OPTIONS_BY_KEY, parse_options
 from viz.program import Program
 from viz.report import Report
 from viz.variants import Variant, options_text, variants
-from viz.worker.protocol import Analyze, Analyzed
+from viz.worker.protocol import Analyze
 
 FREE_KEY = "in_opt_free"  # "in_" keys are reset with the program's other inputs
 
@@ -127,7 +127,7 @@ def run_variant(original: Result, label: str, request: Analyze) -> None:
     """Analyze, record and keep the variant like any run, then diff it with the original
     (a failed variant stays in Explore with its error card)."""
     with st.spinner(f"{label}: tracing, lowering, compiling and timing in the worker…"):
-        reply: Analyzed = ask(request)
+        reply = ask(request)
     variant = Result(request, reply.report, reply.stdout)
     variant.history_id = record(variant.report, variant.code, variant.sample)
     add(variant)

@@ -33,7 +33,7 @@ from viz.settings import Settings
 from viz.specialization import SpecializedArg
 from viz.units import nbytes, seconds
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
-from viz.worker.protocol import Analyze, Analyzed, CacheCalls, CacheReply
+from viz.worker.protocol import Analyze, CacheCalls, CacheReply
 
 
 def _target(text: str) -> Settings:
@@ -372,7 +372,6 @@ def _analyze(args: argparse.Namespace, worker: Worker) -> None:
         compile_profile=args.compile_profile,
     )
     reply = worker.ask(request)
-    assert isinstance(reply, Analyzed)
     report = reply.report
     if not args.no_history:
         cli_history.record(reply.report, settings.code)
@@ -388,7 +387,6 @@ def _analyze(args: argparse.Namespace, worker: Worker) -> None:
 def _cache(args: argparse.Namespace, worker: Worker) -> None:
     request = CacheCalls(_settings(args), calls=args.call)
     reply = worker.ask(request)
-    assert isinstance(reply, CacheReply)
     if reply.error:  # the worker itself failed (a call's error is an event)
         print(f"error: {reply.error.message}", file=sys.stderr)
     print(summarize_cache(reply.events))
