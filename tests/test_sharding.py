@@ -17,9 +17,9 @@ from viz.pipeline import analyze
 from viz.report import Report
 from viz.settings import Settings
 from viz.sharding.collectives import collective_kind, collectives, result_arrays
-from viz.spec import ArraySpec, SpecError, ValueSpec, format_spec, parse_spec
+from viz.spec import ArraySpec, SpecError, ValueSpec, format_spec, parse_spec, python_expression
 from viz.spec.mesh import parse_mesh
-from viz.spec.text import Partition, python_expression, split_sharding
+from viz.spec.partition import Partition, split_sharding
 from viz.worker.protocol import Analyze, Analyzed, CacheCalls, CacheReply, CacheState
 
 MLP = """import jax

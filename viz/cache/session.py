@@ -25,7 +25,7 @@ from viz.errors import USER_EXITS, ErrorInfo
 from viz.sharding.build import device_mesh, platform_devices
 from viz.spec import NARROWED, SpecError, array_specs
 from viz.spec.mesh import MeshAxis, MeshSpec, parse_mesh
-from viz.spec.text import parse_partition
+from viz.spec.partition import parse_partition
 from viz.stages import block
 from viz.target import Args, Target, spec_error
 

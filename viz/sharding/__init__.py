@@ -6,7 +6,7 @@
 - `read`: the section, read from a compiled executable (worker).
 
 The mesh text (`data=4, model=2`) and the spec suffix (`f32[64,128] @ P('data', None)`)
-are the spec language's: `viz.spec.mesh` and `viz.spec.text`. Importing this package
+are the spec language's: `viz.spec.mesh` and `viz.spec.partition`. Importing this package
 imports no jax.
 """
 

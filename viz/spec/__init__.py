@@ -1,8 +1,9 @@
 """The args-spec language (DESIGN.md): `f32[32,784], {'w': f32[3,3]}, 3, key, params`.
 
 One implementation for every caller. `viz.spec.text` reads specs as text and never
-imports jax (the app server uses it: splitting, dtype names, size lists, resizing,
-an item as Python); `viz.spec.values` evaluates a spec into argument specs, and
+imports jax (the app server uses it: splitting, dtype names, size lists, resizing),
+nor do `viz.spec.partition` (the `@ P(...)` suffix) and `viz.spec.expression` (an
+item as Python); `viz.spec.values` evaluates a spec into argument specs, and
 `viz.spec.arguments` makes them into abstract or real arguments, in the worker. All
 are re-exported here, except `viz.spec.calls` (a call's values written back as a spec,
 for the recorder), which imports jax.
@@ -16,6 +17,7 @@ from viz.spec.arguments import (
     input_bytes,
     uses_x64,
 )
+from viz.spec.expression import python_expression
 from viz.spec.text import (
     DTYPES,
     NARROWED,
@@ -23,7 +25,6 @@ from viz.spec.text import (
     array_item,
     array_item_parts,
     parse_sizes,
-    python_expression,
     resize,
     split_spec,
 )

@@ -14,7 +14,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from viz.spec.text import ItemError, Partition, SpecError
+from viz.spec.partition import Partition
+from viz.spec.text import ItemError, SpecError
 
 _AXIS = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<size>\d+)\s*(?::\s*(?P<type>\w+))?$")
 AXIS_TYPES = ("auto", "explicit")

@@ -50,18 +50,16 @@ from typing import Any
 import numpy as np
 
 from viz.spec.mesh import MeshSpec, check_partition, check_split
+from viz.spec.partition import Partition, partition_of, sharded_parts
 from viz.spec.text import (
     DTYPES,
     ItemError,
-    Partition,
     SpecError,
     SpecItem,
     describe_error,
     looks_like_dtype,
     parse_item_ast,
-    partition_of,
     rewrite_empty_subscripts,
-    sharded_parts,
     split_items,
     unknown_dtype_message,
 )
