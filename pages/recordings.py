@@ -9,7 +9,7 @@ import streamlit as st
 import ui
 from ui import compile_time
 from ui.job import job_label, job_section
-from viz import charts, demo
+from viz import demo, recording_charts
 from viz.history import History, HistoryError, RecordingRow
 from viz.program import Program
 from viz.recorder import orphans
@@ -243,13 +243,13 @@ def page() -> None:
     )
     compare(rec, rows, db)
     if rec.compiles:
-        st.plotly_chart(charts.recording_timeline(rec), width="stretch")
+        st.plotly_chart(recording_charts.recording_timeline(rec), width="stretch")
     key = functions(rec)
     if key is not None:
         open_in_explore(rec, compiles_of(rec, key))
     if rec.compiles:
         st.subheader("Call sites")
-        st.plotly_chart(charts.call_tree_chart(call_tree(rec)), width="stretch")
+        st.plotly_chart(recording_charts.call_tree_chart(call_tree(rec)), width="stretch")
 
 
 page()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from viz import charts
+from viz import recording_charts
 from viz.history import History, RecordingRow
 from viz.recorder.divergence import processes_text
 from viz.recorder.job import JobError, JobView, from_history, job_view
@@ -38,7 +38,7 @@ def job_section(db: History, job: str) -> None:
         return
     overview(view)
     divergences(view)
-    st.plotly_chart(charts.job_timeline(view), width="stretch")
+    st.plotly_chart(recording_charts.job_timeline(view), width="stretch")
     st.subheader("Processes")
     st.dataframe(pd.DataFrame(process_rows(view)), hide_index=True, width="stretch")
     stragglers(view)
