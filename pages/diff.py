@@ -206,7 +206,12 @@ def graphs_tab(sides: tuple[Side, Side]) -> None:
                 model = report.graph_models["compiled"]
                 marked = report.sharding.collective_nodes if report.sharding else frozenset()
                 ui.graph_panel(
-                    "compiled", model, key=f"diff_graph_{name}", title=title, highlight=marked
+                    "compiled",
+                    model,
+                    key=f"diff_graph_{name}",
+                    title=title,
+                    highlight=marked,
+                    drawn=report.graphs["compiled"].dot,
                 )
                 continue
             graph = report.graphs["compiled"]

@@ -297,6 +297,7 @@ def ir_tab(res: Result, ir: str, index: int) -> None:
             key=f"g_{ir}_{index}",
             title=f"{r.function} · {ui.IR_TITLES[ir]}",
             highlight=collectives or frozenset(),
+            drawn=r.graphs[ir].dot if ir in r.graphs else "",  # the worker's default view
         )
     if ir == "compiled" and {"stablehlo", "compiled"} <= set(models):
         ui.fusion_compare(models["stablehlo"], models["compiled"], key=f"fc_{index}")

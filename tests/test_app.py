@@ -131,6 +131,28 @@ def test_each_graph_tab_draws_its_graph(tab: str) -> None:
     assert any(c.value.startswith("Showing") for c in at.caption)
 
 
+def test_a_graph_tab_draws_the_workers_default_view_and_builds_only_other_views(
+    monkeypatch,
+) -> None:
+    """The worker wrote the default view's DOT (`report.graphs`): the tab draws that,
+    under its title, and builds a DOT of its own only for a view the worker did not."""
+    import viz.graph
+
+    built: list[object] = []
+    to_dot = viz.graph.to_dot
+    monkeypatch.setattr(viz.graph, "to_dot", lambda *a, **k: built.append(a) or to_dot(*a, **k))
+    at = open_tab("jaxpr")
+    assert not built
+    report = at.session_state["results"][-1].report
+    drawn = viz.graph.titled(report.graphs["jaxpr"].dot, f"{report.function} · jaxpr")
+    for chart in at.get("graphviz_chart"):  # without dot (JITSCOPE_DOT=none): the DOT itself
+        assert chart.proto.spec == drawn
+    key = next(k for k in at.session_state if str(k).endswith("_depth"))
+    at.number_input(key=key).set_value(1).run()
+    assert not at.exception, at.exception
+    assert built
+
+
 def test_the_fusion_tab_maps_each_kernel_to_the_ops_it_absorbed() -> None:
     at = open_tab("Fusion")
     kernels = next(d.value for d in at.dataframe if "kernel" in d.value.columns)

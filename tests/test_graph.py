@@ -312,6 +312,24 @@ def test_summary_is_report_ready(model_graphs):
         assert summary["dot"].startswith("digraph")
 
 
+def test_the_summarys_dot_titled_is_the_default_views_dot_with_that_title(model_graphs):
+    """The app draws a report's default view from its DOT (`titled`), never building it
+    again: it must read as `to_dot` would have written it, quotes and newlines too."""
+    for graph in model_graphs:
+        drawn = viz.graph.summary(graph)["dot"]
+        for title in ("", "f · jaxpr", 'say "hi"\nback\\slash'):
+            built = viz.graph.to_dot(viz.graph.default_view(graph), title)
+            assert viz.graph.titled(drawn, title) == built
+
+
+def test_titled_refuses_a_dot_that_already_has_a_title(model_graphs):
+    titled = viz.graph.to_dot(viz.graph.default_view(model_graphs[0]), "mine")
+    with pytest.raises(ValueError, match="untitled"):
+        viz.graph.titled(titled, "another")
+    with pytest.raises(ValueError, match="untitled"):
+        viz.graph.titled("digraph { a -> b }", "another")
+
+
 # ------------------------------------------------------------ readable default views
 
 

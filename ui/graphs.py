@@ -15,12 +15,20 @@ IR_TITLES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "compiled": "Compiled H
 
 
 def graph_panel(
-    ir: str, graph: Graph, key: str, title: str = "", highlight: frozenset[str] = frozenset()
+    ir: str,
+    graph: Graph,
+    key: str,
+    title: str = "",
+    highlight: frozenset[str] = frozenset(),
+    drawn: str = "",
 ) -> None:
     """A graph with find, expand/collapse, neighbourhood and DOT/SVG export; `highlight`:
-    node ids marked until a search replaces them (a sharded program's collectives)."""
+    node ids marked until a search replaces them (a sharded program's collectives);
+    `drawn`: the default view's DOT as the worker wrote it (`report.graphs[ir].dot`),
+    drawn as it is, titled, while the panel shows that view unmarked."""
     view = viz.graph.default_view(graph)
     view.highlight = highlight
+    untouched = not highlight  # the default view as the worker drew it
     labels = viz.graph.expandable(graph, view)
     c1, c2, c3 = st.columns([2, 2, 1])
     query = c1.text_input(
@@ -36,6 +44,7 @@ def graph_panel(
         view = viz.graph.expand_to_depth(graph, int(depth))
     for name in opened:
         view = viz.graph.expand(view, labels[name])
+    untouched = untouched and depth is None and not opened and not query
     if query:
         found = viz.graph.find(graph, query)
         view.highlight = frozenset(found)  # boxes and folds say how many they hold
@@ -46,7 +55,7 @@ def graph_panel(
             st.rerun()
     focus = st.session_state.get(f"{key}_focus")
     if focus in graph.node_map():
-        view = viz.graph.neighbourhood(graph, focus, radius=2)
+        view, untouched = viz.graph.neighbourhood(graph, focus, radius=2), False
         if st.button(
             f"Show the whole graph (now: the neighbourhood of {focus})", key=f"{key}_unfocus"
         ):
@@ -58,9 +67,9 @@ def graph_panel(
             f"That view has {len(visible)} nodes; jitscope draws at most {viz.graph.MAX_NODES}. "
             "Expand fewer groups, or use Find to focus on a neighbourhood."
         )
-        view = viz.graph.default_view(graph)
+        view, untouched = viz.graph.default_view(graph), True
         visible, _ = viz.graph.visible(view)
-    dot = viz.graph.to_dot(view, title)
+    dot = _titled(drawn, title, view) if untouched and drawn else viz.graph.to_dot(view, title)
     st.caption(
         f"Showing {len(visible)} of {len(graph.nodes)} nodes · expand a group above, "
         "or search to focus on a neighbourhood"
@@ -78,6 +87,15 @@ def graph_panel(
         key=f"{key}_svg",
         on_click="ignore",
     )
+
+
+def _titled(drawn: str, title: str, view: viz.graph.View) -> str:
+    """The worker's DOT of the default view under `title`; built again from `view` only
+    if it is not a DOT this version writes."""
+    try:
+        return viz.graph.titled(drawn, title)
+    except ValueError:
+        return viz.graph.to_dot(view, title)
 
 
 def fusion_compare(before: Graph, after: Graph, key: str) -> None:

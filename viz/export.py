@@ -38,9 +38,10 @@ def _metric(label: str, value: Any) -> str:
 
 
 def graph_html(model: Graph | None, summary: GraphSummary | None) -> str:
-    """The graph's default view as inline SVG (also a notebook cell's, viz.notebook)."""
+    """The graph's default view as inline SVG (also a notebook cell's, viz.notebook): the
+    DOT the report holds, built from the model only for a report without one."""
     dot = summary.dot if summary else ""
-    if model is not None:
+    if not dot and model is not None:
         dot = viz.graph.to_dot(viz.graph.default_view(model))
     if not dot:
         return "<p>(no graph)</p>"

@@ -6,13 +6,13 @@
 - `fold`: synthetic groups that keep flat programs readable;
 - `repeats`: repeated structure folded (`layer0` … `layer95` as one group ×96);
 - `search`: find nodes by op, shape or source line;
-- `dot`: the DOT and SVG of a view (`DotStyle` adds attributes), and the report's
-  graph summary.
+- `dot`: the DOT and SVG of a view (`DotStyle` adds attributes), the report's
+  graph summary, and its DOT given a title (`titled`).
 
 This package imports neither jax nor streamlit.
 """
 
-from viz.graph.dot import DotStyle, summary, to_dot, to_svg
+from viz.graph.dot import DotStyle, summary, titled, to_dot, to_svg
 from viz.graph.search import find
 from viz.graph.view import (
     DEFAULT_NODES,
@@ -53,6 +53,7 @@ __all__ = [
     "region_view",
     "regions",
     "summary",
+    "titled",
     "to_dot",
     "to_svg",
     "visible",

@@ -28,6 +28,7 @@ COLOURS = {  # fusion colour classes → fill colours
     "dot": "#c9efc9",
 }
 GROUP_FILL = "#eeeeee"
+_HEAD = "digraph G {"
 HIGHLIGHT = "#d7263d"
 
 
@@ -65,12 +66,8 @@ def _dot(
     style: DotStyle = PLAIN,
 ) -> str:
     lines = [
-        "digraph G {",
-        # newrank: ranks over the whole graph, not cluster by cluster. With clusters
-        # nested in a fold (`layer ×24` > its layers) and edges from outside into them,
-        # dot's per-cluster ranking took 7 s where this takes 0.04 s.
-        f'  graph [newrank=true, rankdir=TB, fontname="{FONT}", fontsize=12, labelloc=t, '
-        f"label={_q(title)}, nodesep=0.25, ranksep=0.35];",
+        _HEAD,
+        _graph_attrs(title),
         f'  node [fontname="{FONT}", fontsize=10, height=0.3];',
         f'  edge [fontname="{FONT}", fontsize=8, color="#8a8a8a", arrowsize=0.6];',
     ]
@@ -253,6 +250,27 @@ def _short(text: str, limit: int = 40) -> str:
 
 def _short_op(op: str) -> str:
     return op.split(".", 1)[1] if op.startswith("stablehlo.") else op
+
+
+def _graph_attrs(title: str) -> str:
+    """The graph's attribute line, the title in it (`titled` swaps it)."""
+    # newrank: ranks over the whole graph, not cluster by cluster. With clusters
+    # nested in a fold (`layer ×24` > its layers) and edges from outside into them,
+    # dot's per-cluster ranking took 7 s where this takes 0.04 s.
+    return (
+        f'  graph [newrank=true, rankdir=TB, fontname="{FONT}", fontsize=12, labelloc=t, '
+        f"label={_q(title)}, nodesep=0.25, ranksep=0.35];"
+    )
+
+
+def titled(dot: str, title: str) -> str:
+    """`dot`, written here without a title (a report's default view: `summary`), with
+    `title` over it: what `to_dot(view, title)` writes, without working the view's DOT
+    out again. ValueError for a DOT this module did not write untitled."""
+    head = f"{_HEAD}\n{_graph_attrs('')}\n"
+    if not dot.startswith(head):
+        raise ValueError("not an untitled DOT of viz.graph.dot")
+    return f"{_HEAD}\n{_graph_attrs(title)}\n{dot[len(head) :]}"
 
 
 def _q(text: str) -> str:
