@@ -72,3 +72,23 @@ def test_a_renderer_failure_says_what_it_said() -> None:
         pytest.skip("no DOT renderer installed")
     with pytest.raises(RuntimeError, match="failed"):
         render.svg("digraph { a -> ", program)
+
+
+def test_the_same_dot_is_laid_out_once_and_a_failure_is_not_kept(tmp_path: Path) -> None:
+    """A page's rerun draws the same graphs again: the renderer runs once per DOT."""
+    calls = tmp_path / "calls"
+    program = tmp_path / "fake-dot"
+    program.write_text(
+        f"#!/bin/sh\necho x >> {calls}\ninput=$(cat)\n"
+        'case "$input" in *broken*) echo "syntax error" >&2; exit 1;; esac\n'
+        'echo "<svg>$input</svg>"\n'
+    )
+    program.chmod(0o755)
+    first = render.svg(CLUSTERED + "\n// once", str(program))
+    assert render.svg(CLUSTERED + "\n// once", str(program)) == first
+    assert render.svg(CLUSTERED + "\n// twice", str(program)) != first
+    assert calls.read_text().count("x") == 2
+    for _ in range(2):  # a failure is raised each time, not remembered
+        with pytest.raises(RuntimeError, match="syntax error"):
+            render.svg("broken", str(program))
+    assert calls.read_text().count("x") == 4

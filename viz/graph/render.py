@@ -10,6 +10,7 @@ this Python's executable, where pip puts scripts of a venv that is not activated
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -45,6 +46,13 @@ def svg(dot: str, program: str | None = None) -> str:
             "No Graphviz `dot` program found: `pip install -r requirements.txt` installs "
             "graphviz-pure, or `apt-get install graphviz`."
         )
+    return _layout(program, dot)
+
+
+# Every rerun of a page draws its graphs again, most often the very same DOT (a widget
+# elsewhere changed): lay each out once. Bounded: a large view's SVG is about 100 KB.
+@functools.lru_cache(maxsize=64)
+def _layout(program: str, dot: str) -> str:
     done = subprocess.run(
         [program, "-Tsvg"],
         input=dot.encode("utf-8"),
