@@ -60,6 +60,7 @@ from jax._src import core as jax_core
 import viz.graph
 import viz.overlap
 import viz.pipeline
+import viz.readers
 import viz.stages
 from viz.ir.model import Graph
 from viz.source import find_function, load_module
@@ -107,22 +108,22 @@ READER_THREAD = "jitscope-reader"  # viz.pipeline's thread beside XLA's compile
 XLA_THREAD = "jitscope-xla"  # its thread for the memory analysis, after the compile
 TIMED = {  # step name → (module or class, attribute) the pipeline calls it through
     "jaxpr text": (jax_core.ClosedJaxpr, "__str__"),
-    "read jaxpr": (viz.pipeline, "read_jaxpr"),
+    "read jaxpr": (viz.readers, "read_jaxpr"),
     "StableHLO bytecode (main)": (viz.pipeline, "module_bytecode"),
-    "StableHLO copy (parse)": (viz.pipeline, "module_copy"),
-    "StableHLO text": (viz.pipeline, "module_text"),
-    "read StableHLO": (viz.pipeline, "read_stablehlo"),
+    "StableHLO copy (parse)": (viz.readers, "module_copy"),
+    "StableHLO text": (viz.readers, "module_text"),
+    "read StableHLO": (viz.readers, "read_stablehlo"),
     "compiled HLO text": (viz.stages.Compiled, "text"),
-    "read compiled HLO": (viz.pipeline, "read_hlo_text"),
-    "dump = executable's text?": (viz.pipeline, "same_program"),
+    "read compiled HLO": (viz.readers, "read_hlo_text"),
+    "dump = executable's text?": (viz.readers, "same_program"),
     "cost analysis": (viz.stages.Compiled, "cost"),
     "memory analysis": (viz.stages.Compiled, "memory"),
-    "kernels": (viz.pipeline, "kernels"),
-    "fusion map": (viz.pipeline, "fusion_map"),
-    "fusion map (after the compile)": (viz.pipeline, "add_fusion_map"),
-    "specialization (spec, jaxpr)": (viz.pipeline, "read_traced"),
-    "specialization (shardings)": (viz.pipeline, "finish"),
-    "specialization (all, after)": (viz.pipeline, "read_specialization"),  # when not early
+    "kernels": (viz.readers, "kernels"),
+    "fusion map": (viz.readers, "fusion_map"),
+    "fusion map (after the compile)": (viz.pipeline, "fusion_map_section"),
+    "specialization (spec, jaxpr)": (viz.readers, "read_traced"),
+    "specialization (shardings)": (viz.readers, "finish"),
+    "specialization (all, after)": (viz.readers, "read_specialization"),  # when not early
 }
 
 
@@ -232,10 +233,10 @@ def without_reading() -> AbstractContextManager[None]:
     compile slowed XLA by up to 0.6 ms: they share its caches and memory (issue #20)."""
     return patched(
         {
-            (viz.pipeline, "read_jaxpr"): lambda jaxpr, names: Graph("jaxpr"),
-            (viz.pipeline, "read_stablehlo"): lambda module: Graph("stablehlo"),
-            (viz.pipeline, "read_hlo_text"): lambda text: Graph("compiled"),
-            (viz.pipeline, "module_text"): lambda module: "",
+            (viz.readers, "read_jaxpr"): lambda jaxpr, names: Graph("jaxpr"),
+            (viz.readers, "read_stablehlo"): lambda module: Graph("stablehlo"),
+            (viz.readers, "read_hlo_text"): lambda text: Graph("compiled"),
+            (viz.readers, "module_text"): lambda module: "",
             (jax_core.ClosedJaxpr, "__str__"): lambda jaxpr: "",
         }
     )

@@ -542,14 +542,14 @@ def test_what_the_analysis_made_is_old_but_its_cycles_are_still_collected(worker
         made.append(weakref.ref(cycle))
         return real(*args)
 
-    import viz.pipeline
+    import viz.readers
 
-    real = viz.pipeline.read_hlo_text
-    viz.pipeline.read_hlo_text = read_and_make_a_cycle
+    real = viz.readers.read_hlo_text
+    viz.readers.read_hlo_text = read_and_make_a_cycle
     try:
         report = analyze(_chain, "f32[8,8]", runs=0)
     finally:
-        viz.pipeline.read_hlo_text = real
+        viz.readers.read_hlo_text = real
     assert gc.get_freeze_count() == 0  # moved to the oldest generation, not left frozen
     assert gc.is_tracked(report.graph_models["compiled"].nodes[0])
     gc.collect(1)  # the two younger generations: it is in neither
@@ -572,16 +572,16 @@ def test_objects_frozen_before_the_analysis_stay_frozen():
 def test_the_specialization_is_read_beside_the_compile(monkeypatch: pytest.MonkeyPatch):
     import threading
 
-    import viz.pipeline
+    import viz.readers
 
     threads: list[str] = []
-    real = viz.pipeline.read_traced
+    real = viz.readers.read_traced
 
     def read_traced(*args: Any) -> Any:
         threads.append(threading.current_thread().name)
         return real(*args)
 
-    monkeypatch.setattr(viz.pipeline, "read_traced", read_traced)
+    monkeypatch.setattr(viz.readers, "read_traced", read_traced)
     report = analyze(_chain, "f32[8,8]", runs=0)
     assert threads == ["jitscope-reader"]
     (row,) = report.specialization
@@ -592,26 +592,26 @@ def test_the_specialization_is_read_beside_the_compile(monkeypatch: pytest.Monke
 def test_a_specialization_reader_failure_beside_the_compile_is_read_again(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    import viz.pipeline
+    import viz.readers
 
     def broken(*_: Any, **__: Any) -> Any:
         raise ValueError("boom")
 
-    monkeypatch.setattr(viz.pipeline, "read_traced", broken)
+    monkeypatch.setattr(viz.readers, "read_traced", broken)
     report = analyze(_chain, "f32[8,8]", runs=0)
     assert report.ok and [r.arg for r in report.specialization] == ["x"]
-    monkeypatch.setattr(viz.pipeline, "read_specialization", broken)
+    monkeypatch.setattr(viz.readers, "read_specialization", broken)
     report = analyze(_chain, "f32[8,8]", runs=0)
     assert "could not read the specialization: ValueError: boom" in report.warnings
 
 
 def test_a_reader_failure_on_the_thread_is_a_warning(monkeypatch: pytest.MonkeyPatch):
-    import viz.pipeline
+    import viz.readers
 
     def broken(*_: Any) -> Any:
         raise ValueError("boom")
 
-    monkeypatch.setattr(viz.pipeline, "read_stablehlo", broken)
+    monkeypatch.setattr(viz.readers, "read_stablehlo", broken)
     report = analyze(_chain, "f32[8,8]", runs=0)
     assert report.ok
     assert "could not read the stablehlo graph: ValueError: boom" in report.warnings
@@ -626,15 +626,16 @@ def test_the_compiled_graph_read_from_the_dump_is_the_executables(
     import threading
 
     import viz.pipeline
+    import viz.readers
 
     threads: list[str] = []
-    real = viz.pipeline._read_compiled_text
+    real = viz.readers.read_compiled_text
 
     def read(text: str) -> Any:
         threads.append(threading.current_thread().name)
         return real(text)
 
-    monkeypatch.setattr(viz.pipeline, "_read_compiled_text", read)
+    monkeypatch.setattr(viz.readers, "read_compiled_text", read)
     monkeypatch.setattr(viz.pipeline, "DUMP_FROM_BYTES", 0)  # a chain this small is not dumped
     early = analyze(_chain, "f32[8,8]", runs=0)
     assert threads == ["jitscope-reader"]  # read once, while XLA generated code
@@ -654,14 +655,14 @@ def test_a_dump_that_differs_from_the_executable_is_not_shown(monkeypatch: pytes
             return None if text is None else text.replace("tanh", "cosine")
 
     made_after: list[bool] = []
-    real_add = viz.pipeline.add_fusion_map
+    real_add = viz.pipeline.fusion_map_section
 
-    def add_fusion_map(*args: Any) -> Any:
+    def fusion_map_section(*args: Any) -> Any:
         made_after.append(True)
         return real_add(*args)
 
     monkeypatch.setattr(viz.pipeline, "OptimizedHloDump", WrongDump)
-    monkeypatch.setattr(viz.pipeline, "add_fusion_map", add_fusion_map)
+    monkeypatch.setattr(viz.pipeline, "fusion_map_section", fusion_map_section)
     monkeypatch.setattr(viz.pipeline, "DUMP_FROM_BYTES", 0)
     report = analyze(_chain, "f32[8,8]", runs=0)
     ops = {n.op for n in report.graph_models["compiled"].nodes}
@@ -748,17 +749,18 @@ def test_the_readers_hold_the_gil_only_inside_the_compile_with_a_short_switch_in
 
     import viz.overlap
     import viz.pipeline
+    import viz.readers
 
     window_of = viz.overlap.CompileWindow
     normal = sys.getswitchinterval()
     seen: list[float] = []
-    real = viz.pipeline._read_early
+    real = viz.readers.read_early
 
     def read_early(*args: Any) -> Any:
         seen.append(sys.getswitchinterval())
         return real(*args)
 
-    monkeypatch.setattr(viz.pipeline, "_read_early", read_early)
+    monkeypatch.setattr(viz.readers, "read_early", read_early)
 
     def fresh(x):  # a program no earlier test compiled: XLA's cache would make it instant
         return _chain(x) * 1.000123

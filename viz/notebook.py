@@ -234,7 +234,7 @@ def show(fn: Callable, args: str = "", *positional: Any, history: bool = True, *
     from viz.pipeline import analyze
 
     report = analyze(fn, args, *positional, **kwargs)
-    history_id = record_api_run(report) if history else None
+    history_id, report = record_api_run(report) if history else (None, report)
     _SHOWN[id(report)] = (_execution_count(), history_id)
     weakref.finalize(report, _SHOWN.pop, id(report), None)
     _display_html(report_html(report, history_id))

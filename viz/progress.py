@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TypeVar
 
-from viz.report import Report
+from viz.report import CompiledSection, JaxprSection, Report, StableHLOSection
 
 # load: the user's module run and the arguments made; run: the timed runs (and eager,
 # and the kernel profile when asked for) once the compiled program is known
@@ -23,8 +24,9 @@ OnStage = Callable[[str, Report], None]
 def glimpse(report: Report) -> Report:
     """What a page draws while the analysis goes on: the report's counts, timings, cost,
     memory and the default graph views; not its texts, graph models, fusion map or
-    kernels, which only the finished report carries (a 96-layer model's are megabytes)."""
-    known = Report(
+    kernels, which only the finished report carries (a 96-layer model's are megabytes).
+    The pipeline glimpses the report assembled from what it has found so far."""
+    return Report(
         ok=report.ok,
         error=report.error,
         device=report.device,
@@ -36,11 +38,17 @@ def glimpse(report: Report) -> Report:
         compiler_options=dict(report.compiler_options),
         x64=report.x64,
         timings=replace(report.timings),
+        jaxpr=_untexted(report.jaxpr),
+        stablehlo=_untexted(report.stablehlo),
+        compiled=_untexted(report.compiled),
         cost=report.cost,
         memory=report.memory,
         graphs=dict(report.graphs),
     )
-    for name in ("jaxpr", "stablehlo", "compiled"):
-        section = getattr(report, name)
-        setattr(known, name, None if section is None else replace(section, text=""))
-    return known
+
+
+Section = TypeVar("Section", JaxprSection, StableHLOSection, CompiledSection)
+
+
+def _untexted(section: Section | None) -> Section | None:
+    return None if section is None else replace(section, text="")

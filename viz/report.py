@@ -10,13 +10,14 @@ attributes. Nothing here imports jax, so the app can read reports from the worke
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
 from viz.fusion.profile import Profile
 from viz.ir.model import Graph
 from viz.plain import Plain, encode
+from viz.settings import Settings
 from viz.sharding.model import ShardingSection
 from viz.specialization.model import ShapeOp, SpecializedArg
 from viz.timing import RunStats
@@ -161,6 +162,50 @@ class Donation(Plain):
     saved_bytes: int | None = None  # memory_analysis's alias bytes: outputs written in place
 
 
+@dataclass(frozen=True)
+class Subject(Plain):
+    """What an analysis is of, and where and how it ran: the report's header."""
+
+    function: str = ""
+    args: str = ""
+    static: list[str] = field(default_factory=list)
+    donate: list[str] = field(default_factory=list)
+    compiler_options: dict[str, Any] = field(default_factory=dict)  # as passed to XLA
+    device: str = "cpu"
+    x64: bool = False
+    source_file: str | None = None
+    jax_version: str = ""
+
+    # what a request names before anything ran (the rest is known once it ran)
+    ASKED: ClassVar[tuple[str, ...]] = (
+        "function",
+        "args",
+        "static",
+        "donate",
+        "compiler_options",
+        "device",
+    )
+
+    @classmethod
+    def asked(cls, settings: Settings) -> Subject:
+        """What `settings` ask for: their function, args spec, static and donated
+        arguments, compiler options and device."""
+        return cls(
+            function=settings.function or "",
+            args=settings.args,
+            static=list(settings.static),
+            donate=list(settings.donate),
+            compiler_options=dict(settings.compiler_options),
+            device=settings.device,
+        )
+
+    def header(self, names: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Its fields by name (`names`: those alone), as a Report's keyword arguments."""
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if f.name in (names or [f.name])
+        }
+
+
 @dataclass
 class Report(Plain):
     ok: bool = True
@@ -239,10 +284,28 @@ class Report(Plain):
 
         return repr_html(self)
 
+    @classmethod
+    def assemble(cls, subject: Subject, sections: Any) -> Report:
+        """The report of `subject` from what its analysis found, `sections` (a
+        `viz.sections.Sections`, whose module reads this one's types: it is imported
+        here, when a report is built)."""
+        from viz.sections import assemble
+
+        return assemble(subject, sections)
+
     def fail(self, error: ErrorInfo) -> Report:
         self.ok = False
         self.error = error
         return self
+
+    @classmethod
+    def failed(cls, subject: Subject, error: ErrorInfo) -> Report:
+        """The report of an analysis of `subject` that found nothing but `error`."""
+        return cls(ok=False, error=error, **subject.header())
+
+    @property
+    def subject(self) -> Subject:
+        return Subject(**{f.name: getattr(self, f.name) for f in fields(Subject)})
 
     # -- derived numbers, computed here once for every reader ---------------------
     @property

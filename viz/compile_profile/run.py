@@ -49,6 +49,7 @@ from viz.compile_profile.spans import WINDOW, read_spans
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError
 from viz.fusion.profile import newest, trace_folder
 from viz.ir.model import Graph
+from viz.sections import Found
 from viz.stages import Compiled, Lowered, Traced
 from viz.target import Args, Target
 
@@ -218,18 +219,15 @@ def _repeated(traced: Traced, graph: Graph | None, profile: CompileProfileSectio
         return []
 
 
-def add_compile_profile(report: Any, target: Target, spec: str) -> None:
-    """`report.compile_profile`, after an analysis whose compile worked (a failure of
-    the profile is a warning: the analysis stays)."""
+def compile_profile_section(
+    target: Target, spec: str, jaxpr_graph: Graph | None
+) -> Found[CompileProfileSection]:
+    """Where the compile's time went, after an analysis whose compile worked (a failure
+    of the profile is a warning: the analysis stays; so is the profile's own error)."""
     try:
-        report.compile_profile = profile_compile(
-            target, spec, jaxpr_graph=report.graph_models.get("jaxpr")
-        )
+        profile = profile_compile(target, spec, jaxpr_graph=jaxpr_graph)
     except UserCodeError as exc:
-        report.warnings.append(f"compile profile failed: {exc.info.message}")
-        return
+        return Found(warning=f"compile profile failed: {exc.info.message}")
     except Exception as exc:  # a bug here must not hide the analysis
-        report.warnings.append(f"compile profile failed: {type(exc).__name__}: {exc}")
-        return
-    if report.compile_profile.error is not None:
-        report.warnings.append(report.compile_profile.error.message)
+        return Found.failed("compile profile failed", exc)
+    return Found(profile, profile.error.message if profile.error is not None else "")

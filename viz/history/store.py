@@ -399,18 +399,20 @@ class History:
         return Program(replace(ran, code=code, sample=named), extra=extra)
 
 
-def record_api_run(report: Report) -> int | None:
-    """`analyze(..., history=True)`: record a `Report` with the code of its source file.
-    A history that cannot be written becomes a warning in the report, never an error."""
+def record_api_run(report: Report) -> tuple[int | None, Report]:
+    """`analyze(..., history=True)`: record a `Report` with the code of its source file;
+    returns the run's id and the report. A history that cannot be written is no error:
+    the report returned is a copy with a warning that says so (None for the id)."""
     path = Path(report.source_file) if report.source_file else None
     code = path.read_text() if path and path.is_file() else None
     try:
-        return History().record(
+        recorded = History().record(
             report,
             code=code,
             sample=sample_of(code) if code else None,
             source="api",
         )
     except HistoryError as exc:
-        report.warnings.append(f"could not record the run in history: {exc}")
-        return None
+        said = f"could not record the run in history: {exc}"
+        return None, replace(report, warnings=[*report.warnings, said])
+    return recorded, report

@@ -1,0 +1,233 @@
+"""The pipeline's readers: each IR, the executable, the donation, the sharding and the
+specialization, read into its section (`viz.sections`). The jaxpr, the StableHLO (a
+copy of the module, in an MLIR context of its own) and the specialization's rows are
+read on a thread while XLA compiles (`read_early`), then the compiled HLO from the text
+XLA dumps once its passes are done (`viz.hlo_dump`); `read_executable` reads what the
+compile made once it returned. Never raises for a reader's bug: the section carries a
+warning instead, and the other results stay.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import viz.graph
+from viz.donation import UNUSABLE_WARNING, read_donation
+from viz.errors import ErrorInfo
+from viz.fusion.map import FusionMap, fusion_map, prepare
+from viz.hlo_dump import OptimizedHloDump, same_program
+from viz.ir import model
+from viz.ir.hlo import read_hlo_text
+from viz.ir.jaxpr import read_jaxpr
+from viz.ir.kernels import fusion_count, kernel_count, kernels
+from viz.ir.stablehlo import module_copy, module_text, read_stablehlo
+from viz.overlap import Background
+from viz.report import Cost, Donation, FusionEntry, GraphSummary, Kernel, Memory
+from viz.sections import CompiledRead, Executable, Found, IRRead, Specialized
+from viz.sharding.model import ShardingSection
+from viz.specialization.read import finish, read_specialization, read_traced
+from viz.stages import Compiled, Traced
+from viz.target import Args, Target
+
+Seen = Callable[[IRRead], None]
+
+
+def read_ir(
+    name: str,
+    read: Callable[[], model.Graph],
+    text: Callable[[], str] = str,
+    seen: Seen | None = None,
+) -> IRRead:
+    """The IR's graph, view and histogram, then its text: `seen` hears the IR before its
+    text is made (a 96-layer jaxpr's takes 0.2 s), for a page to draw the graph."""
+    try:
+        graph = read()
+    except Exception as exc:
+        warning = f"could not read the {name} graph: {type(exc).__name__}: {exc}"
+        found = IRRead(name, "", warning=warning)
+    else:
+        view = GraphSummary(**viz.graph.summary(graph))
+        found = IRRead(name, "", graph, view, model.op_histogram(graph))
+    if seen is not None:
+        seen(found)
+    return replace(found, text=text())
+
+
+def with_side(read: IRRead) -> IRRead:
+    """The IR with its side of the fusion map (none if that fails: the map, made
+    without it, then says why in its warning)."""
+    if read.graph is not None:
+        with contextlib.suppress(Exception):
+            return replace(read, side=prepare(read.graph, read.name))
+    return read
+
+
+def read_jaxpr_ir(traced: Traced, seen: Seen | None = None) -> IRRead:
+    """Inputs are named per leaf as JAX names them (`params[0]['w']`), where JAX has
+    one name per input; else per parameter."""
+    names = traced.arg_names
+    if len(names) != len(traced.jaxpr.jaxpr.invars):
+        names = traced.target.param_names(len(traced.args.items))
+    return read_ir(
+        "jaxpr", lambda: read_jaxpr(traced.jaxpr, names), lambda: str(traced.jaxpr), seen
+    )
+
+
+@dataclass(frozen=True)
+class Early:
+    """What the reader thread read beside XLA's compile: the jaxpr and the StableHLO
+    (each with its side of the fusion map), the specialization as the spec and the
+    trace say it (None: its reader failed, read it again after), and the compiled HLO
+    from XLA's dump (None: no dump came)."""
+
+    jaxpr: IRRead
+    stablehlo: IRRead
+    specialization: Specialized | None
+    compiled: CompiledRead | None
+
+
+def read_early(
+    traced: Traced,
+    bytecode: bytes,
+    dump: OptimizedHloDump,
+    user_file: str | None,
+    seen: Seen | None = None,
+) -> Early:
+    """The jaxpr, the StableHLO and the specialization's rows, read on the compile's
+    side thread (`seen` hears each IR once its graph is read): the StableHLO from a
+    copy of the module in a context of its own, which XLA never touches. Then the
+    compiled HLO, once XLA dumps it, with the fusion map of all three."""
+    with traced.target.scope(traced.args):
+        jaxpr = with_side(read_jaxpr_ir(traced, seen))
+        module = module_copy(bytecode)
+        stablehlo = read_ir(
+            "stablehlo", lambda: read_stablehlo(module), lambda: module_text(module), seen
+        )
+        stablehlo, specialization = with_side(stablehlo), _traced_specialization(traced)
+    text = dump.wait()
+    compiled = None if text is None else read_compiled_text(text)
+    if compiled is not None and compiled.read.graph is not None:
+        made = _fusion_map_of(jaxpr, stablehlo, compiled.read, user_file)
+        compiled = replace(compiled, fusion_map=made)
+    return Early(jaxpr, stablehlo, specialization, compiled)
+
+
+def _fusion_map_of(
+    jaxpr: IRRead, stablehlo: IRRead, compiled: IRRead, user_file: str | None
+) -> FusionMap | None:
+    """The fusion map of the three IRs (None where it fails: it is made again after the
+    compile, whose warning then says why)."""
+    graphs = {r.name: r.graph for r in (jaxpr, stablehlo, compiled) if r.graph is not None}
+    sides = {r.name: r.side for r in (jaxpr, stablehlo) if r.side is not None}
+    try:
+        return fusion_map(graphs, user_file, sides)
+    except Exception:
+        return None
+
+
+def _traced_specialization(traced: Traced) -> Specialized | None:
+    """`read_traced`, or None where it fails (read again once the stages are done, its
+    error then becomes the report's warning)."""
+    try:
+        return read_traced(traced.target, traced.args, traced)
+    except Exception:
+        return None
+
+
+def read_compiled_text(text: str | None) -> CompiledRead:
+    """The compiled HLO, its kernels and counts, from an executable's text."""
+    read = read_ir("compiled", lambda: read_hlo_text(_executable_text(text)))
+    if read.graph is None:
+        return CompiledRead(text or "", read)
+    return CompiledRead(
+        text or "",
+        read,
+        [Kernel(**k) for k in kernels(read.graph)],
+        fusion_count(read.graph),
+        kernel_count(read.graph),
+    )
+
+
+def _executable_text(text: str | None) -> str:
+    if text is None:
+        raise ValueError("XLA gives no text of this executable (as_text() is None)")
+    return text
+
+
+def read_executable(
+    compiled: Compiled, dumped: CompiledRead | None, memory: Background[dict[str, int | None]]
+) -> Executable:
+    """What the compile made, `memory` (XLA's analysis, under way) included: the
+    compiled HLO from XLA's dump where it says what the executable's text says
+    (`dumped`), else read from that text now."""
+    from_disk, events = compiled.events.from_disk(), compiled.events.totals()
+    text = compiled.text()
+    shown = dumped
+    if shown is None or not same_program(shown.text, text or ""):
+        shown = read_compiled_text(text)
+    return Executable(
+        text=text or "",
+        shown=shown,
+        cost=Cost(**compiled.cost()),
+        memory=Memory(**memory.result()),
+        warnings=list(compiled.warnings),
+        events=events,
+        from_disk=from_disk,
+    )
+
+
+def donation_of(compiled: Compiled, stablehlo: IRRead, executable: Executable) -> Donation | None:
+    """What became of the donated arguments, from both programs' graphs (None when a
+    reader failed: its warning is in the report already)."""
+    graph = executable.shown.read.graph
+    if stablehlo.graph is None or graph is None:
+        return None
+    return read_donation(
+        compiled.args_info(),
+        compiled.out_info(),
+        stablehlo.graph,
+        graph,
+        [w for w in compiled.warnings if UNUSABLE_WARNING in w],
+        compiled.memory().get("alias_bytes"),
+    )
+
+
+def sharding_of(
+    compiled: Compiled, graph: model.Graph | None, entries: list[FusionEntry]
+) -> Found[ShardingSection]:
+    """How the program is split over devices (a reader bug is a warning, not a failure)."""
+    from viz.sharding.read import read_sharding
+
+    target = compiled.target
+    try:
+        split = read_sharding(
+            compiled.compiled,
+            compiled.arg_names,
+            target.mesh_spec,
+            graph,
+            entries,
+            target.user_file,
+        )
+    except Exception as exc:
+        return Found.failed("could not read the sharding", exc)
+    return Found(split)
+
+
+def specialization_of(
+    target: Target,
+    args: Args | None,
+    traced: Traced | None,
+    compiled: Compiled | None,
+    early: Specialized | None,
+    error: ErrorInfo | None,
+) -> Found[Specialized]:
+    """What the executable is specialized on (a reader bug is a warning, not a failure):
+    the rows read while XLA compiled, finished with what the executable says."""
+    try:
+        if early is not None:
+            return Found(finish(*early, compiled, error))
+        return Found(read_specialization(target, args, traced, compiled, error=error))
+    except Exception as exc:
+        return Found.failed("could not read the specialization", exc)

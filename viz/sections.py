@@ -1,0 +1,252 @@
+"""What an analysis found, stage by stage, as typed sections, and the Report built from
+them once (`assemble`, which `Report.assemble` calls).
+
+Each stage and reader returns its section: an `IRRead` per IR (text, graph, default
+view, op histogram, or the warning that says why the graph is missing), the
+`Executable` read after the compile, and a `Found` (a value, or the warning that says
+why there is none) for each reader that must not fail the analysis. The pipeline keeps
+them in one `Sections` as they come; `assemble` turns them into the report's JSON
+sections, its warnings in the order the stages ran. No jax.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Generic, TypeVar
+
+from viz.compile_profile.model import CompileProfileSection
+from viz.errors import ErrorInfo
+from viz.fusion.map import FusionMap, Side
+from viz.fusion.profile import Profile
+from viz.ir.model import Graph
+from viz.report import (
+    CompiledSection,
+    Cost,
+    Donation,
+    FusionCoverage,
+    FusionEntry,
+    GraphSummary,
+    JaxprSection,
+    Kernel,
+    Memory,
+    Report,
+    Runs,
+    StableHLOSection,
+    Subject,
+    Timings,
+)
+from viz.sharding.model import ShardingSection
+from viz.specialization.model import ShapeOp, SpecializedArg
+from viz.timing import RunStats
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Found(Generic[T]):
+    """What a reader found, or the warning that says why it found nothing (a reader
+    bug must not hide the other results); a value may come with a warning too."""
+
+    value: T | None = None
+    warning: str = ""
+
+    @classmethod
+    def failed(cls, what: str, exc: BaseException) -> Found[T]:
+        """`what` failed with `exc`: its warning, `{what}: {exception}`."""
+        return cls(warning=f"{what}: {type(exc).__name__}: {exc}")
+
+
+@dataclass(frozen=True)
+class IRRead:
+    """One IR as read: its text, graph, default view and op histogram (no graph, but a
+    warning, when the reader failed: a reader bug must not hide the other results)."""
+
+    name: str  # jaxpr, stablehlo, compiled
+    text: str
+    graph: Graph | None = None
+    view: GraphSummary | None = None
+    hist: dict[str, int] = field(default_factory=dict)
+    warning: str = ""
+    side: Side | None = None  # its side of the fusion map, for the jaxpr and StableHLO
+
+    @property
+    def count(self) -> int | None:
+        """Its ops (None: no graph, so no count)."""
+        return None if self.graph is None else sum(self.hist.values())
+
+
+@dataclass(frozen=True)
+class CompiledRead:
+    """The compiled HLO as read from one text: the IR, and its kernels and counts."""
+
+    text: str
+    read: IRRead
+    kernels: list[Kernel] = field(default_factory=list)
+    fusion_count: int = 0
+    kernel_count: int = 0
+    fusion_map: FusionMap | None = None  # with the jaxpr and StableHLO, where made early
+
+
+@dataclass(frozen=True)
+class Executable:
+    """What the compile made, read once it returned: the executable's text, the
+    compiled HLO read shown (from XLA's dump where it says what that text says),
+    XLA's cost and memory analyses, and what JAX said about the compile."""
+
+    text: str
+    shown: CompiledRead
+    cost: Cost
+    memory: Memory
+    warnings: list[str] = field(default_factory=list)  # JAX's and XLA's, as they came
+    events: dict[str, float] = field(default_factory=dict)  # JAX's compile events
+    from_disk: bool = False  # JAX's persistent cache supplied the executable
+
+
+Specialized = tuple[list[SpecializedArg], list[ShapeOp]]
+
+
+@dataclass
+class Sections:
+    """Every section an analysis produced, as far as it got (None: not reached, or not
+    asked for). The pipeline sets each as its stage returns it."""
+
+    error: ErrorInfo | None = None
+    seconds: dict[str, float] = field(default_factory=dict)  # trace, lower, compile
+    jaxpr: IRRead | None = None
+    stablehlo: IRRead | None = None
+    mlir: str | None = None  # StableHLO with locations, when asked for
+    executable: Executable | None = None
+    fusion_map: Found[FusionMap] | None = None
+    donation: Donation | None = None
+    sharding: Found[ShardingSection] | None = None
+    runs: RunStats | None = None
+    eager: Found[RunStats] | None = None
+    profile: Found[Profile] | None = None
+    specialization: Found[Specialized] | None = None
+    compile_profile: Found[CompileProfileSection] | None = None
+
+    def irs(self) -> list[IRRead]:
+        """The IRs read so far, in the order of the stages."""
+        exe = self.executable
+        found = (self.jaxpr, self.stablehlo, exe.shown.read if exe else None)
+        return [r for r in found if r is not None]
+
+    def graphs(self) -> dict[str, Graph]:
+        """The IRs' graphs by name (an IR whose reader failed has none)."""
+        return {r.name: r.graph for r in self.irs() if r.graph is not None}
+
+    def graph(self, name: str) -> Graph | None:
+        return self.graphs().get(name)
+
+    @property
+    def fusion_entries(self) -> list[FusionEntry]:
+        """The fusion map's kernels (none where it was not made)."""
+        fusion = _value(self.fusion_map)
+        return fusion.entries if fusion else []
+
+    def with_beside(self, reads: list[IRRead]) -> Sections:
+        """These sections with the IRs the reader thread has read beside the compile
+        and the pipeline has not set yet (what a streamed glimpse shows early)."""
+        irs = {r.name: r for r in reads}
+        return replace(
+            self,
+            jaxpr=self.jaxpr or irs.get("jaxpr"),
+            stablehlo=self.stablehlo or irs.get("stablehlo"),
+        )
+
+
+def assemble(subject: Subject, found: Sections) -> Report:
+    """The report of `subject` from `found`: built here, once."""
+    exe = found.executable
+    drawn = [r for r in found.irs() if r.view is not None]
+    fusion = found.fusion_map and found.fusion_map.value
+    specialized = _value(found.specialization) or ([], [])
+    return Report(
+        ok=found.error is None,
+        error=found.error,
+        **subject.header(),
+        timings=_timings(found),
+        jaxpr=found.jaxpr and _jaxpr(found.jaxpr),
+        stablehlo=found.stablehlo and _stablehlo(found.stablehlo),
+        compiled=exe and _compiled(exe),
+        cost=exe and exe.cost,
+        memory=exe and exe.memory,
+        graphs={r.name: r.view for r in drawn},  # type: ignore[misc]
+        kernels=exe.shown.kernels if exe and exe.shown.read.graph is not None else [],
+        run=found.runs and Runs(jit=found.runs, eager=_value(found.eager)),
+        donation=found.donation,
+        compile_events=exe.events if exe else {},
+        warnings=_warnings(found),
+        fusion_map=fusion.entries if fusion else [],
+        fusion_map_coverage=FusionCoverage(**fusion.coverage) if fusion else None,
+        profile=_value(found.profile),
+        mlir=found.mlir,
+        specialization=specialized[0],
+        specialization_ops=specialized[1],
+        sharding=_value(found.sharding),
+        compile_profile=_value(found.compile_profile),
+        graph_models=found.graphs(),
+    )
+
+
+def _value(found: Found[T] | None) -> T | None:
+    return None if found is None else found.value
+
+
+def _timings(found: Sections) -> Timings:
+    stats, eager = found.runs, _value(found.eager)
+    return Timings(
+        trace_s=found.seconds.get("trace"),
+        lower_s=found.seconds.get("lower"),
+        compile_s=found.seconds.get("compile"),
+        first_call_s=stats and stats.first_call_s,
+        run_median_s=stats and stats.median_s,
+        run_min_s=stats and stats.min_s,
+        run_p90_s=stats and stats.p90_s,
+        runs=stats.samples if stats else 0,
+        eager_median_s=eager and eager.median_s,
+        compile_from_disk=found.executable.from_disk if found.executable else False,
+    )
+
+
+def _jaxpr(read: IRRead) -> JaxprSection:
+    return JaxprSection(text=read.text, eqn_count=read.count, primitives=_hist(read))
+
+
+def _stablehlo(read: IRRead) -> StableHLOSection:
+    return StableHLOSection(text=read.text or "", op_count=read.count, ops=_hist(read))
+
+
+def _compiled(exe: Executable) -> CompiledSection:
+    shown = exe.shown
+    if shown.read.graph is None:
+        return CompiledSection(text=exe.text)
+    return CompiledSection(
+        text=exe.text,
+        op_count=shown.read.count,
+        ops=shown.read.hist,
+        fusion_count=shown.fusion_count,
+        kernel_count=shown.kernel_count,
+    )
+
+
+def _hist(read: IRRead) -> dict[str, int]:
+    return read.hist if read.graph is not None else {}
+
+
+def _warnings(found: Sections) -> list[str]:
+    """Every warning, in the order the stages ran (a report's readers expect it)."""
+    exe = found.executable
+    said = [r.warning for r in (found.jaxpr, found.stablehlo) if r is not None]
+    if exe is not None:
+        said += [exe.shown.read.warning, *exe.warnings]
+    for each in (
+        found.fusion_map,
+        found.sharding,
+        found.eager,
+        found.profile,
+        found.specialization,
+        found.compile_profile,
+    ):
+        said.append(each.warning if each is not None else "")
+    return [w for w in said if w]
