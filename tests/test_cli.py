@@ -20,7 +20,7 @@ from viz.cache.signature import Reason
 from viz.cli import summarize_cache
 from viz.errors import ErrorInfo
 from viz.export import html_report
-from viz.report import Report
+from viz.report import Report, Subject
 from viz.samples import Sample, get_sample
 
 
@@ -100,7 +100,7 @@ def test_html_report_of_a_failing_function_shows_the_error(tmp_path):
 
 def test_html_report_of_a_bare_failed_report_shows_the_error_and_no_graph():
     error = ErrorInfo("control_flow", "a Python `if` on a traced value", "use jnp.where")
-    page = html_report(Report(function="f").fail(error))
+    page = html_report(Report.failed(Subject(function="f"), error))
     assert "<b>control_flow</b>: a Python `if` on a traced value" in page
     assert "Fix: use jnp.where" in page
     assert page.count("<p>(no graph)</p>") == 3

@@ -63,8 +63,8 @@ class Result:
         return self.profile or self.report.profile
 
     def trim(self) -> None:
-        if self.report.graph_models:
-            self.report.graph_models = {}
+        if self.report.graph_models:  # a report is never changed: this one is a copy
+            self.report = replace(self.report, graph_models={})
             self.trimmed = True
 
     def request(self, **changes: Any) -> Analyze:

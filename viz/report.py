@@ -206,8 +206,11 @@ class Subject(Plain):
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Report(Plain):
+    """Built once, from what each stage found (`assemble`), and never changed after:
+    `dataclasses.replace` makes another where one is really needed."""
+
     ok: bool = True
     error: ErrorInfo | None = None
     device: str = "cpu"
@@ -292,11 +295,6 @@ class Report(Plain):
         from viz.sections import assemble
 
         return assemble(subject, sections)
-
-    def fail(self, error: ErrorInfo) -> Report:
-        self.ok = False
-        self.error = error
-        return self
 
     @classmethod
     def failed(cls, subject: Subject, error: ErrorInfo) -> Report:

@@ -108,7 +108,9 @@ def skeleton(run: Run) -> Report:
     s = Summary.from_dict(run.summary)
     counts = s.counts or {}
     ran = run.settings
-    report = Report(
+    return Report(
+        ok=run.ok,
+        error=None if run.ok else _kept_error(run.error_kind),
         device=ran.device,
         jax_version=run.jax_version,
         function=ran.function or "",
@@ -129,7 +131,6 @@ def skeleton(run: Run) -> Report:
             ops=dict(s.ops or {}),
         ),
     )
-    return report if run.ok else report.fail(_kept_error(run.error_kind))
 
 
 def _kept_error(kind: str | None) -> ErrorInfo:

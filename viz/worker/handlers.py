@@ -22,7 +22,8 @@ import jax
 
 from viz import demo
 from viz.errors import USER_EXITS, ErrorInfo, ErrorKind, UserCodeError, classify
-from viz.report import Report
+from viz.report import Report, Subject
+from viz.sections import Sections
 from viz.settings import Settings
 from viz.source import load_function
 from viz.target import DEFAULT_MEMORY_LIMIT, Target
@@ -86,18 +87,14 @@ def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
     settings = request.settings
     on_stage = _stage_frames(progress) if request.stream else None
     if on_stage is not None:
-        on_stage("load", Report(device=settings.device, function=settings.function or ""))
+        loading = Subject(device=settings.device, function=settings.function or "")
+        on_stage("load", Report.assemble(loading, Sections()))
     try:
         target = _target_of(request)
-    except UserCodeError as exc:
-        report = Report(
-            device=settings.device,
-            jax_version=jax.__version__,
-            function=settings.function or "",
-            args=settings.args,
-            static=list(settings.static),
-        ).fail(exc.info)
-        return p.Analyzed.of(report)
+    except UserCodeError as exc:  # what a failed load knew of what it was to analyse
+        header = Subject.asked(settings).header(("device", "function", "args", "static"))
+        failed = Subject(**header, jax_version=jax.__version__)
+        return p.Analyzed.of(Report.failed(failed, exc.info))
     report = analyze_target(
         target,
         settings.args,
@@ -156,7 +153,7 @@ def _memory_limit(default: int) -> int:
 def handle(request: p.Request, progress: Progress) -> p.Reply:
     unusable = _backend_error()
     if unusable is not None:  # every request would fail inside JAX: say why, once
-        return request.REPLY.failure(unusable).answering(request)
+        return request.REPLY.failure(unusable, request)
     try:
         return HANDLERS[type(request)](progress, request)
     except UserCodeError as exc:

@@ -143,7 +143,7 @@ def decode_request(op: str, kwargs: dict[str, Any]) -> Request:
 def decode_reply(request: Request, payload: dict[str, Any]) -> Reply:
     """The reply to `request` from its JSON (failures included)."""
     try:
-        return request.REPLY.from_dict(payload).answering(request)
+        return request.REPLY.decode(payload, request)
     except (TypeError, KeyError, ValueError) as exc:
         return request.REPLY.failure(
             ErrorInfo(
@@ -151,5 +151,6 @@ def decode_reply(request: Request, payload: dict[str, Any]) -> Reply:
                 f"The worker's answer to `{request.OP}` did not decode: {exc}",
                 "this is a jitscope bug; please report it",
                 stage="worker",
-            )
-        ).answering(request)
+            ),
+            request,
+        )

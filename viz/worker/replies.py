@@ -3,7 +3,7 @@ failure (`ok` False, `error` an ErrorInfo). No jax."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from viz.cache.events import BucketRow, CacheEvent, EntryRow, event_from_dict
@@ -11,7 +11,7 @@ from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
 from viz.lessons.rows import BucketCostRow, PlacementRow, ScalingRow, ShapeRow
 from viz.plain import Plain
-from viz.report import Report
+from viz.report import Report, Subject
 from viz.worker.requests import Analyze, Request
 
 
@@ -46,12 +46,15 @@ class Reply(Plain):
         return data
 
     @classmethod
-    def failure(cls, error: ErrorInfo) -> Reply:
+    def failure(cls, error: ErrorInfo, request: Request | None = None) -> Reply:
+        """The answer of a request that failed with `error` (`request`: the request
+        it answers, where the reply names what was asked: see Analyzed)."""
         return cls(ok=False, error=error)
 
-    def answering(self, request: Request) -> Reply:
-        """This reply, completed from the request it answers (see Analyzed)."""
-        return self
+    @classmethod
+    def decode(cls, data: dict[str, Any] | None, request: Request) -> Reply:
+        """The answer to `request` from its JSON, complete (see Analyzed)."""
+        return cls.from_dict(data)
 
 
 @dataclass
@@ -85,19 +88,21 @@ class Analyzed(Reply):
         return cls(ok=report.ok, error=report.error, stdout=stdout, report=report)
 
     @classmethod
-    def failure(cls, error: ErrorInfo) -> Analyzed:
-        return cls.of(Report().fail(error))
+    def failure(cls, error: ErrorInfo, request: Request | None = None) -> Analyzed:
+        """A failure the worker itself saw (a timeout, a crash): its report still names
+        what `request` asked, as the history and the result list show it."""
+        asked = Subject.asked(request.settings) if isinstance(request, Analyze) else Subject()
+        return cls.of(Report.failed(asked, error))
 
-    def answering(self, request: Request) -> Analyzed:
-        """A failure the worker itself saw (a timeout, a crash) has a bare report: it
-        still names what was asked, as the history and the result list show it."""
-        r = self.report
-        if isinstance(request, Analyze) and not r.function:
-            s = request.settings
-            r.function, r.args, r.static = s.function or "", s.args, s.static
-            r.device, r.donate = s.device, s.donate
-            r.compiler_options = dict(s.compiler_options)
-        return self
+    @classmethod
+    def decode(cls, data: dict[str, Any] | None, request: Request) -> Analyzed:
+        """The answer to `request` from its JSON. A bare report (a failure the worker
+        itself saw) is named after what the request asked."""
+        reply = cls.from_dict(data)
+        if reply.report.function or not isinstance(request, Analyze):
+            return reply
+        asked = Subject.asked(request.settings).header(Subject.ASKED)
+        return cls.of(replace(reply.report, **asked), reply.stdout)
 
 
 @dataclass
