@@ -26,17 +26,11 @@ def glimpse(report: Report) -> Report:
     memory and the default graph views; not its texts, graph models, fusion map or
     kernels, which only the finished report carries (a 96-layer model's are megabytes).
     The pipeline glimpses the report assembled from what it has found so far."""
+    header = replace(report.subject, source_file=None).header()  # its header, but the file
     return Report(
         ok=report.ok,
         error=report.error,
-        device=report.device,
-        jax_version=report.jax_version,
-        function=report.function,
-        args=report.args,
-        static=list(report.static),
-        donate=list(report.donate),
-        compiler_options=dict(report.compiler_options),
-        x64=report.x64,
+        **header,
         timings=replace(report.timings),
         jaxpr=_untexted(report.jaxpr),
         stablehlo=_untexted(report.stablehlo),
