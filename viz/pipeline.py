@@ -131,7 +131,7 @@ def analyze_target(
     try:
         analysis.run_stages(runs, budget_s, mlir=mlir, profile=profile)
     except UserCodeError as exc:
-        analysis.fail(exc)
+        analysis.stop(exc)
     return analysis.report(compile_profile)
 
 
@@ -184,8 +184,9 @@ class _Analysis:
                 found.graph("compiled"), call, block, runs, self.target.device
             )
 
-    def fail(self, exc: UserCodeError) -> None:
-        """The stage that failed: its time (where it had one) and the error."""
+    def stop(self, exc: UserCodeError) -> None:
+        """The analysis stopped where a stage failed: that stage's time (where it had
+        one) and the error."""
         stage = exc.info.stage
         if exc.seconds is not None and stage in ("trace", "lower", "compile"):
             self.found.seconds[stage] = exc.seconds

@@ -201,9 +201,8 @@ class Subject(Plain):
 
     def header(self, names: tuple[str, ...] = ()) -> dict[str, Any]:
         """Its fields by name (`names`: those alone), as a Report's keyword arguments."""
-        return {
-            f.name: getattr(self, f.name) for f in fields(self) if f.name in (names or [f.name])
-        }
+        wanted = names or tuple(f.name for f in fields(self))
+        return {name: getattr(self, name) for name in wanted}
 
 
 @dataclass(frozen=True)

@@ -158,31 +158,30 @@ class Sections:
 def assemble(subject: Subject, found: Sections) -> Report:
     """The report of `subject` from `found`: built here, once."""
     exe = found.executable
-    drawn = [r for r in found.irs() if r.view is not None]
-    fusion = found.fusion_map and found.fusion_map.value
-    specialized = _value(found.specialization) or ([], [])
+    fusion = _value(found.fusion_map)
+    rows, shape_ops = _value(found.specialization) or ([], [])
     return Report(
         ok=found.error is None,
         error=found.error,
         **subject.header(),
         timings=_timings(found),
-        jaxpr=found.jaxpr and _jaxpr(found.jaxpr),
-        stablehlo=found.stablehlo and _stablehlo(found.stablehlo),
-        compiled=exe and _compiled(exe),
-        cost=exe and exe.cost,
-        memory=exe and exe.memory,
-        graphs={r.name: r.view for r in drawn},  # type: ignore[misc]
-        kernels=exe.shown.kernels if exe and exe.shown.read.graph is not None else [],
-        run=found.runs and Runs(jit=found.runs, eager=_value(found.eager)),
+        jaxpr=None if found.jaxpr is None else _jaxpr(found.jaxpr),
+        stablehlo=None if found.stablehlo is None else _stablehlo(found.stablehlo),
+        compiled=None if exe is None else _compiled(exe),
+        cost=None if exe is None else exe.cost,
+        memory=None if exe is None else exe.memory,
+        graphs={r.name: r.view for r in found.irs() if r.view is not None},
+        kernels=[] if exe is None or exe.shown.read.graph is None else exe.shown.kernels,
+        run=None if found.runs is None else Runs(jit=found.runs, eager=_value(found.eager)),
         donation=found.donation,
-        compile_events=exe.events if exe else {},
+        compile_events={} if exe is None else exe.events,
         warnings=_warnings(found),
-        fusion_map=fusion.entries if fusion else [],
-        fusion_map_coverage=FusionCoverage(**fusion.coverage) if fusion else None,
+        fusion_map=[] if fusion is None else fusion.entries,
+        fusion_map_coverage=None if fusion is None else FusionCoverage(**fusion.coverage),
         profile=_value(found.profile),
         mlir=found.mlir,
-        specialization=specialized[0],
-        specialization_ops=specialized[1],
+        specialization=rows,
+        specialization_ops=shape_ops,
         sharding=_value(found.sharding),
         compile_profile=_value(found.compile_profile),
         graph_models=found.graphs(),
@@ -194,18 +193,24 @@ def _value(found: Found[T] | None) -> T | None:
 
 
 def _timings(found: Sections) -> Timings:
-    stats, eager = found.runs, _value(found.eager)
-    return Timings(
+    """Each stage's time, and the runs' where they ran."""
+    stages = Timings(
         trace_s=found.seconds.get("trace"),
         lower_s=found.seconds.get("lower"),
         compile_s=found.seconds.get("compile"),
-        first_call_s=stats and stats.first_call_s,
-        run_median_s=stats and stats.median_s,
-        run_min_s=stats and stats.min_s,
-        run_p90_s=stats and stats.p90_s,
-        runs=stats.samples if stats else 0,
-        eager_median_s=eager and eager.median_s,
-        compile_from_disk=found.executable.from_disk if found.executable else False,
+        compile_from_disk=found.executable is not None and found.executable.from_disk,
+    )
+    stats, eager = found.runs, _value(found.eager)
+    if stats is None:
+        return stages
+    return replace(
+        stages,
+        first_call_s=stats.first_call_s,
+        run_median_s=stats.median_s,
+        run_min_s=stats.min_s,
+        run_p90_s=stats.p90_s,
+        runs=stats.samples,
+        eager_median_s=None if eager is None else eager.median_s,
     )
 
 
