@@ -70,8 +70,10 @@ BARE_TEXT = "A bare Streamlit page: a title and this line."
 BARE_SCRIPT = f'import streamlit as st\n\nst.title("Bare page")\nst.write("{BARE_TEXT}")\n'
 STAGES = ("waiting", "load", "trace", "lower", "compile", "run")
 FIRST_SCREEN = ("metrics", "graph", "charts")
-# CPU seconds from the start until the page was all drawn (the app: complete)
-CPU = ("cpu server", "cpu workers", "cpu browser")
+# CPU seconds from the start until the page was all drawn (the app: complete); the
+# browser's split: its renderers (the page's, and Chromium's own WebUI pages) and the rest
+# (the browser process: network, IPC; the GPU process: compositing without a GPU)
+CPU = ("cpu server", "cpu workers", "cpu browser", "  renderers", "  the rest")
 
 # Runs in the page (not in its frames) before Streamlit's own code: every 25 ms, the
 # milestones shown so far, each stamped once with the wall clock (Date.now(), the
@@ -156,7 +158,9 @@ def one_start(browser, script: str, cwd: Path, port: int, wanted: tuple[str, ...
         shown = page.evaluate("window.__marks")
         marks.update({name: at - started for name, at in shown.items()})
         marks.update(cpu_seconds(server.pid))
-        marks["cpu browser"] = browser_seconds_since(browser_before)
+        browser, renderers = browser_seconds_since(browser_before)
+        marks.update({"cpu browser": browser, "  renderers": renderers})
+        marks["  the rest"] = browser - renderers
         return marks
     finally:
         if context is not None:
@@ -181,11 +185,23 @@ def browser_ticks() -> dict[int, int]:
     }
 
 
-def browser_seconds_since(before: dict[int, int]) -> float:
+def browser_seconds_since(before: dict[int, int]) -> tuple[float, float]:
     """CPU seconds Chromium spent since `before`, in the processes alive now (a tab of an
-    earlier round that exited meanwhile takes its ticks with it: they are not counted)."""
+    earlier round that exited meanwhile takes its ticks with it: they are not counted):
+    in all of them, and in its renderer processes."""
     now = browser_ticks()
-    return sum(ticks - before.get(pid, 0) for pid, ticks in now.items()) / TICKS
+    spent = {pid: ticks - before.get(pid, 0) for pid, ticks in now.items()}
+    renderers = sum(t for pid, t in spent.items() if is_renderer(pid))
+    return sum(spent.values()) / TICKS, renderers / TICKS
+
+
+def is_renderer(pid: int) -> bool:
+    """Whether a Chromium process is a renderer (its command line says so)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"--type=renderer" in f.read()
+    except OSError:
+        return False
 
 
 def bare_folder() -> Path:
