@@ -32,15 +32,37 @@ paired ratios (each round's two servers). Both run on the same shared machine; g
 it rounds.
 
 What it found on the 2-core development machine (issue #40): the extra seconds are
-CPU work, not waiting. The bare page costs ~2.8 CPU-s (server 0.85, Chromium 1.9);
-the app's first screen ~9.5 (server 2.1, worker 2.5: JAX's import 0.75, its warm-up
-0.4, the analysis 0.4, then Graphviz; Chromium 4.9: the Explore page's React
-renders, the editor, the graph frames, the charts), which two cores cannot do in
-1.3x the bare page's 1.9 s. The worker's start, beside the page's load, puts the
-title 0.6 s later than without it, and a second worker started at the first result
-put the first screen 0.5 s later (it starts after 20 s instead). Drawing the stages
-as they come moves nothing for a program this small: its analysis takes 0.5 s and
-the browser draws the result behind the server.
+CPU work, not waiting: from the bare page's load to the app's first screen both cores
+are busy (sampled from /proc every 0.1 s: 1.8-1.95 of 2), and the last ~0.6 s is
+Chromium alone drawing the result (~1.45 cores). Five rounds (December 2026): bare page
+1.53 s (1.44-1.58), first screen 3.69 s (3.54-3.88), ratio 2.42. CPU seconds until the
+page was complete, medians:
+
+                       bare    app    extra
+    server             0.63   1.55    +0.9  imports (ui, viz, code_editor; pandas and
+                                            pyarrow, which Streamlit's v1 components
+                                            import for any list or dict argument), the run
+    workers            0      1.20    +1.2  JAX's import 0.75, its warm-up, the analysis
+    Chromium           1.66   4.09    +2.4
+      renderers        0.99   2.58    +1.6  the page's JS (React, emotion, Streamlit's
+                                            markdown), ~40 more chunks to compile, layout
+      the rest         0.56   1.67    +1.1  browser process (requests, IPC), compositing
+    total              2.3    6.8     +4.5  on 2 cores: >= 3.4 s; 1.3x is 2.0 s, 4.0 CPU-s
+
+The Explore page without its analysis (inputs, editor, sidebar; no result) is ready at
+2.7 s, 1.8x the bare page, already (server 1.5, worker 0.8, Chromium 2.8 CPU-s). Taken
+out one at a time in a scratch copy (6 rounds, interleaved), the first screen's
+elements buy little: the two charts ~0.35 s of the first screen (Chromium -0.15 to
+-0.6 CPU-s); the graph frames, the Ace editor (against a text_area) and the streamed
+glimpse no CPU-s that rounds could tell from noise; all four at once 0.4 s. A v1
+component brings pandas and pyarrow in any case, and the charts' rows kept out of
+Streamlit's Arrow path (in a layer) saved nothing measurable. At
+1440x900 the result (metrics, graph, charts) sits below the fold: the screen a user
+sees first is the title and the inputs, at 2.3-2.7 s. The worker's start, beside the
+page's load, puts the title 0.6 s later than without it, and a second worker started
+at the first result put the first screen 0.5 s later (it starts after 20 s instead).
+Drawing the stages as they come moves nothing for a program this small: its analysis
+takes 0.5 s and the browser draws the result behind the server.
 
 Usage: python bench/cold_start.py [--rounds 5] [--port 8700]
 """
