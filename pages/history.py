@@ -99,7 +99,7 @@ def page() -> None:
         return
     keep = db.keep_reports
     st.caption(
-        f"Every analysis from this app and from `python -m viz analyze`, kept in "
+        f"Every analysis from this app and from `jitscope analyze`, kept in "
         f"`{db.path}`. The newest {keep} runs keep their full report (IR texts, kernels, "
         "graphs); older ones keep their numbers."
     )

@@ -1,4 +1,4 @@
-"""Recordings: every compile a whole program made (`python -m viz record`), why, and from
+"""Recordings: every compile a whole program made (`jitscope record`), why, and from
 where; any compile one click from Explore."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
 st.title("Recordings")
 st.caption(
-    "Every compilation of a real program: run it as `python -m viz record -- train.py ARGS` "
+    "Every compilation of a real program: run it as `jitscope record -- train.py ARGS` "
     "(or `-m pytest tests/`), and each compile it made lands here with its call site, "
     "its signature and why it missed the cache."
 )
@@ -163,7 +163,7 @@ def recover_orphans() -> None:
         return
     st.warning(
         f"{len(left)} recording(s) left behind by a recorder that was killed "
-        "(`python -m viz record --recover` does the same).",
+        "(`jitscope record --recover` does the same).",
         icon=":material/restore_page:",
     )
     if st.button("Recover them", icon=":material/restore_page:", key="rec_recover"):
@@ -172,7 +172,7 @@ def recover_orphans() -> None:
 
 
 def compare(rec: Recording, rows: list[RecordingRow], db: History) -> None:
-    """'Compare with…': the same diff as `python -m viz diff rec:A rec:B`."""
+    """'Compare with…': the same diff as `jitscope diff rec:A rec:B`."""
     others = [r.id for r in rows if r.id != st.session_state.rec_pick]
     if not others:
         return
