@@ -190,7 +190,7 @@ def donation_of(compiled: Compiled, stablehlo: IRRead, executable: Executable) -
         stablehlo.graph,
         graph,
         [w for w in compiled.warnings if UNUSABLE_WARNING in w],
-        compiled.memory().get("alias_bytes"),
+        executable.memory.alias_bytes,
     )
 
 
