@@ -36,7 +36,7 @@ from viz.overlap import Background, CompileWindow, IdlePriority, gc_paused
 from viz.progress import OnStage, glimpse
 from viz.readers import Early
 from viz.report import Report, Subject
-from viz.sections import Found, IRRead, Sections
+from viz.sections import Found, IRRead, Sections, sides_of
 from viz.settings import Settings
 from viz.stages import Compiled, Lowered, Traced, block
 from viz.target import DEFAULT_MEMORY_LIMIT, Args, Target
@@ -231,9 +231,7 @@ class _Analysis:
         if exe.shown.fusion_map is not None:  # made from the dump's graph, the one shown
             found.fusion_map = Found(exe.shown.fusion_map)
         else:
-            sides = {
-                r.name: r.side for r in (found.jaxpr, found.stablehlo) if r and r.side is not None
-            }
+            sides = sides_of(found.irs())
             found.fusion_map = fusion_map_section(found.graphs(), self.target.user_file, sides)
         if self.target.donate and found.stablehlo is not None:
             found.donation = readers.donation_of(compiled, found.stablehlo, exe)

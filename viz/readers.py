@@ -25,7 +25,15 @@ from viz.ir.kernels import fusion_count, kernel_count, kernels
 from viz.ir.stablehlo import module_copy, module_text, read_stablehlo
 from viz.overlap import Background
 from viz.report import Cost, Donation, FusionEntry, GraphSummary, Kernel, Memory
-from viz.sections import CompiledRead, Executable, Found, IRRead, Specialized
+from viz.sections import (
+    CompiledRead,
+    Executable,
+    Found,
+    IRRead,
+    Specialized,
+    graphs_of,
+    sides_of,
+)
 from viz.sharding.model import ShardingSection
 from viz.specialization.read import finish, read_specialization, read_traced
 from viz.stages import Compiled, Traced
@@ -119,10 +127,9 @@ def _fusion_map_of(
 ) -> FusionMap | None:
     """The fusion map of the three IRs (None where it fails: it is made again after the
     compile, whose warning then says why)."""
-    graphs = {r.name: r.graph for r in (jaxpr, stablehlo, compiled) if r.graph is not None}
-    sides = {r.name: r.side for r in (jaxpr, stablehlo) if r.side is not None}
+    reads = (jaxpr, stablehlo, compiled)
     try:
-        return fusion_map(graphs, user_file, sides)
+        return fusion_map(graphs_of(reads), user_file, sides_of(reads))
     except Exception:
         return None
 

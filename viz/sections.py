@@ -11,6 +11,7 @@ sections, its warnings in the order the stages ran. No jax.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
@@ -133,7 +134,7 @@ class Sections:
 
     def graphs(self) -> dict[str, Graph]:
         """The IRs' graphs by name (an IR whose reader failed has none)."""
-        return {r.name: r.graph for r in self.irs() if r.graph is not None}
+        return graphs_of(self.irs())
 
     def graph(self, name: str) -> Graph | None:
         return self.graphs().get(name)
@@ -153,6 +154,16 @@ class Sections:
             jaxpr=self.jaxpr or irs.get("jaxpr"),
             stablehlo=self.stablehlo or irs.get("stablehlo"),
         )
+
+
+def graphs_of(reads: Iterable[IRRead]) -> dict[str, Graph]:
+    """The graphs of `reads` by IR name (an IR whose reader failed has none)."""
+    return {r.name: r.graph for r in reads if r.graph is not None}
+
+
+def sides_of(reads: Iterable[IRRead]) -> dict[str, Side]:
+    """The fusion map's sides made for `reads` (the jaxpr's and StableHLO's, where made)."""
+    return {r.name: r.side for r in reads if r.side is not None}
 
 
 def assemble(subject: Subject, found: Sections) -> Report:
