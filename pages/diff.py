@@ -195,10 +195,12 @@ def graphs_tab(sides: tuple[Side, Side]) -> None:
         key="diff_panels",
         help="the full graph panel for each run, instead of the default view",
     )
-    for column, name, (report, origin) in zip(st.columns(2), "AB", sides, strict=True):
-        kept = (origin is None or origin.full) and "compiled" in report.graphs
+    kept = [(origin is None or origin.full) and "compiled" in r.graphs for r, origin in sides]
+    dots = [r.graphs["compiled"].dot for (r, _), k in zip(sides, kept, strict=True) if k]
+    box = ui.shared_box(dots)  # both at one scale
+    for column, name, (report, _), has_graph in zip(st.columns(2), "AB", sides, kept, strict=True):
         with column:
-            if not kept:
+            if not has_graph:
                 st.info(f"{name}: the full report was not kept, so its graph is gone.")
                 continue
             title = f"{name} · {report.function}({report.args})"
@@ -216,7 +218,7 @@ def graphs_tab(sides: tuple[Side, Side]) -> None:
                 continue
             graph = report.graphs["compiled"]
             st.markdown(f"**{title}** · {graph.visible_nodes} of {graph.total_nodes} nodes")
-            ui.show_graph(graph.dot, graph.visible_nodes, height=560)
+            ui.show_graph(graph.dot, graph.visible_nodes, height=560, box=box)
 
 
 def show(a: Side, b: Side, named: bool = True) -> None:

@@ -261,6 +261,25 @@ def test_cache_lab_sweep_fills_the_table_and_timeline(page) -> None:
     shot(page, "cache_lab", page.get_by_text("Cache table").first)
 
 
+@pytest.mark.skipif(render.dot_program() is None, reason="needs a DOT renderer")
+def test_the_overviews_two_graphs_read_at_one_label_size(page) -> None:
+    page.goto(page.base_url)
+    page.get_by_text("jaxpr equations").first.wait_for()
+    frames = [page.frame_locator("[data-testid=stIFrame]").nth(i) for i in range(2)]
+    for frame in frames:
+        frame.locator("svg g.node").first.wait_for()
+    page.wait_for_timeout(500)  # each frame fits its graph once it has loaded
+    outputs, sizes = [], []
+    for frame in frames:
+        labels = frame.locator("svg g.node text")
+        outputs.append([t for t in labels.all_text_contents() if t.startswith("out")])
+        size = "e => e.getBoundingClientRect().height"  # the label's height on screen
+        sizes.append(labels.filter(has_text=re.compile(r"^x$")).first.evaluate(size))
+    assert outputs == [["out0"], ["out0"]]  # compiled, then StableHLO
+    assert sizes[0] == pytest.approx(sizes[1], rel=0.02)
+    shot(page, "overview_graphs", page.get_by_text("After fusion").first)
+
+
 @pytest.mark.parametrize(
     ("path", "button", "marker"),
     [

@@ -15,7 +15,14 @@ Pages use the names re-exported here (`ui.ask`, `ui.graph_panel`, ...).
 """
 
 from ui.cards import error_card, excerpt, report_json, stamp
-from ui.graphs import IR_TITLES, fusion_compare, graph_panel, node_details, show_graph
+from ui.graphs import (
+    IR_TITLES,
+    fusion_compare,
+    graph_panel,
+    node_details,
+    shared_box,
+    show_graph,
+)
 from ui.lessons import lesson_controls, show_lesson_error
 from ui.live import LiveAnalysis
 from ui.navigation import leave_legacy_pages, open_diff
@@ -74,6 +81,7 @@ __all__ = [
     "sample_names",
     "samples_by_title",
     "seconds",
+    "shared_box",
     "show_graph",
     "show_lesson_error",
     "si",
