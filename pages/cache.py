@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pandas as pd
 import streamlit as st
 
 import ui
@@ -220,7 +219,7 @@ if isinstance(last, CallEvent):
 table = result.table
 st.subheader(f"Cache table · {len(table)} compiled entries · jit cache size {result.cache_size}")
 if table:
-    frame = pd.DataFrame(
+    ui.table(
         [
             {
                 "#": i + 1,
@@ -232,33 +231,23 @@ if table:
                 "status": e.status,
             }
             for i, e in enumerate(table)
-        ]
+        ],
+        highlight=last.entry if isinstance(last, CallEvent) else None,
     )
-    used = last.entry if isinstance(last, CallEvent) else None
-    styled = frame.style.apply(
-        lambda row: ["background-color: #fff3cd" if row.name == used else "" for _ in row], axis=1
-    )
-    st.dataframe(styled, hide_index=True, width="stretch")
 
 if result.buckets:
     st.subheader(
         f"AOT buckets · {len(result.buckets)} precompiled executables (not in the jit cache)"
     )
-    st.dataframe(
-        pd.DataFrame(
-            [
-                {
-                    "bucket": b.bucket,
-                    "compile (AOT)": ui.seconds(b.compile_s),
-                    "calls served": b.calls,
-                    "padded rows": b.padded_rows,
-                    "padding waste": f"{100 * b.waste:.1f} %",
-                }
-                for b in result.buckets
-            ]
-        ),
-        hide_index=True,
-        width="stretch",
+    ui.table(
+        {
+            "bucket": b.bucket,
+            "compile (AOT)": ui.seconds(b.compile_s),
+            "calls served": b.calls,
+            "padded rows": b.padded_rows,
+            "padding waste": f"{100 * b.waste:.1f} %",
+        }
+        for b in result.buckets
     )
 
 st.subheader("Why it recompiled")

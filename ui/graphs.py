@@ -10,6 +10,7 @@ from typing import Any
 import streamlit as st
 
 import viz.graph
+from ui.tables import table
 from viz.graph.render import svg_size
 from viz.ir.model import Graph
 
@@ -180,19 +181,17 @@ def node_details(graph: Graph, visible: list[Any], key: str) -> None:
     node = graph.node_map().get(item.id)
     rows = {
         "op": item.op or item.kind,
-        "type": item.type or "–",
+        "type": item.type,
         "group": "/".join(item.path) or "(top level)",
     }
     if item.kind == "group":
-        rows["ops inside"] = ", ".join(f"{op} ×{n}" for op, n in item.top_ops) or "–"
+        rows["ops inside"] = ", ".join(f"{op} ×{n}" for op, n in item.top_ops)
     if node is not None:
         rows.update({k: str(v) for k, v in node.attrs.items()})
     source = item.source or (node.source if node else None)
     if source:
         rows["source"] = str(source)
-    st.dataframe(
-        [{"field": k, "value": v} for k, v in rows.items()], hide_index=True, width="stretch"
-    )
+    table([{"field": k, "value": v} for k, v in rows.items()])
     if node is not None and st.button("Show its neighbourhood", key=f"{key}_hood"):
         st.session_state[f"{key}_focus"] = node.id  # read before drawing, on the rerun
         st.rerun()
