@@ -189,6 +189,19 @@ def test_history_and_diff_with_a_failed_run(home: Path) -> None:
     assert not bad, "\n".join(bad)
 
 
+def test_the_cache_lab_after_its_story_and_a_failed_call(home: Path) -> None:
+    at = open_app()
+    run(at.switch_page("pages/cache.py"))
+    run(button(at, "Show the cache at work").click())
+    bad = unreadable_cells(at, "Cache lab")
+    x = next(k for k in at.session_state if str(k).startswith("c_sh_") and str(k).endswith("_x"))
+    run(at.text_input(key=x).set_value("256,7"))  # x @ y no longer fits: the call fails
+    run(button(at, "Call").click())
+    assert at.error, "the failed call's card"
+    bad += unreadable_cells(at, "Cache lab · a failed call")
+    assert not bad, "\n".join(bad)
+
+
 def test_recordings_of_a_program_that_failed(home: Path) -> None:
     step = jax.jit(lambda v: v * 2)
     with pytest.raises(ZeroDivisionError), viz.recording(name="fails") as rec:
