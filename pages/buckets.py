@@ -1,6 +1,5 @@
 """Batch-size bucketing planner: fewer compilations for a little padding."""
 
-import pandas as pd
 import streamlit as st
 
 import ui
@@ -89,7 +88,7 @@ def plan_row(plan: planner.BucketPlan) -> dict:
     return row
 
 
-st.dataframe(pd.DataFrame([plan_row(p) for p in plans]), hide_index=True, width="stretch")
+ui.table(plan_row(p) for p in plans)
 if costs:
     st.caption(
         f"Measured {len(costs)} bucket sizes: ahead-of-time compile "

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pandas as pd
 import streamlit as st
 
 import ui
 from viz import charts, demo
 from viz.cache.events import CallEvent, FailedEvent
 from viz.cache.signature import reason_fix, reason_text
+from viz.cache.story import cache_story
 from viz.spec import DTYPES, SpecError, array_item, array_item_parts, parse_sizes, resize
 from viz.worker.protocol import CacheCall, CacheCalls, CachePrecompile, CacheReply, CacheState
 
@@ -34,6 +34,9 @@ with st.expander(
         st.session_state.program = ui.program_from_sample(titles[pick])
         st.rerun()
     st.code(prog.settings.code, language="python", line_numbers=True, height=240)
+
+# the one-click story and Clear: drawn here, filled once the next call's spec is known
+story_row = st.container(horizontal=True, vertical_alignment="center")
 
 # the worker keeps one live jitted function per browser session (owner) and program
 lab = replace(prog.settings.function_only(), device=ui.device())
@@ -110,8 +113,8 @@ with st.container(border=True):
             placeholder="x over every device",
             help="the mesh a P(...) placement splits over: NAME=SIZE per axis, data=4, model=2",
         ).strip()
-    c = st.columns([1, 1, 1.8, 1.9, 1.4])
-    x64_choice = c[4].selectbox(
+    c = st.columns([1, 1.8, 1.9, 1.4])
+    x64_choice = c[3].selectbox(
         "x64",
         list(X64_CHOICES),
         key="cache_x64",
@@ -119,14 +122,14 @@ with st.container(border=True):
         "canonicalizes 64-bit inputs to 32-bit. JAX keys its cache on this setting.",
     )
     x64 = X64_CHOICES[x64_choice]
-    disk = c[3].toggle(
+    disk = c[2].toggle(
         "Persistent cache (disk)",
         key="cache_disk",
         disabled=demo.enabled(),  # it writes files
         help="JAX's on-disk compilation cache in a project-local folder: restart the worker "
         "(sidebar) and the next misses load from disk instead of compiling",
     )
-    guard = c[2].toggle(
+    guard = c[1].toggle(
         "Fail on recompile",
         key="cache_guard",
         help="turn any miss after the first compile into an error, like a guard in your own code",
@@ -141,11 +144,27 @@ with st.container(border=True):
     }
     if c[0].button("Call", type="primary", width="stretch"):
         remember(ui.ask(CacheCall(replace(calling, args=spec), **call_options)))
-    if c[1].button("Clear cache", width="stretch"):
-        remember(ui.ask(CacheState(lab, ui.owner(), clear=True)))
 
 # the next call's parameters, and those that are arrays with at least one dimension
 call_rows = ui.spec_rows(prog.settings.code, prog.settings.function, spec)
+story = cache_story(call_rows, prog.settings.static)
+with story_row:
+    told = st.button(
+        "Show the cache at work",
+        icon=":material/play_circle:",
+        disabled=story is None,
+        help="empties the cache, then calls the function four times from the next call "
+        "below: a first compile, a hit, a change that recompiles, and the first call again",
+    )
+    if told and story is not None:
+        remember(ui.ask(CacheCalls(calling, **call_options, calls=story.calls, fresh=True)))
+    if st.button("Clear cache", icon=":material/delete_sweep:"):
+        remember(ui.ask(CacheState(lab, ui.owner(), clear=True)))
+    st.caption(
+        f"Four calls of `{prog.settings.function}`: compile, hit, recompile ({story.change}), hit"
+        if story
+        else "No argument to vary for a story: give the function an array argument."
+    )
 names = [n for n, _ in call_rows]
 arrays = {n: p for n, i in call_rows if (p := array_item_parts(i)) and p[1]}
 
@@ -198,7 +217,10 @@ with st.expander("Precompile buckets: `lower().compile()` ahead of time, pad to 
 
 result: CacheReply | None = st.session_state.get(f"cache_{key}")
 if result is None:
-    st.info("Make a call to fill the cache table.")
+    st.info(
+        "Make a call to fill the cache table, or press **Show the cache at work** for "
+        "a first compile, a hit and a recompile in one click."
+    )
     st.stop()
 if result.error:
     ui.error_card(result.error, prog.settings.code)
@@ -220,7 +242,7 @@ if isinstance(last, CallEvent):
 table = result.table
 st.subheader(f"Cache table · {len(table)} compiled entries · jit cache size {result.cache_size}")
 if table:
-    frame = pd.DataFrame(
+    ui.table(
         [
             {
                 "#": i + 1,
@@ -232,33 +254,23 @@ if table:
                 "status": e.status,
             }
             for i, e in enumerate(table)
-        ]
+        ],
+        highlight=last.entry if isinstance(last, CallEvent) else None,
     )
-    used = last.entry if isinstance(last, CallEvent) else None
-    styled = frame.style.apply(
-        lambda row: ["background-color: #fff3cd" if row.name == used else "" for _ in row], axis=1
-    )
-    st.dataframe(styled, hide_index=True, width="stretch")
 
 if result.buckets:
     st.subheader(
         f"AOT buckets · {len(result.buckets)} precompiled executables (not in the jit cache)"
     )
-    st.dataframe(
-        pd.DataFrame(
-            [
-                {
-                    "bucket": b.bucket,
-                    "compile (AOT)": ui.seconds(b.compile_s),
-                    "calls served": b.calls,
-                    "padded rows": b.padded_rows,
-                    "padding waste": f"{100 * b.waste:.1f} %",
-                }
-                for b in result.buckets
-            ]
-        ),
-        hide_index=True,
-        width="stretch",
+    ui.table(
+        {
+            "bucket": b.bucket,
+            "compile (AOT)": ui.seconds(b.compile_s),
+            "calls served": b.calls,
+            "padded rows": b.padded_rows,
+            "padding waste": f"{100 * b.waste:.1f} %",
+        }
+        for b in result.buckets
     )
 
 st.subheader("Why it recompiled")

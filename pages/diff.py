@@ -3,7 +3,6 @@ and the two compiled graphs. The numbers come from `viz.diff`; this page only la
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 import ui
@@ -123,7 +122,7 @@ def numbers_tab(d: Diff) -> None:
         ("memory", "Memory", d.memory),
     ):
         st.markdown(f"**{title}**")
-        st.dataframe(pd.DataFrame(rows(group, deltas)), hide_index=True, width="stretch")
+        ui.table(rows(group, deltas))
 
 
 def kernels_tab(d: Diff) -> None:
@@ -137,7 +136,7 @@ def kernels_tab(d: Diff) -> None:
     )
     table = kernel_rows(k)
     if table:
-        st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
+        ui.table(table)
 
 
 def ops_tab(d: Diff) -> None:
@@ -151,7 +150,8 @@ def ops_tab(d: Diff) -> None:
         table = op_rows(deltas, every)
         column.markdown(f"**{title}**")
         if table:
-            column.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
+            with column:
+                ui.table(table)
         else:
             column.caption("No op type changed its count.")
 
@@ -179,12 +179,12 @@ def sharding_tab(s: ShardingDiff) -> None:
     st.markdown(f"**Collectives** · {collectives_line(s).removeprefix('collectives: ')}")
     table = collective_rows(s)
     if table:
-        st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
+        ui.table(table)
     else:
         st.caption("Neither run has collectives.")
     st.markdown("**Arguments split differently** · sharding · per-device shape")
     if s.args:
-        st.dataframe(pd.DataFrame(arg_change_rows(s)), hide_index=True, width="stretch")
+        ui.table(arg_change_rows(s))
     else:
         st.caption("Every argument leaf is split the same way in both runs.")
 
@@ -195,10 +195,12 @@ def graphs_tab(sides: tuple[Side, Side]) -> None:
         key="diff_panels",
         help="the full graph panel for each run, instead of the default view",
     )
-    for column, name, (report, origin) in zip(st.columns(2), "AB", sides, strict=True):
-        kept = (origin is None or origin.full) and "compiled" in report.graphs
+    kept = [(origin is None or origin.full) and "compiled" in r.graphs for r, origin in sides]
+    dots = [r.graphs["compiled"].dot for (r, _), k in zip(sides, kept, strict=True) if k]
+    box = ui.shared_box(dots)  # both at one scale
+    for column, name, (report, _), has_graph in zip(st.columns(2), "AB", sides, kept, strict=True):
         with column:
-            if not kept:
+            if not has_graph:
                 st.info(f"{name}: the full report was not kept, so its graph is gone.")
                 continue
             title = f"{name} · {report.function}({report.args})"
@@ -216,7 +218,7 @@ def graphs_tab(sides: tuple[Side, Side]) -> None:
                 continue
             graph = report.graphs["compiled"]
             st.markdown(f"**{title}** · {graph.visible_nodes} of {graph.total_nodes} nodes")
-            ui.show_graph(graph.dot, graph.visible_nodes, height=560)
+            ui.show_graph(graph.dot, graph.visible_nodes, height=560, box=box)
 
 
 def show(a: Side, b: Side, named: bool = True) -> None:

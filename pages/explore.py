@@ -269,6 +269,7 @@ def overview_graphs(r: Report) -> None:
         shown = [TRACED_GRAPH]
     if len(shown) == 2 and max(r.graphs[ir].visible_nodes for ir, *_ in shown) > SIDE_BY_SIDE_NODES:
         shown = shown[:1]
+    box = ui.shared_box([r.graphs[ir].dot for ir, *_ in shown])  # one scale for both
     for column, (ir, title, note) in zip(st.columns(len(shown) or 1), shown, strict=False):
         summary = r.graphs[ir]
         with column:
@@ -277,7 +278,7 @@ def overview_graphs(r: Report) -> None:
                 f"{summary.visible_nodes} of {summary.total_nodes} nodes · "
                 f"open the {ui.IR_TITLES[ir]} tab"
             )
-            ui.show_graph(summary.dot, summary.visible_nodes, height=440)
+            ui.show_graph(summary.dot, summary.visible_nodes, height=440, box=box)
 
 
 def ir_tab(res: Result, ir: str, index: int) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 import ui
@@ -19,7 +18,7 @@ def load_runs(db: History) -> list[Run]:
     return sample_runs(runs) if demo.enabled() else runs
 
 
-def table(runs: list[Run]) -> pd.DataFrame:
+def table(runs: list[Run]) -> list[dict[str, object]]:
     """One row per run: what ran, its options, key counts (jaxpr equations, StableHLO
     ops, compiled kernels and fusions) and times (trace + lower + compile, run median)."""
     records = []
@@ -32,7 +31,7 @@ def table(runs: list[Run]) -> pd.DataFrame:
                 "when": r.when,
                 "function": r.settings.function,
                 "args": r.settings.args,
-                "options": r.options_text or "–",
+                "options": r.options_text,
                 "device": r.settings.device,
                 "jaxpr": n.jaxpr.eqn_count,
                 "StableHLO": n.stablehlo.op_count,
@@ -43,7 +42,7 @@ def table(runs: list[Run]) -> pd.DataFrame:
                 "result": f"{result} · {r.source}" + ("" if r.full else " · numbers only"),
             }
         )
-    return pd.DataFrame(records)
+    return records
 
 
 def run_label(run: Run) -> str:
@@ -114,9 +113,7 @@ def page() -> None:
     )
     if only != "all functions":
         runs = [r for r in runs if r.settings.function == only]
-    st.dataframe(
-        table(runs), hide_index=True, width="stretch", height=min(38 + 35 * len(runs), 460)
-    )
+    ui.table(table(runs), height=min(38 + 35 * len(runs), 460))
     actions(db, runs)
 
 

@@ -1,6 +1,5 @@
 """Where to put jit: the outer function, the inner one, both, or neither."""
 
-import pandas as pd
 import streamlit as st
 
 import ui
@@ -52,22 +51,16 @@ if result and not ui.show_lesson_error(result):
     rows = result.rows
     st.success(result.recommendation, icon=":material/place:")
     st.plotly_chart(charts.placement_chart(rows), width="stretch")
-    st.dataframe(
-        pd.DataFrame(
-            [
-                {
-                    "strategy": r.strategy,
-                    "compile": ui.seconds(r.compile_s),
-                    "first call": ui.seconds(r.first_call_s),
-                    "per call": ui.seconds(r.run_s),
-                    "XLA compilations": r.executables,
-                    "kernels per call": r.kernels_per_call,
-                }
-                for r in rows
-            ]
-        ),
-        hide_index=True,
-        width="stretch",
+    ui.table(
+        {
+            "strategy": r.strategy,
+            "compile": ui.seconds(r.compile_s),
+            "first call": ui.seconds(r.first_call_s),
+            "per call": ui.seconds(r.run_s),
+            "XLA compilations": r.executables,
+            "kernels per call": r.kernels_per_call,
+        }
+        for r in rows
     )
     st.caption(
         "XLA compilations: compiles observed during the first call (JAX's own "

@@ -3,7 +3,6 @@ where; any compile one click from Explore."""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 import ui
@@ -29,24 +28,22 @@ st.caption(
 )
 
 
-def list_table(rows: list[RecordingRow]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            {
-                "recording": f"#{r.id}",
-                "when": r.when,
-                "program": r.name,
-                "exit": "–" if r.exit_code is None else r.exit_code,
-                "wall time": seconds(r.wall_s) if r.wall_s else "–",
-                "compiles": r.compiles,
-                "compile time": seconds(r.compile_s),
-                "share": f"{r.compile_s / r.wall_s:.0%}" if r.wall_s else "–",
-                "functions": r.functions,
-                "job": f"{r.job} · process {r.process}" if r.job else "–",
-            }
-            for r in rows
-        ]
-    )
+def list_table(rows: list[RecordingRow]) -> list[dict[str, object]]:
+    return [
+        {
+            "recording": f"#{r.id}",
+            "when": r.when,
+            "program": r.name,
+            "exit": r.exit_code,
+            "wall time": seconds(r.wall_s or None),
+            "compiles": r.compiles,
+            "compile time": seconds(r.compile_s),
+            "share": f"{r.compile_s / r.wall_s:.0%}" if r.wall_s else None,
+            "functions": r.functions,
+            "job": f"{r.job} · process {r.process}" if r.job else None,
+        }
+        for r in rows
+    ]
 
 
 def overview(rec: Recording) -> None:
@@ -72,7 +69,7 @@ def overview(rec: Recording) -> None:
 
 def functions(rec: Recording) -> str | None:
     st.subheader("Functions, by compile time")
-    st.dataframe(pd.DataFrame(function_rows(rec)), hide_index=True, width="stretch")
+    ui.table(function_rows(rec))
     keys = [f.key for f in rec.functions]
     if not keys:
         return None
@@ -102,9 +99,7 @@ def compiles_of(rec: Recording, key: str) -> list[Compile]:
         )
     if stats:
         st.caption(f"Defined at `{stats.defined_at}`")
-    st.dataframe(
-        pd.DataFrame(compile_rows(mine, rec.program.cwd)), hide_index=True, width="stretch"
-    )
+    ui.table(compile_rows(mine, rec.program.cwd))
     return mine
 
 
@@ -190,7 +185,7 @@ def compare(rec: Recording, rows: list[RecordingRow], db: History) -> None:
             return
         diff = diff_recordings(base, rec, (f"rec:{other}", f"rec:{st.session_state.rec_pick}"))
         st.code(diff_text(diff), language=None)
-        st.dataframe(pd.DataFrame(diff_rows(diff)), hide_index=True, width="stretch")
+        ui.table(diff_rows(diff))
 
 
 def show_job(rows: list[RecordingRow]) -> bool:
@@ -213,9 +208,7 @@ def page() -> None:
     if not rows:
         st.info("No recordings yet: `jitscope record -- your_script.py`.")
         return
-    st.dataframe(
-        list_table(rows), hide_index=True, width="stretch", height=min(38 + 35 * len(rows), 250)
-    )
+    ui.table(list_table(rows), height=min(38 + 35 * len(rows), 250))
     jobs = list(dict.fromkeys(r.job for r in rows if r.job))  # the newest first
     if jobs and show_job(rows):
         job = st.selectbox("Job", jobs, format_func=lambda j: job_label(rows, j), key="rec_job")

@@ -1,6 +1,5 @@
 """Compile cost vs program size: an unrolled Python loop vs lax.scan vs lax.fori_loop."""
 
-import pandas as pd
 import streamlit as st
 
 import ui
@@ -71,22 +70,16 @@ if result and not ui.show_lesson_error(result):
     )
     verdicts = unroll_break_even(rows)
     st.subheader("Does unrolling pay off?")
-    st.dataframe(
-        pd.DataFrame(
-            [
-                {
-                    "N": v.n,
-                    "extra one-time cost of unrolling": ui.seconds(v.extra_compile_s),
-                    "saved per call": ui.seconds(v.saved_per_call_s)
-                    if v.saved_per_call_s > 0
-                    else "none (scan is as fast)",
-                    "pays off after": f"{v.pays_off_after_calls:,.0f} calls"
-                    if v.pays_off_after_calls is not None
-                    else "never",
-                }
-                for v in verdicts
-            ]
-        ),
-        hide_index=True,
-        width="stretch",
+    ui.table(
+        {
+            "N": v.n,
+            "extra one-time cost of unrolling": ui.seconds(v.extra_compile_s),
+            "saved per call": ui.seconds(v.saved_per_call_s)
+            if v.saved_per_call_s > 0
+            else "none (scan is as fast)",
+            "pays off after": f"{v.pays_off_after_calls:,.0f} calls"
+            if v.pays_off_after_calls is not None
+            else "never",
+        }
+        for v in verdicts
     )

@@ -1,6 +1,5 @@
 """Shape sweep: compile and run time as one dimension grows."""
 
-import pandas as pd
 import streamlit as st
 
 import ui
@@ -54,25 +53,19 @@ result: ShapeSweepReply | None = st.session_state.get("shapes")
 if result and not ui.show_lesson_error(result):
     data = result.rows
     st.plotly_chart(charts.shape_sweep_chart(data), width="stretch")
-    st.dataframe(
-        pd.DataFrame(
-            [
-                {
-                    "size": r.size,
-                    "spec": r.spec,
-                    "trace+lower+compile": ui.seconds(r.total_s),
-                    "run (jit)": ui.seconds(r.run_s),
-                    "run (eager)": ui.seconds(r.eager_s),
-                    "break-even calls": f"{r.break_even_calls:,.0f}"
-                    if r.break_even_calls
-                    else "never (eager is as fast)",
-                    "run ≥ 100× compile overhead?": "yes" if r.rule_of_thumb else "no",
-                }
-                for r in data
-            ]
-        ),
-        hide_index=True,
-        width="stretch",
+    ui.table(
+        {
+            "size": r.size,
+            "spec": r.spec,
+            "trace+lower+compile": ui.seconds(r.total_s),
+            "run (jit)": ui.seconds(r.run_s),
+            "run (eager)": ui.seconds(r.eager_s),
+            "break-even calls": f"{r.break_even_calls:,.0f}"
+            if r.break_even_calls
+            else "never (eager is as fast)",
+            "run ≥ 100× compile overhead?": "yes" if r.rule_of_thumb else "no",
+        }
+        for r in data
     )
     holds = sum(r.rule_of_thumb for r in data)
     st.info(

@@ -261,6 +261,30 @@ def test_cache_lab_sweep_fills_the_table() -> None:
     assert at.get("plotly_chart")
 
 
+def test_the_cache_story_shows_a_compile_a_hit_and_an_explained_recompile_in_one_click() -> None:
+    at = open_app()
+    at.switch_page("pages/cache.py").run()
+    button(at, "Call").click().run()  # a cache with a history: the story empties it first
+    button(at, "Show the cache at work").click().run()
+    assert not at.exception, at.exception
+    assert "2 compiled entries" in "\n".join(h.value for h in at.subheader)
+    frame = at.dataframe[0].value
+    assert list(frame["hits"]) == [2, 0]  # calls 2 and 4 hit the first entry
+    last_hit = frame["last hit at call"]
+    assert str(last_hit.dtype) == "Int64" and last_hit.tolist()[0] == 4
+    assert last_hit.isna().tolist() == [False, True]
+    assert at.dataframe[0].proto.placeholder == "–"  # how the gap reads
+    page = texts(at)
+    assert "**Call 3** · miss" in page and "shape f32[256,512] → f32[128,512]" in page
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    drawn = {trace["name"]: trace.get("x") for trace in figure["data"]}
+    assert drawn["hit: run time"] == [2, 4] and drawn["miss: compile time"] == [1, 3]
+    assert "AOT bucket: run time" in drawn  # listed in the legend with no call routed
+    button(at, "Clear cache").click().run()
+    assert "0 compiled entries" in "\n".join(h.value for h in at.subheader)
+    assert not at.dataframe and not at.get("plotly_chart")  # Clear empties the table
+
+
 def _lesson(page: str, sample: str) -> AppTest:
     from ui import program_from_sample
 

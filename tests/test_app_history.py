@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from viz import units
 from viz.diff import diff_reports, kernel_rows
 from viz.history import History
 from viz.report import Report
@@ -122,7 +123,7 @@ def test_this_run_vs_the_previous_run_lands_in_the_diff_view(home):
     at.run()
     a, b = (History().recorded(r.id) for r in (first, second))
     d = diff_reports(a.report, b.report, origins=(a.origin, b.origin))
-    assert at.dataframe[0].value.to_dict("records") == kernel_rows(d.kernels)
+    assert at.dataframe[0].value.to_dict("records") == units.table(kernel_rows(d.kernels))
     for tab in ("Ops by type", "IR text", "Compiled graphs"):
         at.session_state["diff_tab"] = tab
         at.run()

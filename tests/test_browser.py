@@ -261,6 +261,43 @@ def test_cache_lab_sweep_fills_the_table_and_timeline(page) -> None:
     shot(page, "cache_lab", page.get_by_text("Cache table").first)
 
 
+def test_the_cache_story_fills_the_table_and_draws_each_hit(page) -> None:
+    page.goto(f"{page.base_url}/cache")
+    page.get_by_role("button", name="Show the cache at work").click()
+    page.get_by_text("2 compiled entries").first.wait_for()
+    page.get_by_text("shape f32[256,512] → f32[128,512]").first.wait_for()  # call 3's reason
+    chart = page.locator(".js-plotly-plot").first
+    chart.wait_for()
+    legend = chart.locator(".legendtext").all_text_contents()
+    assert legend[:3] == ["miss: compile time", "hit: run time", "AOT bucket: run time"]
+    hits = chart.locator(".scatterlayer .trace").nth(0).locator("path.point")
+    assert hits.count() == 2  # calls 2 and 4, as green markers
+    page.evaluate("document.activeElement.blur()")  # no tooltip over the shot
+    page.mouse.move(1400, 880)
+    shot(page, "cache_story")
+    chart.evaluate("e => e.scrollIntoView()")
+    shot(page, "cache_story_table_and_chart")
+
+
+@pytest.mark.skipif(render.dot_program() is None, reason="needs a DOT renderer")
+def test_the_overviews_two_graphs_read_at_one_label_size(page) -> None:
+    page.goto(page.base_url)
+    page.get_by_text("jaxpr equations").first.wait_for()
+    frames = [page.frame_locator("[data-testid=stIFrame]").nth(i) for i in range(2)]
+    for frame in frames:
+        frame.locator("svg g.node").first.wait_for()
+    page.wait_for_timeout(500)  # each frame fits its graph once it has loaded
+    outputs, sizes = [], []
+    for frame in frames:
+        labels = frame.locator("svg g.node text")
+        outputs.append([t for t in labels.all_text_contents() if t.startswith("out")])
+        size = "e => e.getBoundingClientRect().height"  # the label's height on screen
+        sizes.append(labels.filter(has_text=re.compile(r"^x$")).first.evaluate(size))
+    assert outputs == [["out0"], ["out0"]]  # compiled, then StableHLO
+    assert sizes[0] == pytest.approx(sizes[1], rel=0.02)
+    shot(page, "overview_graphs", page.get_by_text("After fusion").first)
+
+
 @pytest.mark.parametrize(
     ("path", "button", "marker"),
     [

@@ -27,6 +27,7 @@ from viz.cache.signature import (
     reason_fix,
     reason_text,
 )
+from viz.cache.story import cache_story
 from viz.settings import Settings
 from viz.worker.protocol import CacheCall, CacheCalls, CacheReply, CacheState
 
@@ -378,6 +379,65 @@ def test_a_bad_call_spec_is_an_error_event_and_the_session_goes_on(worker):
     good, bad, again = result["events"]
     assert bad["error"]["kind"] == "spec_error" and "'f32[4'" in bad["error"]["message"]
     assert (good["hit"], again["hit"]) == (False, True)
+
+
+# --------------------------------------------------------------------------- the one-click story
+
+
+def test_the_story_halves_the_first_arrays_batch_and_comes_back():
+    story = cache_story([("x", "f32[256,512]"), ("y", "f32[512,128]")], [])
+    first, changed = "f32[256,512], f32[512,128]", "f32[128,512], f32[512,128]"
+    assert story.calls == [first, first, changed, first]
+    assert story.change == "`x`: batch size 256 → 128"
+
+
+def test_a_batch_of_one_grows_to_two():
+    assert cache_story([("x", "f32[1]")], []).calls[2] == "f32[2]"
+
+
+def test_without_a_batch_the_story_passes_a_0d_array_as_a_python_scalar():
+    story = cache_story([("n", "3"), ("x", "f32[]")], ["n"])
+    assert story.calls[2] == "3, 1.0"
+    assert "weakly typed" in story.change
+
+
+def test_with_only_a_static_number_the_story_changes_its_value():
+    story = cache_story([("n", "3"), ("z", "params")], ["n"])
+    assert story.calls[2] == "4, params" and story.change == "`n`: static value 3 → 4"
+
+
+def test_with_nothing_to_vary_there_is_no_story():
+    assert cache_story([("z", "params"), ("n", "'relu'")], ["n"]) is None
+
+
+@pytest.mark.parametrize(
+    ("rows", "static", "kind"),
+    [
+        ([("x", "f32[4]"), ("y", "f32[]"), ("n", "2"), ("p", "{'a': f32[]}")], ["n"], "shape"),
+        ([("x", "f32[]"), ("y", "f32[]"), ("n", "2"), ("p", "{'a': f32[]}")], ["n"], "weak_type"),
+    ],
+    ids=["batch", "python_scalar"],
+)
+def test_the_story_is_a_first_compile_a_hit_an_explained_miss_and_a_hit(rows, static, kind):
+    from viz.cache.session import CacheSession
+
+    story = cache_story(rows, static)
+    session = CacheSession(make_fn(), static, {})
+    events = call_all(session, story.calls)
+    assert [e["hit"] for e in events] == [False, True, False, True]
+    assert [r["kind"] for r in events[0]["reasons"]] == ["new_function"]
+    assert [r["kind"] for r in events[2]["reasons"]] == [kind]
+    assert [row["hits"] for row in session.table()] == [2, 0]
+
+
+def test_the_worker_runs_the_story_on_an_emptied_cache(worker):
+    code = f"{SHARD_CODE}# story\n"
+    worker_calls(worker, code, ["f32[4], f32[]"] * 2)  # a cache with a history already
+    story = cache_story([("x", "f32[4]"), ("y", "f32[]")], [])
+    result = worker_calls(worker, code, story.calls, fresh=True)
+    assert [e["call"] for e in result["events"]] == [1, 2, 3, 4]
+    assert [e["hit"] for e in result["events"]] == [False, True, False, True]
+    assert [(row["hits"], row["last_hit"]) for row in result["table"]] == [(2, 4), (0, None)]
 
 
 # --------------------------------------------------------------------------- the CLI

@@ -97,21 +97,31 @@ def call(n: int, hit: bool, compile_s: float = 0.0) -> CallEvent:
     return CallEvent(n, "f32[3]", "x: f32[3]", hit, compile_s, 0.0, 0.001, 1, 0)
 
 
-def test_the_cache_timeline_draws_calls_and_leaves_failed_calls_out() -> None:
+def test_the_cache_timeline_draws_a_miss_as_its_compile_and_a_hit_as_its_run() -> None:
     failed = FailedEvent(2, "nosuch", ErrorInfo("spec_error", "no"), 1)
     fig = charts.cache_timeline([call(1, False, 0.02), failed, call(3, True)])
-    bars = fig.data[0]
-    assert list(bars.x) == [1, 3]
-    assert list(bars.y) == pytest.approx([20.0, 0.0])
-    assert list(bars.marker.color) == [charts.MISS, charts.HIT]
-    assert list(fig.data[1].y) == pytest.approx([20.0, 20.0])  # cumulative compile, ms
+    misses, hits, routed, compile_line, _ = fig.data
+    assert list(misses.x) == [1] and list(misses.y) == pytest.approx([20.0])
+    assert misses.marker.color == charts.MISS
+    assert list(hits.x) == [3] and list(hits.y) == pytest.approx([1.0])  # its run, in ms
+    assert hits.marker.color == charts.HIT and hits.mode == "markers"
+    assert [x for x in routed.x if x is not None] == []  # drawn nowhere, yet in the legend
+    assert list(compile_line.x) == [1, 3]  # the failed call is left out
+    assert list(compile_line.y) == pytest.approx([20.0, 20.0])  # cumulative compile, ms
+
+
+def test_the_cache_timelines_legend_lists_hit_miss_and_aot_bucket_always() -> None:
+    fig = charts.cache_timeline([call(1, False, 0.02)])
+    names = [trace.name.split(":")[0] for trace in fig.data if trace.showlegend is not False]
+    assert names[:3] == ["miss", "hit", "AOT bucket"]
 
 
 def test_calls_routed_to_a_bucket_are_drawn_and_add_run_time_but_no_compile() -> None:
     routed = RoutedEvent(2, "f32[5]", aot_bucket=8, size=5, padding=3, run_s=0.004, cache_size=1)
     fig = charts.cache_timeline([call(1, False, 0.02), routed, call(3, True)])
-    bars, marks, compile_line, run_line = fig.data
-    assert list(bars.x) == [1, 3] and list(marks.x) == [2]
+    misses, hits, marks, compile_line, run_line = fig.data
+    assert list(misses.x) == [1] and list(hits.x) == [3] and list(marks.x) == [2]
+    assert list(marks.y) == pytest.approx([4.0])
     assert marks.marker.color == charts.AOT and "bucket 8" in marks.hovertext[0]
     assert list(compile_line.x) == [1, 2, 3]
     assert list(compile_line.y) == pytest.approx([20.0, 20.0, 20.0])

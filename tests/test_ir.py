@@ -156,6 +156,21 @@ def test_inputs_and_outputs_are_nodes_not_ops(sin_graphs):
         assert kinds.count("input") == 1 and kinds.count("output") == 1
 
 
+def two_outputs(x):
+    return jnp.sin(x), x * 2
+
+
+@pytest.mark.parametrize(
+    ("fn", "names"), [(sin_mul_add, ["out0"]), (two_outputs, ["out0", "out1"])]
+)
+def test_every_ir_names_the_outputs_out0_out1_and_types_each(fn, names):
+    typed = [
+        [(n.label, n.type) for n in graph.nodes if n.kind == "output"] for graph in graphs(fn, X8)
+    ]
+    assert [label for label, _ in typed[2]] == names  # compiled: one per element of its tuple
+    assert typed[0] == typed[1] == typed[2]
+
+
 def test_edges_connect_input_to_output(sin_graphs):
     for graph in sin_graphs:
         out = {n.id for n in graph.nodes if n.kind == "output"}

@@ -92,3 +92,10 @@ def test_the_same_dot_is_laid_out_once_and_a_failure_is_not_kept(tmp_path: Path)
         with pytest.raises(RuntimeError, match="syntax error"):
             render.svg("broken", str(program))
     assert calls.read_text().count("x") == 4
+
+
+def test_an_svgs_size_is_read_in_css_pixels() -> None:
+    head = '<svg width="513pt" height="286pt"\n viewBox="0.00 0.00 513.05 285.66">'
+    assert render.svg_size(head) == pytest.approx((684.0, 381.33), abs=0.01)
+    assert render.svg_size('<svg width="40px" height="30px">') == (40.0, 30.0)
+    assert render.svg_size("<svg>") is None

@@ -9,13 +9,21 @@ and graphs come from `viz` as plain data; nothing here imports jax.
 - `graphs`: graph panels and the pan-and-zoom frame;
 - `lessons`: the lesson pages' run/cancel controls;
 - `editor`: the code editor; `fusion`: the Fusion tab's map views;
-- `live`: an analysis drawn stage by stage while it runs.
+- `live`: an analysis drawn stage by stage while it runs;
+- `tables`: every table, its cells read through `viz.units.table`.
 
 Pages use the names re-exported here (`ui.ask`, `ui.graph_panel`, ...).
 """
 
 from ui.cards import error_card, excerpt, report_json, stamp
-from ui.graphs import IR_TITLES, fusion_compare, graph_panel, node_details, show_graph
+from ui.graphs import (
+    IR_TITLES,
+    fusion_compare,
+    graph_panel,
+    node_details,
+    shared_box,
+    show_graph,
+)
 from ui.lessons import lesson_controls, show_lesson_error
 from ui.live import LiveAnalysis
 from ui.navigation import leave_legacy_pages, open_diff
@@ -29,6 +37,7 @@ from ui.program import (
     samples_by_title,
 )
 from ui.sidebar import device_picker, restarted_elsewhere, safety_notes, worker_status
+from ui.tables import table
 from ui.workers import (
     ask,
     device,
@@ -74,6 +83,7 @@ __all__ = [
     "sample_names",
     "samples_by_title",
     "seconds",
+    "shared_box",
     "show_graph",
     "show_lesson_error",
     "si",
@@ -81,6 +91,7 @@ __all__ = [
     "stamp",
     "start_with_server",
     "start_workers",
+    "table",
     "worker",
     "worker_status",
 ]

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
 from ui.cards import error_card
 from ui.fusion import pick_kernel
 from ui.results import Result
+from ui.tables import table
 from ui.workers import run_lesson
 from viz import recording_charts
 from viz.compile_profile.advice import place, what_drives_it
@@ -155,10 +155,8 @@ def trace_table(p: CompileProfileSection, source: str | None) -> None:
         }
         for row in p.trace_lines[:SHOWN_LINES]
     ]
-    st.dataframe(
-        pd.DataFrame(rows),
-        hide_index=True,
-        width="stretch",
+    table(
+        rows,
         column_config={
             "code": st.column_config.TextColumn(width="medium"),
             "total": st.column_config.NumberColumn(format="%.3f s", help="time on the stack"),
@@ -188,10 +186,8 @@ def span_table(p: CompileProfileSection) -> None:
         if len(s.path) <= SPAN_TABLE_DEPTH and s.seconds >= 0.005 * compile_s
     ]
     with st.expander(f"The spans {SPAN_TABLE_DEPTH} levels down, as a table"):
-        st.dataframe(
-            pd.DataFrame(rows),
-            hide_index=True,
-            width="stretch",
+        table(
+            rows,
             column_config={
                 "seconds": st.column_config.NumberColumn(format="%.3f s"),
                 "self": st.column_config.NumberColumn(format="%.3f s"),
@@ -206,16 +202,12 @@ def kernel_table(res: Result, p: CompileProfileSection, index: int) -> None:
     if not p.kernels:
         return
     st.markdown("#### Code generation by kernel")
-    rows = pd.DataFrame(
-        [
-            {"kernel": k.kernel, "seconds": k.seconds, "share of the compile": k.share}
-            for k in p.kernels
-        ]
-    )
-    picked = st.dataframe(
+    rows = [
+        {"kernel": k.kernel, "seconds": k.seconds, "share of the compile": k.share}
+        for k in p.kernels
+    ]
+    picked = table(
         rows,
-        hide_index=True,
-        width="stretch",
         height=min(38 + 35 * len(rows), 280),
         on_select="rerun",
         selection_mode="single-row",
@@ -254,15 +246,11 @@ def repeated_table(p: CompileProfileSection) -> None:
     if not p.repeated:
         return
     st.markdown("#### Repeated structure")
-    st.dataframe(
-        pd.DataFrame(
-            [
-                {"group": g.group, "copies": g.count, "equations": g.eqns, "share": g.share}
-                for g in p.repeated
-            ]
-        ),
-        hide_index=True,
-        width="stretch",
+    table(
+        [
+            {"group": g.group, "copies": g.count, "equations": g.eqns, "share": g.share}
+            for g in p.repeated
+        ],
         column_config={
             "share": st.column_config.ProgressColumn(format="percent", min_value=0.0, max_value=1.0)
         },

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pandas as pd
 import streamlit as st
 
 import viz.fusion.view
@@ -17,6 +16,7 @@ import viz.graph
 from ui.cards import error_card
 from ui.graphs import show_graph
 from ui.results import Result
+from ui.tables import table
 from ui.workers import ask
 from viz.fusion.profile import Profile
 from viz.fusion.report import PROFILE_RUNS
@@ -217,25 +217,21 @@ def details(fmap: list[FusionEntry], stablehlo: Graph, jaxpr: Graph, chosen: Sel
     ]
     st.caption(f"{len(chosen.kernels)} kernel(s)")
     if rows:
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        table(rows)
     ops = [nodes[i] for i in chosen.ops if i in nodes]
     st.caption(f"{len(ops)} StableHLO op(s)")
     if ops:
-        st.dataframe(
-            pd.DataFrame(
-                [
-                    {
-                        "op": n.op.removeprefix("stablehlo."),
-                        "id": n.id,
-                        "type": n.type,
-                        "line": n.source.line if n.source else None,
-                        "scope": "/".join(n.scope),
-                    }
-                    for n in ops
-                ]
-            ),
-            hide_index=True,
-            width="stretch",
+        table(
+            [
+                {
+                    "op": n.op.removeprefix("stablehlo."),
+                    "id": n.id,
+                    "type": n.type,
+                    "line": n.source.line if n.source else None,
+                    "scope": "/".join(n.scope),
+                }
+                for n in ops
+            ],
             height=min(36 + 35 * len(ops), 320),
         )
     eqns = selected_eqns(chosen, fmap, jaxpr)
@@ -252,19 +248,13 @@ def not_found(fmap: list[FusionEntry], stablehlo: Graph) -> None:
     missing = missing_ops(fmap, stablehlo)
     with st.expander(f"{len(missing)} StableHLO ops not found in the optimized program"):
         st.caption("XLA folded them into constants or removed them.")
-        st.dataframe(
-            pd.DataFrame(
-                [
-                    {
-                        "op": n.op.removeprefix("stablehlo."),
-                        "id": n.id,
-                        "line": n.source.line if n.source else None,
-                    }
-                    for n in missing
-                ]
-            ),
-            hide_index=True,
-            width="stretch",
+        table(
+            {
+                "op": n.op.removeprefix("stablehlo."),
+                "id": n.id,
+                "line": n.source.line if n.source else None,
+            }
+            for n in missing
         )
 
 
@@ -281,6 +271,4 @@ def kernel_table(profile: Profile | None, fmap: list[FusionEntry], device: str, 
         f"**{kernels} kernels** · the StableHLO ops and jaxpr equations each absorbed, "
         "and the source lines they came from" + (" · slowest first" if profile else "")
     )
-    st.dataframe(
-        pd.DataFrame(rows), hide_index=True, width="stretch", height=min(38 + 35 * len(rows), 460)
-    )
+    table(rows, height=min(38 + 35 * len(rows), 460))

@@ -3,12 +3,15 @@ the pan-and-zoom frame they are drawn in."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
 import viz.graph
+from ui.tables import table
+from viz.graph.render import svg_size
 from viz.ir.model import Graph
 
 IR_TITLES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "compiled": "Compiled HLO"}
@@ -111,24 +114,28 @@ def fusion_compare(before: Graph, after: Graph, key: str) -> None:
         )
         return
     region = st.selectbox("Region (name scope)", common, key=f"{key}_region")
-    columns = st.columns(2)
-    for column, graph, title in zip(
-        columns, graphs, ("before fusion: StableHLO", "after fusion: compiled HLO"), strict=True
-    ):
-        view = viz.graph.region_view(graph, region)
+    titles = ("before fusion: StableHLO", "after fusion: compiled HLO")
+    views = [viz.graph.region_view(graph, region) for graph in graphs]
+    dots = [
+        viz.graph.to_dot(view, f"{region} · {t}") for view, t in zip(views, titles, strict=True)
+    ]
+    box = shared_box(dots)
+    for column, view, dot, title in zip(st.columns(2), views, dots, titles, strict=True):
         shown, _ = viz.graph.visible(view)
         column.caption(f"{title} · {len(shown)} nodes")
         with column:
-            show_graph(viz.graph.to_dot(view, f"{region} · {title}"), len(shown), height=560)
+            show_graph(dot, len(shown), height=560, box=box)
 
 
 PAN_ZOOM = Path(__file__).resolve().parent.parent / "assets" / "pan_zoom.html"
+Box = tuple[float, float]  # width and height, CSS pixels
 
 
-def show_graph(dot: str, nodes: int, height: int = 680) -> None:
+def show_graph(dot: str, nodes: int, height: int = 680, box: Box | None = None) -> None:
     """The graph as SVG (Graphviz's `dot`, or pip's graphviz-pure: viz.graph.render) in a
-    pan-and-zoom frame: wheel zooms, drag pans, double-click fits. Without either,
-    Streamlit's own chart."""
+    pan-and-zoom frame: wheel zooms, drag pans, double-click fits. `box`: what the first
+    view fits in the frame (default: the graph itself); graphs side by side pass their
+    `shared_box`, to read at one scale. Without a renderer, Streamlit's own chart."""
     try:
         svg = viz.graph.to_svg(dot)
     except RuntimeError:
@@ -136,7 +143,22 @@ def show_graph(dot: str, nodes: int, height: int = 680) -> None:
         return
     svg = svg[svg.index("<svg") :]  # drop the XML prologue and doctype
     # the SVG is Graphviz's output (labels XML-escaped), never raw user HTML
-    st.iframe(PAN_ZOOM.read_text().replace("__SVG__", svg), height=height)
+    frame = PAN_ZOOM.read_text().replace("__BOX__", json.dumps(box)).replace("__SVG__", svg)
+    st.iframe(frame, height=height)
+
+
+def shared_box(dots: list[str]) -> Box | None:
+    """The box that fits each of `dots`' SVGs: frames of one size that fit it draw their
+    graphs at one scale, their labels at one size (a wider graph does not shrink its
+    own). None without a renderer."""
+    try:
+        sizes = [svg_size(viz.graph.to_svg(dot)) for dot in dots]
+    except RuntimeError:
+        return None
+    known = [size for size in sizes if size]
+    if not known:
+        return None
+    return max(w for w, _ in known), max(h for _, h in known)
 
 
 def node_details(graph: Graph, visible: list[Any], key: str) -> None:
@@ -159,19 +181,17 @@ def node_details(graph: Graph, visible: list[Any], key: str) -> None:
     node = graph.node_map().get(item.id)
     rows = {
         "op": item.op or item.kind,
-        "type": item.type or "–",
+        "type": item.type,
         "group": "/".join(item.path) or "(top level)",
     }
     if item.kind == "group":
-        rows["ops inside"] = ", ".join(f"{op} ×{n}" for op, n in item.top_ops) or "–"
+        rows["ops inside"] = ", ".join(f"{op} ×{n}" for op, n in item.top_ops)
     if node is not None:
         rows.update({k: str(v) for k, v in node.attrs.items()})
     source = item.source or (node.source if node else None)
     if source:
         rows["source"] = str(source)
-    st.dataframe(
-        [{"field": k, "value": v} for k, v in rows.items()], hide_index=True, width="stretch"
-    )
+    table([{"field": k, "value": v} for k, v in rows.items()])
     if node is not None and st.button("Show its neighbourhood", key=f"{key}_hood"):
         st.session_state[f"{key}_focus"] = node.id  # read before drawing, on the rerun
         st.rerun()

@@ -4,9 +4,9 @@ stragglers). Reads nothing but history: demo mode shows it as it is."""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
+from ui.tables import table
 from viz import recording_charts
 from viz.history import History, RecordingRow
 from viz.recorder.divergence import processes_text
@@ -40,7 +40,7 @@ def job_section(db: History, job: str) -> None:
     divergences(view)
     st.plotly_chart(recording_charts.job_timeline(view), width="stretch")
     st.subheader("Processes")
-    st.dataframe(pd.DataFrame(process_rows(view)), hide_index=True, width="stretch")
+    table(process_rows(view))
     stragglers(view)
 
 
@@ -76,7 +76,7 @@ def divergences(view: JobView) -> None:
                 icon=":material/call_split:",
             )
             if d.call_sites:
-                st.dataframe(pd.DataFrame(site_rows(d)), hide_index=True, width="stretch")
+                table(site_rows(d))
     hidden = len(view.divergences) - MAX_DIVERGENCES
     if hidden > 0:
         st.caption(f"… and {hidden} more (`jitscope job --json OUT` lists them all).")
@@ -91,4 +91,4 @@ def stragglers(view: JobView) -> None:
         "Every collective waits for the slowest process: each function's compile time "
         "(trace + lower + XLA) in every process, the slowest against the median."
     )
-    st.dataframe(pd.DataFrame(straggler_rows(view)), hide_index=True, width="stretch")
+    table(straggler_rows(view))

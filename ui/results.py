@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from ui.cards import report_json
+from ui.tables import table
 from viz import charts
 from viz.export import html_report
 from viz.fusion.profile import Profile
@@ -196,12 +197,12 @@ def donation_panel(report: Report) -> None:
         {
             "argument": a.name,
             "donated": a.donated,
-            "aliased output": "–" if a.aliased_output is None else f"#{a.aliased_output}",
+            "aliased output": None if a.aliased_output is None else f"#{a.aliased_output}",
             "not reused because": a.reason,
         }
         for a in donation.args
     ]
-    st.dataframe(rows, hide_index=True, width="stretch")
+    table(rows)
     for warning in donation.warnings:
         st.warning(f"JAX: {warning}", icon=":material/warning:")
     without = report.memory_total_bytes or 0

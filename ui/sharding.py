@@ -19,6 +19,7 @@ from ui.cards import excerpt
 from ui.fusion import profile_button
 from ui.graphs import show_graph
 from ui.results import Result
+from ui.tables import table
 from ui.variants import run_variant
 from viz.program import Program
 from viz.report import Report
@@ -102,9 +103,9 @@ def panel(res: Result, index: int) -> None:
     )
     metrics(res, s)
     st.markdown("**Arguments** · as the executable takes them, per leaf")
-    st.dataframe(leaf_rows(s.args), hide_index=True, width="stretch", key=f"sh_args_{index}")
+    table(leaf_rows(s.args), key=f"sh_args_{index}")
     st.markdown("**Outputs** · as the executable returns them, flat")
-    st.dataframe(leaf_rows(s.outputs), hide_index=True, width="stretch", key=f"sh_outs_{index}")
+    table(leaf_rows(s.outputs), key=f"sh_outs_{index}")
     collectives(res, s, index)
     another_sharding(res, index)
 
@@ -139,7 +140,7 @@ def collectives(res: Result, s: ShardingSection, index: int) -> None:
         )
     else:
         rows = collective_rows(s, res.kernel_profile)
-        st.dataframe(rows, hide_index=True, width="stretch", key=f"sh_coll_{index}")
+        table(rows, key=f"sh_coll_{index}")
         profile_button(res, index)
         source_lines(res, s)
     collective_graph(res, s, index)

@@ -16,6 +16,7 @@ from dataclasses import replace
 import streamlit as st
 
 from ui.results import Result
+from ui.tables import table
 from ui.workers import ask, owner
 from viz.errors import ErrorInfo
 from viz.report import Report
@@ -74,7 +75,7 @@ def panel(res: Result, index: int) -> None:
         return
     legend = " · ".join(f"**{STATE_TEXT[s]}**: {STATE_MEANS[s]}" for s in STATE_MEANS)
     st.caption(legend)
-    st.dataframe(table(r.specialization), hide_index=True, width="stretch", key=f"sp_{index}")
+    table(leaf_rows(r.specialization), key=f"sp_{index}")
     untraceable(r)
     if r.ok:
         what_would_recompile(res, index)
@@ -89,7 +90,7 @@ def after_failed_trace(res: Result, index: int) -> None:
         panel(res, index)
 
 
-def table(rows: list[SpecializedArg]) -> list[dict[str, str]]:
+def leaf_rows(rows: list[SpecializedArg]) -> list[dict[str, str | None]]:
     """One line per leaf; the note column only when a row has a note."""
     noted = any(row.note for row in rows)
     return [
@@ -97,8 +98,8 @@ def table(rows: list[SpecializedArg]) -> list[dict[str, str]]:
             "argument": row.arg,
             "state": STATE_TEXT.get(row.state, row.state),
             "baked in": row.baked_in,
-            "weak type": "–" if row.weak_type is None else ("yes" if row.weak_type else "no"),
-            "sharding": row.sharding or "–",
+            "weak type": None if row.weak_type is None else ("yes" if row.weak_type else "no"),
+            "sharding": row.sharding,
             **({"note": row.note} if noted else {}),
         }
         for row in rows
@@ -222,4 +223,4 @@ def sized_ops(r: Report, index: int) -> None:
         }
         for op in ops
     ]
-    st.dataframe(rows, hide_index=True, width="stretch", key=f"sp_ops_{index}")
+    table(rows, key=f"sp_ops_{index}")

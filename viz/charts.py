@@ -165,28 +165,39 @@ def break_even_calls(report: Report) -> float | None:
 
 
 def cache_timeline(events: list[CacheEvent]) -> go.Figure:
-    """Calls of the jitted function coloured hit/miss with the compile time of each miss,
-    calls routed to a precompiled bucket (they compile nothing), cumulative costs;
-    failed calls left out."""
+    """Each call of the jitted function: a miss as a bar of its compile time, a hit as a
+    marker at its run time (it compiled nothing), a call routed to a precompiled bucket
+    as a diamond at its run time; the cumulative compile and run time. Failed calls are
+    left out. The legend always lists hit, miss and AOT bucket."""
     calls_made = [e for e in events if isinstance(e, CallEvent)]
+    hits = [e for e in calls_made if e.hit]
+    misses = [e for e in calls_made if not e.hit]
     routed = [e for e in events if isinstance(e, RoutedEvent)]
     fig = go.Figure()
     fig.add_bar(
-        x=[e.call for e in calls_made],
-        y=[ms(e.compile_s) for e in calls_made],
-        name="compile time (miss)",
-        marker_color=[HIT if e.hit else MISS for e in calls_made],
-        hovertext=[e.signature for e in calls_made],
+        x=[e.call for e in misses],
+        y=[ms(e.compile_s) for e in misses],
+        name="miss: compile time",
+        marker_color=MISS,
+        width=0.6,  # in calls: two misses far apart would each spread over the calls between
+        hovertext=[e.signature for e in misses],
     )
-    if routed:
-        fig.add_scatter(
-            x=[e.call for e in routed],
-            y=[0.0] * len(routed),
-            name="routed to an AOT bucket",
-            mode="markers",
-            marker={"color": AOT, "size": 10, "symbol": "diamond"},
-            hovertext=[f"batch {e.size} → bucket {e.aot_bucket}" for e in routed],
-        )
+    fig.add_scatter(
+        x=[e.call for e in hits],
+        y=[ms(e.run_s) for e in hits],
+        name="hit: run time",
+        mode="markers",
+        marker={"color": HIT, "size": 11, "line": {"color": "white", "width": 1}},
+        hovertext=[e.signature for e in hits],
+    )
+    fig.add_scatter(  # one empty point without routed calls: plotly lists no empty trace
+        x=[e.call for e in routed] or [None],
+        y=[ms(e.run_s) for e in routed] or [None],
+        name="AOT bucket: run time",
+        mode="markers",
+        marker={"color": AOT, "size": 11, "symbol": "diamond"},
+        hovertext=[f"batch {e.size} → bucket {e.aot_bucket}" for e in routed],
+    )
     ran = sorted([*calls_made, *routed], key=lambda e: e.call)
     calls = [e.call for e in ran]
     cum_compile, cum_run, total_c, total_r = [], [], 0.0, 0.0
@@ -199,15 +210,15 @@ def cache_timeline(events: list[CacheEvent]) -> go.Figure:
         x=calls,
         y=cum_compile,
         name="cumulative compile",
-        mode="lines+markers",
-        line={"color": MISS},
+        mode="lines",
+        line={"color": MISS, "dash": "dot"},
     )
     fig.add_scatter(
-        x=calls, y=cum_run, name="cumulative run", mode="lines+markers", line={"color": "#9D755D"}
+        x=calls, y=cum_run, name="cumulative run", mode="lines", line={"color": "#9D755D"}
     )
     fig.update_xaxes(title="call #", dtick=1 if len(calls) <= 20 else None)
     fig.update_yaxes(title="ms")
-    return layout(fig, "Calls: green = cache hit, red = miss (recompiled), blue = AOT bucket", 340)
+    return layout(fig, "Calls: a miss compiles, a hit only runs", 340)
 
 
 # -- lessons -------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 
 from viz.export import error_html, graph_html
 from viz.report import Report
-from viz.units import count, nbytes, seconds, si
+from viz.units import cell_text, count, nbytes, seconds, si
 
 FRAME_PX = 900
 TOP_KERNELS = 10
@@ -170,8 +170,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
         return ""
     head = "".join(f"<th>{_e(k)}</th>" for k in rows[0])
     body = "".join(
-        "<tr>" + "".join(f"<td>{_e('' if v is None else v)}</td>" for v in r.values()) + "</tr>"
-        for r in rows
+        "<tr>" + "".join(f"<td>{_e(cell_text(v))}</td>" for v in r.values()) + "</tr>" for r in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
 

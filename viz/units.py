@@ -1,8 +1,12 @@
 """Numbers as people read them: the one home for seconds, bytes, SI units and counts
-(the app, the CLI, the diff, the charts and the HTML export all format through here).
-Stdlib only. `None` reads as MISSING; `signed` writes + or − before a difference."""
+(the app, the CLI, the diff, the charts and the HTML export all format through here),
+and the cells of every table (`table`). Stdlib only. `None` reads as MISSING; `signed`
+writes + or − before a difference."""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
 
 MISSING = "–"
 
@@ -59,3 +63,29 @@ def count(value: float | None, signed: bool = False) -> str:
     v = abs(value)
     shown = f"{v:.4g}" if isinstance(v, float) and not v.is_integer() else f"{int(v):,}"
     return f"{_sign(value, signed)}{shown}"
+
+
+def cell(value: object) -> object:
+    """A table cell as data: an absent value (None, NaN, blank text, MISSING itself) is
+    None, which every table shows as MISSING (the app's through Streamlit's placeholder,
+    HTML through `cell_text`); a whole float (a count that went through a float) is an
+    int; anything else stays as it is, a number a number."""
+    if isinstance(value, str) and value.strip() in ("", MISSING):  # seconds(None) too
+        return None
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if value.is_integer():
+            return int(value)
+    return value
+
+
+def cell_text(value: object) -> str:
+    """A cell as text (an HTML table's)."""
+    shown = cell(value)
+    return MISSING if shown is None else str(shown)
+
+
+def table(rows: Iterable[Mapping[str, object]]) -> list[dict[str, object]]:
+    """Rows ready to show: every cell through `cell`."""
+    return [{name: cell(value) for name, value in row.items()} for row in rows]

@@ -94,7 +94,7 @@ def collectives_line(s: ShardingDiff) -> str:
 
 
 def _lines(lines: list[int]) -> str:
-    return ", ".join(map(str, lines)) or "–"
+    return ", ".join(map(str, lines))
 
 
 def arg_change_rows(s: ShardingDiff) -> list[dict[str, str]]:
@@ -128,12 +128,12 @@ def _who(side: DiffSide) -> str:
     return f"{ident}{s.function}({s.args}) on {s.device}" + (f" [{opts}]" if opts else "")
 
 
-def rows(group: str, deltas: dict[str, Delta]) -> list[dict[str, str]]:
+def rows(group: str, deltas: dict[str, Delta]) -> list[dict[str, str | None]]:
     """One display row per number of a group (`timings`, `cost`, `memory`): A, B, Δ and
     the ratio B / A."""
     out = []
     for key, d in deltas.items():
-        ratio = f"{d.b / d.a:.2f}×" if d.a and d.b is not None else "–"
+        ratio = f"{d.b / d.a:.2f}×" if d.a and d.b is not None else None
         out.append(
             {
                 "": LABELS.get(key, key),

@@ -24,6 +24,7 @@ from viz.fusion.profile import Profile
 from viz.ir.kernels import kernel_of
 from viz.ir.model import Graph, Path
 from viz.report import FusionCoverage, FusionEntry, Report
+from viz.units import cell_text
 
 MAX_STRIPES = 6  # a group's fill shows at most this many kernels' colours
 NOT_FOUND = "#ffffff"
@@ -307,9 +308,7 @@ def html_section(report: Report) -> str:
     rows = kernel_rows(fusion_map, profile)
     head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
     body = "".join(
-        "<tr>"
-        + "".join(f"<td>{html.escape(str(v if v is not None else ''))}</td>" for v in r.values())
-        + "</tr>"
+        "<tr>" + "".join(f"<td>{html.escape(cell_text(v))}</td>" for v in r.values()) + "</tr>"
         for r in rows
     )
     parts.append(f'<table class="kernels"><tr>{head}</tr>{body}</table>')

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,20 @@ def svg(dot: str, program: str | None = None) -> str:
             "graphviz-pure, or `apt-get install graphviz`."
         )
     return _layout(program, dot)
+
+
+_SIZE = re.compile(r'<svg width="([0-9.]+)(pt|px)?" height="([0-9.]+)(pt|px)?"')
+_PX = {"pt": 4 / 3, "px": 1.0, None: 1.0}  # CSS pixels per unit (Graphviz writes points)
+
+
+def svg_size(svg: str) -> tuple[float, float] | None:
+    """The width and height an SVG of `svg` draws at, in CSS pixels; None when its
+    header gives neither."""
+    found = _SIZE.search(svg)
+    if found is None:
+        return None
+    width, w_unit, height, h_unit = found.groups()
+    return float(width) * _PX[w_unit], float(height) * _PX[h_unit]
 
 
 # Every rerun of a page draws its graphs again, most often the very same DOT (a widget

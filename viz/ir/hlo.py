@@ -96,10 +96,21 @@ def _read_module(text: str, graph: Graph) -> None:
     reader = _Reader(module, parse_stack_frames(text), graph)
     reader.ids.update(n.id for n in graph.nodes)  # an earlier module's names stay its own
     reader.ids.update(path[-1] for path in graph.groups)
-    root, _ = _read_comp(reader, entry, (), None)
-    out = Node(reader.new_id("out"), "output", "out", root[1], kind="output")
-    graph.nodes.append(out)
-    connect(graph, [root], out.id)
+    root, insts = _read_comp(reader, entry, (), None)
+    for i, type_ in enumerate(_output_types(root[1], insts, module.roots.get(entry, ""))):
+        out = Node(reader.new_id(f"out{i}"), "output", f"out{i}", type_, kind="output")
+        graph.nodes.append(out)
+        connect(graph, [(root[0], type_)], out.id)
+
+
+def _output_types(root_type: str, insts: list[Inst], root_name: str) -> list[str]:
+    """The program's outputs, named out0, out1, … as the jaxpr and StableHLO graphs name
+    them: one per element of a root tuple (how XLA returns several), else the root."""
+    by_name = {inst.name: inst for inst in insts}
+    root = by_name.get(root_name) or (insts[-1] if insts else None)
+    if root is None or root.opcode != "tuple":
+        return [root_type]
+    return [by_name[o].type if o in by_name else "" for o in root.operands]
 
 
 def _read_comp(

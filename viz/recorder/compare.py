@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from viz.recorder.model import FunctionStats, Recording, short_path
-from viz.units import seconds
+from viz.units import count, seconds
 
 
 def delta(a: float | None, b: float | None) -> dict[str, Any]:
@@ -125,9 +125,7 @@ def _function_diff(fa: FunctionStats | None, fb: FunctionStats | None) -> Functi
 
 
 def _show(value: float | None, time: bool) -> str:
-    if value is None:
-        return "–"
-    return seconds(value) if time else str(value)
+    return seconds(value) if time else count(value)
 
 
 def _number(d: dict[str, Any], time: bool = False) -> str:

@@ -62,8 +62,8 @@ def site_rows(divergence: Divergence) -> list[dict[str, Any]]:
             "process": s.process,
             "called from": s.call_site,
             "what": s.note,
-            "at": "–" if s.t_s is None else f"{s.t_s:.2f} s",
-            "stack": " ← ".join(reversed(s.stack)) or "–",
+            "at": None if s.t_s is None else f"{s.t_s:.2f} s",
+            "stack": " ← ".join(reversed(s.stack)),
         }
         for s in divergence.call_sites
     ]

@@ -32,7 +32,7 @@ def function_rows(recording: Recording) -> list[dict[str, Any]]:
             "compile time": seconds(f.compile_s),
             "why": ", ".join(f"{kind} ×{n}" for kind, n in sorted(f.reasons.items())),
             "from disk": f.persistent_hits,
-            "advice": f.advice or "–",
+            "advice": f.advice,
         }
         for f in recording.functions
     ]
@@ -45,7 +45,7 @@ def compile_rows(compiles: list[Compile], cwd: str) -> list[dict[str, Any]]:
             "at": f"{c.t_s:.2f} s",
             "why": "; ".join(reason_words(r) for r in c.reasons),
             "called from": short_path(c.call_site, cwd),
-            "signature": " · ".join(leaf.text for leaf in c.signature) or "–",
+            "signature": " · ".join(leaf.text for leaf in c.signature),
             "trace": seconds(c.trace_s),
             "lower": seconds(c.lower_s),
             "compile": seconds(c.compile_s),
@@ -57,7 +57,8 @@ def compile_rows(compiles: list[Compile], cwd: str) -> list[dict[str, Any]]:
 
 
 def disk_text(c: Compile) -> str:
-    """'hit', 'miss, stored: key changed: computation', 'miss, not stored: …', or ''."""
+    """'hit', 'miss, stored: key changed: computation', 'miss, not stored: …', or ''
+    (the disk cache was off)."""
     p = c.persistent
     if p.state == "hit" or (p.state == "off" and c.persistent_cache):
         return "hit"

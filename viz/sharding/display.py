@@ -73,7 +73,7 @@ def collective_rows(section: ShardingSection, profile: Profile | None) -> list[d
             "dtype": c.dtype,
             "bytes/device": units.nbytes(c.bytes_per_device),
             "time/step": units.seconds(kernel_time(c, profile)),
-            "lines": ", ".join(map(str, c.lines)) or "–",
+            "lines": ", ".join(map(str, c.lines)),
             "from (jaxpr)": ", ".join(c.jaxpr_eqns[:4]) + (" …" if len(c.jaxpr_eqns) > 4 else ""),
             "kernels": ", ".join(c.kernels),
         }

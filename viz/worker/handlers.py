@@ -267,10 +267,12 @@ def _session_of(request: p.CacheRequest) -> Any:
 
 @handles
 def cache_calls(progress: Progress, request: p.CacheCalls | p.CacheCall) -> p.CacheReply:
-    """A sweep: many calls in one request (progress after each); or one call, whose
-    reply's `event` is what it did."""
+    """A sweep or the story: many calls in one request (progress after each); or one
+    call, whose reply's `event` is what it did."""
     calls = request.calls if isinstance(request, p.CacheCalls) else [request.settings.args]
     session = _session_of(request)
+    if isinstance(request, p.CacheCalls) and request.fresh:
+        session.clear()
     new = []
     with disk_cache(request.persistent_cache):
         for i, args in enumerate(calls):

@@ -208,12 +208,14 @@ class CallOptions(CacheRequest):
 
 @dataclass
 class CacheCalls(CallOptions):
-    """A sweep: many calls in one request, progress after each."""
+    """A sweep: many calls in one request, progress after each; `fresh`: the cache
+    emptied first (the one-click story starts from a first compile)."""
 
     calls: list[str] = field(default_factory=list)
+    fresh: bool = False
 
     OP = "cache_calls"
-    DEMO = CallOptions.DEMO | {"calls"}
+    DEMO = CallOptions.DEMO | {"calls", "fresh"}
 
     def specs(self) -> list[str]:
         return list(self.calls)
