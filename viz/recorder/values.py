@@ -105,7 +105,12 @@ def _is_function(value: Any) -> bool:
         | types.MethodType
         | functools.partial
         | type,
-    ) or (callable(value) and hasattr(value, "__wrapped__") and hasattr(value, "__name__"))
+    ) or (  # a wrapper that compares by identity, such as a jitted function
+        callable(value)
+        and hasattr(value, "__wrapped__")
+        and type(value).__eq__ is object.__eq__
+        and not dataclasses.is_dataclass(value)
+    )
 
 
 def _function(value: Any, cwd: str, depth: int) -> tuple[str, str]:
