@@ -160,9 +160,16 @@ def _leaf_reasons(name: str, old: LeafSig, new: LeafSig) -> list[Reason]:
 
 
 def diff(old: Signature, new: Signature) -> list[Reason]:
-    """Every field in which `new` differs from `old`."""
+    """Every field in which `new` differs from `old`. Arguments are paired by position
+    when both signatures name them alike, else by name (a keyword passed or left out
+    shifts the positions, not the arguments)."""
     reasons: list[Reason] = []
-    for was, now in zip(old.args, new.args, strict=False):
+    old_names, new_names = [a.name for a in old.args], [a.name for a in new.args]
+    pairs = list(zip(old.args, new.args, strict=False))
+    if old_names != new_names:
+        by_name = {a.name: a for a in old.args}
+        pairs = [(by_name[a.name], a) for a in new.args if a.name in by_name]
+    for was, now in pairs:
         if now.static or was.static:
             reasons += _static_arg_reasons(was, now)
         elif was.tree != now.tree or len(was.leaves) != len(now.leaves):
@@ -181,6 +188,9 @@ def diff(old: Signature, new: Signature) -> list[Reason]:
                 "(arguments)", "pytree", f"{len(old.args)} arguments", f"{len(new.args)} arguments"
             )
         )
+    elif old_names != new_names:
+        before, after = f"({', '.join(old_names)})", f"({', '.join(new_names)})"
+        reasons.append(Reason("(arguments)", "pytree", before, after))
     return reasons
 
 

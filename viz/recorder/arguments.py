@@ -99,7 +99,8 @@ class _Reader:
         if self.is_static is not None and self.is_static(x):
             return static_leaf(path, x, self.cwd)
         if isinstance(x, jax.core.Tracer):
-            aval = self.avals.get(path) or jax.typeof(x)
+            aval = self.avals.get(path)
+            aval = jax.typeof(x) if aval is None else aval
             return LeafSig(path, tuple(aval.shape), dtype_name(aval.dtype), bool(aval.weak_type))
         return leaf_signature(path, x)
 

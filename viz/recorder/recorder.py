@@ -23,7 +23,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -344,7 +344,12 @@ def _closest_differences(
     """Every difference from the closest earlier compile, the calling convention (`f(x, y)`
     against `f(x, y=…)`, which JAX keys apart) counted as one more."""
     best: list[Reason] | None = None
+    names = {a.name for a in described.signature.args}
     for old, convention in zip(reversed(signatures), reversed(conventions), strict=True):
+        if names.isdisjoint(a.name for a in old.args):
+            # Nothing to pair (a transposed computation's `in[0]` against the call's own
+            # names): only the settings, such as the transformation, compare.
+            old = replace(old, args=described.signature.args)
         found = [_readable(r) for r in diff(old, described.signature)]
         if convention and described.convention and convention != described.convention:
             found.append(Reason("(arguments)", "pytree", convention, described.convention))

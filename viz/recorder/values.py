@@ -123,10 +123,9 @@ def _function(value: Any, cwd: str, depth: int) -> tuple[str, str]:
         bound += [(f"{k}={t}", f"{k}={key}") for k, (t, key) in _kw(value.keywords, cwd, depth)]
         text = f"partial({', '.join([inner, *(t for t, _ in bound)])})"
         return text, f"partial({', '.join([inner_key, *(k for _, k in bound)])})"
-    if isinstance(value, types.MethodType):
+    if isinstance(value, types.MethodType):  # `Cls.from_k`, bound to its class or object
         inner, inner_key = _function(value.__func__, cwd, depth)
-        owner = type(value.__self__).__qualname__
-        return f"method of a {owner}: {inner}", inner_key + _token(value.__self__)
+        return inner.replace("function", "method", 1), inner_key + _token(value.__self__)
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", "?")
     where = location(getattr(value, "__wrapped__", value), cwd)
     text = f"function `{name}`" + (f" ({where})" if where else "")
