@@ -86,6 +86,6 @@ def _kernel_program() -> tuple[str, list[str]] | None:
     shell = get_ipython()
     namespace = getattr(shell, "user_ns", None) or {}
     notebook = os.environ.get("JPY_SESSION_NAME") or namespace.get("__vsc_ipynb_file__") or ""
-    cell = getattr(shell, "execution_count", None)
+    cell = getattr(getattr(shell, "displayhook", None), "prompt_count", None)  # its In [n]
     name = os.path.basename(notebook) or "notebook"
     return (f"{name}, cell In [{cell}]" if cell else name), [notebook or "notebook"]
