@@ -127,6 +127,20 @@ def test_changed_argument_count_is_a_pytree_reason():
     assert kinds(reasons) == [("(arguments)", "pytree")]
 
 
+def test_arguments_named_differently_are_paired_by_name_not_position():
+    reasons = diff(BASE, sig(dynamic("x"), dynamic("z"), static("n", 3)))
+    assert kinds(reasons) == [("n", "static_value"), ("(arguments)", "pytree")]
+
+
+def test_a_static_value_read_alike_but_keyed_apart_is_a_new_object():
+    old = sig(ArgSig("fn", True, value="function `f` (a.py:1)", value_key="#1"))
+    new = sig(ArgSig("fn", True, value="function `f` (a.py:1)", value_key="#2"))
+    assert [(r.before, r.after) for r in diff(old, new)] == [
+        ("function `f` (a.py:1)", "a new function `f` (a.py:1)")
+    ]
+    assert diff(old, old) == []
+
+
 def test_every_changed_field_is_listed():
     new = sig(dynamic("x", leaf(shape=(8,), dtype="bf16")), static("n", 5))
     assert kinds(diff(BASE, new)) == [("x", "shape"), ("x", "dtype"), ("n", "static_value")]

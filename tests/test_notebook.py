@@ -113,10 +113,11 @@ def test_the_notebook_displays_a_report_as_its_overview(executed: Any):
 @pytest.mark.slow
 def test_show_displays_once_though_it_is_the_cells_value(executed: Any):
     outputs = outputs_of(executed, "viz.show(")
-    (markup,) = shown_html(outputs)  # the value's own HTML is empty: drawn once
+    (markup,) = shown_html(outputs)  # drawn once, by show
     check_self_contained(markup)
     assert "run #" in markup and "in History" in markup  # show keeps the run
-    assert "<Report mlp(params, f32[8,784]) on cpu: ok" in str(outputs)
+    assert "<Report mlp(params, f32[8,784]) on cpu: ok" in str(outputs)  # its text form
+    assert [o.output_type for o in outputs] == ["display_data"]  # no empty Out[n]: prompt
 
 
 @pytest.mark.slow
@@ -142,6 +143,24 @@ def test_the_cell_magic_records_the_cell(executed: Any):
     (markup,) = shown_html(outputs_of(executed, "%%jitscope_record"))
     check_self_contained(markup)
     assert "compiles<b>2</b>" in markup
+
+
+@pytest.mark.slow
+def test_a_recording_in_a_notebook_is_named_by_its_cell_not_the_kernels_command(executed: Any):
+    for first_line in ("step = jax.jit(", "%%jitscope_record"):
+        (cell,) = [c for c in executed.cells if c.source.startswith(first_line)]
+        (markup,) = shown_html(outputs_of(executed, first_line))
+        title = re.search(r"<h1>jitscope recording: (.*?)</h1>", markup).group(1)
+        assert title == f"notebook, cell In [{cell.execution_count}]"
+        assert "ipykernel_launcher" not in markup and "kernel-" not in markup
+
+
+@pytest.mark.slow
+def test_the_cell_magics_own_line_is_no_call_site(executed: Any):
+    (markup,) = shown_html(outputs_of(executed, "%%jitscope_record"))
+    tree = markup.split("Where compiles came from")[1]
+    assert "run_cell_magic" not in markup
+    assert tree.count(" in &lt;module&gt;") == 1  # the recorded cell's line, not the magic's
 
 
 def test_without_ipython_the_package_and_a_reports_html_still_work():

@@ -273,7 +273,7 @@ def test_journal_json_and_history_hold_the_same_recording(tmp_path):
 def test_a_recorder_failure_is_counted_named_and_never_reaches_the_program(monkeypatch):
     from viz.recorder import recorder
 
-    def broken(call, finished):
+    def broken(call, finished, cwd):
         raise RuntimeError("describe failed")
 
     x = jnp.ones(3)  # made before the block: the one compile inside is scale's

@@ -17,6 +17,7 @@ import argparse
 import html
 import linecache
 import shlex
+import sys
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -236,7 +237,7 @@ def show(fn: Callable, args: str = "", *positional: Any, history: bool = True, *
     history_id, report = record_api_run(report) if history else (None, report)
     _SHOWN[id(report)] = (_execution_count(), history_id)
     weakref.finalize(report, _SHOWN.pop, id(report), None)
-    _display_html(report_html(report, history_id))
+    _display_html(report_html(report, history_id), repr(report))
     return report
 
 
@@ -247,10 +248,21 @@ _SHOWN: dict[int, tuple[int | None, int | None]] = {}
 def repr_html(report: Report) -> str:
     """`Report._repr_html_`. A report `show` displayed in this same cell is that cell's
     value too (`viz.show(f, "f32[8]")` as the last line): it is not drawn twice."""
-    cell, history_id = _SHOWN.get(id(report), (None, None))
-    if cell is not None and cell == _execution_count():
+    if _shown_here(report):
         return ""
-    return report_html(report, history_id)
+    return report_html(report, _SHOWN.get(id(report), (None, None))[1])
+
+
+def display_report(report: Report) -> None:
+    """`Report._ipython_display_`: the Overview with the one-line repr, or nothing at all
+    for the report `show` drew in this cell, so no empty `Out[n]:` prompt is left."""
+    if not _shown_here(report):
+        _display_html(repr_html(report), repr(report))
+
+
+def _shown_here(report: Report) -> bool:
+    cell = _SHOWN.get(id(report), (None, None))[0]
+    return cell is not None and cell == _execution_count()
 
 
 def _execution_count() -> int | None:
@@ -262,10 +274,11 @@ def _execution_count() -> int | None:
     return shell.execution_count if shell is not None else None
 
 
-def _display_html(markup: str) -> None:
-    from IPython.display import HTML, display
+def _display_html(markup: str, text: str) -> None:
+    """One output with the HTML and, for a frontend that shows text only, `text`."""
+    from IPython.display import display
 
-    display(HTML(markup))
+    display({"text/html": markup, "text/plain": text}, raw=True)
 
 
 # ----------------------------------------------------------------------------- magics
@@ -321,8 +334,11 @@ def load_ipython_extension(ipython: Any) -> None:
 
     def jitscope_record(line: str, cell: str) -> Any:
         from viz.recorder import recording
+        from viz.recorder.listener import user_frames
 
-        with recording(name=line.strip() or "notebook cell") as rec:
+        magic_cell = user_frames(sys._getframe(1))  # the cell that holds `%%jitscope_record`
+        with recording(name=line.strip() or None) as rec:
+            rec.hide_frames_of({file for file, _, _ in magic_cell})  # not a call site
             ipython.run_cell(cell)
         return rec
 

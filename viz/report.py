@@ -286,6 +286,13 @@ class Report(Plain):
 
         return repr_html(self)
 
+    def _ipython_display_(self) -> None:
+        """IPython displays a Report through here: a report that `viz.show` already drew in
+        this cell (its last line) displays nothing, and leaves no empty `Out[n]:`."""
+        from viz.notebook import display_report
+
+        display_report(self)
+
     @classmethod
     def assemble(cls, subject: Subject, sections: Any) -> Report:
         """The report of `subject` from what its analysis found, `sections` (a

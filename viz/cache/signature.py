@@ -2,10 +2,13 @@
 
 A `Signature` describes one call the way the jit cache keys it: per parameter,
 the static value, or the pytree structure and, per array leaf, shape, dtype,
-weak type, sharding and committed device. `explain_miss` compares a new
-signature with every cached one and lists, for the closest, *every* field that
-differs. Plain data only: the worker builds signatures (`viz.cache.session`),
-the app renders them with `reason_text` and `reason_fix`.
+weak type, sharding and committed device. A leaf can be static too (equinox holds every
+leaf that is not an array static, and a pytree node's static fields are keyed alike):
+then it has a value in words, and a key where the words are not all the cache compares
+(a function is equal only to itself: two lambdas of one line are two keys).
+`explain_miss` compares a new signature with every cached one and lists, for the
+closest, *every* field that differs. Plain data only: the worker builds signatures
+(`viz.cache.session`), the app renders them with `reason_text` and `reason_fix`.
 """
 
 from __future__ import annotations
@@ -37,8 +40,12 @@ class LeafSig:
     python_scalar: bool = False
     sharding: str = "default"
     device: str = "default"
+    value: str | None = None  # a static leaf's value, in words
+    value_key: str = ""  # what the cache compares of it, when not `value` itself
 
     def type_text(self) -> str:
+        if self.value is not None:
+            return self.value
         text = f"{self.dtype}[{','.join(map(str, self.shape))}]"
         if self.python_scalar:
             return f"Python {_PY_NAMES.get(self.dtype, 'scalar')} (weak {text})"
@@ -60,9 +67,10 @@ _PY_NAMES = {
 class ArgSig:
     name: str
     static: bool
-    value: str | None = None  # repr of a static value
+    value: str | None = None  # a static value, in words
     tree: str | None = None  # pytree structure of a dynamic argument
-    leaves: tuple[LeafSig, ...] = ()
+    leaves: tuple[LeafSig, ...] = ()  # a static argument's: its fields, when it has any
+    value_key: str = ""  # what the cache compares of a static value, when not `value`
 
 
 @dataclass(frozen=True)
@@ -122,8 +130,21 @@ class Reason(Plain):
     after: str
 
 
+NEW = "a new "  # a reason's `after` when the value reads the same but is another object
+
+
+def _static_reason(where: str, old: str, old_key: str, new: str, new_key: str) -> list[Reason]:
+    if (old_key or old) == (new_key or new):
+        return []
+    if old == new:  # the same words, another object: a function made anew
+        new = NEW + new.removeprefix("an ").removeprefix("a ")
+    return [Reason(where, "static_value", old, new)]
+
+
 def _leaf_reasons(name: str, old: LeafSig, new: LeafSig) -> list[Reason]:
     where = new.path or name
+    if old.value is not None or new.value is not None:
+        return _static_reason(where, old.type_text(), old.value_key, new.type_text(), new.value_key)
     reasons = []
     if old.shape != new.shape:
         reasons.append(Reason(where, "shape", old.type_text(), new.type_text()))
@@ -139,13 +160,19 @@ def _leaf_reasons(name: str, old: LeafSig, new: LeafSig) -> list[Reason]:
 
 
 def diff(old: Signature, new: Signature) -> list[Reason]:
-    """Every field in which `new` differs from `old`."""
+    """Every field in which `new` differs from `old`. Arguments are paired by position
+    when both signatures name them alike, else by name (a keyword passed or left out
+    shifts the positions, not the arguments)."""
     reasons: list[Reason] = []
-    for was, now in zip(old.args, new.args, strict=False):
+    old_names, new_names = [a.name for a in old.args], [a.name for a in new.args]
+    pairs = list(zip(old.args, new.args, strict=False))
+    if old_names != new_names:
+        by_name = {a.name: a for a in old.args}
+        pairs = [(by_name[a.name], a) for a in new.args if a.name in by_name]
+    for was, now in pairs:
         if now.static or was.static:
-            if was.value != now.value:
-                reasons.append(Reason(now.name, "static_value", str(was.value), str(now.value)))
-        elif was.tree != now.tree:
+            reasons += _static_arg_reasons(was, now)
+        elif was.tree != now.tree or len(was.leaves) != len(now.leaves):
             reasons.append(Reason(now.name, "pytree", str(was.tree), str(now.tree)))
         else:
             for old_leaf, new_leaf in zip(was.leaves, now.leaves, strict=True):
@@ -161,7 +188,30 @@ def diff(old: Signature, new: Signature) -> list[Reason]:
                 "(arguments)", "pytree", f"{len(old.args)} arguments", f"{len(new.args)} arguments"
             )
         )
+    elif old_names != new_names:
+        before, after = f"({', '.join(old_names)})", f"({', '.join(new_names)})"
+        reasons.append(Reason("(arguments)", "pytree", before, after))
     return reasons
+
+
+def _static_arg_reasons(was: ArgSig, now: ArgSig) -> list[Reason]:
+    """A static argument that differs: by the fields that differ, when it has fields."""
+    if (was.value_key or was.value) == (now.value_key or now.value):
+        return []
+    if (
+        was.static
+        and now.static
+        and was.leaves
+        and [f.path for f in was.leaves] == [f.path for f in now.leaves]
+    ):
+        fields = [
+            r
+            for a, b in zip(was.leaves, now.leaves, strict=True)
+            for r in _leaf_reasons(now.name, a, b)
+        ]
+        if fields:
+            return fields
+    return _static_reason(now.name, str(was.value), was.value_key, str(now.value), now.value_key)
 
 
 @dataclass

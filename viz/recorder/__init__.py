@@ -47,11 +47,12 @@ def recording(
     from viz.recorder.model import DEFAULT_DETAILS, ProcessRun
     from viz.recorder.recorder import Recorder
 
+    kernel = _kernel_program()
     program = ProcessRun(
-        argv=list(sys.argv),
+        argv=kernel[1] if kernel else list(sys.argv),
         cwd=os.getcwd(),
         started=time.time(),
-        name=name or _program_name(),
+        name=name or (kernel[0] if kernel else _program_name()),
         path=sys.path[0] if sys.path else "",
     )
     recorder = Recorder(
@@ -67,6 +68,24 @@ def recording(
 
 
 def _program_name() -> str:
-    """The script's name; `notebook` in a Jupyter kernel (whose argv[0] is its launcher)."""
-    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
-    return "notebook" if "ipykernel" in script else script
+    """The script's name."""
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+
+
+def _kernel_program() -> tuple[str, list[str]] | None:
+    """(name, argv) in a Jupyter kernel, whose own argv is its launcher's command line
+    (`ipykernel_launcher.py -f kernel-….json`): the notebook, where the kernel knows it
+    (Jupyter server's JPY_SESSION_NAME, VS Code's `__vsc_ipynb_file__`), and the cell:
+    ('train.ipynb, cell In [5]', ['/home/me/train.ipynb']). None outside a kernel."""
+    if not sys.argv or "ipykernel" not in os.path.basename(sys.argv[0]):
+        return None
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    namespace = getattr(shell, "user_ns", None) or {}
+    notebook = os.environ.get("JPY_SESSION_NAME") or namespace.get("__vsc_ipynb_file__") or ""
+    cell = getattr(getattr(shell, "displayhook", None), "prompt_count", None)  # its In [n]
+    name = os.path.basename(notebook) or "notebook"
+    return (f"{name}, cell In [{cell}]" if cell else name), [notebook or "notebook"]

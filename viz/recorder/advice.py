@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from viz.recorder.model import FIRST_COMPILE, Compile, FunctionStats, short_path
+from viz.cache.signature import NEW, Reason
+from viz.recorder.model import CACHE, CLEARED, FIRST_COMPILE, Compile, FunctionStats, short_path
+from viz.recorder.values import outer_function
 
 FIXES = {
     "shape": "pad to a few bucket sizes (Batch buckets page)",
@@ -38,6 +40,15 @@ def advise(stats: FunctionStats, compiles: list[Compile], cwd: str) -> str:
     if stats.compiles <= 1 or not kinds:
         return ""
     kind = kinds.most_common(1)[0][0]
+    cache = [r for c in compiles for r in c.reasons if r.arg == CACHE]
+    if kind == "config" and cache:
+        return _cache_text(cache, stats)
+    if kind == "static_value":
+        statics = [r for c in compiles for r in c.reasons if r.kind == kind]
+        arg = Counter(r.arg for r in statics).most_common(1)[0][0]
+        new_objects = [r for r in statics if r.arg == arg and r.after.startswith(NEW)]
+        if new_objects:
+            return _new_object_text(arg, new_objects, stats)
     what = _describe(kind, stats, compiles, cwd)
     if kind == "config" and _transformed(compiles):
         return f"{what} → {TRANSFORM_FIX}"
@@ -77,6 +88,36 @@ def _describe(kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str
     if kind == "config":
         return f"setting {arg} changed"
     return f"{kind.replace('_', ' ')} of {arg} changed"
+
+
+def _new_object_text(arg: str, ours: list[Reason], stats: FunctionStats) -> str:
+    """'`terms.vector_field`: a new function `solve.<locals>.<lambda>` (model.py:4) on every
+    call → define it once, outside `solve`': a static value made anew for each call."""
+    often = (
+        "on every call"
+        if len(ours) >= stats.compiles - 1
+        else f"on {len(ours)} call{'s' if len(ours) > 1 else ''}"
+    )
+    outer = outer_function(ours[-1].after)
+    fix = (
+        f"define it once, outside `{outer}`"
+        if outer
+        else "make it once and pass the same object on every call"
+    )
+    return f"`{arg}`: {ours[-1].after} {often} → {fix}"
+
+
+def _cache_text(reasons: list[Reason], stats: FunctionStats) -> str:
+    """A recompile with nothing different: the cache was cleared (seen), or not found."""
+    cleared = [r for r in reasons if r.after.startswith(CLEARED)]
+    if cleared:
+        return (
+            f"compiled again after {cleared[-1].after.replace(' emptied it', '')} emptied the cache"
+        )
+    return (
+        f"{len(reasons)} recompile(s) with no difference found in the function, its "
+        "arguments or jax.jit's settings"
+    )
 
 
 def _new_jit_text(stats: FunctionStats, compiles: list[Compile], cwd: str) -> str:

@@ -2,9 +2,13 @@
 reproduces them, which `viz.spec.calls` writes (`viz.recorder.recorder` uses it for
 every compile it keeps).
 
-Three cases:
+Four cases:
 - an ordinary call: jit's cache-miss frame holds the values; each leaf is read as the
-  cache reads it (shape, dtype, weak type, sharding, committed device);
+  cache reads it (shape, dtype, weak type, sharding, committed device), a static value
+  in words (`viz.recorder.arguments`);
+- a framework's call (`viz.recorder.frameworks`): the arguments are named by the user's
+  parameters (flax linen's `x`, not `args[1]`), and equinox's `filter_jit` is read from
+  the user's own arguments, leaf by leaf, its static leaves by their values;
 - a call under a transformation: the values are tracers, which have no sharding or
   device to read; their abstract values (shape, dtype, weak type) are what is known,
   and the transformation goes into the signature as a setting of its own;
@@ -21,9 +25,9 @@ from typing import Any
 
 import jax
 
-from viz.cache.keys import call_signature, dtype_name
+from viz.cache.keys import dtype_name
 from viz.cache.signature import ArgSig, LeafSig, Signature
-from viz.recorder import listener
+from viz.recorder import arguments, frameworks, listener
 from viz.recorder.model import ArgLeaf
 from viz.spec.calls import call_spec
 
@@ -44,22 +48,25 @@ class Described:
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
-def describe(call: listener.Call | None, finished: listener.Finished) -> Described | None:
-    """The compile's signature, leaves and spec; None when nothing can be read."""
+def describe(call: listener.Call | None, finished: listener.Finished, cwd: str) -> Described | None:
+    """The compile's signature, leaves and spec; None when nothing can be read. `cwd`:
+    the program's folder, that a function's place is written from."""
     if call is None:
         return _from_compiled(finished.compiled, finished.transform)
+    if call.user is not None and call.user.values is not None:
+        return _framework_call(call.user, finished, cwd)
     info = call.jit_info
     signature = getattr(info, "fun_signature", None)
     params = list(signature.parameters) if signature is not None else []
     positional = [p for p in params if signature.parameters[p].kind in _POSITIONAL]  # type: ignore[union-attr]
-    names = [positional[i] if i < len(positional) else f"args[{i}]" for i in range(len(call.args))]
-    names += list(call.kwargs)
+    names = _jax_names(call, positional)
     values = [*call.args, *call.kwargs.values()]
     static_nums = set(getattr(info, "static_argnums", ()) or ())
     static_names = set(getattr(info, "static_argnames", ()) or ())
+    keyed = [positional[i] if i < len(positional) else "" for i in range(len(call.args))]
     static = tuple(
         i
-        for i, n in enumerate(names)
+        for i, n in enumerate([*keyed, *call.kwargs])
         if n in static_names
         or (i < len(call.args) and i in static_nums)
         or (i >= len(call.args) and n in positional and positional.index(n) in static_nums)
@@ -74,12 +81,46 @@ def describe(call: listener.Call | None, finished: listener.Finished) -> Describ
             described.spec, described.spec_reason = spec, reason
             described.convention = calling_convention(call)
             return described
-    sig = call_signature(names, values, static, bool(jax.config.jax_enable_x64))
+    sig = arguments.signature(names, values, set(static), cwd)
     if finished.transform or _has_tracers(values):
         sig = _under(sig, finished.transform or "a transformation")
     return Described(
         sig, _leaves(sig), spec, reason, [names[i] for i in static], calling_convention(call)
     )
+
+
+def _jax_names(call: listener.Call, positional: list[str]) -> list[str]:
+    """Each argument's name: the user's, where a framework renamed them (flax linen's
+    `args[1]` is `x`), else the parameter jit's signature gives it, or `args[i]`."""
+    if call.user is not None and call.user.names is not None:
+        return list(call.user.names)
+    n = len(call.args)
+    return [positional[i] if i < len(positional) else f"args[{i}]" for i in range(n)] + list(
+        call.kwargs
+    )
+
+
+def _framework_call(user: frameworks.UserCall, finished: listener.Finished, cwd: str) -> Described:
+    """A framework's call read from the user's own arguments (equinox's `filter_jit`):
+    every leaf by its path in them, a static leaf by its value in words. Under a
+    transformation an array leaf is a tracer: its type is the compiled input that the
+    framework's partition puts at its path."""
+    names, values = list(user.names or []), list(user.values or [])
+    avals = {}
+    compiled = finished.compiled
+    if compiled is not None and compiled.arg_names:
+        for jax_path, aval in zip(compiled.arg_names, compiled.in_avals, strict=False):
+            path = frameworks.renamed(user, jax_path)
+            if path:
+                avals[path] = aval
+    sig = arguments.signature(names, values, set(), cwd, user.is_static, avals)
+    if user.keyed_fun is not None:  # filter_jit(filter_grad(loss)): keyed by its value
+        sig = replace(sig, args=(*sig.args, arguments.function_argument(user.keyed_fun, cwd)))
+    if finished.transform or _has_tracers(values):
+        sig = _under(sig, finished.transform or "a transformation")
+    n = len(names) - int(names[-1:] == ["(function)"])
+    spec, reason = call_spec(names[:n], values[:n], (), names[:n], n)
+    return Described(sig, _leaves(sig), spec, reason, [], "")
 
 
 def _leaf_names(names: list[str], values: list[Any], static: tuple[int, ...]) -> list[str]:
@@ -98,7 +139,7 @@ def calling_convention(call: listener.Call) -> str:
     params = [
         p for p in (info.parameters if info else {}) if info.parameters[p].kind in _POSITIONAL
     ]
-    names = [params[i] if i < len(params) else f"args[{i}]" for i in range(len(call.args))]
+    names = _jax_names(call, params)[: len(call.args)]
     return "(" + ", ".join([*names, *(f"{k}=…" for k in call.kwargs)]) + ")"
 
 
@@ -118,6 +159,9 @@ def _leaves(sig: Signature) -> list[ArgLeaf]:
             leaves.append(ArgLeaf(arg.name, static_value=_truncate(arg.value or "")))
             continue
         for leaf in arg.leaves:
+            if leaf.value is not None:  # a leaf the framework holds static
+                leaves.append(ArgLeaf(leaf.path, static_value=_truncate(leaf.value)))
+                continue
             where = leaf.sharding if leaf.sharding != "default" else None
             if leaf.device != "default":
                 where = f"{where or ''} on {leaf.device}".strip()

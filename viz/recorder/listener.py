@@ -16,7 +16,13 @@ frame (`_pjit_batcher`, `_pjit_linearize`, …) names the transformation.
 
 JAX does not keep where `jax.jit(...)` was called. The listener watches jit's one
 constructor (`jax._src.pjit.make_jit`) for that: the returned function is JAX's own,
-unchanged, so calls stay on the C++ fast path; only its creation is noted.
+unchanged, so calls stay on the C++ fast path; only its creation is noted. A framework
+that jits a function of its own (equinox's `filter_jit`) is placed where the framework
+was called. `jax.clear_caches` is watched too, so that a recompile after it is said to
+be one, and only then (`clears`).
+
+A framework's call (equinox, haiku, flax) is read in the user's terms by
+`viz.recorder.frameworks`, from the frames above jit's cache miss.
 
 One pair of listeners is registered per process, on first use; they hand each
 finished compilation to every active `Recorder` (`viz.recorder.recorder`).
@@ -37,6 +43,8 @@ from types import FrameType
 from typing import Any
 
 import jax
+
+from viz.recorder import frameworks
 
 TRACE = "/jax/core/compile/jaxpr_trace_duration"
 LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -69,6 +77,7 @@ class Call:
     jit_info: Any  # jax's PjitInfo: static_argnums, static_argnames, fun_signature
     args: tuple
     kwargs: dict[str, Any]
+    user: frameworks.UserCall | None = None  # the call in the user's terms, via a framework
 
 
 @dataclass
@@ -125,12 +134,21 @@ class _Pending:
     traced_call: Call | None = None  # for `.lower().compile()`: no cache-miss frame then
 
 
+@dataclass(frozen=True)
+class Clears:
+    """The `jax.clear_caches()` calls seen while recording: how many, the last one's place."""
+
+    count: int = 0
+    last_at: str = ""  # 'path:line' in user code, or ''
+
+
 @dataclass
 class _Listeners:
     sinks: list[Callable[[Finished], None]] = field(default_factory=list)
     local: threading.local = field(default_factory=threading.local)
     lock: threading.Lock = field(default_factory=threading.Lock)
     registered: bool = False
+    clears: Clears = field(default_factory=Clears)
 
 
 _state = _Listeners()
@@ -142,6 +160,7 @@ def subscribe(sink: Callable[[Finished], None]) -> None:
             jax.monitoring.register_event_duration_secs_listener(_on_duration)
             jax.monitoring.register_event_listener(_on_event)
             _watch_jit_creation()
+            _watch_cache_clears()
             _state.registered = True
         _state.sinks.append(sink)
 
@@ -300,12 +319,17 @@ def _watch_jit_creation() -> None:
 
 
 def _note_made(jitted: Any, frame: FrameType | None) -> None:
-    """(the innermost user frame's 'path:line', whether jax.jit was called by the user's
-    own code rather than by JAX or a library) on the jitted function; never raises."""
+    """(where jax.jit was called: the innermost user frame's 'path:line', whether by the
+    user's own code rather than by JAX or a library) on the jitted function. A jit that a
+    framework makes (equinox's `filter_jit`) is placed where the framework was called,
+    in a library too (diffrax's `@eqx.filter_jit`). Never raises."""
     while frame is not None and _is_jit_itself(frame.f_code):
         frame = frame.f_back
+    wrapped = False
+    while frame is not None and frameworks.is_jit_maker(frame):
+        frame, wrapped = frame.f_back, True
     by_user = frame is not None and is_user_file(frame.f_code.co_filename)
-    while frame is not None and not is_user_file(frame.f_code.co_filename):
+    while frame is not None and not (wrapped or is_user_file(frame.f_code.co_filename)):
         frame = frame.f_back
     if frame is None:
         return
@@ -328,6 +352,28 @@ def _is_jit_itself(code: Any) -> bool:
     return code.co_name in _JIT_ITSELF and code.co_filename.startswith(_JAX_PACKAGES)
 
 
+def _watch_cache_clears() -> None:
+    """Count `jax.clear_caches()` calls from now on. Idempotent."""
+    clear = jax.clear_caches
+    if getattr(clear, "_jitscope", False):
+        return
+
+    @functools.wraps(clear)
+    def noting_clear_caches() -> None:
+        clear()
+        frames = user_frames(sys._getframe(1))
+        where = f"{frames[-1][0]}:{frames[-1][1]}" if frames else ""
+        with _state.lock:
+            _state.clears = Clears(_state.clears.count + 1, where)
+
+    noting_clear_caches._jitscope = True  # type: ignore[attr-defined]
+    jax.clear_caches = noting_clear_caches
+
+
+def clears() -> Clears:
+    return _state.clears
+
+
 def jit_made(jit_info: Any) -> tuple[str, bool] | None:
     """Where the jit with these settings was made, and whether by the user's own code."""
     jitted = _jits.get(id(jit_info))
@@ -346,7 +392,8 @@ def _call_from(frame: FrameType | None) -> Call | None:
     fun = values.get("fun")
     if fun is None or info is None:
         return None
-    return Call(fun, info, tuple(values.get("args", ())), dict(values.get("kwargs", {})))
+    args, kwargs = tuple(values.get("args", ())), dict(values.get("kwargs", {}))
+    return Call(fun, info, args, kwargs, frameworks.user_call(fun, args, kwargs, frame))
 
 
 def _nearest(frame: FrameType | None, code_name: str) -> FrameType | None:

@@ -18,6 +18,9 @@ from viz.cache.signature import Reason  # the cache lab's, so both speak one voc
 
 DEFAULT_DETAILS = 100  # compiles kept with details, per function
 FIRST_COMPILE = "not compiled before"  # `before` of the first compile's new_function reason
+CACHE = "(cache)"  # the argument of a reason that is about the jit cache itself
+CLEARED = "jax.clear_caches() emptied it"  # `after` of a recompile after a clear that was seen
+NOT_FOUND = "no difference found"  # `after` when jitscope found nothing that differs
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,17 @@ class Compile:
         values["reasons"] = [Reason(**r) for r in data.get("reasons") or []]
         values["persistent"] = Persistent.from_dict(data.get("persistent"))
         return cls(**values)
+
+
+def cache_reason(cleared: bool, where: str = "") -> Reason:
+    """A recompile with nothing different: after `jax.clear_caches()` (seen, at `where`),
+    or, honestly, a difference jitscope did not find."""
+    if cleared:
+        return Reason(CACHE, "config", "cached", CLEARED + (f" at {where}" if where else ""))
+    return Reason(
+        CACHE, "config", "the same function, arguments and settings as compiled before",
+        NOT_FOUND,
+    )  # fmt: skip
 
 
 def hidden_eager() -> FunctionStats:

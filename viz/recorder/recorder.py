@@ -23,7 +23,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from viz.recorder.model import (
     Process,
     ProcessRun,
     Recording,
+    cache_reason,
     function_key,
     short_path,
 )
@@ -56,6 +57,7 @@ class _FunctionState:
     objects: list[Any] = field(default_factory=list)  # weak references to function objects
     jit_infos: list[int] = field(default_factory=list)  # ids of the jax.jit wrappers' settings
     compiles: int = 0
+    clears: int = 0  # jax.clear_caches() calls seen before its latest compile
 
 
 class Recorder:
@@ -80,7 +82,16 @@ class Recorder:
         self._seq = 0
         self.process_watch = ProcessWatch(self.note_process)
         self._keys = persistent.KeyIndex()
+        self._hidden: frozenset[str] = frozenset()  # files whose frames are not call sites
+        # a framework's jitted function (equinox's fun_wrapped, by function_key) → the
+        # user's function it ran (None: more than one): for its compiles with no call
+        self._framework_functions: dict[str, _Where | None] = {}
         self._write({"type": "program", **self.program.__dict__})
+
+    def hide_frames_of(self, files: set[str]) -> None:
+        """Leave these files' frames out of call sites and stacks: the cell that runs
+        `%%jitscope_record` is the magic's, not a place the user's code compiled from."""
+        self._hidden = frozenset(files)
 
     # -- lifetime -------------------------------------------------------------
     def start(self) -> Recorder:
@@ -175,14 +186,14 @@ class Recorder:
 
     def _record(self, finished: listener.Finished) -> None:
         call = finished.call
-        where = _where(finished)
+        where = self._where(finished)
         made_at, by_user = finished.jit_made or (None, False)
         eager = (call is None and not finished.frames) or (
             _is_jax_function(call, where.fun, where.defined_at) and not by_user
         )
-        frames = finished.frames
+        frames = [f for f in finished.frames if f[0] not in self._hidden]
         call_site = f"{frames[-1][0]}:{frames[-1][1]}" if frames else "?"
-        described = describe(call, finished)
+        described = describe(call, finished, self.program.cwd)
         with self._lock:
             key = function_key(where.name, where.defined_at)
             state = self._state.setdefault(key, _FunctionState())
@@ -235,6 +246,25 @@ class Recorder:
             self.tally.add_compile(compile)
             self._write({"type": "compile", **compile.to_dict()})
 
+    def _where(self, finished: listener.Finished) -> _Where:
+        """Which function compiled. A compile with no call above it (grad's backward pass
+        of an equinox function) is placed by a framework call seen earlier, when only
+        one user function ran under the jitted function JAX names."""
+        call = finished.call
+        if call is None:
+            where = _where_compiled(finished)
+            return (
+                self._framework_functions.get(function_key(where.name, where.defined_at)) or where
+            )
+        where = _where_called(call)
+        if call.user is not None:
+            key = function_key(getattr(call.fun, "__name__", ""), defined_at(call.fun))
+            with self._lock:
+                known = self._framework_functions.setdefault(key, where)
+                if known is not None and known.defined_at != where.defined_at:
+                    self._framework_functions[key] = None  # two user functions: no guess
+        return where
+
     def _persistent(
         self, finished: listener.Finished, where: _Where, described: Described | None
     ) -> Persistent:
@@ -280,6 +310,8 @@ class Recorder:
         new_jit = call is not None and id(call.jit_info) not in state.jit_infos
         if call is not None:
             state.jit_infos[:] = [*state.jit_infos[1 - MAX_IDENTITIES :], id(call.jit_info)]
+        clears = listener.clears()
+        cleared, state.clears = clears.count > state.clears, clears.count
         if state.compiles == 0:
             return [Reason("(function)", "new_function", FIRST_COMPILE, "first compile")]
         reasons: list[Reason] = []
@@ -296,12 +328,13 @@ class Recorder:
             )
         if described is not None and state.signatures:
             reasons += _closest_differences(described, state.signatures, state.conventions)
-        if not reasons:
+        if not reasons and new_jit:
             reasons.append(
                 Reason("(jit)", "config", "other jax.jit settings", "new jax.jit settings")
-                if new_jit
-                else Reason("(cache)", "config", "cached", "the entry was cleared or evicted")
             )
+        elif not reasons:  # a cleared cache only when one was seen: never a guess
+            where = short_path(clears.last_at, self.program.cwd) if clears.last_at else ""
+            reasons.append(cache_reason(cleared, where))
         return reasons
 
 
@@ -311,7 +344,12 @@ def _closest_differences(
     """Every difference from the closest earlier compile, the calling convention (`f(x, y)`
     against `f(x, y=…)`, which JAX keys apart) counted as one more."""
     best: list[Reason] | None = None
+    names = {a.name for a in described.signature.args}
     for old, convention in zip(reversed(signatures), reversed(conventions), strict=True):
+        if names.isdisjoint(a.name for a in old.args):
+            # Nothing to pair (a transposed computation's `in[0]` against the call's own
+            # names): only the settings, such as the transformation, compare.
+            old = replace(old, args=described.signature.args)
         found = [_readable(r) for r in diff(old, described.signature)]
         if convention and described.convention and convention != described.convention:
             found.append(Reason("(arguments)", "pytree", convention, described.convention))
@@ -344,12 +382,16 @@ class _Where:
     nested: str = ""
 
 
-def _where(finished: listener.Finished) -> _Where:
-    if finished.call is not None:
-        found = unwrap(finished.call.fun)
-        return _Where(found.name, defined_at(found.fun), found.fun, found.layers, found.nested())
+def _where_called(call: listener.Call) -> _Where:
+    user = call.user  # a framework's call: the user's function inside it
+    found = unwrap(user.fun if user else call.fun, user.layers if user else [])
+    return _Where(found.name, defined_at(found.fun), found.fun, found.layers, found.nested())
+
+
+def _where_compiled(finished: listener.Finished) -> _Where:
+    """From JAX's debug info ('inner at path:line') when no call was seen."""
     source = finished.compiled.source if finished.compiled else ""
-    name, _, location = source.partition(" at ")  # JAX's debug info: 'inner at path:line'
+    name, _, location = source.partition(" at ")
     if location and ":" in location:
         path, _, line = location.rpartition(":")
         return _Where(name or finished.name, f"{os.path.abspath(path)}:{line}")

@@ -6,7 +6,8 @@ decorator. JAX names such a function `<unknown>`; `unwrap` follows `functools.pa
 `__wrapped__` (which `functools.wraps` leaves on every JAX transformation and most
 decorators), a `custom_jvp`/`custom_vjp`'s stored function and a bound method's
 function, down to the function whose source the user wrote, and names each layer on
-the way (`['jacfwd', 'partial']`). Never raises: an object whose attributes misbehave
+the way (`['jacfwd', 'partial']`; a framework's wrapper by the framework's name for it,
+`filter_grad`, `nnx.jit`). Never raises: an object whose attributes misbehave
 ends the walk where it stands.
 """
 
@@ -16,6 +17,8 @@ import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from viz.recorder import frameworks
 
 MAX_LAYERS = 16  # a longer chain is a cycle or something odd: stop there
 
@@ -27,23 +30,31 @@ class Unwrapped:
 
     @property
     def name(self) -> str:
-        return getattr(self.fun, "__name__", None) or type(self.fun).__name__
+        """'step'; a method named like `__call__` with its class: 'MLP.__call__'."""
+        name = getattr(self.fun, "__name__", None) or type(self.fun).__name__
+        if name.startswith("__"):
+            qualname = getattr(self.fun, "__qualname__", "") or ""
+            name = ".".join(qualname.split(".<locals>.")[-1].split(".")[-2:]) or name
+        return name
 
     def nested(self) -> str:
         """'jacfwd(partial(safe_norm))', as the user wrote it inside jax.jit(...)."""
         return "".join(f"{layer}(" for layer in self.layers) + self.name + ")" * len(self.layers)
 
 
-def unwrap(fun: Any) -> Unwrapped:
-    layers: list[str] = []
+def unwrap(fun: Any, outer: list[str] | None = None) -> Unwrapped:
+    """`fun` peeled down to the user's function; `outer`: layers already peeled (a
+    framework's, `viz.recorder.frameworks`)."""
+    layers: list[str] = list(outer or [])
     seen: set[int] = set()
-    while len(layers) < MAX_LAYERS and id(fun) not in seen:
+    while len(layers) < MAX_LAYERS + len(outer or []) and id(fun) not in seen:
         seen.add(id(fun))
         inner = _inner(fun)
         if inner is None:
             break
-        if not hasattr(fun, "__func__"):  # a bound method is not a layer the user wrote
-            layers.append(layer_name(fun))
+        name = layer_name(fun)
+        if name and not hasattr(fun, "__func__"):  # nor is a bound method a user's layer
+            layers.append(name)
         fun = inner
     return Unwrapped(fun, layers)
 
@@ -72,9 +83,13 @@ _TYPE_LAYERS = {"PjitFunction": "jit", "partial": "partial"}
 def layer_name(fun: Any) -> str:
     """'jacfwd', 'grad', 'vmap', 'checkpoint', 'partial', 'custom_jvp', or the decorator's
     name: the function that made the wrapper, read from its code (`co_qualname`), since
-    `functools.wraps` copied the wrapped function's own name onto it."""
+    `functools.wraps` copied the wrapped function's own name onto it. '' for a wrapper
+    that a framework puts around every method."""
     if isinstance(fun, functools.partial):
         return "partial"
+    framework = frameworks.layer_name(fun)
+    if framework is not None:
+        return framework
     code = getattr(fun, "__code__", None)
     if code is None:
         name = type(fun).__name__
