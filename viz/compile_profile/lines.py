@@ -90,10 +90,9 @@ def count_eqns(closed_jaxpr: Any, user: UserCode, loops: list[LoopSpan]) -> EqnC
     it: JAX cuts the stack of a jitted function's equations at its own boundary (one
     traced function serves every call site), so `jnp.where`'s equations name no line
     of the user's, while the `pjit` that holds them does."""
-    from jax._src import core
-    from jaxlib import _jax
+    from viz.jax_private import code_line_finder, jaxprs_in_params
 
-    addr2line = _jax.Traceback.code_addr2line
+    addr2line = code_line_finder()
     counts = EqnCounts()
     loops_by_file: dict[str, list[tuple[int, LoopSpan]]] = {}
     for k, loop in enumerate(loops):
@@ -112,7 +111,7 @@ def count_eqns(closed_jaxpr: Any, user: UserCode, loops: list[LoopSpan]) -> EqnC
                 if loop.first <= number <= loop.last
             }
             counts.by_loop.update(inside)
-            todo.extend((_jaxpr_of(j), lines) for j in core.jaxprs_in_params(eqn.params))
+            todo.extend((_jaxpr_of(j), lines) for j in jaxprs_in_params(eqn.params))
     return counts
 
 
