@@ -23,7 +23,7 @@ import jax
 import numpy as np
 from jax.extend import core
 
-from viz.cache.keys import dtype_name
+from viz.cache.keys import dtype_name, spec_text
 from viz.errors import ErrorInfo, ErrorKind
 from viz.jax_private import user_frame
 from viz.spec import DTYPES, ArraySpec, KeySpec, ValueSpec, array_item, split_spec
@@ -168,7 +168,7 @@ def _add_shardings(rows: list[SpecializedArg], compiled: Compiled) -> None:
 
 
 def describe_sharding(sharding: Any) -> str:
-    """A sharding in a few words: `single device cpu:0`, `PartitionSpec('x',) over
+    """A sharding in a few words: `single device cpu:0`, `P('x',) over
     mesh(x=8)`; `unused (pruned)` for an input jit dropped (None)."""
     if sharding is None:
         return "unused (pruned)"
@@ -177,7 +177,7 @@ def describe_sharding(sharding: Any) -> str:
         return f"single device {device.platform}:{device.id}"
     if isinstance(sharding, jax.sharding.NamedSharding):
         axes = ",".join(f"{k}={v}" for k, v in sharding.mesh.shape.items())
-        return f"{sharding.spec} over mesh({axes})"
+        return f"{spec_text(sharding.spec)} over mesh({axes})"
     return str(sharding)
 
 

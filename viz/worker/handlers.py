@@ -225,7 +225,7 @@ def _session(settings: Settings, owner: str) -> Any:
     s = settings
     key = (owner, s.code, s.function, tuple(s.static), s.device)
     if key not in _sessions:
-        module, fn = load_function(s.code, s.function, s.folder)
+        module, fn = load_function(s.code, s.function, s.folder, s.file)
         _sessions[key] = CacheSession(fn, list(s.static), vars(module), s.device, _expressions())
         mine = [k for k in _sessions if k[0] == owner]
         for old in mine[: max(len(mine) - MAX_SESSIONS, 0)]:
