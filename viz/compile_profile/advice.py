@@ -31,13 +31,14 @@ class Driver:
 
 
 def place(where: str, source_file: str | None) -> str:
-    """`line 97` in the user's own file, else `file.py:97` (a path's last part)."""
+    """`line 97` in the user's own file, else `file.py:97` (a path's last part) or the
+    where itself (`In [3], line 1`)."""
     shown, line = split_where(where)
     if line is None:
         return where
     if source_file and shown == shown_file(source_file):
         return f"line {line}"
-    return f"{shown.rsplit('/', 1)[-1]}:{line}" if f"{shown}:{line}" == where else where
+    return f"{shown.rsplit('/', 1)[-1]}:{line}" if "/" in shown else where
 
 
 def what_drives_it(p: CompileProfileSection, source_file: str | None = None) -> list[Driver]:
