@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The prepared GPU check (issue #21, part 3): one short run, under 8 minutes on a fresh
 # GPU machine, install included. When JAX sees no GPU it installs requirements.txt and
-# requirements-gpu.txt (the CUDA plugin of the pinned jax), then bench/gpu_check.py
+# requirements-gpu.txt (the CUDA plugin of the tested jax, constraints.txt), then bench/gpu_check.py
 # runs every item through the app's worker and prints the table: item, PASS/FAIL/SKIP,
 # seconds. A machine whose JAX already sees a GPU keeps its own jax (the table's first
 # row names the version). Without nvidia-smi it runs the dry mode and exits 0.
@@ -30,7 +30,7 @@ if "$PY" -c "import jax, sys; sys.exit(not jax.devices('gpu'))" 2>/dev/null; the
     detail="JAX already sees a GPU: $("$PY" -c 'import jax; print("jax", jax.__version__)')"
 else
     # pip's own timeout keeps a stalled download from eating the whole run
-    if timeout 300 "$PY" -m pip install -q -r requirements.txt -r requirements-gpu.txt; then
+    if timeout 300 "$PY" -m pip install -q -r requirements.txt -r requirements-gpu.txt -c constraints.txt; then
         status=PASS
         detail="$("$PY" -m pip freeze | grep -E '^jax(lib|-cuda12-plugin|-cuda12-pjrt)?==' | tr '\n' ' ')"
     else

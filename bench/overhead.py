@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere
 
 import jax
-from jax._src import core as jax_core
+from jax.extend import core as jax_core
 
 import viz.graph
 import viz.overlap

@@ -6,8 +6,10 @@ Exit status 0 whenever the analysis ran (a failing function is a result in
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -333,3 +335,44 @@ def test_a_samples_path_typed_outside_the_clone_points_to_its_name(tmp_path):
     assert "no such file: samples/mlp.py (the samples ship with jitscope: sample:mlp)" in (
         proc.stderr
     )
+
+
+MODEL = """import jax.numpy as jnp
+
+
+def loss(w, x):
+    y = jnp.tanh(x @ w)
+    return jnp.mean(y * y)
+
+
+def broken(x):
+    return x.no_such_method()
+"""
+
+
+@pytest.mark.slow
+def test_file_func_names_the_users_file_as_given_never_a_copy(tmp_path: Path) -> None:
+    """Every location of `FILE::FUNC`'s JSON (fusion map, compile profile, graphs, the
+    IR texts, an error) is the path the user typed, `model.py`, from the folder they
+    typed it in."""
+    (tmp_path / "model.py").write_text(MODEL)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = functools.partial(
+        subprocess.run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    args = ["--args", "f32[8,16], f32[4,8]", "--no-history", "--json"]
+    done = run([sys.executable, "-m", "viz", "analyze", "model.py::loss", "--compile-profile",
+                *args, "ok.json"])  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "ok.json").read_text())
+    wheres = [row["where"] for row in report["compile_profile"]["trace_lines"]]
+    assert sorted(wheres) == ["model.py:5", "model.py:6"]
+    assert report["source_file"] == "model.py"
+    assert "model.py:5" in report["graphs"]["compiled"]["dot"]
+    done = run([sys.executable, "-m", "viz", "analyze", "model.py::broken", "--args", "f32[3]",
+                "--no-history", "--json", "error.json"])  # fmt: skip
+    error = json.loads((tmp_path / "error.json").read_text())["error"]
+    assert error["line"] == 10
+    for name in ("ok.json", "error.json"):
+        text = (tmp_path / name).read_text()
+        assert not re.search(r"user_[0-9a-f]{16}|/src/|<your code>", text), name

@@ -200,7 +200,7 @@ def test_the_union_of_intervals_counts_overlaps_once() -> None:
 # -- the persistent cache and a profiler that will not start ----------------------------
 @pytest.fixture
 def disk_cache(tmp_path):
-    from jax._src import compilation_cache
+    from viz.jax_private import reset_compilation_cache
 
     names = (
         "jax_compilation_cache_dir",
@@ -213,11 +213,11 @@ def disk_cache(tmp_path):
     jax.config.update("jax_enable_compilation_cache", True)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    compilation_cache.reset_cache()
+    reset_compilation_cache()
     yield
     for name, value in before.items():
         jax.config.update(name, value)
-    compilation_cache.reset_cache()
+    reset_compilation_cache()
 
 
 def test_a_compile_the_persistent_cache_serves_is_compiled_again_for_the_profile(

@@ -228,7 +228,7 @@ def test_no_kernel_events_say_so() -> None:
 
 
 def test_mlir_export_parses_back_with_its_locations() -> None:
-    from jax._src.interpreters import mlir
+    from jax.interpreters import mlir
     from jaxlib.mlir import ir
 
     report = analyze(attention, REAL["attention_softmax"][1], runs=0, mlir=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from collections import deque
@@ -568,3 +569,56 @@ def test_the_wheel_lists_every_package_of_viz():
         for init in (ROOT / "viz").rglob("__init__.py")
     }
     assert found <= listed, f"add to pyproject.toml's packages: {sorted(found - listed)}"
+
+
+# Private JAX: `jax._src…` and jaxlib's underscored modules (`jaxlib._jax`), reached
+# through viz/jax_private.py alone (its version guards and fallbacks are in one place).
+PRIVATE_JAX = re.compile(r"(jax\._src|jaxlib\._\w+)(\.\w+)*")
+PRIVATE_JAX_HOME = ROOT / "viz" / "jax_private.py"
+CHECKED_FOR_PRIVATE_JAX = ("app.py", "pages", "ui", "viz", "bench", "tests")
+
+
+def _private_jax_uses(path: Path) -> list[str]:
+    """`line: name` for each import of private JAX in a file, and each string that names
+    a private module (`sys.modules.get("jax._src.distributed")`)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [node.value]
+        else:
+            continue
+        private = [n for n in names if PRIVATE_JAX.fullmatch(n)]
+        found += [f"{node.lineno}: {private[-1]}"] if private else []
+    return found
+
+
+def _python_files(names: tuple[str, ...]) -> list[Path]:
+    files = []
+    for name in names:
+        path = ROOT / name
+        files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return files
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in _python_files(CHECKED_FOR_PRIVATE_JAX) if p != PRIVATE_JAX_HOME],
+    ids=lambda p: p.relative_to(ROOT).as_posix(),
+)
+def test_private_jax_is_reached_through_jax_private_only(path: Path) -> None:
+    found = _private_jax_uses(path)
+    assert not found, f"{path.relative_to(ROOT)}: use viz.jax_private for " + ", ".join(found)
+
+
+def test_the_private_jax_rule_sees_imports_and_module_names(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text(
+        "import jax\nfrom jax._src import core\nfrom jaxlib import _jax\nimport jaxlib._jax\n"
+        "import sys\nsys.modules.get('jax._src.distributed')\n"
+        "'''A docstring naming jax._src.core is no use of it.'''\nfrom jax.extend import core\n"
+    )
+    assert [u.split(": ")[0] for u in _private_jax_uses(source)] == ["2", "3", "4", "6"]

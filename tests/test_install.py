@@ -1,4 +1,4 @@
-"""Installed once, usable from any folder (#40).
+"""Installed once, usable from any folder (#40), beside the user's own JAX (#49).
 
 A temp venv gets jitscope two ways, the README's command 1 (`pip install -e .`) and a
 wheel (`pip install` of what `pip wheel .` builds), then each is driven from a temp
@@ -7,11 +7,18 @@ train.py`, `jitscope analyze sample:mlp` and `jitscope app`. To stay minutes sho
 venv borrows this environment's dependencies through a path file (a path line adds
 the folder only: this environment's own editable jitscope stays out), so what is
 tested is jitscope's own packaging: its modules, package data and console script.
+
+A third venv is a user's with the oldest supported JAX (`.ci/oldest-jax-venv`: that jax,
+then command 1, which must leave it as it was); there `jitscope analyze sample:mlp`
+reads every count and graph, and `jitscope record` records. .ci/run builds that venv
+once (JITSCOPE_OLDEST_VENV) for this test and for its pass of the engine tests on it.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import site
 import subprocess
@@ -150,3 +157,49 @@ def test_the_app_starts_from_anywhere_on_localhost_only(app: int):
     if shutil.which("ss"):  # iproute2: the app's own config.toml, read from anywhere
         listening = subprocess.run(["ss", "-ltn"], capture_output=True, text=True).stdout
         assert f"127.0.0.1:{app} " in listening
+
+
+# -- the oldest supported JAX, installed first by the user ---------------------------
+OLDEST_JAX = re.search(r"^jax>=([\d.]+)", (REPO / "requirements.txt").read_text(), re.M)[1]
+
+
+@pytest.fixture(scope="module")
+def oldest(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv with the oldest supported jax, then jitscope by command 1 (pip's cache
+    and the registry serve the wheels)."""
+    given = os.environ.get("JITSCOPE_OLDEST_VENV")
+    venv = Path(given) if given else tmp_path_factory.mktemp("oldest") / "venv"
+    if not (venv / "bin" / "jitscope").exists():
+        build = [str(REPO / ".ci" / "oldest-jax-venv"), str(venv)]
+        proc = subprocess.run(build, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return venv
+
+
+def test_command_1_keeps_the_users_oldest_supported_jax(oldest: Path, project: Path):
+    freeze = _run(oldest, project, "python", "-m", "pip", "freeze").stdout.split()
+    assert f"jax=={OLDEST_JAX}" in freeze and f"jaxlib=={OLDEST_JAX}" in freeze
+
+
+def test_the_oldest_jax_reads_every_count_and_graph(oldest: Path, project: Path):
+    argv = ("jitscope", "analyze", "sample:mlp", "--runs", "0", "--no-history")
+    proc = _run(oldest, project, *argv, "--json", "mlp.json")
+    assert proc.returncode == 0, proc.stderr
+    assert f"jax {OLDEST_JAX}" in proc.stdout and "None" not in proc.stdout, proc.stdout
+    report = json.loads((project / "mlp.json").read_text())
+    assert report["jax_version"] == OLDEST_JAX
+    assert report["jaxpr"]["eqn_count"] == 15 and report["stablehlo"]["op_count"] == 20
+    assert report["compiled"]["kernel_count"] > 0
+    assert {ir: g["total_nodes"] > 0 for ir, g in report["graphs"].items()} == {
+        "jaxpr": True,
+        "stablehlo": True,
+        "compiled": True,
+    }
+    assert report["fusion_map_coverage"]["stablehlo"] > 0.9
+    assert not [w for w in report["warnings"] if "could not read" in w], report["warnings"]
+
+
+def test_the_oldest_jax_records_a_program(oldest: Path, project: Path):
+    proc = _run(oldest, project, "jitscope", "record", "--", "train.py")
+    assert proc.returncode == 0, proc.stderr
+    assert "3 compiles of 1 function(s)" in proc.stderr

@@ -100,6 +100,10 @@ def graphs(fn, *args):
     )
 
 
+# jax < 0.9 writes each op's file and line into its HLO metadata, without the function
+OLD_HLO_METADATA = jax.__version_info__ < (0, 9)
+
+
 @pytest.fixture(scope="module")
 def sin_graphs():
     return graphs(sin_mul_add, X8)
@@ -273,8 +277,9 @@ def test_source_points_at_this_file(sin_graphs):
     for graph in sin_graphs:
         (sin,) = nodes_by_op(graph, ops[graph.ir])
         assert sin.source is not None, graph.ir
+        if graph.ir != "compiled" or not OLD_HLO_METADATA:
+            assert sin.source.function == "sin_mul_add", graph.ir
         assert sin.source.file == HERE and sin.source.line == SIN_LINE, graph.ir
-        assert sin.source.function == "sin_mul_add"
 
 
 def test_scopes_come_from_named_scopes():
@@ -424,11 +429,13 @@ def test_the_text_reader_reads_what_xlas_own_objects_say(fn, args):
     compiled = jax.jit(fn).trace(*args).lower().compile()
     text = compiled.as_text()
     (module,) = compiled.runtime_executable().hlo_modules()
+    if not hasattr(module.computations()[0], "instructions"):
+        pytest.skip("XLA's HloComputation.instructions() is jaxlib 0.10's")
     split = hlo_text.split_module(text)
     assert split.roots == _reference_roots(text)
     assert split.entry == re.search(r"^ENTRY %?([^\s(]+)", text, re.M).group(1)
     frames = hlo_text.parse_stack_frames(text)
-    assert frames  # the tables were found
+    assert frames or OLD_HLO_METADATA  # the tables were found
     lines = {line[1 : line.find(" ")]: line for c in split.computations.values() for line in c}
     assert set(split.computations) == {c.name for c in module.computations()}
     for comp in module.computations():

@@ -536,13 +536,12 @@ def test_user_modules_in_sys_modules_are_bounded(monkeypatch) -> None:
     assert sys.modules[names[-1]].VALUE == 5
 
 
-def test_user_source_files_on_disk_are_bounded(monkeypatch, tmp_path: Path) -> None:
+def test_user_code_leaves_no_copy_on_disk(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("JITSCOPE_HOME", str(tmp_path))
-    monkeypatch.setattr(source, "MAX_SOURCE_FILES", 4)
-    paths = [source.source_path(f"# program {i}\n") for i in range(10)]
-    left = sorted((tmp_path / "src").glob("user_*.py"))
-    assert len(left) == 4
-    assert paths[-1] in left  # the newest stays
+    for i in range(3):
+        module = source.load_module(f"VALUE = {i}\n")
+    assert module.VALUE == 2 and module.__file__ == "<your code>"
+    assert not any(tmp_path.rglob("*.py"))
 
 
 def test_older_results_keep_their_numbers_but_drop_graph_models(monkeypatch) -> None:

@@ -1,4 +1,4 @@
-"""Command line: `jitscope analyze|cache PATH::FUNC`, `record`, `history`, `diff A B`, `app`.
+"""Command line: `jitscope analyze|cache PATH::FUNC`, `record`, `job`, `history`, `diff`, `app`.
 
 `jitscope` and `python -m viz` are the same command. A target is `PATH::FUNC` or one of
 the samples that ship with the app, by name: `sample:mlp`, whose own args and static
@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ def _target(text: str) -> Settings:
         return Settings(
             code=sample.code,
             folder=str(sample.path.parent),
+            file=f"{sample.path.parent.name}/{sample.path.name}",
             function=sample.function,
             args=sample.args,
             static=list(sample.static),
@@ -56,7 +58,9 @@ def _target(text: str) -> Settings:
     if not file.is_file():
         hint = f" (the samples ship with jitscope: sample:{file.stem})" if _is_sample(file) else ""
         raise argparse.ArgumentTypeError(f"no such file: {path}{hint}")
-    return Settings(file.read_text(), folder=str(file.resolve().parent), function=func or None)
+    return Settings(
+        file.read_text(), folder=str(file.resolve().parent), file=path, function=func or None
+    )
 
 
 def _is_sample(file: Path) -> bool:
@@ -238,8 +242,11 @@ SHOWN_LEAVES = 6  # the summary's specialization line names this many leaves
 
 
 def _specialization_lines(report: Report) -> list[str]:
-    """`specialized on: x f32[16] · n = 16 (static)`, the first SHOWN_LEAVES leaves."""
-    rows = report.specialization
+    """`specialized on: x f32[16] · n = 16 (static)`, the first SHOWN_LEAVES leaves: the
+    arguments that are one leaf (the input `x`, a static `n`) before the leaves of a
+    tree (a model's `params`), which would hide them."""
+    leaves = Counter(r.param for r in report.specialization)
+    rows = sorted(report.specialization, key=lambda r: leaves[r.param] > 1)  # stable
     if not rows:
         return []
     shown = " · ".join(_leaf_text(r) for r in rows[:SHOWN_LEAVES])

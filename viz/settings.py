@@ -1,7 +1,7 @@
 """`Settings`: what is analysed and how, as one value. The code (or the built-in sample
-it is), the folder its imports live in, the function, its args spec, the static and
-donated arguments, the device, 64-bit mode, XLA's compiler options, the mesh the
-spec's `@ P(...)` split over, and the memory limit for running it.
+it is), the folder its imports live in, the file it came from, the function, its args
+spec, the static and donated arguments, the device, 64-bit mode, XLA's compiler options,
+the mesh the spec's `@ P(...)` split over, and the memory limit for running it.
 
 A `Program` holds one, and so does every worker request that runs code, a history
 `Run`, a diff side and a share link; `viz.target.Target.from_settings` turns one into
@@ -20,6 +20,7 @@ class Settings(Plain):
     code: str = ""  # the program's source text
     sample: str | None = None  # the built-in sample whose code this is (demo mode reads it)
     folder: str | None = None  # the code's folder, put on sys.path for its sibling imports
+    file: str | None = None  # the code's file as the user named it; None: the app's editor
     function: str | None = None  # None: the code's one function
     args: str = ""  # the args spec (viz.spec)
     static: list[str] = field(default_factory=list)  # as static_argnames / static_argnums
@@ -38,6 +39,7 @@ class Settings(Plain):
             code=self.code,
             sample=self.sample,
             folder=self.folder,
+            file=self.file,
             function=self.function,
             static=list(self.static),
             device=self.device,

@@ -1,7 +1,9 @@
 """Load user code as a module of its own and find its functions.
 
-The code is written to a file named after its content hash, so tracebacks, JAX
-source locations and linecache all point at real lines of the user's code.
+The code is compiled under the name the user knows its file by (`model.py` as they
+typed it; `viz.where.YOUR_CODE` for code from the app's editor), and its lines are put
+in `linecache` under that name: tracebacks, JAX's source locations (jaxpr, StableHLO,
+HLO metadata) and every `where` then name the user's own file and line, never a copy.
 `list_functions` reads the code with `ast` only: the app server uses it without
 ever running user code.
 """
@@ -9,9 +11,8 @@ ever running user code.
 from __future__ import annotations
 
 import ast
-import contextlib
 import hashlib
-import importlib.util
+import linecache
 import os
 import sys
 import threading
@@ -22,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from viz.errors import USER_EXITS, ErrorInfo, UserCodeError
+from viz.where import YOUR_CODE
 
 
 def home() -> Path:
@@ -78,48 +80,10 @@ def list_functions(code: str) -> list[FunctionInfo]:
     return found
 
 
-# Bounds: a long-running worker sees many programs. Older user modules leave
-# sys.modules (their cache sessions keep their own references) and older source
-# files leave the disk (least recently used first, never one loaded here).
+# A long-running worker sees many programs: older user modules leave sys.modules
+# (their cache sessions keep their own references).
 MAX_USER_MODULES = 32
-MAX_SOURCE_FILES = 256
 _loaded: OrderedDict[str, None] = OrderedDict()  # names this process added, oldest first
-
-
-def source_path(code: str) -> Path:
-    digest = hashlib.sha256(code.encode()).hexdigest()[:16]
-    path = home() / "src" / f"user_{digest}.py"
-    if path.exists():
-        with contextlib.suppress(OSError):
-            os.utime(path)  # recently used: pruned last
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(code)
-    tmp.replace(path)
-    prune_sources(path.parent, keep=path)
-    return path
-
-
-def prune_sources(folder: Path, keep: Path | None = None) -> None:
-    """Delete the least recently used source files beyond MAX_SOURCE_FILES."""
-    loaded = {name.removeprefix("jitscope_user_") for name in _loaded}
-    files = []
-    for entry in folder.glob("user_*.py"):
-        with contextlib.suppress(OSError):
-            files.append((entry.stat().st_mtime_ns, entry))
-    if len(files) <= MAX_SOURCE_FILES:
-        return
-    files.sort()
-    excess = len(files) - MAX_SOURCE_FILES
-    for _, entry in files:
-        if excess <= 0:
-            break
-        if entry == keep or entry.stem in loaded:
-            continue
-        with contextlib.suppress(OSError):
-            entry.unlink()
-        excess -= 1
 
 
 def _register_module(name: str, module: ModuleType) -> None:
@@ -141,25 +105,27 @@ def add_import_folder(folder: str | None) -> None:
             sys.path.insert(0, folder)
 
 
-def load_module(code: str, folder: str | None = None) -> ModuleType:
+def load_module(code: str, folder: str | None = None, file: str | None = None) -> ModuleType:
     """Run `code` as a fresh module (a new module object on every call); `folder` is
-    where the code's file lives, for its imports."""
+    where the code's file lives, for its imports; `file` the file as the user named it
+    (None: the app's editor)."""
     check_syntax(code)
     add_import_folder(folder)
-    path = source_path(code)
-    name = f"jitscope_user_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
+    filename = file or YOUR_CODE
+    name = f"jitscope_user_{hashlib.sha256(code.encode()).hexdigest()[:16]}"
+    module = ModuleType(name)
+    module.__file__ = filename
     _register_module(name, module)
+    # mtime None: `linecache.checkcache` keeps the lines (IPython does the same for cells)
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
     try:
-        spec.loader.exec_module(module)
+        exec(compile(code, filename, "exec"), vars(module))
     except (Exception, *USER_EXITS) as exc:
         from viz.errors import classify, user_line
 
         if isinstance(exc, USER_EXITS):
-            raise UserCodeError(classify(exc, "load", str(path))) from None
-        line = user_line(exc, str(path))
+            raise UserCodeError(classify(exc, "load", filename)) from None
+        line = user_line(exc, filename)
         raise UserCodeError(
             ErrorInfo(
                 "import_error",
@@ -202,7 +168,9 @@ def find_function(module: ModuleType, code: str, name: str | None) -> Any:
     return fn
 
 
-def load_function(code: str, name: str | None, folder: str | None = None) -> tuple[ModuleType, Any]:
+def load_function(
+    code: str, name: str | None, folder: str | None = None, file: str | None = None
+) -> tuple[ModuleType, Any]:
     """The user's module, freshly loaded, and its function `name` (classified errors)."""
-    module = load_module(code, folder)
+    module = load_module(code, folder, file)
     return module, find_function(module, code, name)

@@ -162,15 +162,23 @@ class Target:
         }
         if fn is not None:
             return cls.load(fn, **how, **where)
-        return cls.from_code(settings.code, settings.function, settings.folder, **how)
+        return cls.from_code(
+            settings.code, settings.function, settings.folder, settings.file, **how
+        )
 
     @classmethod
     def from_code(
-        cls, code: str, function: str | None, folder: str | None = None, **settings: Any
+        cls,
+        code: str,
+        function: str | None,
+        folder: str | None = None,
+        file: str | None = None,
+        **settings: Any,
     ) -> Target:
         """A target for `function` of freshly loaded user code (classified load errors);
-        `folder`: where the code's file lives, put on sys.path for its imports."""
-        module, fn = load_function(code, function, folder)
+        `folder`: where the code's file lives, put on sys.path for its imports; `file`:
+        the file as the user named it (None: the app's editor)."""
+        module, fn = load_function(code, function, folder, file)
         return cls.in_module(fn, module, **settings)
 
     @property

@@ -28,12 +28,19 @@ def dtype_name(dtype: Any) -> str:
     return str(dtype) if name is None else name  # (numpy's str of a dtype is slow)
 
 
+def spec_text(spec: Any) -> str:
+    """A PartitionSpec as jax >= 0.10 prints it, `P('data',)`, on every jax (0.8 and
+    0.9 print `PartitionSpec('data',)`)."""
+    text = str(spec)
+    return "P(" + text.removeprefix("PartitionSpec(") if text.startswith("PartitionSpec(") else text
+
+
 def _sharding_text(x: Any) -> tuple[str, str]:
     """(sharding, device) of a leaf as the cache sees them."""
     sharding = getattr(x, "sharding", None)
     if isinstance(sharding, NamedSharding):
         axes = ",".join(f"{k}={v}" for k, v in sharding.mesh.shape.items())
-        return f"{sharding.spec} over mesh({axes})", "default"
+        return f"{spec_text(sharding.spec)} over mesh({axes})", "default"
     if getattr(x, "committed", False) and sharding is not None:
         (device,) = sharding.device_set
         return "default", f"{device.platform}:{device.id}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import linecache
 import os
 import sysconfig
 from pathlib import Path
@@ -36,9 +37,10 @@ def _excluded_roots() -> tuple[str, ...]:
 @functools.lru_cache(maxsize=4096)
 def is_user_file(filename: str) -> bool:
     """Whether code from `filename` is the user's (see the module docstring). Code
-    without a file (`<string>`, a notebook cell) is the user's; frozen modules are not."""
+    without a file is the user's where its source is in `linecache` (`<your code>`, an
+    IPython cell); not `<string>` (a namedtuple's `__new__`), nor a frozen module."""
     if filename.startswith("<"):
-        return not filename.startswith("<frozen")
+        return bool(linecache.getlines(filename))
     path = os.path.realpath(filename)
     if any(part in _PACKAGE_DIRS for part in Path(path).parts):
         return False

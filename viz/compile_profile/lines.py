@@ -14,6 +14,7 @@ from typing import Any
 from viz.compile_profile.frames import CALLER, USER, UserCode
 from viz.compile_profile.model import TraceLine, UnrolledLoop
 from viz.compile_profile.sampler import Line, Stack, Step
+from viz.where import user_where
 
 LOOP_MIN = 3  # fewer iterations than this are not worth folding (viz.graph.fold.FOLD_MIN)
 Where = tuple[str, int]  # (file, line)
@@ -90,10 +91,9 @@ def count_eqns(closed_jaxpr: Any, user: UserCode, loops: list[LoopSpan]) -> EqnC
     it: JAX cuts the stack of a jitted function's equations at its own boundary (one
     traced function serves every call site), so `jnp.where`'s equations name no line
     of the user's, while the `pjit` that holds them does."""
-    from jax._src import core
-    from jaxlib import _jax
+    from viz.jax_private import code_line_finder, jaxprs_in_params
 
-    addr2line = _jax.Traceback.code_addr2line
+    addr2line = code_line_finder()
     counts = EqnCounts()
     loops_by_file: dict[str, list[tuple[int, LoopSpan]]] = {}
     for k, loop in enumerate(loops):
@@ -112,7 +112,7 @@ def count_eqns(closed_jaxpr: Any, user: UserCode, loops: list[LoopSpan]) -> EqnC
                 if loop.first <= number <= loop.last
             }
             counts.by_loop.update(inside)
-            todo.extend((_jaxpr_of(j), lines) for j in core.jaxprs_in_params(eqn.params))
+            todo.extend((_jaxpr_of(j), lines) for j in jaxprs_in_params(eqn.params))
     return counts
 
 
@@ -159,7 +159,7 @@ def trace_lines(
         names.setdefault(where_of(line), line[0].co_name)
     rows = [
         TraceLine(
-            where=f"{file}:{number}",
+            where=user_where(file, number),
             function=names.get((file, number), ""),
             seconds=float(total[(file, number)]),
             self_seconds=float(own[(file, number)]),
@@ -223,14 +223,15 @@ def unrolled_loops(
         made = eqns.by_loop[k]
         if iterations >= LOOP_MIN and made:
             share = made / eqns.total if eqns.total else 0.0
-            where = f"{loop.file}:{loop.header}"
+            where = user_where(loop.file, loop.header)
             found.append(UnrolledLoop(where, loop.function, iterations, made, share))
     found.sort(key=lambda loop: (-loop.eqns, loop.where))
     return found
 
 
 def user_files(stacks: Iterable[Stack], runs: Iterable[Line]) -> set[str]:
-    """The files of every user line seen (the loops are looked for in these)."""
+    """The files of every user line seen that have source (the loops are looked for in
+    these): `<your code>` and a notebook's cells have theirs in `linecache`."""
     files = {code.co_filename for stack in stacks for code, _ in stack}
     files.update(code.co_filename for code, _ in runs)
-    return {f for f in files if not f.startswith("<")}
+    return {f for f in files if linecache.getlines(f)}

@@ -32,13 +32,14 @@ from dataclasses import dataclass, field
 
 from viz.errors import ErrorInfo
 from viz.plain import Plain
+from viz.where import split_where
 
 
 @dataclass
 class TraceLine(Plain):
     """One line of the user's code, as the trace spent time and made equations under it."""
 
-    where: str  # "path:line"
+    where: str  # "model.py:4", "your code, line 4" (`viz.where.user_where`)
     function: str  # the function the line is in
     seconds: float = 0.0  # of the sampled trace, with the line on the stack
     self_seconds: float = 0.0  # with the line innermost of the user's code
@@ -47,12 +48,8 @@ class TraceLine(Plain):
     text: str = ""  # the line's source, stripped
 
     @property
-    def path(self) -> str:
-        return self.where.rsplit(":", 1)[0]
-
-    @property
-    def line(self) -> int:
-        return int(self.where.rsplit(":", 1)[1])
+    def line(self) -> int | None:
+        return split_where(self.where)[1]
 
 
 @dataclass

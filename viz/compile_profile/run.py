@@ -131,17 +131,17 @@ def persistent_cache_off() -> Iterator[bool]:
     """JAX's persistent compilation cache off inside the block, and as it was after;
     yields whether it was on (JAX decides once whether it uses the cache: that
     decision is reset on each change)."""
-    from jax._src import compilation_cache
+    from viz.jax_private import reset_compilation_cache
 
     enabled = bool(jax.config.jax_enable_compilation_cache)
     was_on = enabled and bool(jax.config.jax_compilation_cache_dir)
     jax.config.update("jax_enable_compilation_cache", False)
-    compilation_cache.reset_cache()
+    reset_compilation_cache()
     try:
         yield was_on
     finally:
         jax.config.update("jax_enable_compilation_cache", enabled)
-        compilation_cache.reset_cache()
+        reset_compilation_cache()
 
 
 def _profiled_compile(lowered: Lowered, trace_dir: str | None) -> CompileProfileSection:

@@ -27,9 +27,9 @@ class Origin:
     full: bool = True
 
 
-# what a side says of its settings: a report keeps no code, folder, x64 setting, mesh
-# or memory limit (x64 and the mesh as it ran are in the report itself)
-NOT_SAID = ("code", "sample", "folder", "x64", "mesh", "memory_limit_bytes")
+# what a side says of its settings: a report keeps no code, folder, file, x64 setting,
+# mesh or memory limit (x64 and the mesh as it ran are in the report itself)
+NOT_SAID = ("code", "sample", "folder", "file", "x64", "mesh", "memory_limit_bytes")
 
 
 @dataclass

@@ -29,8 +29,8 @@ from viz.samples import Sample, get_sample, list_samples
 from viz.settings import Settings
 
 # what a run keeps of its settings: not its code (kept once per text, by `code_hash`)
-# nor the folder, x64, mesh or memory limit, which the history file has no columns for
-NOT_KEPT = ("code", "folder", "x64", "mesh", "memory_limit_bytes")
+# nor the folder, file, x64, mesh or memory limit, which the history file has no columns for
+NOT_KEPT = ("code", "folder", "file", "x64", "mesh", "memory_limit_bytes")
 
 
 @dataclass(frozen=True)

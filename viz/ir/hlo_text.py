@@ -32,6 +32,7 @@ _KIND = re.compile(r"\bkind=(k\w+)")
 _OP_NAME = re.compile(r'\bop_name="([^"\\]*(?:\\.[^"\\]*)*)"')
 _FRAME_ID = re.compile(r"\bstack_frame_id=(\d+)")
 _SRC_FILE = re.compile(r'\bsource_file="((?:[^"\\]|\\.)*)"')
+_SRC_COLUMN = re.compile(r"\bsource_column=(\d+)")  # jax < 0.9 writes the location inline
 _SRC_LINE = re.compile(r"\bsource_line=(\d+)")
 _TABLE_ROW = re.compile(r'^(\d+) (?:"((?:[^"\\]|\\.)*)"|\{([^}]*)\})$')
 _ESCAPED = re.compile(r"\\(.)")
@@ -298,7 +299,10 @@ def _source(rest: str, frames: dict[int, SourceLoc]) -> SourceLoc | None:
     file = _search(_SRC_FILE, 'source_file="', rest)
     line = _search(_SRC_LINE, "source_line=", rest)
     if file and line:
-        return source_loc(file.group(1), int(line.group(1)))
+        column = _search(_SRC_COLUMN, "source_column=", rest)
+        return source_loc(
+            file.group(1), int(line.group(1)), column=int(column.group(1)) if column else 0
+        )
     return None
 
 

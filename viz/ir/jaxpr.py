@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jax._src import source_info_util
 from jax.extend import core
 
 from viz.ir.model import (
@@ -41,6 +40,7 @@ from viz.ir.model import (
     register_scopes,
     source_loc,
 )
+from viz.jax_private import drop_var_type, user_frame
 
 # Container primitives and the kind of group they become; any other primitive
 # whose params hold a jaxpr becomes a 'call' group.
@@ -48,6 +48,7 @@ LOOP_PRIMITIVES = frozenset({"scan", "while"})
 BRANCH_PRIMITIVES = frozenset({"cond"})
 
 Env = dict[Any, Producers]
+_DROPPED = drop_var_type()  # an output an equation drops (`_`): no value
 
 
 @dataclass
@@ -125,7 +126,7 @@ def _read_eqns(
         else:
             outs = _read_op(reader, eqn, env, scope, source)
         for var, producers in zip(eqn.outvars, outs, strict=False):
-            if not isinstance(var, core.DropVar):
+            if not isinstance(var, _DROPPED):
                 env[var] = producers
     return [_lookup(env, v) for v in jaxpr.outvars]
 
@@ -269,7 +270,7 @@ def _name_scopes(eqn: Any) -> Path:
 
 
 def _source(eqn: Any) -> SourceLoc | None:
-    frame = source_info_util.user_frame(eqn.source_info.traceback)
+    frame = user_frame(eqn.source_info.traceback)
     if frame is None:
         return None
     return source_loc(frame.file_name, frame.start_line, frame.function_name, frame.start_column)

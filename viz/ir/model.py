@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from viz.where import user_where
+
 Path = tuple[str, ...]
 # A value's producers, as the readers track them: node ids (several for a value merged
 # from regions or branches) and the value's type.
@@ -43,7 +45,7 @@ class SourceLoc:
         return (self.file, self.line, self.column)
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}"
+        where = user_where(self.file, self.line)
         return f"{where} ({self.function})" if self.function else where
 
 

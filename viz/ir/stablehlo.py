@@ -56,6 +56,32 @@ from viz.ir.model import (
     source_loc,
 )
 
+NAME, CALLSITE, FILE, FUSED = "name", "callsite", "file", "fused"  # kinds of MLIR location
+if hasattr(ir, "NameLoc"):  # jaxlib >= 0.10: a class for each kind
+    _KINDS = {
+        ir.NameLoc: NAME,
+        ir.CallSiteLoc: CALLSITE,
+        ir.FileLineColLoc: FILE,
+        ir.FusedLoc: FUSED,
+    }
+
+    def location_kind(loc: Any) -> str:
+        """NAME, CALLSITE, FILE, FUSED or '' (unknown)."""
+        return _KINDS.get(type(loc), "")
+
+else:  # jaxlib 0.8, 0.9: one `ir.Location`, asked what it is (same attributes)
+
+    def location_kind(loc: Any) -> str:
+        """NAME, CALLSITE, FILE, FUSED or '' (unknown)."""
+        if loc.is_a_name():
+            return NAME
+        if loc.is_a_callsite():
+            return CALLSITE
+        if loc.is_a_file():
+            return FILE
+        return FUSED if loc.is_a_fused() else ""
+
+
 TERMINATORS = frozenset({"func.return", "stablehlo.return"})
 REGION_KINDS = {"stablehlo.while": "loop", "stablehlo.case": "branch", "stablehlo.if": "branch"}
 _LINK = "\x00call:"  # producer id standing for "the callers of this shared function"
@@ -96,7 +122,7 @@ class _Reader:
 
     def locate(self, loc: Any) -> tuple[str, SourceLoc | None]:
         """`parse_location(loc)`, the source under a name looked up once per call site."""
-        if not isinstance(loc, ir.NameLoc) or not loc.name_str:
+        if location_kind(loc) != NAME or not loc.name_str:
             return parse_location(loc)
         child = loc.child_loc
         if child in self.sources:
@@ -361,17 +387,18 @@ def _walk_location(loc: Any, named: bool) -> tuple[str, SourceLoc | None]:
     todo = [loc]
     while todo:
         loc = todo.pop()
-        if isinstance(loc, ir.NameLoc):
+        kind = location_kind(loc)
+        if kind == NAME:
             if name or named:
                 function = loc.name_str
             else:
                 name = loc.name_str
             todo.append(loc.child_loc)
-        elif isinstance(loc, ir.CallSiteLoc):
+        elif kind == CALLSITE:
             todo.append(loc.callee)
-        elif isinstance(loc, ir.FileLineColLoc):
+        elif kind == FILE:
             return name, source_loc(loc.filename, loc.start_line, function, loc.start_col)
-        elif isinstance(loc, ir.FusedLoc):
+        elif kind == FUSED:
             todo.extend(reversed(loc.locations))
     return name, None
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import secrets
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from viz.jax_private import backends_started, distributed_state
 from viz.recorder.model import Process
 
 JOB_KEY = "jitscope/record/job"  # in the coordination service's key-value store
@@ -44,24 +44,12 @@ def new_job_id(now: float | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(3)}"
 
 
-def _distributed_state() -> Any:
-    """JAX's distributed state, if jax is imported (never imported here: only read)."""
-    module = sys.modules.get("jax._src.distributed")
-    return getattr(module, "global_state", None)
-
-
-def _backends_started() -> bool:
-    bridge = sys.modules.get("jax._src.xla_bridge")
-    started = getattr(bridge, "backends_are_initialized", None)
-    return bool(started and started())
-
-
 def joined() -> tuple[Process, Any] | None:
     """This process's place in its job (job id not yet known) and the coordination
     service's client; None until `jax.distributed` is initialized and in use."""
-    state = _distributed_state()
+    state = distributed_state()
     client = getattr(state, "client", None)
-    if client is None or not _backends_started():
+    if client is None or not backends_started():
         return None
     process = Process(
         index=int(state.process_id),
@@ -108,7 +96,7 @@ class ProcessWatch:
                 if found is not None:
                     self._publish(*found)
                     return
-                if _backends_started() and getattr(_distributed_state(), "client", None) is None:
+                if backends_started() and getattr(distributed_state(), "client", None) is None:
                     return  # JAX started without jax.distributed: too late to join a job now
                 self._stop.wait(POLL_S)
             if (found := joined()) is not None:  # joined just before the end

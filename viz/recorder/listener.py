@@ -15,7 +15,7 @@ and its debug info (the function's name and line), and the transformation's rule
 frame (`_pjit_batcher`, `_pjit_linearize`, …) names the transformation.
 
 JAX does not keep where `jax.jit(...)` was called. The listener watches jit's one
-constructor (`jax._src.pjit.make_jit`) for that: the returned function is JAX's own,
+constructor (`viz.jax_private.jit_constructor`) for that: the returned function is JAX's own,
 unchanged, so calls stay on the C++ fast path; only its creation is noted. A framework
 that jits a function of its own (equinox's `filter_jit`) is placed where the framework
 was called. `jax.clear_caches` is watched too, so that a recompile after it is said to
@@ -298,13 +298,10 @@ _MADE = "_jitscope_made_at"  # attribute set on the jitted function JAX returns
 
 def _watch_jit_creation() -> None:
     """Note where each jit is made, from now on. Idempotent."""
-    try:  # JAX's internal constructor: where another jax lacks it, jits go unplaced
-        from jax._src import pjit
+    from viz.jax_private import jit_constructor, set_jit_constructor
 
-        make_jit = pjit.make_jit
-    except (ImportError, AttributeError):
-        return
-    if getattr(make_jit, "_jitscope", False):
+    make_jit = jit_constructor()  # where this jax lacks it, jits go unplaced
+    if make_jit is None or getattr(make_jit, "_jitscope", False):
         return
 
     @functools.wraps(make_jit)
@@ -315,7 +312,7 @@ def _watch_jit_creation() -> None:
         return jitted
 
     noting_make_jit._jitscope = True  # type: ignore[attr-defined]
-    pjit.make_jit = noting_make_jit
+    set_jit_constructor(noting_make_jit)
 
 
 def _note_made(jitted: Any, frame: FrameType | None) -> None:

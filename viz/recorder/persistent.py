@@ -50,36 +50,19 @@ HASH_CHARS = 16  # of a component's sha256 shown where its value is not readable
 
 def key_components(context: Any) -> tuple[str, dict[str, str]]:
     """(JAX's cache key, {component: readable value or hash}) for one compile."""
-    from jax._src import cache_key, compilation_cache, config
-    from jax._src.lib import version_str
-    from jax._src.lib.mlir import ir
+    from jaxlib.mlir import ir
 
-    module, backend = context.computation, context.backend
-    ignore = (
-        cache_key.IgnoreCallbacks.CUSTOM_PARTITIONING
-        if config.remove_custom_partitioning_ptr_from_cache_key.value
-        else cache_key.IgnoreCallbacks.NO
-    )
-    compression = "zstandard" if getattr(compilation_cache, "zstandard", None) else "zlib"
+    from viz.jax_private import cache_key_hashers, cache_key_hook, compression, jaxlib_version
+
+    hashers = cache_key_hashers(context)
+    backend = context.backend
     flags = xla_flags()
-    hashers = {
-        "computation": lambda h: cache_key._hash_computation(h, module, ignore),
-        "jaxlib": lambda h: h.update(version_str.encode()),
-        "backend": lambda h: cache_key._hash_platform(h, backend),
-        "xla_flags": lambda h: cache_key._hash_xla_flags(h, cache_key.get_flag_prefixes()),
-        "compile_options": lambda h: cache_key._hash_serialized_compile_options(
-            h, context.compile_options, strip_device_assignment=backend.platform == "gpu"
-        ),
-        "devices": lambda h: cache_key._hash_accelerator_config(h, context.devices),
-        "compression": lambda h: cache_key._hash_string(h, compression),
-        "hook": lambda h: cache_key._hash_string(h, cache_key.custom_hook()),
-    }
     readable = {
-        "jaxlib": version_str,
+        "jaxlib": jaxlib_version(),
         "backend": f"{backend.platform} {backend.platform_version}",
         "xla_flags": " ".join(flags) or "(none)",
-        "compression": compression,
-        "hook": cache_key.custom_hook() or "(none)",
+        "compression": compression(),
+        "hook": cache_key_hook() or "(none)",
     }
     total = hashlib.sha256()
     components = {}
@@ -90,60 +73,57 @@ def key_components(context: Any) -> tuple[str, dict[str, str]]:
             hashers[name](own)
             readable[name] = own.hexdigest()[:HASH_CHARS]
         components[name] = readable[name]
+    module = context.computation
     module_name = ir.StringAttr(module.operation.attributes["sym_name"]).value
     return f"{module_name}-{total.hexdigest()}", components
 
 
 def xla_flags() -> list[str]:
     """The XLA flags JAX puts into the key, as `cache_key._hash_xla_flags` finds them."""
-    from jax._src import cache_key
+    from viz.jax_private import xla_flag_rules
 
     found = []
     for variable in ("XLA_FLAGS", "LIBTPU_INIT_ARGS"):
         found += (os.getenv(variable) or "").split()
-    prefixes = cache_key.get_flag_prefixes()
+    prefixes, excluded = xla_flag_rules()
     found += [
         a for a in sys.argv if a.startswith("--xla") or any(a.startswith(p) for p in prefixes)
     ]
-    excluded = set(cache_key.xla_flags_to_exclude_from_cache_key)
     return [f for f in sorted(found) if f.split("=")[0] not in excluded]
 
 
 def cache_dir() -> str:
-    from jax._src import config
+    import jax
 
-    return str(config.compilation_cache_dir.value or "")
+    return str(jax.config.jax_compilation_cache_dir or "")
 
 
 def written(key: str) -> bool | None:
     """Whether the cache folder now holds `key` (None: a cache that is not a folder)."""
-    from jax._src import compilation_cache
+    from viz.jax_private import compilation_cache_folder
 
-    cache = getattr(compilation_cache, "_cache", None)
-    folder = getattr(cache, "path", None) or getattr(
-        getattr(cache, "_base_cache", None), "path", None
-    )
+    folder = compilation_cache_folder()
     if folder is None:
         return None
-    return (Path(str(folder)) / f"{key}-cache").exists()
+    return (Path(folder) / f"{key}-cache").exists()
 
 
 def why_not_written(context: Any, compile_s: float) -> str:
     """JAX's reasons for not storing an entry (`compiler._cache_write`), first that applies."""
-    from jax._src import config, distributed
+    import jax
 
-    process = distributed.global_state.process_id
+    process = jax.process_index()
     if process != 0:
         return f"only process 0 writes the cache; this is process {process}"
     if context.host_callbacks:
         return "it uses host callbacks (jax.debug.print, io_callback, …), which JAX never stores"
-    least = config.persistent_cache_min_compile_time_secs.value
+    least = jax.config.jax_persistent_cache_min_compile_time_secs
     if compile_s < least:
         return (
             f"compiling took {compile_s:.2f} s, under jax_persistent_cache_min_compile_time_secs "
             f"= {least:g} s"
         )
-    least_bytes = config.persistent_cache_min_entry_size_bytes.value
+    least_bytes = jax.config.jax_persistent_cache_min_entry_size_bytes
     return f"the entry was smaller than jax_persistent_cache_min_entry_size_bytes = {least_bytes}"
 
 

@@ -21,11 +21,11 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax._src import source_info_util
 from jax.extend import core
 
-from viz.cache.keys import dtype_name
+from viz.cache.keys import dtype_name, spec_text
 from viz.errors import ErrorInfo, ErrorKind
+from viz.jax_private import user_frame
 from viz.spec import DTYPES, ArraySpec, KeySpec, ValueSpec, array_item, split_spec
 from viz.specialization.model import MAX_MATCHES, ShapeOp, SpecializedArg
 from viz.stages import Compiled, Traced
@@ -168,7 +168,7 @@ def _add_shardings(rows: list[SpecializedArg], compiled: Compiled) -> None:
 
 
 def describe_sharding(sharding: Any) -> str:
-    """A sharding in a few words: `single device cpu:0`, `PartitionSpec('x',) over
+    """A sharding in a few words: `single device cpu:0`, `P('x',) over
     mesh(x=8)`; `unused (pruned)` for an input jit dropped (None)."""
     if sharding is None:
         return "unused (pruned)"
@@ -177,7 +177,7 @@ def describe_sharding(sharding: Any) -> str:
         return f"single device {device.platform}:{device.id}"
     if isinstance(sharding, jax.sharding.NamedSharding):
         axes = ",".join(f"{k}={v}" for k, v in sharding.mesh.shape.items())
-        return f"{sharding.spec} over mesh({axes})"
+        return f"{spec_text(sharding.spec)} over mesh({axes})"
     return str(sharding)
 
 
@@ -352,7 +352,7 @@ def _ints(value: Any) -> list[int]:
 
 
 def _line(eqn: Any, user_file: str | None) -> int | None:
-    frame = source_info_util.user_frame(eqn.source_info.traceback)
+    frame = user_frame(eqn.source_info.traceback)
     if frame is None or (user_file and frame.file_name != user_file):
         return None
     return frame.start_line

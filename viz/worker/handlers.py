@@ -187,8 +187,6 @@ def disk_cache(enabled: bool) -> Iterator[None]:
     for one cache-lab request only: every other request on this worker (Explore's
     measurements, pass-by-pass dumps) compiles with it off. JAX decides once per
     process whether the cache is in use, so the decision is reset on each change."""
-    from jax._src import compilation_cache
-
     from viz.source import home
 
     before = {
@@ -206,17 +204,19 @@ def disk_cache(enabled: bool) -> Iterator[None]:
         wanted["jax_persistent_cache_min_compile_time_secs"] = 0
         wanted["jax_persistent_cache_min_entry_size_bytes"] = 0
     wanted["jax_enable_compilation_cache"] = enabled
-    _configure(wanted, compilation_cache)
+    _configure(wanted)
     try:
         yield
     finally:
-        _configure(before, compilation_cache)
+        _configure(before)
 
 
-def _configure(settings: dict[str, Any], compilation_cache: Any) -> None:
+def _configure(settings: dict[str, Any]) -> None:
+    from viz.jax_private import reset_compilation_cache
+
     for name, value in settings.items():
         jax.config.update(name, value)
-    compilation_cache.reset_cache()
+    reset_compilation_cache()
 
 
 def _session(settings: Settings, owner: str) -> Any:
@@ -225,7 +225,7 @@ def _session(settings: Settings, owner: str) -> Any:
     s = settings
     key = (owner, s.code, s.function, tuple(s.static), s.device)
     if key not in _sessions:
-        module, fn = load_function(s.code, s.function, s.folder)
+        module, fn = load_function(s.code, s.function, s.folder, s.file)
         _sessions[key] = CacheSession(fn, list(s.static), vars(module), s.device, _expressions())
         mine = [k for k in _sessions if k[0] == owner]
         for old in mine[: max(len(mine) - MAX_SESSIONS, 0)]:
