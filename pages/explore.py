@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from itertools import pairwise
-from typing import Any
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 import ui
-from ui import compile_time, editor, fusion, results, sharding, specialization, variants
+import viz.graph
+from ui import compile_time, editor, follow, fusion, results, sharding, specialization, variants
 from ui.results import FULL_RESULTS, Result
 from viz import charts, demo, share, vega
 from viz.history import History, HistoryError
@@ -20,18 +21,18 @@ from viz.source import list_functions
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
-st.title("jitscope")
-st.caption(
+TAGLINE = (
     ("Pick a sample" if demo.enabled() else "Paste a function")
     + ", describe its inputs, and see what `jax.jit` makes of it: "
     "trace → jaxpr, lower → StableHLO, compile → optimized HLO, run → timings."
 )
+RUNS = 20  # timed runs, unless the user says otherwise
 
 
 def load_sample() -> None:
     name = ui.samples_by_title()[st.session_state.sample_pick]
     st.session_state.program = ui.program_from_sample(name)
-    ui.reset_inputs()
+    ui.reset_inputs(also=(follow.LINE,))
 
 
 def apply_query_params() -> bool:
@@ -46,106 +47,172 @@ def apply_query_params() -> bool:
     if opened.program is None:
         return False
     st.session_state.program = opened.program
-    ui.reset_inputs(also=("sample_pick",))
+    ui.reset_inputs(also=("sample_pick", follow.LINE))
     if not opened.run_now:
         st.session_state.results = []  # nothing runs until the user presses Analyze
     return opened.run_now
 
 
-def inputs() -> tuple[bool, int, str | None]:
-    """The code editor, the argument table and the compiler options; returns (analyze
-    clicked, runs, an error that forbids sending the request)."""
+def inputs(auto: bool) -> tuple[bool, int, str | None, DeltaGenerator]:
+    """The left column: the title and Analyze; the sample; the inputs (the function,
+    its arguments and how to compile it), folded into one line once a result is shown;
+    the code editor and the line picker. Returns (analyze asked for, runs, an error
+    that forbids sending the request, a place under the inputs for the result
+    picker). The editor runs first (the rest reads its code) but is drawn below them;
+    `auto`: an analysis starts without a click (the inputs stay folded)."""
     prog = ui.program()
+    if prog.origin:  # opened from a recording: where the code came from
+        st.info(prog.origin, icon=":material/radio_button_checked:")
+    head, body = st.container(), st.container()
+    with body:
+        code, submitted = code_input(prog)
+    with head:
+        with st.container(horizontal=True, vertical_alignment="center", wrap=False):
+            st.title("jitscope", help=TAGLINE, width="content")
+            clicked = st.button(
+                "Analyze",
+                type="primary",
+                icon=":material/play_arrow:",
+                width="stretch",
+                help=None if editor.plain() else "or Ctrl+Enter (⌘+Enter) in the editor",
+            )
+        sample_picker(prog)
+        functions = function_choices(code, prog)
+        rows = argument_rows(code, prog)
+        runs = st.session_state.setdefault("runs_w", RUNS)
+        with st.expander(
+            inputs_summary(prog, rows, runs),
+            expanded=not (results.results() or auto),
+            key="inputs_open",
+            icon=":material/tune:",
+        ):
+            st.selectbox("Function", functions, key="fn_w", help="the function to jit")
+            problem = settings_input(prog, rows)
+        picked = st.container()
+    with body:
+        follow.picker(shown_result(), code)
+    return clicked or submitted, int(runs), problem, picked
+
+
+def shown_result() -> Result | None:
+    shown = results.shown()
+    return shown[1] if shown else None
+
+
+def code_input(prog: Program) -> tuple[str, bool]:
+    """The editor (demo mode: read only, the sample's code); (its code, Ctrl+Enter)."""
+    code = prog.settings.code
+    marks = follow.editor_marks(shown_result(), code)
+    if demo.enabled() and editor.plain():  # no code widget: the code is the sample file's
+        st.code(code, language="python", line_numbers=True, height=380)
+        return code, False
+    edit = editor.code_editor(
+        code,
+        "code_w",
+        marks=marks,
+        read_only=demo.enabled(),
+        fold_docstring=prog.settings.sample is not None,
+        lines=(12, 26),
+    )
+    if not demo.enabled():
+        prog.edit(edit.code)
+    if edit.follow is not None:
+        follow.follow(edit.follow)
+        st.rerun()  # the editor above marks it
+    if editor.plain() and not demo.enabled():
+        with st.expander("Highlighted, with line numbers"):
+            st.code(edit.code, language="python", line_numbers=True)
+    return prog.settings.code, edit.submitted
+
+
+def sample_picker(prog: Program) -> None:
     titles = ui.samples_by_title()
     current = next((t for t, n in titles.items() if n == prog.settings.sample), None)
-    left, right = st.columns([3, 2], gap="large")
-    with left:
-        if prog.origin:  # opened from a recording: where the code came from
-            st.info(prog.origin, icon=":material/radio_button_checked:")
-        st.selectbox(
-            "Sample",
-            list(titles),
-            index=list(titles).index(current) if current else None,
-            key="sample_pick",
-            on_change=load_sample,
-            placeholder="your own code",
-        )
-        submitted = False
-        if demo.enabled():  # no code widget: the code is the sample file's
-            code = prog.settings.code
-            st.code(code, language="python", line_numbers=True, height=380)
-        else:
-            edit = editor.code_editor(
-                prog.settings.code, "code_w", **error_mark(prog.settings.code)
-            )
-            code, submitted = edit.code, edit.submitted
-            prog.edit(code)
-            if editor.plain():
-                with st.expander("Highlighted, with line numbers"):
-                    st.code(code, language="python", line_numbers=True)
-    with right:
-        functions = [f.name for f in list_functions(code)]
-        if prog.settings.function not in functions and functions:
-            prog.settings.function = functions[-1]
-        st.session_state.setdefault("fn_w", prog.settings.function)
-        if st.session_state.fn_w not in functions:
-            st.session_state.fn_w = prog.settings.function
-        prog.settings.function = st.selectbox(
-            "Function", functions, key="fn_w", help="the function to jit"
-        )
-        st.markdown("**Arguments** · spec per parameter, e.g. `f32[8,128]`, `3`, `key`, `params`")
-        prog.settings.args, prog.settings.static, prog.settings.donate = argument_table(code, prog)
-        mesh_problem = sharding.mesh_input(prog, ui.device())
-        options, problem = variants.options_input(prog)
-        if problem is None:
-            prog.settings.compiler_options = options
-        problem = problem or mesh_problem
-        runs = st.number_input(
-            "Timed runs",
-            0,
-            demo.LIMITS.runs if demo.enabled() else 200,
-            20,
-            key="runs_w",
-            help="0 = compile only: inputs are never allocated",
-        )
-        clicked = st.button(
-            "Analyze",
-            type="primary",
-            width="stretch",
-            help=None if editor.plain() else "or Ctrl+Enter (⌘+Enter) in the editor",
-        )
-        st.caption(variants.settings_caption(prog))
-    return clicked or submitted, int(runs), problem
+    st.selectbox(
+        "Sample",
+        list(titles),
+        index=list(titles).index(current) if current else None,
+        key="sample_pick",
+        on_change=load_sample,
+        placeholder="your own code",
+        label_visibility="collapsed",
+    )
 
 
-def error_mark(code: str) -> dict[str, Any]:
-    """The shown result's error line, for the editor to mark while it holds that code."""
-    shown = results.shown()
-    if shown is None:
-        return {}
-    res = shown[1]
-    error = res.report.error
-    if error is None or not error.line or res.code != code:
-        return {}
-    return {"error_line": error.line, "error_text": f"{error.kind}: {error.message}"}
+def function_choices(code: str, prog: Program) -> list[str]:
+    """The code's functions; the program's function is the one picked (its widget is
+    drawn with the inputs, after their summary names it)."""
+    functions = [f.name for f in list_functions(code)]
+    if prog.settings.function not in functions and functions:
+        prog.settings.function = functions[-1]
+    st.session_state.setdefault("fn_w", prog.settings.function)
+    if st.session_state.fn_w not in functions:
+        st.session_state.fn_w = prog.settings.function
+    prog.settings.function = st.session_state.fn_w
+    return functions
 
 
-def argument_table(code: str, prog: Program) -> tuple[str, list[str], list[str]]:
+def inputs_summary(prog: Program, rows: list[tuple[str, str]], runs: int) -> str:
+    """The inputs in one line, as the widgets below hold them now: `mlp(params,
+    f32[32,784]) on cpu · 20 timed runs`."""
+    state = st.session_state
+    spec = ui.join_spec([state[f"in_spec_{key}"] for _, key in rows])
+    static = [name for name, key in rows if state[f"in_static_{key}"]]
+    parts = [f"`{prog.settings.function or '?'}({spec})` on {ui.device()}"]
+    parts.append(f"{runs} runs" if runs else "compile only")
+    if static:
+        parts.append("static " + ", ".join(static))
+    if prog.settings.compiler_options:
+        parts.append(f"{len(prog.settings.compiler_options)} compiler options")
+    if prog.settings.mesh:
+        parts.append(f"mesh {prog.settings.mesh}")
+    return " · ".join(parts)
+
+
+def settings_input(prog: Program, rows: list[tuple[str, str]]) -> str | None:
+    """The argument table, mesh, compiler options and timed runs; returns the problem
+    that forbids sending, if any."""
+    st.caption("Arguments · spec per parameter, e.g. `f32[8,128]`, `3`, `key`, `params`")
+    prog.settings.args, prog.settings.static, prog.settings.donate = argument_table(rows)
+    mesh_problem = sharding.mesh_input(prog, ui.device())
+    options, problem = variants.options_input(prog)
+    if problem is None:
+        prog.settings.compiler_options = options
+    st.number_input(
+        "Timed runs",
+        0,
+        demo.LIMITS.runs if demo.enabled() else 200,
+        key="runs_w",
+        help="0 = compile only: inputs are never allocated",
+    )
+    st.caption(variants.settings_caption(prog))
+    return problem or mesh_problem
+
+
+def argument_rows(code: str, prog: Program) -> list[tuple[str, str]]:
+    """(parameter, its widgets' key) for each parameter of the function, each widget's
+    state set from the program the first time."""
+    rows = []
+    for name, item in ui.spec_rows(code, prog.settings.function, prog.settings.args):
+        key = f"{prog.settings.function}_{name}"
+        st.session_state.setdefault(f"in_spec_{key}", item)
+        st.session_state.setdefault(f"in_static_{key}", name in prog.settings.static)
+        st.session_state.setdefault(f"in_donate_{key}", name in prog.settings.donate)
+        rows.append((name, key))
+    return rows
+
+
+def argument_table(rows: list[tuple[str, str]]) -> tuple[str, list[str], list[str]]:
     """One row per parameter: its spec, static, and donate (only for a dynamic one).
     Returns (spec, static names, donated names)."""
-    rows = ui.spec_rows(code, prog.settings.function, prog.settings.args)
     widths = [5, 8, 3, 4]
     head = st.columns(widths)
     for column, text in zip(head, ("parameter", "spec", "static", "donate"), strict=True):
         column.caption(text)
     items, static, donate = [], [], []
-    for name, item in rows:
+    for name, key in rows:
         cols = st.columns(widths, vertical_alignment="center")
         cols[0].markdown(f"`{name}`")
-        key = f"{prog.settings.function}_{name}"
-        st.session_state.setdefault(f"in_spec_{key}", item)
-        st.session_state.setdefault(f"in_static_{key}", name in prog.settings.static)
-        st.session_state.setdefault(f"in_donate_{key}", name in prog.settings.donate)
         items.append(cols[1].text_input(name, key=f"in_spec_{key}", label_visibility="collapsed"))
         is_static = cols[2].checkbox("static", key=f"in_static_{key}", label_visibility="collapsed")
         static += [name] if is_static else []
@@ -179,6 +246,26 @@ def analyze(runs: int, automatic: bool = False) -> None:
         st.rerun()  # the editor above was drawn before the error: mark its line
 
 
+def result_picker() -> None:
+    """Which result the right side shows, when there are several, and the diff with the
+    previous run: drawn once the page knows the newest result."""
+    shown = results.shown()
+    if shown is None:
+        return
+    index, res = shown
+    history = results.results()
+    if len(history) > 1:
+        st.session_state.result_pick = index  # the newest, once an analysis adds one
+        st.selectbox(
+            "Result",
+            range(len(history)),
+            key="result_pick",
+            format_func=lambda i: history[i].label(i),
+            on_change=lambda: setattr(st.session_state, "shown", st.session_state.result_pick),
+        )
+    vs_previous(res)
+
+
 def vs_previous(res: Result) -> None:
     """This run against the previous run of the same function, in the diff view."""
     run_id = res.history_id
@@ -197,17 +284,21 @@ def vs_previous(res: Result) -> None:
         ui.open_diff(previous.id, run_id)
 
 
-def overview(r: Report, key: str = "ov") -> None:
-    """The numbers, the program's graph and the two charts: of a finished report, or,
-    while the analysis runs, of what is known so far (`key`: a prefix of its own)."""
+def overview(r: Report, key: str = "ov", res: Result | None = None) -> None:
+    """A result's first screen, the counts, the graph and the two charts, then its
+    times, the links to the other tabs and the quick variants: of a finished result
+    (`res`), or, while the analysis runs, of what is known so far (`key`: a prefix of
+    its own)."""
     j, h, c, defs = r.jaxpr, r.stablehlo, r.compiled, r.count_definitions
-    m = st.columns(4)
+    m = st.columns(3)
     m[0].metric("jaxpr equations", j and j.eqn_count, help=defs.get("jaxpr.eqn_count"))
     m[1].metric("StableHLO ops", h and h.op_count, help=defs.get("stablehlo.op_count"))
     m[2].metric("compiled kernels", c and c.kernel_count, help=defs.get("compiled.kernel_count"))
-    m[3].metric("fusions", c and c.fusion_count, help=defs.get("compiled.fusion_count"))
-    variants.compile_settings_caption(r)
-    m = st.columns(4)
+    overview_graph(r, res)
+    left, right = st.columns(2)
+    left.vega_lite_chart(vega.count_chain(r), width="stretch", key=f"{key}_chain")
+    right.vega_lite_chart(vega.stage_waterfall(r), width="stretch", key=f"{key}_stages")
+    m = st.columns(3)
     m[0].metric(
         "trace + lower + compile",
         # while XLA compiles, a sum of the stages so far would read as the whole cost
@@ -219,18 +310,19 @@ def overview(r: Report, key: str = "ov") -> None:
         ui.seconds(r.timings.run_median_s),
         help="steady-state time per call of the compiled program",
     )
+    m[2].metric("fusions", c and c.fusion_count, help=defs.get("compiled.fusion_count"))
     flops = r.cost.flops if r.cost else None
-    m[2].metric("FLOPs", ui.si(flops), help="XLA's cost analysis of the program")
-    m[3].metric(
+    m = st.columns(3)
+    m[0].metric("FLOPs", ui.si(flops), help="XLA's cost analysis of the program")
+    m[1].metric(
         "memory", ui.nbytes(r.memory_total_bytes), help="arguments + outputs + XLA temporaries"
     )
+    variants.compile_settings_caption(r)
     fusion_link(r)
     specialization.overview_link(r, _open_tab)
     sharding.overview_link(r, _open_tab)
-    overview_graphs(r)
-    left, right = st.columns(2)
-    left.vega_lite_chart(vega.count_chain(r), width="stretch", key=f"{key}_chain")
-    right.vega_lite_chart(vega.stage_waterfall(r), width="stretch", key=f"{key}_stages")
+    if res is not None:
+        variants.quick_variants(res)
 
 
 def fusion_link(r: Report) -> None:
@@ -238,7 +330,7 @@ def fusion_link(r: Report) -> None:
     coverage = r.fusion_map_coverage
     if coverage is None or coverage.stablehlo is None:
         return
-    text, button = st.columns([4, 1], vertical_alignment="center")
+    text, button = st.columns([3, 2], vertical_alignment="center")
     text.markdown(
         f"**Fusion map**: {coverage.stablehlo:.0%} of the StableHLO ops traced to the "
         f"{r.mapped_kernels} kernels XLA runs, each with its source lines"
@@ -250,37 +342,42 @@ def _open_tab(tab: str) -> None:
     st.session_state.result_tab = tab
 
 
-OVERVIEW_GRAPHS = (
-    ("compiled", "After fusion: compiled HLO", "fusions are the filled clusters"),
-    ("stablehlo", "Before fusion: StableHLO", "what XLA was given"),
-)
-# while XLA compiles, the jaxpr is all there is to see
-TRACED_GRAPH = ("jaxpr", "As traced: jaxpr", "the equations JAX recorded; XLA compiles")
-SIDE_BY_SIDE_NODES = 40  # two views this small fit side by side; larger: compiled alone
+GRAPH_TITLES = {
+    "compiled": ("After fusion: compiled HLO", "fusions are the filled clusters"),
+    "stablehlo": ("Before fusion: StableHLO", "what XLA was given"),
+    "jaxpr": ("As traced: jaxpr", "the equations JAX recorded"),
+}
+LAST_IR = "last_ir"  # session state: the IR tab the user last opened
+GRAPH_HEIGHT = 280  # the first screen holds the counts, this graph and the charts
 
 
-def overview_graphs(r: Report) -> None:
-    """The compiled program in its default (collapsed) view, and beside it the StableHLO
-    it came from when both are small enough to read at half width (before either is
-    known, the jaxpr); the IR tabs expand, search and export them. Drawn from the
-    report's own default views (`report.graphs`), which a glimpse carries too."""
-    shown = [(ir, title, note) for ir, title, note in OVERVIEW_GRAPHS if ir in r.graphs]
-    if not shown and TRACED_GRAPH[0] in r.graphs:
-        shown = [TRACED_GRAPH]
-    if len(shown) == 2 and max(r.graphs[ir].visible_nodes for ir, *_ in shown) > SIDE_BY_SIDE_NODES:
-        shown = shown[:1]
-    for column, (ir, title, note) in zip(st.columns(len(shown) or 1), shown, strict=False):
-        summary = r.graphs[ir]
-        with column:
-            st.markdown(f"**{title}** · {note}")
-            st.caption(
-                f"{summary.visible_nodes} of {summary.total_nodes} nodes · "
-                f"open the {ui.IR_TITLES[ir]} tab"
-            )
-            ui.show_graph(summary.dot, summary.visible_nodes, height=440)
+def overview_graph(r: Report, res: Result | None) -> None:
+    """One program graph in its default (collapsed) view: the IR whose tab the user
+    last opened, else the compiled program (while XLA compiles, the jaxpr), the
+    followed line's nodes marked. Drawn from the report's own default view
+    (`report.graphs`, which a glimpse carries too) unless there are nodes to mark."""
+    wanted = st.session_state.get(LAST_IR, "compiled")
+    ir = next((i for i in (wanted, "compiled", "stablehlo", "jaxpr") if i in r.graphs), None)
+    if ir is None:
+        return
+    summary, (title, note) = r.graphs[ir], GRAPH_TITLES[ir]
+    marked = follow.node_ids(res, ir) if res is not None else frozenset()
+    line = st.session_state.get(follow.LINE)
+    st.markdown(
+        f"**{title}** · {summary.visible_nodes} of {summary.total_nodes} nodes"
+        + (f" · line {line} marked" if marked else ""),
+        help=f"{note}; the {ui.IR_TITLES[ir]} tab expands, searches and exports it",
+    )
+    dot = summary.dot
+    if marked and ir in r.graph_models:
+        view = viz.graph.default_view(r.graph_models[ir])
+        view.highlight = marked  # folded groups say how many they hold
+        dot = viz.graph.to_dot(view)
+    ui.show_graph(dot, summary.visible_nodes, height=GRAPH_HEIGHT)
 
 
 def ir_tab(res: Result, ir: str, index: int) -> None:
+    st.session_state[LAST_IR] = ir  # the Overview shows this IR's graph from now on
     r = res.report
     models = r.graph_models
     section = getattr(r, ir)
@@ -289,6 +386,7 @@ def ir_tab(res: Result, ir: str, index: int) -> None:
         st.caption(
             f"Only the last {FULL_RESULTS} results keep their graphs: analyze again to see it."
         )
+    follow.text_rows(res, ir, text)
     if ir in models:
         collectives = r.sharding.collective_nodes if ir == "compiled" and r.sharding else None
         ui.graph_panel(
@@ -296,8 +394,9 @@ def ir_tab(res: Result, ir: str, index: int) -> None:
             models[ir],
             key=f"g_{ir}_{index}",
             title=f"{r.function} · {ui.IR_TITLES[ir]}",
-            highlight=collectives or frozenset(),
+            highlight=(collectives or frozenset()) | follow.node_ids(res, ir),
             drawn=r.graphs[ir].dot if ir in r.graphs else "",  # the worker's default view
+            on_pick=lambda node: follow.mark_node(res, ir, node),
         )
     if ir == "compiled" and {"stablehlo", "compiled"} <= set(models):
         ui.fusion_compare(models["stablehlo"], models["compiled"], key=f"fc_{index}")
@@ -342,20 +441,11 @@ def pass_by_pass(res: Result, index: int) -> None:
 
 
 def show_results() -> None:
-    history = results.results()
-    if not history:
+    if not results.results():
         st.info("Pick a sample or paste your code, then press **Analyze**.")
         return
-    if len(history) > 1:
-        st.session_state.shown = st.selectbox(
-            "Result",
-            range(len(history)),
-            index=results.shown()[0],
-            format_func=lambda i: history[i].label(i),
-        )
     index, res = results.shown()
     r = res.report
-    vs_previous(res)
     if r.error:
         ui.error_card(r.error, res.code)
     for warning in r.warnings:
@@ -366,10 +456,9 @@ def show_results() -> None:
     if not r.jaxpr:
         specialization.after_failed_trace(res, index)
         return
-    variants.quick_variants(res)
     # Stateful tabs: only the open one runs, so a big graph is drawn only when asked for.
     render = {
-        "Overview": lambda: overview(r),
+        "Overview": lambda: overview(r, res=res),
         specialization.TAB: lambda: specialization.panel(res, index),
         **({sharding.TAB: lambda: sharding.panel(res, index)} if r.sharding else {}),
         "jaxpr": lambda: ir_tab(res, "jaxpr", index),
@@ -393,12 +482,18 @@ if "reopened" in st.session_state:  # the History page loaded a run: it waits fo
     st.toast(f"Run #{st.session_state.pop('reopened')} loaded: press Analyze to run it.")
 auto = apply_query_params() or "results" not in st.session_state
 profile = compile_time.pending()  # a recording's "Profile this compile"
-clicked, runs, problem = inputs()
-st.divider()
-if problem and (clicked or auto or profile):
-    st.error(f"Nothing was sent. {problem}", icon=":material/error:")
-elif clicked or auto or profile:
-    analyze(runs, automatic=auto and not (clicked or profile))
-    if profile:
-        compile_time.profile_shown_result()
-show_results()
+# Code and inputs on the left, the result on the right (as Compiler Explorer has them):
+# the counts, a graph and the charts are on the first screen.
+code_side, result_side = st.columns([5, 7], gap="medium")
+with code_side:
+    clicked, runs, problem, picked = inputs(auto or bool(profile))
+with result_side:
+    if problem and (clicked or auto or profile):
+        st.error(f"Nothing was sent. {problem}", icon=":material/error:")
+    elif clicked or auto or profile:
+        analyze(runs, automatic=auto and not (clicked or profile))
+        if profile:
+            compile_time.profile_shown_result()
+    show_results()
+with picked:
+    result_picker()

@@ -15,6 +15,7 @@ import streamlit as st
 import viz.fusion.view
 import viz.graph
 from ui.cards import error_card
+from ui.editor import clear_marks, mark_lines
 from ui.graphs import show_graph
 from ui.results import Result
 from ui.workers import ask
@@ -99,7 +100,18 @@ def pick_kernel(fmap: list[FusionEntry], kernel: str, index: int) -> bool:
     for other in Picked:
         if other:
             st.session_state[f"{key}_{other}"] = label if other == Picked.KERNEL else None
+    mark_kernel(fmap, kernel)
     return True
+
+
+def mark_kernel(fmap: list[FusionEntry], kernel: str | None) -> None:
+    """Mark the lines `kernel` came from in the code editor (None: unmark)."""
+    entry = next((e for e in fmap if e.kernel == kernel), None)
+    if entry is None:
+        clear_marks()
+        return
+    lines = sorted(entry.lines)
+    mark_lines(lines, f"kernel {kernel}" + ("" if lines else ": no line of your code"))
 
 
 def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selection:
@@ -113,6 +125,8 @@ def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selectio
         for other in Picked:
             if other and other != which:
                 st.session_state[f"{key}_{other}"] = None
+        if which == Picked.KERNEL:  # the way back: its lines, marked in the editor
+            mark_kernel(fmap, kernels.get(st.session_state[f"{key}_kernel"] or ""))
 
     pick = c1.selectbox(
         "Kernel",

@@ -6,6 +6,7 @@ No jax here.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -13,8 +14,10 @@ from typing import Any
 import streamlit as st
 
 from ui.cards import report_json
+from ui.editor import clear_marks
 from viz import charts
 from viz.export import html_report
+from viz.follow import SourceLines
 from viz.fusion.profile import Profile
 from viz.history import History, HistoryError
 from viz.report import Report
@@ -62,9 +65,15 @@ class Result:
         """The profile asked for later, else the one the analysis itself made."""
         return self.profile or self.report.profile
 
+    @functools.cached_property
+    def lines(self) -> SourceLines:
+        """Its lines and what each became in every IR (built once, when first asked)."""
+        return SourceLines(self.report)
+
     def trim(self) -> None:
         if self.report.graph_models:  # a report is never changed: this one is a copy
             self.report = replace(self.report, graph_models={})
+            self.__dict__.pop("lines", None)  # it holds the graphs
             self.trimmed = True
 
     def request(self, **changes: Any) -> Analyze:
@@ -111,6 +120,7 @@ def add(result: Result) -> int:
     for old in history[:-FULL_RESULTS]:
         old.trim()
     st.session_state.shown = len(history) - 1
+    clear_marks()  # the lines a view marked are the lines of an earlier result
     return st.session_state.shown
 
 

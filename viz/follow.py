@@ -236,3 +236,34 @@ def _lines(lines: tuple[int, ...]) -> str:
     if len(lines) == 1:
         return f"line {lines[0]}"
     return "lines " + ", ".join(map(str, lines[:-1])) + f" and {lines[-1]}"
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """Rows of a text around the marked ones: (row number, its text, marked), with
+    `None` where rows are left out between them."""
+
+    rows: list[tuple[int, str, bool] | None]
+    left_out: int = 0  # marked rows past the limit, not shown
+
+
+def excerpt(text: str, marked: Iterable[int], context: int = 1, limit: int = 80) -> Excerpt:
+    """The marked rows of `text` (1-based), each with `context` rows either side, the
+    first `limit` marked rows only."""
+    lines = text.splitlines()
+    wanted = sorted(r for r in set(marked) if 1 <= r <= len(lines))
+    shown_marks, left_out = wanted[:limit], max(len(wanted) - limit, 0)
+    keep = sorted(
+        {
+            r
+            for m in shown_marks
+            for r in range(max(m - context, 1), min(m + context, len(lines)) + 1)
+        }
+    )
+    marks = set(shown_marks)
+    rows: list[tuple[int, str, bool] | None] = []
+    for i, row in enumerate(keep):
+        if i and row != keep[i - 1] + 1:
+            rows.append(None)
+        rows.append((row, lines[row - 1], row in marks))
+    return Excerpt(rows, left_out)
