@@ -10,29 +10,24 @@ from streamlit.delta_generator import DeltaGenerator
 
 import ui
 import viz.graph
-from ui import compile_time, editor, follow, fusion, results, sharding, specialization, variants
+from ui import (
+    compile_time,
+    editor,
+    follow,
+    fusion,
+    inputs,
+    results,
+    sharding,
+    specialization,
+    variants,
+)
 from ui.results import FULL_RESULTS, Result
 from viz import charts, demo, share, vega
 from viz.history import History, HistoryError
-from viz.program import Program
 from viz.progress import STAGES
 from viz.report import Report
-from viz.source import list_functions
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
-
-TAGLINE = (
-    ("Pick a sample" if demo.enabled() else "Paste a function")
-    + ", describe its inputs, and see what `jax.jit` makes of it: "
-    "trace → jaxpr, lower → StableHLO, compile → optimized HLO, run → timings."
-)
-RUNS = 20  # timed runs, unless the user says otherwise
-
-
-def load_sample() -> None:
-    name = ui.samples_by_title()[st.session_state.sample_pick]
-    st.session_state.program = ui.program_from_sample(name)
-    ui.reset_inputs(also=(follow.LINE,))
 
 
 def apply_query_params() -> bool:
@@ -51,180 +46,6 @@ def apply_query_params() -> bool:
     if not opened.run_now:
         st.session_state.results = []  # nothing runs until the user presses Analyze
     return opened.run_now
-
-
-def inputs(auto: bool) -> tuple[bool, int, str | None, DeltaGenerator]:
-    """The left column: the title and Analyze; the sample; the inputs (the function,
-    its arguments and how to compile it), folded into one line once a result is shown;
-    the code editor and the line picker. Returns (analyze asked for, runs, an error
-    that forbids sending the request, a place under the inputs for the result
-    picker). The editor runs first (the rest reads its code) but is drawn below them;
-    `auto`: an analysis starts without a click (the inputs stay folded)."""
-    prog = ui.program()
-    if prog.origin:  # opened from a recording: where the code came from
-        st.info(prog.origin, icon=":material/radio_button_checked:")
-    head, body = st.container(), st.container()
-    with body:
-        code, submitted = code_input(prog)
-    with head:
-        with st.container(horizontal=True, vertical_alignment="center", wrap=False):
-            st.title("jitscope", help=TAGLINE, width="content")
-            clicked = st.button(
-                "Analyze",
-                type="primary",
-                icon=":material/play_arrow:",
-                width="stretch",
-                help=None if editor.plain() else "or Ctrl+Enter (⌘+Enter) in the editor",
-            )
-        sample_picker(prog)
-        functions = function_choices(code, prog)
-        rows = argument_rows(code, prog)
-        runs = st.session_state.setdefault("runs_w", RUNS)
-        with st.expander(
-            inputs_summary(prog, rows, runs),
-            expanded=not (results.results() or auto),
-            key="inputs_open",
-            icon=":material/tune:",
-        ):
-            st.selectbox("Function", functions, key="fn_w", help="the function to jit")
-            problem = settings_input(prog, rows)
-        picked = st.container()
-    with body:
-        follow.picker(shown_result(), code)
-    return clicked or submitted, int(runs), problem, picked
-
-
-def shown_result() -> Result | None:
-    shown = results.shown()
-    return shown[1] if shown else None
-
-
-def code_input(prog: Program) -> tuple[str, bool]:
-    """The editor (demo mode: read only, the sample's code); (its code, Ctrl+Enter)."""
-    code = prog.settings.code
-    marks = follow.editor_marks(shown_result(), code)
-    if demo.enabled() and editor.plain():  # no code widget: the code is the sample file's
-        st.code(code, language="python", line_numbers=True, height=380)
-        return code, False
-    edit = editor.code_editor(
-        code,
-        "code_w",
-        marks=marks,
-        read_only=demo.enabled(),
-        fold_docstring=prog.settings.sample is not None,
-        lines=(12, 26),
-    )
-    if not demo.enabled():
-        prog.edit(edit.code)
-    if edit.follow is not None:
-        follow.follow(edit.follow)
-        st.rerun()  # the editor above marks it
-    if editor.plain() and not demo.enabled():
-        with st.expander("Highlighted, with line numbers"):
-            st.code(edit.code, language="python", line_numbers=True)
-    return prog.settings.code, edit.submitted
-
-
-def sample_picker(prog: Program) -> None:
-    titles = ui.samples_by_title()
-    current = next((t for t, n in titles.items() if n == prog.settings.sample), None)
-    st.selectbox(
-        "Sample",
-        list(titles),
-        index=list(titles).index(current) if current else None,
-        key="sample_pick",
-        on_change=load_sample,
-        placeholder="your own code",
-        label_visibility="collapsed",
-    )
-
-
-def function_choices(code: str, prog: Program) -> list[str]:
-    """The code's functions; the program's function is the one picked (its widget is
-    drawn with the inputs, after their summary names it)."""
-    functions = [f.name for f in list_functions(code)]
-    if prog.settings.function not in functions and functions:
-        prog.settings.function = functions[-1]
-    st.session_state.setdefault("fn_w", prog.settings.function)
-    if st.session_state.fn_w not in functions:
-        st.session_state.fn_w = prog.settings.function
-    prog.settings.function = st.session_state.fn_w
-    return functions
-
-
-def inputs_summary(prog: Program, rows: list[tuple[str, str]], runs: int) -> str:
-    """The inputs in one line, as the widgets below hold them now: `mlp(params,
-    f32[32,784]) on cpu · 20 timed runs`."""
-    state = st.session_state
-    spec = ui.join_spec([state[f"in_spec_{key}"] for _, key in rows])
-    static = [name for name, key in rows if state[f"in_static_{key}"]]
-    parts = [f"`{prog.settings.function or '?'}({spec})` on {ui.device()}"]
-    parts.append(f"{runs} runs" if runs else "compile only")
-    if static:
-        parts.append("static " + ", ".join(static))
-    if prog.settings.compiler_options:
-        parts.append(f"{len(prog.settings.compiler_options)} compiler options")
-    if prog.settings.mesh:
-        parts.append(f"mesh {prog.settings.mesh}")
-    return " · ".join(parts)
-
-
-def settings_input(prog: Program, rows: list[tuple[str, str]]) -> str | None:
-    """The argument table, mesh, compiler options and timed runs; returns the problem
-    that forbids sending, if any."""
-    st.caption("Arguments · spec per parameter, e.g. `f32[8,128]`, `3`, `key`, `params`")
-    prog.settings.args, prog.settings.static, prog.settings.donate = argument_table(rows)
-    mesh_problem = sharding.mesh_input(prog, ui.device())
-    options, problem = variants.options_input(prog)
-    if problem is None:
-        prog.settings.compiler_options = options
-    st.number_input(
-        "Timed runs",
-        0,
-        demo.LIMITS.runs if demo.enabled() else 200,
-        key="runs_w",
-        help="0 = compile only: inputs are never allocated",
-    )
-    st.caption(variants.settings_caption(prog))
-    return problem or mesh_problem
-
-
-def argument_rows(code: str, prog: Program) -> list[tuple[str, str]]:
-    """(parameter, its widgets' key) for each parameter of the function, each widget's
-    state set from the program the first time."""
-    rows = []
-    for name, item in ui.spec_rows(code, prog.settings.function, prog.settings.args):
-        key = f"{prog.settings.function}_{name}"
-        st.session_state.setdefault(f"in_spec_{key}", item)
-        st.session_state.setdefault(f"in_static_{key}", name in prog.settings.static)
-        st.session_state.setdefault(f"in_donate_{key}", name in prog.settings.donate)
-        rows.append((name, key))
-    return rows
-
-
-def argument_table(rows: list[tuple[str, str]]) -> tuple[str, list[str], list[str]]:
-    """One row per parameter: its spec, static, and donate (only for a dynamic one).
-    Returns (spec, static names, donated names)."""
-    widths = [5, 8, 3, 4]
-    head = st.columns(widths)
-    for column, text in zip(head, ("parameter", "spec", "static", "donate"), strict=True):
-        column.caption(text)
-    items, static, donate = [], [], []
-    for name, key in rows:
-        cols = st.columns(widths, vertical_alignment="center")
-        cols[0].markdown(f"`{name}`")
-        items.append(cols[1].text_input(name, key=f"in_spec_{key}", label_visibility="collapsed"))
-        is_static = cols[2].checkbox("static", key=f"in_static_{key}", label_visibility="collapsed")
-        static += [name] if is_static else []
-        donated = cols[3].checkbox(
-            "donate",
-            key=f"in_donate_{key}",
-            label_visibility="collapsed",
-            disabled=is_static,
-            help="a static argument is not a buffer" if is_static else "donate its buffer",
-        )
-        donate += [name] if donated and not is_static else []
-    return ui.join_spec(items), static, donate
 
 
 def analyze(runs: int, automatic: bool = False) -> None:
@@ -477,23 +298,38 @@ def show_results() -> None:
                 draw()
 
 
+BESIDE_THE_CODE = ("Overview", "jaxpr", "StableHLO", "Compiled HLO")  # a line is followed in
+
+
+def places() -> tuple[DeltaGenerator, DeltaGenerator, DeltaGenerator]:
+    """Where the title, the code and the result go: the code and inputs on the left and
+    the result on the right, as Compiler Explorer has them (the counts, a graph and the
+    charts on the first screen), while the Overview or an IR tab is open; the other
+    tabs take the whole width, the code folded above them, one click away."""
+    if not results.results() or st.session_state.get("result_tab") in (None, *BESIDE_THE_CODE):
+        code_side, result_side = st.columns([5, 7], gap="medium")
+        return code_side, code_side, result_side
+    title = st.container()
+    code = st.expander("Code and inputs", icon=":material/code:", key="code_open")
+    return title, code, st.container()
+
+
 # A shared link runs its analysis on open; so does a first visit, on the default sample.
 if "reopened" in st.session_state:  # the History page loaded a run: it waits for Analyze
     st.toast(f"Run #{st.session_state.pop('reopened')} loaded: press Analyze to run it.")
 auto = apply_query_params() or "results" not in st.session_state
 profile = compile_time.pending()  # a recording's "Profile this compile"
-# Code and inputs on the left, the result on the right (as Compiler Explorer has them):
-# the counts, a graph and the charts are on the first screen.
-code_side, result_side = st.columns([5, 7], gap="medium")
-with code_side:
-    clicked, runs, problem, picked = inputs(auto or bool(profile))
+title_place, code_place, result_side = places()
+asked = inputs.draw(auto or bool(profile), title_place, code_place)
 with result_side:
-    if problem and (clicked or auto or profile):
-        st.error(f"Nothing was sent. {problem}", icon=":material/error:")
-    elif clicked or auto or profile:
-        analyze(runs, automatic=auto and not (clicked or profile))
+    if asked.problem and (asked.analyze or auto or profile):
+        st.error(f"Nothing was sent. {asked.problem}", icon=":material/error:")
+    elif asked.analyze or auto or profile:
+        analyze(asked.runs, automatic=auto and not (asked.analyze or profile))
         if profile:
             compile_time.profile_shown_result()
     show_results()
-with picked:
+with asked.results_place:
     result_picker()
+with asked.lines_place:
+    follow.picker(results.shown_result(), ui.program().settings.code)

@@ -133,7 +133,9 @@ def code_editor(
     if state.get(base) is None or code not in (state.get(base), state.get(text)):
         state[base], state[gen] = code, state.get(gen, -1) + 1  # remount with the new code
         state[first] = _after_docstring(code) if fold_docstring else 1
-    head, shown = _split(state[base], state[first])
+    # the code as it is now: what a mounted editor ignores, and one mounted again (the
+    # page moved it) shows
+    head, shown = _split(code, state[first])
     if head:
         _folded_docstring(code, state[first], key)
     props, rows = _marked(marks, state[first], lines)

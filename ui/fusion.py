@@ -16,6 +16,7 @@ import viz.fusion.view
 import viz.graph
 from ui.cards import error_card
 from ui.editor import clear_marks, mark_lines
+from ui.follow import LINE as FOLLOWED
 from ui.graphs import show_graph
 from ui.results import Result
 from ui.workers import ask
@@ -155,6 +156,8 @@ def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selectio
         args=(Picked.LINE,),
         placeholder="line",
     )
+    if not (pick or op or line):  # nothing picked here: the line followed elsewhere
+        line = st.session_state.get(FOLLOWED)
     return select(fmap, stablehlo, kernels.get(pick or ""), ops.get(op or ""), line)
 
 

@@ -112,6 +112,12 @@ def shown() -> tuple[int, Result] | None:
     return index, history[index]
 
 
+def shown_result() -> Result | None:
+    """The result on screen (None: none yet)."""
+    found = shown()
+    return found[1] if found else None
+
+
 def add(result: Result) -> int:
     """Append a result and show it; older results keep their numbers and texts but
     drop their graph models. Returns its index."""

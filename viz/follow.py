@@ -67,7 +67,7 @@ class LineTrace:
         for ir in ("jaxpr", "stablehlo"):
             n = len(self.nodes.get(ir, ()))
             parts.append(_count(n, NOUNS[ir]) if n else NONE[ir])
-            if not n:
+            if not n and not self.kernels:  # (ops of a shared function may carry no line)
                 break
         else:
             kernels = self.kernels
