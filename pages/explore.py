@@ -298,14 +298,16 @@ def show_results() -> None:
                 draw()
 
 
-BESIDE_THE_CODE = ("Overview", "jaxpr", "StableHLO", "Compiled HLO")  # a line is followed in
+# the views a line is followed in, and a kernel picked whose lines the editor marks
+BESIDE_THE_CODE = ("Overview", "jaxpr", "StableHLO", "Compiled HLO", "Fusion")
 
 
 def places() -> tuple[DeltaGenerator, DeltaGenerator, DeltaGenerator]:
     """Where the title, the code and the result go: the code and inputs on the left and
     the result on the right, as Compiler Explorer has them (the counts, a graph and the
-    charts on the first screen), while the Overview or an IR tab is open; the other
-    tabs take the whole width, the code folded above them, one click away."""
+    charts on the first screen), while the Overview, an IR tab or the fusion map is
+    open; the other tabs take the whole width, the code folded above them, one click
+    away."""
     if not results.results() or st.session_state.get("result_tab") in (None, *BESIDE_THE_CODE):
         code_side, result_side = st.columns([5, 7], gap="medium")
         return code_side, code_side, result_side

@@ -58,3 +58,14 @@ def test_a_kernel_picked_in_the_fusion_map_marks_its_lines_for_the_editor() -> N
     assert not at.exception, at.exception
     marked = at.session_state[MARKED]
     assert marked.lines == (RETURN,) and marked.note.startswith("kernel ")
+
+
+def test_a_node_picked_in_the_compiled_graph_marks_its_kernels_lines() -> None:
+    at = followed()
+    at.session_state["result_tab"] = "Compiled HLO"
+    at.run()
+    picker = next(s for s in at.selectbox if s.label == "Node details")
+    picker.select(next(o for o in picker.options if o.startswith("add"))).run()
+    assert not at.exception, at.exception
+    marked = at.session_state[MARKED]
+    assert marked.lines == (RETURN,) and "compiled node" in marked.note

@@ -140,6 +140,7 @@ def test_a_followed_line_marks_its_rows_in_each_ir_and_a_kernel_marks_its_lines(
         arg=["[data-testid=stCustomComponentV1]", str(last)],
     )
     assert str(last) in [t.strip() for t in gutter.all_inner_texts()]
+    gutter.last.scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "follow_kernel_lines_marked.png"))
 
 
