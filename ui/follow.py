@@ -61,7 +61,8 @@ def editor_marks(res: Result | None, code: str) -> list[editor.Marks]:
 
 
 def picker(res: Result | None, code: str) -> None:
-    """ "Follow a line": the lines that made ops, and what the followed one became."""
+    """The line picker, "Follow a line" (the lines that made ops), and what the followed
+    line became."""
     if res is None or not res.report.graph_models or res.code != code:
         return
     lines = res.lines.lines()
@@ -95,6 +96,10 @@ def text_rows(res: Result, ir: str, text: str) -> None:
         return
     rows = followed.rows.get(ir, ())
     st.markdown(f"**{followed.summary()}**")
+    graph = res.report.graph_models.get(ir)
+    if graph is not None and not graph.text_rows:  # a report from before they were noted
+        st.caption("Which rows of this text write which node is not known for this result.")
+        return
     if not rows:
         st.caption("No row of this text comes from it.")
         return

@@ -5,7 +5,8 @@ Computed from the IRs' own source information, read once into the report: each g
 node's source line (a jaxpr equation's user frame, a StableHLO op's location, an HLO
 instruction's metadata), the fusion map (the kernel each op and equation went into, and
 each kernel's lines), and the rows each IR's text writes a node on (`Graph.text_rows`).
-Nothing here reads IR text. Plain data in and out: no jax, no streamlit.
+Nothing here parses IR text (`excerpt` only cuts rows out of it). Plain data in and
+out: no jax, no streamlit.
 
 What a line's trace holds:
 - `nodes[ir]`: the ops of that IR whose source is the line (jaxpr equations, StableHLO
@@ -89,7 +90,8 @@ class LineTrace:
 
 
 class SourceLines:
-    """One report's lines and what each became; built once per report (`of`)."""
+    """One report's lines and what each became: built once per report (the app keeps it
+    with the result, `Result.lines`), then each trace is a few lookups."""
 
     def __init__(self, report: Report) -> None:
         self.graphs = {ir: g for ir, g in report.graph_models.items() if ir in IRS}
