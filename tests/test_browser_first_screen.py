@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from serving import browser_marks, overview_charts
-from test_browser import SHOTS, browser, editor, graph_nodes, server  # noqa: F401
+from test_browser import SHOTS, browser, editor, graph_nodes, page, server  # noqa: F401
 
 pytestmark = browser_marks()
 
@@ -22,16 +22,16 @@ def window(browser, server, request):  # noqa: F811
     """A page of the given size and theme."""
     width, height, theme = request.param
     context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=theme)
-    page = context.new_page()
-    page.set_default_timeout(90_000)
-    page.base_url = server
-    page.name = f"first_screen_{width}x{height}_{theme}"
-    yield page
+    tab = context.new_page()
+    tab.set_default_timeout(90_000)
+    tab.base_url = server
+    tab.name = f"first_screen_{width}x{height}_{theme}"
+    yield tab
     context.close()
 
 
-def in_view(page, box: dict | None) -> bool:
-    size = page.viewport_size
+def in_view(tab, box: dict | None) -> bool:
+    size = tab.viewport_size
     return (
         box is not None
         and box["x"] >= 0
@@ -41,18 +41,18 @@ def in_view(page, box: dict | None) -> bool:
     )
 
 
-def first_screen(page) -> dict[str, dict | None]:
+def first_screen(tab) -> dict[str, dict | None]:
     """Where the count, a graph node and a chart are, once all three are drawn."""
-    count = page.locator("[data-testid=stMetric]").filter(has_text="jaxpr equations").first
+    count = tab.locator("[data-testid=stMetric]").filter(has_text="jaxpr equations").first
     count.wait_for()
-    overview_charts(page).nth(1).wait_for()
-    graph_nodes(page).first.wait_for()
-    page.mouse.move(0, 0)  # no tooltip over the screenshot
-    page.wait_for_timeout(1000)  # the last layout pass
+    overview_charts(tab).nth(1).wait_for()
+    graph_nodes(tab).first.wait_for()
+    tab.mouse.move(0, 0)  # no tooltip over the screenshot
+    tab.wait_for_timeout(1000)  # the last layout pass
     return {
         "count": count.bounding_box(),
-        "graph node": graph_nodes(page).first.bounding_box(),
-        "chart": page.locator("[data-testid=stVegaLiteChart]").first.bounding_box(),
+        "graph node": graph_nodes(tab).first.bounding_box(),
+        "chart": tab.locator("[data-testid=stVegaLiteChart]").first.bounding_box(),
     }
 
 
@@ -63,36 +63,26 @@ def first_screen(page) -> dict[str, dict | None]:
     ids=lambda p: f"{p[0]}x{p[1]}-{p[2]}",
 )
 def test_the_count_a_graph_node_and_a_chart_are_on_the_first_screen(window) -> None:
-    page, name = window, window.name
-    page.goto(page.base_url)
-    where = first_screen(page)
-    assert page.evaluate("window.scrollY") == 0
+    tab, name = window, window.name
+    tab.goto(tab.base_url)
+    where = first_screen(tab)
+    assert tab.evaluate("window.scrollY") == 0
     SHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"))
-    assert all(in_view(page, box) for box in where.values()), where
-    page.get_by_role("button", name="Analyze").click()
-    picker = page.locator("[data-testid=stSelectbox]").filter(has_text="Result")
+    tab.screenshot(path=str(SHOTS / f"{name}.png"))
+    assert all(in_view(tab, box) for box in where.values()), where
+    tab.get_by_role("button", name="Analyze").click()
+    picker = tab.locator("[data-testid=stSelectbox]").filter(has_text="Result")
     picker.wait_for()  # a second result: the picker shows it
     assert "#2" in picker.locator("input").input_value()
-    where = first_screen(page)
-    assert page.evaluate("window.scrollY") == 0
-    page.screenshot(path=str(SHOTS / f"{name}_after_analyze.png"))
-    assert all(in_view(page, box) for box in where.values()), where
+    where = first_screen(tab)
+    assert tab.evaluate("window.scrollY") == 0
+    tab.screenshot(path=str(SHOTS / f"{name}_after_analyze.png"))
+    assert all(in_view(tab, box) for box in where.values()), where
 
 
-@pytest.fixture
-def page(browser, server):  # noqa: F811
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(90_000)
-    page.base_url = server
-    yield page
-    context.close()
-
-
-def follow_in_editor(page, line: int) -> None:
+def follow_in_editor(tab, line: int) -> None:
     """Put the editor's cursor on `line` (as numbered in its gutter) and press Follow."""
-    code = editor(page)
+    code = editor(tab)
     code.locator(".ace_editor").first.evaluate(
         "(e, line) => { const ed = e.env.editor; ed.focus();"
         " ed.gotoLine(line - ed.getOption('firstLineNumber') + 1, 0); }",
@@ -101,14 +91,14 @@ def follow_in_editor(page, line: int) -> None:
     code.get_by_text("Follow this line").click()
 
 
-def relu_line(page) -> int:
-    code = editor(page).locator(".ace_editor").first
+def relu_line(tab) -> int:
+    code = editor(tab).locator(".ace_editor").first
     text = code.evaluate("e => e.env.editor.getValue()")
     first = code.evaluate("e => e.env.editor.getOption('firstLineNumber')")
     return next(n for n, t in enumerate(text.splitlines(), first) if "jax.nn.relu" in t)
 
 
-def test_a_followed_line_marks_its_rows_in_each_ir_and_a_kernel_marks_its_lines(page) -> None:
+def test_a_followed_line_marks_its_rows_in_each_ir_and_a_kernel_marks_its_lines(page) -> None:  # noqa: F811
     page.goto(f"{page.base_url}/?sample=mlp")
     page.get_by_text("jaxpr equations").first.wait_for()
     line = relu_line(page)
@@ -144,7 +134,7 @@ def test_a_followed_line_marks_its_rows_in_each_ir_and_a_kernel_marks_its_lines(
     page.screenshot(path=str(SHOTS / "follow_kernel_lines_marked.png"))
 
 
-def test_a_line_that_made_nothing_says_so(page) -> None:
+def test_a_line_that_made_nothing_says_so(page) -> None:  # noqa: F811
     page.goto(f"{page.base_url}/?sample=mlp")
     page.get_by_text("jaxpr equations").first.wait_for()
     line = relu_line(page) + 1  # a comment
