@@ -47,7 +47,7 @@ def first_screen(tab) -> dict[str, dict | None]:
     count.wait_for()
     overview_charts(tab).nth(1).wait_for()
     graph_nodes(tab).first.wait_for()
-    tab.mouse.move(0, 0)  # no tooltip over the screenshot
+    tab.mouse.move(1000, 40)  # no tooltip over the screenshot
     tab.wait_for_timeout(1000)  # the last layout pass
     return {
         "count": count.bounding_box(),
