@@ -1,5 +1,6 @@
 """The first screen against a bare Streamlit page, started and opened the same way, in
-one run (issue #40: goal <= 1.3x).
+one run (issue #40 measured the floor, 2.3-2.5x on two cores; issue #50: it must not
+grow past 2.6x).
 
 Each round starts two servers from nothing, one after the other (their order
 alternates from round to round):
@@ -56,13 +57,23 @@ elements buy little: the two charts ~0.35 s of the first screen (Chromium -0.15 
 -0.6 CPU-s); the graph frames, the Ace editor (against a text_area) and the streamed
 glimpse no CPU-s that rounds could tell from noise; all four at once 0.4 s. A v1
 component brings pandas and pyarrow in any case, and the charts' rows kept out of
-Streamlit's Arrow path (in a layer) saved nothing measurable. At
+Streamlit's Arrow path (in a layer) saved nothing measurable. Before #50, at
 1440x900 the result (metrics, graph, charts) sits below the fold: the screen a user
 sees first is the title and the inputs, at 2.3-2.7 s. The worker's start, beside the
 page's load, puts the title 0.6 s later than without it, and a second worker started
 at the first result put the first screen 0.5 s later (it starts after 20 s instead).
 Drawing the stages as they come moves nothing for a program this small: its analysis
 takes 0.5 s and the browser draws the result behind the server.
+
+Issue #50 put the result on the first screen (code and inputs on the left, the counts,
+the compiled graph and both charts on the right, in view at 1440x900): the same
+milestones, now all above the fold. Six rounds on a quiet machine (December 2026): bare
+page 1.47 s (1.46-1.54), first screen 3.67 s (3.54-3.82), 2.50x (paired 2.49); CPU
+seconds server 1.55, workers 1.19, Chromium 4.17, as before. The code before #50, run
+from a copy in alternation with it (bare page, first screen, ratio of medians): 1.51 s,
+4.01 s, 2.66x against 1.47 s, 3.67 s, 2.50x; 1.52 s, 3.76 s, 2.47x against 1.51 s,
+3.62 s, 2.40x; and on a loaded machine (load 4 on 2 cores) 2.53x against 2.76x, with
+first screens spread over 3.8-7.0 s in both. The new layout does not slow it.
 
 Usage: python bench/cold_start.py [--rounds 5] [--port 8700]
 """
@@ -87,7 +98,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' Chromium and its f
 from proc_tree import TICKS, descendants, processes  # noqa: E402
 from serving import CHROMIUM, CHROMIUM_ARGS, free_port, stop  # noqa: E402
 
-GOAL = 1.3  # the first screen within this many times the bare page
+GOAL = 2.6  # the first screen within this many times the bare page (#40's floor: 2.3-2.5)
 BARE_TEXT = "A bare Streamlit page: a title and this line."
 BARE_SCRIPT = f'import streamlit as st\n\nst.title("Bare page")\nst.write("{BARE_TEXT}")\n'
 STAGES = ("waiting", "load", "trace", "lower", "compile", "run")

@@ -4,34 +4,30 @@ from __future__ import annotations
 
 from dataclasses import replace
 from itertools import pairwise
-from typing import Any
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 import ui
-from ui import compile_time, editor, fusion, results, sharding, specialization, variants
+import viz.graph
+from ui import (
+    compile_time,
+    editor,
+    follow,
+    fusion,
+    inputs,
+    results,
+    sharding,
+    specialization,
+    variants,
+)
 from ui.results import FULL_RESULTS, Result
 from viz import charts, demo, share, vega
 from viz.history import History, HistoryError
-from viz.program import Program
 from viz.progress import STAGES
 from viz.report import Report
-from viz.source import list_functions
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
-
-st.title("jitscope")
-st.caption(
-    ("Pick a sample" if demo.enabled() else "Paste a function")
-    + ", describe its inputs, and see what `jax.jit` makes of it: "
-    "trace → jaxpr, lower → StableHLO, compile → optimized HLO, run → timings."
-)
-
-
-def load_sample() -> None:
-    name = ui.samples_by_title()[st.session_state.sample_pick]
-    st.session_state.program = ui.program_from_sample(name)
-    ui.reset_inputs()
 
 
 def apply_query_params() -> bool:
@@ -46,118 +42,10 @@ def apply_query_params() -> bool:
     if opened.program is None:
         return False
     st.session_state.program = opened.program
-    ui.reset_inputs(also=("sample_pick",))
+    ui.reset_inputs(also=("sample_pick", follow.LINE))
     if not opened.run_now:
         st.session_state.results = []  # nothing runs until the user presses Analyze
     return opened.run_now
-
-
-def inputs() -> tuple[bool, int, str | None]:
-    """The code editor, the argument table and the compiler options; returns (analyze
-    clicked, runs, an error that forbids sending the request)."""
-    prog = ui.program()
-    titles = ui.samples_by_title()
-    current = next((t for t, n in titles.items() if n == prog.settings.sample), None)
-    left, right = st.columns([3, 2], gap="large")
-    with left:
-        if prog.origin:  # opened from a recording: where the code came from
-            st.info(prog.origin, icon=":material/radio_button_checked:")
-        st.selectbox(
-            "Sample",
-            list(titles),
-            index=list(titles).index(current) if current else None,
-            key="sample_pick",
-            on_change=load_sample,
-            placeholder="your own code",
-        )
-        submitted = False
-        if demo.enabled():  # no code widget: the code is the sample file's
-            code = prog.settings.code
-            st.code(code, language="python", line_numbers=True, height=380)
-        else:
-            edit = editor.code_editor(
-                prog.settings.code, "code_w", **error_mark(prog.settings.code)
-            )
-            code, submitted = edit.code, edit.submitted
-            prog.edit(code)
-            if editor.plain():
-                with st.expander("Highlighted, with line numbers"):
-                    st.code(code, language="python", line_numbers=True)
-    with right:
-        functions = [f.name for f in list_functions(code)]
-        if prog.settings.function not in functions and functions:
-            prog.settings.function = functions[-1]
-        st.session_state.setdefault("fn_w", prog.settings.function)
-        if st.session_state.fn_w not in functions:
-            st.session_state.fn_w = prog.settings.function
-        prog.settings.function = st.selectbox(
-            "Function", functions, key="fn_w", help="the function to jit"
-        )
-        st.markdown("**Arguments** · spec per parameter, e.g. `f32[8,128]`, `3`, `key`, `params`")
-        prog.settings.args, prog.settings.static, prog.settings.donate = argument_table(code, prog)
-        mesh_problem = sharding.mesh_input(prog, ui.device())
-        options, problem = variants.options_input(prog)
-        if problem is None:
-            prog.settings.compiler_options = options
-        problem = problem or mesh_problem
-        runs = st.number_input(
-            "Timed runs",
-            0,
-            demo.LIMITS.runs if demo.enabled() else 200,
-            20,
-            key="runs_w",
-            help="0 = compile only: inputs are never allocated",
-        )
-        clicked = st.button(
-            "Analyze",
-            type="primary",
-            width="stretch",
-            help=None if editor.plain() else "or Ctrl+Enter (⌘+Enter) in the editor",
-        )
-        st.caption(variants.settings_caption(prog))
-    return clicked or submitted, int(runs), problem
-
-
-def error_mark(code: str) -> dict[str, Any]:
-    """The shown result's error line, for the editor to mark while it holds that code."""
-    shown = results.shown()
-    if shown is None:
-        return {}
-    res = shown[1]
-    error = res.report.error
-    if error is None or not error.line or res.code != code:
-        return {}
-    return {"error_line": error.line, "error_text": f"{error.kind}: {error.message}"}
-
-
-def argument_table(code: str, prog: Program) -> tuple[str, list[str], list[str]]:
-    """One row per parameter: its spec, static, and donate (only for a dynamic one).
-    Returns (spec, static names, donated names)."""
-    rows = ui.spec_rows(code, prog.settings.function, prog.settings.args)
-    widths = [5, 8, 3, 4]
-    head = st.columns(widths)
-    for column, text in zip(head, ("parameter", "spec", "static", "donate"), strict=True):
-        column.caption(text)
-    items, static, donate = [], [], []
-    for name, item in rows:
-        cols = st.columns(widths, vertical_alignment="center")
-        cols[0].markdown(f"`{name}`")
-        key = f"{prog.settings.function}_{name}"
-        st.session_state.setdefault(f"in_spec_{key}", item)
-        st.session_state.setdefault(f"in_static_{key}", name in prog.settings.static)
-        st.session_state.setdefault(f"in_donate_{key}", name in prog.settings.donate)
-        items.append(cols[1].text_input(name, key=f"in_spec_{key}", label_visibility="collapsed"))
-        is_static = cols[2].checkbox("static", key=f"in_static_{key}", label_visibility="collapsed")
-        static += [name] if is_static else []
-        donated = cols[3].checkbox(
-            "donate",
-            key=f"in_donate_{key}",
-            label_visibility="collapsed",
-            disabled=is_static,
-            help="a static argument is not a buffer" if is_static else "donate its buffer",
-        )
-        donate += [name] if donated and not is_static else []
-    return ui.join_spec(items), static, donate
 
 
 def analyze(runs: int, automatic: bool = False) -> None:
@@ -179,6 +67,26 @@ def analyze(runs: int, automatic: bool = False) -> None:
         st.rerun()  # the editor above was drawn before the error: mark its line
 
 
+def result_picker() -> None:
+    """Which result the right side shows, when there are several, and the diff with the
+    previous run: drawn once the page knows the newest result."""
+    shown = results.shown()
+    if shown is None:
+        return
+    index, res = shown
+    history = results.results()
+    if len(history) > 1:
+        st.session_state.result_pick = index  # the newest, once an analysis adds one
+        st.selectbox(
+            "Result",
+            range(len(history)),
+            key="result_pick",
+            format_func=lambda i: history[i].label(i),
+            on_change=lambda: setattr(st.session_state, "shown", st.session_state.result_pick),
+        )
+    vs_previous(res)
+
+
 def vs_previous(res: Result) -> None:
     """This run against the previous run of the same function, in the diff view."""
     run_id = res.history_id
@@ -197,17 +105,21 @@ def vs_previous(res: Result) -> None:
         ui.open_diff(previous.id, run_id)
 
 
-def overview(r: Report, key: str = "ov") -> None:
-    """The numbers, the program's graph and the two charts: of a finished report, or,
-    while the analysis runs, of what is known so far (`key`: a prefix of its own)."""
+def overview(r: Report, key: str = "ov", res: Result | None = None) -> None:
+    """A result's first screen, the counts, the graph and the two charts, then its
+    times, the links to the other tabs and the quick variants: of a finished result
+    (`res`), or, while the analysis runs, of what is known so far (`key`: a prefix of
+    its own)."""
     j, h, c, defs = r.jaxpr, r.stablehlo, r.compiled, r.count_definitions
-    m = st.columns(4)
+    m = st.columns(3)
     m[0].metric("jaxpr equations", j and j.eqn_count, help=defs.get("jaxpr.eqn_count"))
     m[1].metric("StableHLO ops", h and h.op_count, help=defs.get("stablehlo.op_count"))
     m[2].metric("compiled kernels", c and c.kernel_count, help=defs.get("compiled.kernel_count"))
-    m[3].metric("fusions", c and c.fusion_count, help=defs.get("compiled.fusion_count"))
-    variants.compile_settings_caption(r)
-    m = st.columns(4)
+    overview_graph(r, res)
+    left, right = st.columns(2)
+    left.vega_lite_chart(vega.count_chain(r), width="stretch", key=f"{key}_chain")
+    right.vega_lite_chart(vega.stage_waterfall(r), width="stretch", key=f"{key}_stages")
+    m = st.columns(3)
     m[0].metric(
         "trace + lower + compile",
         # while XLA compiles, a sum of the stages so far would read as the whole cost
@@ -219,18 +131,19 @@ def overview(r: Report, key: str = "ov") -> None:
         ui.seconds(r.timings.run_median_s),
         help="steady-state time per call of the compiled program",
     )
+    m[2].metric("fusions", c and c.fusion_count, help=defs.get("compiled.fusion_count"))
     flops = r.cost.flops if r.cost else None
-    m[2].metric("FLOPs", ui.si(flops), help="XLA's cost analysis of the program")
-    m[3].metric(
+    m = st.columns(3)
+    m[0].metric("FLOPs", ui.si(flops), help="XLA's cost analysis of the program")
+    m[1].metric(
         "memory", ui.nbytes(r.memory_total_bytes), help="arguments + outputs + XLA temporaries"
     )
+    variants.compile_settings_caption(r)
     fusion_link(r)
     specialization.overview_link(r, _open_tab)
     sharding.overview_link(r, _open_tab)
-    overview_graphs(r)
-    left, right = st.columns(2)
-    left.vega_lite_chart(vega.count_chain(r), width="stretch", key=f"{key}_chain")
-    right.vega_lite_chart(vega.stage_waterfall(r), width="stretch", key=f"{key}_stages")
+    if res is not None:
+        variants.quick_variants(res)
 
 
 def fusion_link(r: Report) -> None:
@@ -238,7 +151,7 @@ def fusion_link(r: Report) -> None:
     coverage = r.fusion_map_coverage
     if coverage is None or coverage.stablehlo is None:
         return
-    text, button = st.columns([4, 1], vertical_alignment="center")
+    text, button = st.columns([3, 2], vertical_alignment="center")
     text.markdown(
         f"**Fusion map**: {coverage.stablehlo:.0%} of the StableHLO ops traced to the "
         f"{r.mapped_kernels} kernels XLA runs, each with its source lines"
@@ -250,38 +163,42 @@ def _open_tab(tab: str) -> None:
     st.session_state.result_tab = tab
 
 
-OVERVIEW_GRAPHS = (
-    ("compiled", "After fusion: compiled HLO", "fusions are the filled clusters"),
-    ("stablehlo", "Before fusion: StableHLO", "what XLA was given"),
-)
-# while XLA compiles, the jaxpr is all there is to see
-TRACED_GRAPH = ("jaxpr", "As traced: jaxpr", "the equations JAX recorded; XLA compiles")
-SIDE_BY_SIDE_NODES = 40  # two views this small fit side by side; larger: compiled alone
+GRAPH_TITLES = {
+    "compiled": ("After fusion: compiled HLO", "fusions are the filled clusters"),
+    "stablehlo": ("Before fusion: StableHLO", "what XLA was given"),
+    "jaxpr": ("As traced: jaxpr", "the equations JAX recorded"),
+}
+LAST_IR = "last_ir"  # session state: the IR tab the user last opened
+GRAPH_HEIGHT = 280  # the first screen holds the counts, this graph and the charts
 
 
-def overview_graphs(r: Report) -> None:
-    """The compiled program in its default (collapsed) view, and beside it the StableHLO
-    it came from when both are small enough to read at half width (before either is
-    known, the jaxpr); the IR tabs expand, search and export them. Drawn from the
-    report's own default views (`report.graphs`), which a glimpse carries too."""
-    shown = [(ir, title, note) for ir, title, note in OVERVIEW_GRAPHS if ir in r.graphs]
-    if not shown and TRACED_GRAPH[0] in r.graphs:
-        shown = [TRACED_GRAPH]
-    if len(shown) == 2 and max(r.graphs[ir].visible_nodes for ir, *_ in shown) > SIDE_BY_SIDE_NODES:
-        shown = shown[:1]
-    box = ui.shared_box([r.graphs[ir].dot for ir, *_ in shown])  # one scale for both
-    for column, (ir, title, note) in zip(st.columns(len(shown) or 1), shown, strict=False):
-        summary = r.graphs[ir]
-        with column:
-            st.markdown(f"**{title}** · {note}")
-            st.caption(
-                f"{summary.visible_nodes} of {summary.total_nodes} nodes · "
-                f"open the {ui.IR_TITLES[ir]} tab"
-            )
-            ui.show_graph(summary.dot, summary.visible_nodes, height=440, box=box)
+def overview_graph(r: Report, res: Result | None) -> None:
+    """One program graph in its default (collapsed) view: the IR whose tab the user
+    last opened, else the compiled program (while XLA compiles, the jaxpr), the
+    followed line's nodes marked. Drawn from the report's own default view
+    (`report.graphs`, which a glimpse carries too) unless there are nodes to mark."""
+    wanted = st.session_state.get(LAST_IR, "compiled")
+    ir = next((i for i in (wanted, "compiled", "stablehlo", "jaxpr") if i in r.graphs), None)
+    if ir is None:
+        return
+    summary, (title, note) = r.graphs[ir], GRAPH_TITLES[ir]
+    marked = follow.node_ids(res, ir) if res is not None else frozenset()
+    line = st.session_state.get(follow.LINE)
+    st.markdown(
+        f"**{title}** · {summary.visible_nodes} of {summary.total_nodes} nodes"
+        + (f" · line {line} marked" if marked else ""),
+        help=f"{note}; the {ui.IR_TITLES[ir]} tab expands, searches and exports it",
+    )
+    dot = summary.dot
+    if marked and ir in r.graph_models:
+        view = viz.graph.default_view(r.graph_models[ir])
+        view.highlight = marked  # folded groups say how many they hold
+        dot = viz.graph.to_dot(view)
+    ui.show_graph(dot, summary.visible_nodes, height=GRAPH_HEIGHT)
 
 
 def ir_tab(res: Result, ir: str, index: int) -> None:
+    st.session_state[LAST_IR] = ir  # the Overview shows this IR's graph from now on
     r = res.report
     models = r.graph_models
     section = getattr(r, ir)
@@ -290,6 +207,7 @@ def ir_tab(res: Result, ir: str, index: int) -> None:
         st.caption(
             f"Only the last {FULL_RESULTS} results keep their graphs: analyze again to see it."
         )
+    follow.text_rows(res, ir, text)
     if ir in models:
         collectives = r.sharding.collective_nodes if ir == "compiled" and r.sharding else None
         ui.graph_panel(
@@ -297,8 +215,9 @@ def ir_tab(res: Result, ir: str, index: int) -> None:
             models[ir],
             key=f"g_{ir}_{index}",
             title=f"{r.function} · {ui.IR_TITLES[ir]}",
-            highlight=collectives or frozenset(),
+            highlight=(collectives or frozenset()) | follow.node_ids(res, ir),
             drawn=r.graphs[ir].dot if ir in r.graphs else "",  # the worker's default view
+            on_pick=lambda node: follow.mark_node(res, ir, node),
         )
     if ir == "compiled" and {"stablehlo", "compiled"} <= set(models):
         ui.fusion_compare(models["stablehlo"], models["compiled"], key=f"fc_{index}")
@@ -343,20 +262,11 @@ def pass_by_pass(res: Result, index: int) -> None:
 
 
 def show_results() -> None:
-    history = results.results()
-    if not history:
+    if not results.results():
         st.info("Pick a sample or paste your code, then press **Analyze**.")
         return
-    if len(history) > 1:
-        st.session_state.shown = st.selectbox(
-            "Result",
-            range(len(history)),
-            index=results.shown()[0],
-            format_func=lambda i: history[i].label(i),
-        )
     index, res = results.shown()
     r = res.report
-    vs_previous(res)
     if r.error:
         ui.error_card(r.error, res.code)
     for warning in r.warnings:
@@ -367,10 +277,9 @@ def show_results() -> None:
     if not r.jaxpr:
         specialization.after_failed_trace(res, index)
         return
-    variants.quick_variants(res)
     # Stateful tabs: only the open one runs, so a big graph is drawn only when asked for.
     render = {
-        "Overview": lambda: overview(r),
+        "Overview": lambda: overview(r, res=res),
         specialization.TAB: lambda: specialization.panel(res, index),
         **({sharding.TAB: lambda: sharding.panel(res, index)} if r.sharding else {}),
         "jaxpr": lambda: ir_tab(res, "jaxpr", index),
@@ -389,17 +298,40 @@ def show_results() -> None:
                 draw()
 
 
+# the views a line is followed in, and a kernel picked whose lines the editor marks
+BESIDE_THE_CODE = ("Overview", "jaxpr", "StableHLO", "Compiled HLO", "Fusion")
+
+
+def places() -> tuple[DeltaGenerator, DeltaGenerator, DeltaGenerator]:
+    """Where the title, the code and the result go: the code and inputs on the left and
+    the result on the right, as Compiler Explorer has them (the counts, a graph and the
+    charts on the first screen), while the Overview, an IR tab or the fusion map is
+    open; the other tabs take the whole width, the code folded above them, one click
+    away."""
+    if not results.results() or st.session_state.get("result_tab") in (None, *BESIDE_THE_CODE):
+        code_side, result_side = st.columns([5, 7], gap="medium")
+        return code_side, code_side, result_side
+    title = st.container()
+    code = st.expander("Code and inputs", icon=":material/code:", key="code_open")
+    return title, code, st.container()
+
+
 # A shared link runs its analysis on open; so does a first visit, on the default sample.
 if "reopened" in st.session_state:  # the History page loaded a run: it waits for Analyze
     st.toast(f"Run #{st.session_state.pop('reopened')} loaded: press Analyze to run it.")
 auto = apply_query_params() or "results" not in st.session_state
 profile = compile_time.pending()  # a recording's "Profile this compile"
-clicked, runs, problem = inputs()
-st.divider()
-if problem and (clicked or auto or profile):
-    st.error(f"Nothing was sent. {problem}", icon=":material/error:")
-elif clicked or auto or profile:
-    analyze(runs, automatic=auto and not (clicked or profile))
-    if profile:
-        compile_time.profile_shown_result()
-show_results()
+title_place, code_place, result_side = places()
+asked = inputs.draw(auto or bool(profile), title_place, code_place)
+with result_side:
+    if asked.problem and (asked.analyze or auto or profile):
+        st.error(f"Nothing was sent. {asked.problem}", icon=":material/error:")
+    elif asked.analyze or auto or profile:
+        analyze(asked.runs, automatic=auto and not (asked.analyze or profile))
+        if profile:
+            compile_time.profile_shown_result()
+    show_results()
+with asked.results_place:
+    result_picker()
+with asked.lines_place:
+    follow.picker(results.shown_result(), ui.program().settings.code)

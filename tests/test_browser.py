@@ -90,6 +90,12 @@ def test_explore_analyzes_the_default_sample_and_switches_tabs(page) -> None:
     shot(page, "explore_timing", page.locator(".js-plotly-plot").nth(1))
 
 
+def open_inputs(page) -> None:
+    """Unfold Explore's inputs (folded into one line once a result is shown)."""
+    page.locator(".st-key-inputs_open summary").first.click()
+    page.get_by_text("Timed runs").first.wait_for()
+
+
 def editor(page):
     """The code editor: Ace inside the component's frame."""
     return page.frame_locator("[data-testid=stCustomComponentV1]").first
@@ -116,7 +122,13 @@ def test_the_editor_highlights_numbers_lines_and_ctrl_enter_analyzes(page) -> No
     page.get_by_text("jaxpr equations").first.wait_for()
     code = editor(page)
     code.locator(".ace_keyword").first.wait_for()  # Python highlighting
-    assert code.locator(".ace_gutter-cell").first.inner_text().strip() == "1"
+    # the sample's docstring sits above the editor, which numbers the lines after it
+    # as the file does
+    page.get_by_text("Dot product plus one: the smallest interesting program").first.wait_for()
+    ace = code.locator(".ace_editor").first
+    first = ace.evaluate("e => e.env.editor.getOption('firstLineNumber')")
+    assert first > 1 and code.locator(".ace_gutter-cell").first.inner_text().strip() == str(first)
+    assert "def f(x, y):" in editor_text(page) and '"""' not in editor_text(page)[:3]
     code.locator(".ace_content").first.click()
     page.keyboard.press("Control+End")
     page.keyboard.type("\ndef g(a, b):\nreturn a @ b\n")
@@ -133,7 +145,7 @@ def test_loading_a_sample_replaces_the_editors_code(page) -> None:
     page.get_by_text("jaxpr equations").first.wait_for()
     page.locator("[data-testid=stSelectbox]").filter(has_text="Sample").click()
     page.get_by_role("option", name="ReLU with lax.cond").click()
-    page.get_by_text("x", exact=True).first.wait_for()  # relu's one parameter
+    page.get_by_text("relu(f32[", exact=False).first.wait_for()  # the inputs' summary
     deadline = time.time() + 30
     while "def relu" not in editor_text(page) and time.time() < deadline:
         page.wait_for_timeout(200)

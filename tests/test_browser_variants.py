@@ -8,7 +8,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from serving import browser_marks
-from test_browser import browser, page, shot  # noqa: F401
+from test_browser import browser, open_inputs, page, shot  # noqa: F401
 from test_browser_history import home, results, server  # noqa: F401
 
 from viz.history import History
@@ -29,6 +29,7 @@ def test_donation_options_and_the_fusion_off_variant(page, home) -> None:  # noq
     link = urlencode({"sample": "elementwise_chain", "args": "f32[128,128]", "donate": "x"})
     page.goto(f"{page.base_url}/?{link}")  # a sample's link runs at once
     results(page)
+    open_inputs(page)
     page.get_by_text("Compiler options").first.click()  # the expander
     page.get_by_text("every op becomes its own kernel").first.wait_for()
     both_sizes(page, "explore_options", page.get_by_text("Compiler options").first)
@@ -39,6 +40,7 @@ def test_donation_options_and_the_fusion_off_variant(page, home) -> None:  # noq
     page.get_by_text("reused in place").first.wait_for()
     both_sizes(page, "explore_donation", panel)
 
+    page.get_by_role("tab", name="Overview", exact=True).click()  # the quick variants
     page.get_by_role("button", name="Fusion off").click()
     page.get_by_role("heading", name="Diff").wait_for()
     runs = History(home / "history.sqlite").runs()

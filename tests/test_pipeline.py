@@ -611,7 +611,7 @@ def test_a_reader_failure_on_the_thread_is_a_warning(monkeypatch: pytest.MonkeyP
     def broken(*_: Any) -> Any:
         raise ValueError("boom")
 
-    monkeypatch.setattr(viz.readers, "read_stablehlo", broken)
+    monkeypatch.setattr(viz.readers.StableHLOReading, "graph", broken)
     report = analyze(_chain, "f32[8,8]", runs=0)
     assert report.ok
     assert "could not read the stablehlo graph: ValueError: boom" in report.warnings

@@ -8,7 +8,9 @@ and graphs come from `viz` as plain data; nothing here imports jax.
 - `cards`: error cards, code excerpts, the report download;
 - `graphs`: graph panels and the pan-and-zoom frame;
 - `lessons`: the lesson pages' run/cancel controls;
-- `editor`: the code editor; `fusion`: the Fusion tab's map views;
+- `editor`: the code editor and its marked lines; `fusion`: the Fusion tab's map views;
+- `inputs`: Explore's left column (the sample, the inputs folded into one line, the
+  editor); `follow`: a line followed through every IR, and a kernel's lines marked;
 - `live`: an analysis drawn stage by stage while it runs;
 - `tables`: every table, its cells read through `viz.units.table`.
 

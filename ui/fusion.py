@@ -14,6 +14,8 @@ import streamlit as st
 import viz.fusion.view
 import viz.graph
 from ui.cards import error_card
+from ui.editor import clear_marks, mark_lines
+from ui.follow import LINE as FOLLOWED
 from ui.graphs import show_graph
 from ui.results import Result
 from ui.tables import table
@@ -49,7 +51,7 @@ def fusion_map_view(res: Result, index: int) -> None:
     colours = viz.fusion.view.kernel_colours(e.kernel for e in fmap if e.is_kernel)
     chosen = selection(fmap, stablehlo, index)
     graphs(profile, fmap, stablehlo, compiled, colours, chosen, index)
-    left, right = st.columns([3, 2], gap="medium")
+    left, right = st.container(), st.container()  # beside the code: one above the other
     with left:
         st.markdown("**Your code**, each line tinted by the kernel(s) its ops went into")
         st.html(viz.fusion.view.tinted_source(res.code, fmap, colours, chosen.lines))
@@ -99,7 +101,18 @@ def pick_kernel(fmap: list[FusionEntry], kernel: str, index: int) -> bool:
     for other in Picked:
         if other:
             st.session_state[f"{key}_{other}"] = label if other == Picked.KERNEL else None
+    mark_kernel(fmap, kernel)
     return True
+
+
+def mark_kernel(fmap: list[FusionEntry], kernel: str | None) -> None:
+    """Mark the lines `kernel` came from in the code editor (None: unmark)."""
+    entry = next((e for e in fmap if e.kernel == kernel), None)
+    if entry is None:
+        clear_marks()
+        return
+    lines = sorted(entry.lines)
+    mark_lines(lines, f"kernel {kernel}" + ("" if lines else ": no line of your code"))
 
 
 def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selection:
@@ -107,12 +120,14 @@ def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selectio
     key = f"fm_{index}"
     kernels, ops = kernel_choices(fmap), op_choices(stablehlo)
     lines = sorted(viz.fusion.view.line_kernels(fmap))
-    c1, c2, c3 = st.columns([3, 3, 1])
+    c1, c2, c3 = st.columns([3, 3, 2])
 
     def keep(which: str) -> None:  # one selection at a time
         for other in Picked:
             if other and other != which:
                 st.session_state[f"{key}_{other}"] = None
+        if which == Picked.KERNEL:  # the way back: its lines, marked in the editor
+            mark_kernel(fmap, kernels.get(st.session_state[f"{key}_kernel"] or ""))
 
     pick = c1.selectbox(
         "Kernel",
@@ -141,6 +156,8 @@ def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selectio
         args=(Picked.LINE,),
         placeholder="line",
     )
+    if not (pick or op or line):  # nothing picked here: the line followed elsewhere
+        line = st.session_state.get(FOLLOWED)
     return select(fmap, stablehlo, kernels.get(pick or ""), ops.get(op or ""), line)
 
 
@@ -153,7 +170,8 @@ def graphs(
     chosen: Selection,
     index: int,
 ) -> None:
-    """StableHLO (before) and compiled HLO (after), side by side, one colour per kernel."""
+    """StableHLO (before) and compiled HLO (after), one above the other, one colour per
+    kernel."""
     t1, t2 = st.columns(2)
     focus = bool(chosen) and t1.toggle(
         "Only the selection and its neighbours", value=True, key=f"fm_focus_{index}"
@@ -165,7 +183,7 @@ def graphs(
     )
     node_kernels = viz.fusion.view.compiled_kernels(compiled)
     lit = [n for n, ks in node_kernels.items() if set(ks) & set(chosen.kernels)]
-    left, right = st.columns(2, gap="small")
+    left, right = st.container(), st.container()  # beside the code: one above the other
     panels = (
         (
             left,
@@ -192,7 +210,7 @@ def graphs(
                 f"{title} · {len(shown)} of {len(graph.nodes)} nodes"
                 + (f" · {chosen.title} lit" if chosen else "")
             )
-            show_graph(viz.fusion.view.paint(view, kernels_of, fills), len(shown), height=600)
+            show_graph(viz.fusion.view.paint(view, kernels_of, fills), len(shown), height=480)
 
 
 def details(fmap: list[FusionEntry], stablehlo: Graph, jaxpr: Graph, chosen: Selection) -> None:

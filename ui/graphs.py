@@ -4,6 +4,7 @@ the pan-and-zoom frame they are drawn in."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,14 @@ def graph_panel(
     title: str = "",
     highlight: frozenset[str] = frozenset(),
     drawn: str = "",
+    on_pick: Callable[[str | None], None] | None = None,
 ) -> None:
     """A graph with find, expand/collapse, neighbourhood and DOT/SVG export; `highlight`:
-    node ids marked until a search replaces them (a sharded program's collectives);
-    `drawn`: the default view's DOT as the worker wrote it (`report.graphs[ir].dot`),
-    drawn as it is, titled, while the panel shows that view unmarked."""
+    node ids marked until a search replaces them (a sharded program's collectives, a
+    followed line's nodes); `drawn`: the default view's DOT as the worker wrote it
+    (`report.graphs[ir].dot`), drawn as it is, titled, while the panel shows that view
+    unmarked; `on_pick`: called back with the node (or a group's name) picked in Node
+    details, None when unpicked."""
     view = viz.graph.default_view(graph)
     view.highlight = highlight
     untouched = not highlight  # the default view as the worker drew it
@@ -78,7 +82,7 @@ def graph_panel(
         "or search to focus on a neighbourhood"
     )
     show_graph(dot, len(visible))
-    node_details(graph, visible, key)
+    node_details(graph, visible, key, on_pick)
     d1, d2, _ = st.columns([1, 1, 4])
     d1.download_button("DOT", dot, f"{ir}.dot", "text/vnd.graphviz", key=f"{key}_dot")
     # rendered only when clicked: dot can take seconds on a large view
@@ -161,19 +165,29 @@ def shared_box(dots: list[str]) -> Box | None:
     return max(w for w, _ in known), max(h for _, h in known)
 
 
-def node_details(graph: Graph, visible: list[Any], key: str) -> None:
-    """Op, types, attributes and source line of one node of the current view."""
+def node_details(
+    graph: Graph,
+    visible: list[Any],
+    key: str,
+    on_pick: Callable[[str | None], None] | None = None,
+) -> None:
+    """Op, types, attributes and source line of one node of the current view; `on_pick`
+    hears the node's id (a group's: its name) when one is picked."""
     items = {
         f"{v.label.splitlines()[0]} · {v.type or v.kind}"
         + (f" · line {v.source.line}" if v.source else ""): v
         for v in visible
     }
+    names = {label: v.path[-1] if v.kind == "group" else v.id for label, v in items.items()}
     choice = st.selectbox(
         "Node details",
         list(items),
         index=None,
         key=f"{key}_node",
         placeholder=f"pick one of the {len(items)} shown nodes or groups",
+        on_change=None
+        if on_pick is None
+        else lambda: on_pick(names.get(st.session_state[f"{key}_node"])),
     )
     if choice is None:
         return

@@ -6,6 +6,7 @@ No jax here.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -14,8 +15,10 @@ import streamlit as st
 
 from ui.cards import report_json
 from ui.tables import table
+from ui.editor import clear_marks
 from viz import charts
 from viz.export import html_report
+from viz.follow import SourceLines
 from viz.fusion.profile import Profile
 from viz.history import History, HistoryError
 from viz.report import Report
@@ -63,9 +66,15 @@ class Result:
         """The profile asked for later, else the one the analysis itself made."""
         return self.profile or self.report.profile
 
+    @functools.cached_property
+    def lines(self) -> SourceLines:
+        """Its lines and what each became in every IR (built once, when first asked)."""
+        return SourceLines(self.report)
+
     def trim(self) -> None:
         if self.report.graph_models:  # a report is never changed: this one is a copy
             self.report = replace(self.report, graph_models={})
+            self.__dict__.pop("lines", None)  # it holds the graphs
             self.trimmed = True
 
     def request(self, **changes: Any) -> Analyze:
@@ -104,6 +113,12 @@ def shown() -> tuple[int, Result] | None:
     return index, history[index]
 
 
+def shown_result() -> Result | None:
+    """The result on screen (None: none yet)."""
+    found = shown()
+    return found[1] if found else None
+
+
 def add(result: Result) -> int:
     """Append a result and show it; older results keep their numbers and texts but
     drop their graph models. Returns its index."""
@@ -112,6 +127,7 @@ def add(result: Result) -> int:
     for old in history[:-FULL_RESULTS]:
         old.trim()
     st.session_state.shown = len(history) - 1
+    clear_marks()  # the lines a view marked are the lines of an earlier result
     return st.session_state.shown
 
 

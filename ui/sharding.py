@@ -82,7 +82,7 @@ def overview_link(r: Report, open_tab: Callable[[str], None]) -> None:
     """The Overview's line: the mesh, what is split, the collectives, and the button."""
     if r.sharding is None:
         return
-    text, button = st.columns([4, 1], vertical_alignment="center")
+    text, button = st.columns([3, 2], vertical_alignment="center")
     text.markdown(f"**Sharding**: {summary(r.sharding)}")
     button.button("Open the sharding", key="ov_sharding", on_click=open_tab, args=(TAB,))
 

@@ -56,7 +56,7 @@ def overview_link(r: Report, open_tab: Callable[[str], None]) -> None:
     """The Overview's line: what the executable is specialized on, and the button."""
     if not r.specialization:
         return
-    text, button = st.columns([4, 1], vertical_alignment="center")
+    text, button = st.columns([3, 2], vertical_alignment="center")
     text.markdown(f"**Specialization**: {summary(r.specialization)}, and what would recompile")
     button.button("Open the specialization", key="ov_spec", on_click=open_tab, args=(TAB,))
 

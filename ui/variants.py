@@ -106,8 +106,8 @@ def compile_settings_caption(report: Report) -> None:
 def quick_variants(res: Result) -> None:
     """One click re-runs the shown result with one change and opens the diff view."""
     options = variants(res.request(runs=res.report.timings.runs))
-    text, *columns = st.columns([3, 2, 3, 2], vertical_alignment="center")
-    text.markdown("**Quick variants** · re-run with one change, then compare")
+    st.markdown("**Quick variants** · re-run with one change, then compare")
+    columns = st.columns(len(options))
     chosen: Variant | None = None
     for column, variant in zip(columns, options, strict=True):
         if column.button(

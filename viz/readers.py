@@ -20,9 +20,9 @@ from viz.fusion.map import FusionMap, fusion_map, prepare
 from viz.hlo_dump import OptimizedHloDump, same_program
 from viz.ir import model
 from viz.ir.hlo import read_hlo_text
-from viz.ir.jaxpr import read_jaxpr
+from viz.ir.jaxpr import JaxprReading
 from viz.ir.kernels import fusion_count, kernel_count, kernels
-from viz.ir.stablehlo import module_copy, module_text, read_stablehlo
+from viz.ir.stablehlo import StableHLOReading, module_copy
 from viz.overlap import Background
 from viz.report import Cost, Donation, FusionEntry, GraphSummary, Kernel, Memory
 from viz.sections import (
@@ -78,9 +78,8 @@ def read_jaxpr_ir(traced: Traced, seen: Seen | None = None) -> IRRead:
     names = traced.arg_names
     if len(names) != len(traced.jaxpr.jaxpr.invars):
         names = traced.target.param_names(len(traced.args.items))
-    return read_ir(
-        "jaxpr", lambda: read_jaxpr(traced.jaxpr, names), lambda: str(traced.jaxpr), seen
-    )
+    reading = JaxprReading(traced.jaxpr, names)
+    return read_ir("jaxpr", reading.graph, reading.text, seen)
 
 
 @dataclass(frozen=True)
@@ -109,10 +108,8 @@ def read_early(
     compiled HLO, once XLA dumps it, with the fusion map of all three."""
     with traced.target.scope(traced.args):
         jaxpr = with_side(read_jaxpr_ir(traced, seen))
-        module = module_copy(bytecode)
-        stablehlo = read_ir(
-            "stablehlo", lambda: read_stablehlo(module), lambda: module_text(module), seen
-        )
+        reading = StableHLOReading(module_copy(bytecode))
+        stablehlo = read_ir("stablehlo", reading.graph, reading.text, seen)
         stablehlo, specialization = with_side(stablehlo), _traced_specialization(traced)
     text = dump.wait()
     compiled = None if text is None else read_compiled_text(text)

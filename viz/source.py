@@ -80,6 +80,27 @@ def list_functions(code: str) -> list[FunctionInfo]:
     return found
 
 
+@dataclass(frozen=True)
+class Docstring:
+    """A module's docstring: its text (indentation cleaned) and its last line."""
+
+    text: str
+    last_line: int
+
+
+def module_docstring(code: str) -> Docstring | None:
+    """The docstring that opens `code` (None: none, or the code does not parse). Read
+    with `ast` only: no code is run."""
+    try:
+        tree = parse_python(code)
+    except (SyntaxError, ValueError):
+        return None
+    text = ast.get_docstring(tree)  # type: ignore[arg-type]
+    if text is None:
+        return None
+    return Docstring(text, tree.body[0].end_lineno or 1)  # type: ignore[attr-defined]
+
+
 # A long-running worker sees many programs: older user modules leave sys.modules
 # (their cache sessions keep their own references).
 MAX_USER_MODULES = 32

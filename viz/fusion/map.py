@@ -131,7 +131,7 @@ def prepare(graph: Graph, ir: str) -> Side:
             users.setdefault(edge.src, []).append(edge.dst)
         if edge.dst in ids:
             producers.setdefault(edge.dst, []).append(edge.src)
-    constant = _constant_only(graph)
+    constant = constant_only(graph)
     return Side(ir, ops, keys, [op.id for op in ops if constant.get(op.id)], users, producers)
 
 
@@ -352,7 +352,7 @@ def _absorbed(
     return found
 
 
-def _constant_only(graph: Graph) -> dict[str, bool]:
+def constant_only(graph: Graph) -> dict[str, bool]:
     """node id → whether its value depends on constants only (a `sqrt` of a literal,
     an `iota` mask): XLA computes such ops while compiling, so an op of them that is
     not found (`folded`) is a constant, not a miss."""

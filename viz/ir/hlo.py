@@ -58,14 +58,19 @@ class _Reader:
     module: ModuleText
     frames: dict[int, SourceLoc]
     graph: Graph
+    first_row: int  # the module's first row in the whole text (1-based)
     ids: set[str] = field(default_factory=set)
 
     def new_id(self, name: str) -> str:
+        """A unique id for instruction `name`, noting the row of the text it is on."""
         id_, n = name, 1
         while id_ in self.ids:
             n += 1
             id_ = f"{name}#{n}"
         self.ids.add(id_)
+        row = self.module.rows.get(name)
+        if row is not None:
+            self.graph.text_rows[id_] = [self.first_row + row]
         return id_
 
 
@@ -79,21 +84,23 @@ def read_hlo_text(text: str) -> Graph:
     another) or one of XLA's dumps, every module's ENTRY, in the text's order (for a
     scheduled module, the order XLA runs the instructions in)."""
     graph = Graph("compiled")
+    first_row = 1  # of the module in `text`
     for i, module_text in enumerate(module_texts(text)):
         if i == 0:  # the program's own parameters: a later module's are not the function's
             graph.output_aliases = output_aliases(module_text)
-        _read_module(module_text, graph)
+        _read_module(module_text, graph, first_row)
+        first_row += module_text.count("\n")
     return register_scopes(graph)
 
 
-def _read_module(text: str, graph: Graph) -> None:
+def _read_module(text: str, graph: Graph, first_row: int) -> None:
     module = split_module(text)
     entry = module.entry
     if entry is None:
         entry = next((n for n in module.computations if n.startswith("main")), None)
     if entry is None:
         return
-    reader = _Reader(module, parse_stack_frames(text), graph)
+    reader = _Reader(module, parse_stack_frames(text), graph, first_row)
     reader.ids.update(n.id for n in graph.nodes)  # an earlier module's names stay its own
     reader.ids.update(path[-1] for path in graph.groups)
     root, insts = _read_comp(reader, entry, (), None)

@@ -59,11 +59,13 @@ class Inst:
 class ModuleText:
     """One module's text, split into computations: each one's instruction lines in the
     text's order (`%name = TYPE opcode(...), attrs`, the indent and `ROOT ` dropped),
-    and its ROOT instruction's name."""
+    and its ROOT instruction's name; and the row each instruction is written on
+    (0-based, in the module's text)."""
 
     computations: dict[str, list[str]] = field(default_factory=dict)
     roots: dict[str, str] = field(default_factory=dict)
     entry: str | None = None
+    rows: dict[str, int] = field(default_factory=dict)
 
 
 def module_texts(text: str) -> list[str]:
@@ -96,14 +98,18 @@ def split_module(text: str) -> ModuleText:
     line, its instructions are the indented `%` and `ROOT %` lines under it."""
     module = ModuleText()
     lines: list[str] = []
+    rows = module.rows
     name = ""
-    for line in text.split("\n"):
+    for row, line in enumerate(text.split("\n")):
         if line.startswith("  %"):
             lines.append(line[2:])
+            rows[line[3 : line.find(" ", 3)]] = row
         elif line.startswith("  ROOT %"):
             body = line[7:]
             lines.append(body)
-            module.roots.setdefault(name, body[1 : body.find(" ")])
+            root = body[1 : body.find(" ")]
+            module.roots.setdefault(name, root)
+            rows[root] = row
         elif line.startswith(("%", "ENTRY %")):
             entry = line.startswith("ENTRY")
             head = line[7:] if entry else line[1:]

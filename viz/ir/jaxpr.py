@@ -55,6 +55,9 @@ _DROPPED = drop_var_type()  # an output an equation drops (`_`): no value
 class _Reader:
     graph: Graph = field(default_factory=lambda: Graph("jaxpr"))
     count: int = 0
+    # id of an equation's traceback → the nodes of the equations that carry it (JAX's
+    # printer says which traceback each row of the text writes: `JaxprReading.text`)
+    tracebacks: dict[int, list[str]] = field(default_factory=dict)
 
     def new_id(self, prefix: str = "e") -> str:
         self.count += 1
@@ -63,8 +66,43 @@ class _Reader:
 
 def read_jaxpr(closed_jaxpr: Any, arg_names: Sequence[str] | None = None) -> Graph:
     """The graph of a `ClosedJaxpr` (or an open `Jaxpr`), sub-jaxprs as groups."""
+    return JaxprReading(closed_jaxpr, arg_names).graph()
+
+
+class JaxprReading:
+    """One jaxpr read: its graph, then its text (as `str(jaxpr)` prints it), which notes
+    in the graph the rows the text writes each equation on (`Graph.text_rows`). JAX's
+    printer says which equation's traceback each row writes (its `source_map`);
+    equations that one Python call made together (`x + b`: a broadcast, then the add)
+    share a traceback, and so share their rows."""
+
+    def __init__(self, closed_jaxpr: Any, arg_names: Sequence[str] | None = None) -> None:
+        self.jaxpr = closed_jaxpr
+        self.arg_names = arg_names
+        self._reader = _Reader()
+
+    def graph(self) -> Graph:
+        return _read(self._reader, self.jaxpr, self.arg_names)
+
+    def text(self) -> str:
+        """The text, each equation's rows noted in the graph (none where JAX's printer
+        gives no source map)."""
+        source_map: list[list[tuple[int, int, Any]]] = []
+        try:
+            text = self.jaxpr.pretty_print(source_map=source_map)
+        except TypeError:  # a JAX whose printer takes no source map
+            return str(self.jaxpr)
+        rows: dict[str, list[int]] = {}
+        nodes = self._reader.tracebacks
+        for row, spans in enumerate(source_map, 1):
+            for node_id in {i for *_, tb in spans for i in nodes.get(id(tb), ())}:
+                rows.setdefault(node_id, []).append(row)
+        self._reader.graph.text_rows = rows
+        return text
+
+
+def _read(reader: _Reader, closed_jaxpr: Any, arg_names: Sequence[str] | None) -> Graph:
     jaxpr, _ = _unclose(closed_jaxpr)
-    reader = _Reader()
     env: Env = {}
     for i, var in enumerate(jaxpr.invars):
         label = arg_names[i] if arg_names and i < len(arg_names) else f"in{i}"
@@ -139,6 +177,9 @@ def _read_op(
     stack = str(eqn.source_info.name_stack)
     if stack:  # the raw name stack (transforms kept): the fusion map matches on it
         node.attrs["name_stack"] = stack
+    traceback = eqn.source_info.traceback
+    if traceback is not None:
+        reader.tracebacks.setdefault(id(traceback), []).append(node.id)
     reader.graph.nodes.append(node)
     connect(reader.graph, [_lookup(env, v) for v in eqn.invars], node.id)
     return [((node.id,), type_) for type_ in types]

@@ -105,7 +105,14 @@ class Graph:
     nodes: `input_names`, JAX's name of each parameter in order (`x`, `params['w']`;
     '' when unnamed), from StableHLO's `main` arguments; `output_aliases`, parameter
     number → the flat output that may reuse its buffer, from the compiled module's
-    `input_output_alias`. Each is empty for the IRs that do not say it."""
+    `input_output_alias`. Each is empty for the IRs that do not say it.
+
+    `text_rows`: where the IR's text (the report's `text` of that IR) writes each node,
+    node id → its rows (1-based); in the compiled HLO also each fusion, loop or call
+    instruction, under its group's name (the last part of its path). A node the text
+    does not write on a row of its own (an op of a region the text folds into its op's
+    line) has none. The readers note them when they make the text (`JaxprReading`,
+    `StableHLOReading`; the compiled HLO is read from its text)."""
 
     ir: str  # 'jaxpr' | 'stablehlo' | 'compiled'
     nodes: list[Node] = field(default_factory=list)
@@ -113,6 +120,7 @@ class Graph:
     groups: dict[Path, Group] = field(default_factory=dict)
     input_names: list[str] = field(default_factory=list)
     output_aliases: dict[int, int] = field(default_factory=dict)
+    text_rows: dict[str, list[int]] = field(default_factory=dict)
 
     def add_group(self, path: Path, kind: str = "scope", op: str | None = None, **kw: Any) -> Path:
         """Register `path` (and any missing ancestors as plain scopes); returns it."""
@@ -146,6 +154,7 @@ class Graph:
             "input_names": list(self.input_names),
             # pairs, not a dict: JSON object keys would turn the numbers into text
             "output_aliases": [[p, o] for p, o in self.output_aliases.items()],
+            "text_rows": self.text_rows,
         }
 
     @classmethod
@@ -170,7 +179,8 @@ class Graph:
         # history rows written before these two fields lack them
         names = list(data.get("input_names", []))
         aliases = {int(p): int(o) for p, o in data.get("output_aliases", [])}
-        return cls(data["ir"], nodes, edges, groups, names, aliases)
+        rows = dict(data.get("text_rows", {}))
+        return cls(data["ir"], nodes, edges, groups, names, aliases, rows)
 
 
 def connect(graph: Graph, operands: Sequence[Producers], dst: str) -> None:

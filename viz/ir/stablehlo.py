@@ -115,6 +115,9 @@ class _Reader:
     # the source under each op's name: locations are uniqued too, and the ops of every
     # layer share their call sites (keyed by the module's own objects: never outlives it)
     sources: dict[Any, SourceLoc | None] = field(default_factory=dict)
+    func: str = ""  # the function whose ops are being read (the text writes them under it)
+    # node id → (its function, its first result): where its text writes it
+    results: dict[str, tuple[str, Any]] = field(default_factory=dict)
 
     def new_id(self) -> str:
         self.count += 1
@@ -140,21 +143,72 @@ class _Reader:
 
 def read_stablehlo(module: Any) -> Graph:
     """The graph of an MLIR module holding StableHLO (`jaxlib.mlir.ir.Module`)."""
-    reader = _Reader()
-    for op in module.body.operations:
-        if op.operation.name == "func.func":
-            reader.funcs[ir.StringAttr(op.attributes["sym_name"]).value] = op
-    for func in reader.funcs.values():
-        _count_calls(func.operation, reader.calls)
-    main = reader.funcs.get("main") or next(iter(reader.funcs.values()), None)
-    if main is None:
-        return reader.graph
-    _read_main(reader, main)
-    for name, func in reader.funcs.items():
-        if func is not main and reader.calls[name] != 1:
-            _read_shared(reader, name, func)
-    _link_calls(reader)
-    return register_scopes(reader.graph)
+    return StableHLOReading(module).graph()
+
+
+class StableHLOReading:
+    """One module read: its graph, then its text (`module_text`), which notes in the
+    graph the row the text writes each op on (`Graph.text_rows`): the row that defines
+    the op's first result, `%3 = stablehlo.add ...`, under its function's `func.func`
+    line. The names are MLIR's own (`Value.get_name`), so they are the text's."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        self._reader = _Reader()
+
+    def graph(self) -> Graph:
+        reader = self._reader
+        for op in self.module.body.operations:
+            if op.operation.name == "func.func":
+                reader.funcs[ir.StringAttr(op.attributes["sym_name"]).value] = op
+        for func in reader.funcs.values():
+            _count_calls(func.operation, reader.calls)
+        main = reader.funcs.get("main") or next(iter(reader.funcs.values()), None)
+        if main is None:
+            return reader.graph
+        _read_main(reader, main)
+        for name, func in reader.funcs.items():
+            if func is not main and reader.calls[name] != 1:
+                _read_shared(reader, name, func)
+        _link_calls(reader)
+        return register_scopes(reader.graph)
+
+    def text(self) -> str:
+        """The module's text, each op's row noted in the graph (none where that fails:
+        the text is what matters)."""
+        text = module_text(self.module)
+        try:
+            self._reader.graph.text_rows = _rows(text, self._names())
+        except Exception:  # a bug here must not cost the report its text
+            self._reader.graph.text_rows = {}
+        return text
+
+    def _names(self) -> dict[str, tuple[str, str]]:
+        """node id → (its function, the name the text gives its results: `%3` of `%3#0`)."""
+        state = ir.AsmState(self.module.operation)
+        return {
+            i: (func, value.get_name(state).partition("#")[0])
+            for i, (func, value) in self._reader.results.items()
+        }
+
+
+_FUNC = re.compile(r"\s*func\.func (?:\w+ )?@([\w$.-]+)\(")
+
+
+def _rows(text: str, names: dict[str, tuple[str, str]]) -> dict[str, list[int]]:
+    """node id → [the row of the text that defines its result], from `_names`."""
+    where: dict[tuple[str, str], int] = {}
+    func = ""
+    for row, line in enumerate(text.split("\n"), 1):
+        stripped = line.lstrip()
+        if stripped.startswith("%"):
+            end = min((i for i in (stripped.find(" "), stripped.find(":")) if i > 0), default=0)
+            if end:
+                where.setdefault((func, stripped[:end]), row)
+        elif stripped.startswith("func.func"):
+            found = _FUNC.match(line)
+            func = found.group(1) if found else ""
+    return {i: [where[key]] for i, key in names.items() if key in where}
 
 
 def _count_calls(op: Any, calls: Counter[str]) -> None:
@@ -172,6 +226,7 @@ def _callee(op: Any) -> str:
 
 
 def _read_main(reader: _Reader, main: Any) -> None:
+    reader.func = ir.StringAttr(main.attributes["sym_name"]).value
     block = main.regions[0].blocks[0]
     for i, arg in enumerate(block.arguments):
         name, _ = parse_location(arg.location)
@@ -190,6 +245,7 @@ def _read_main(reader: _Reader, main: Any) -> None:
 def _read_shared(reader: _Reader, name: str, func: Any) -> None:
     """A function read once as a top-level group; its args are link placeholders."""
     path = reader.graph.add_group((f"@{name}",), "call", label=f"@{name}")
+    reader.func = name
     block = func.regions[0].blocks[0]
     for arg in block.arguments:
         reader.env[arg] = ((f"{_LINK}{name}",), render_type(arg.type))
@@ -261,6 +317,8 @@ def _read_op(
     else:
         type_ = ", ".join(reader.render(r.type) for r in results)
     node = Node(reader.new_id(), name, _short(name), type_, scope, source)
+    if len(results):
+        reader.results[node.id] = (reader.func, results[0])
     if loc_name:  # the op's name stack, as its location spells it (the fusion map reads it)
         node.attrs["op_name"] = loc_name
     if name == "func.call":
@@ -305,7 +363,9 @@ def _read_inline_call(
     block = reader.funcs[callee].regions[0].blocks[0]
     operands = [_lookup(reader, v) for v in op.operation.operands]
     _bind_args(reader, block.arguments, operands)
+    caller, reader.func = reader.func, callee
     returns = _read_block(reader, block, group, (parts,), source)
+    reader.func = caller
     return _merge_results(op.operation, [returns])
 
 
