@@ -14,8 +14,8 @@ from typing import Any
 import streamlit as st
 
 from ui.cards import report_json
-from ui.tables import table
 from ui.editor import clear_marks
+from ui.tables import table
 from viz import charts
 from viz.export import html_report
 from viz.follow import SourceLines
