@@ -13,6 +13,7 @@ from viz.diff import (
     LABELS,
     Diff,
     Origin,
+    PeakDiff,
     ShardingDiff,
     arg_change_rows,
     collective_rows,
@@ -24,6 +25,7 @@ from viz.diff import (
     rows,
 )
 from viz.history import History, HistoryError, Run, sample_runs
+from viz.memory.display import buffer_rows
 from viz.report import Report
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
@@ -124,6 +126,29 @@ def numbers_tab(d: Diff) -> None:
     ):
         st.markdown(f"**{title}**")
         st.dataframe(pd.DataFrame(rows(group, deltas)), hide_index=True, width="stretch")
+    if d.peak is not None:
+        peak_buffers(d.peak)
+
+
+def peak_line(d: Diff) -> None:
+    """The two peaks in one sentence, under the counts: what the change did to memory."""
+    if d.peak is not None and d.peak.said:
+        st.markdown(f"**Memory peak** · {d.peak.said[0].upper()}{d.peak.said[1:]}")
+
+
+def peak_buffers(p: PeakDiff) -> None:
+    """The largest buffers at each run's peak, side by side."""
+    for column, name, buffers in zip(st.columns(2), "AB", (p.a_buffers, p.b_buffers), strict=True):
+        column.markdown(f"**{name}** · live at the peak, largest first")
+        if buffers:
+            column.dataframe(
+                pd.DataFrame(buffer_rows(buffers, None)),
+                hide_index=True,
+                width="stretch",
+                column_config={"bytes": st.column_config.NumberColumn(format="bytes")},
+            )
+        else:
+            column.caption("Not kept: this run has its numbers only.")
 
 
 def kernels_tab(d: Diff) -> None:
@@ -223,6 +248,7 @@ def show(a: Side, b: Side, named: bool = True) -> None:
     d = diff_reports(a[0], b[0], origins=(a[1], b[1]))
     header(d, named)
     count_metrics(d)
+    peak_line(d)
     render = {
         **({"Sharding": lambda: sharding_tab(d.sharding)} if d.sharding else {}),
         "Timings, cost, memory": lambda: numbers_tab(d),
