@@ -9,7 +9,7 @@ from typing import Any
 import streamlit as st
 
 import ui
-from ui import compile_time, editor, fusion, results, sharding, specialization, variants
+from ui import compile_time, editor, fusion, memory, results, sharding, specialization, variants
 from ui.results import FULL_RESULTS, Result
 from viz import charts, demo, share, vega
 from viz.history import History, HistoryError
@@ -378,7 +378,8 @@ def show_results() -> None:
         "Fusion": lambda: fusion_tab(res, index),
         "Timing": lambda: results.timing_tab(r),
         compile_time.TAB: lambda: compile_time.panel(res, index),
-        "Cost & memory": lambda: results.cost_tab(r),
+        "Cost": lambda: results.cost_tab(r),
+        memory.TAB: lambda: memory.panel(res, index),
         "Export": lambda: results.export_tab(r, index),
     }
     tabs = st.tabs(list(render), key="result_tab", on_change="rerun")

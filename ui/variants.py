@@ -106,7 +106,7 @@ def compile_settings_caption(report: Report) -> None:
 def quick_variants(res: Result) -> None:
     """One click re-runs the shown result with one change and opens the diff view."""
     options = variants(res.request(runs=res.report.timings.runs))
-    text, *columns = st.columns([3, 2, 3, 2], vertical_alignment="center")
+    text, *columns = st.columns([3, 2, 3, 3, 2], vertical_alignment="center")
     text.markdown("**Quick variants** · re-run with one change, then compare")
     chosen: Variant | None = None
     for column, variant in zip(columns, options, strict=True):
