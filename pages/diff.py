@@ -145,7 +145,6 @@ def peak_buffers(p: PeakDiff) -> None:
                 pd.DataFrame(buffer_rows(buffers, None)),
                 hide_index=True,
                 width="stretch",
-                column_config={"bytes": st.column_config.NumberColumn(format="bytes")},
             )
         else:
             column.caption("Not kept: this run has its numbers only.")

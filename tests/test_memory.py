@@ -22,7 +22,7 @@ from viz.diff import diff_reports
 from viz.memory.display import fit_text, peak_line
 from viz.memory.live import flatten, live_ranges
 from viz.memory.profile import OTHER
-from viz.memory.wire import fields, ints
+from viz.memory.wire import fields, ints, text
 from viz.memory.xla import read_assignment, read_module
 from viz.report import Report
 from viz.settings import Settings
@@ -96,11 +96,12 @@ def test_the_wire_reader_reads_varints_strings_nested_and_packed_fields():
         + bytes([0x1A, len(packed)])
         + packed
     )
-    found = list(fields(message))
+    found = fields(message)
     assert [n for n, _ in found] == [1, 2, 3]
-    assert bytes(found[0][1]) == b"abc"
-    assert list(fields(found[1][1])) == [(1, 150)]
-    assert ints(found[2][1]) == [3, 270, 86942]
+    assert text(message, found[0][1]) == "abc"
+    assert fields(message, found[1][1]) == [(1, 150)]  # read in place, at its span
+    assert ints(message, found[2][1]) == [3, 270, 86942]
+    assert fields(message, wanted=frozenset({3})) == [found[2]]
 
 
 # ------------------------------------------------ live ranges: XLA's own, exactly
@@ -302,6 +303,7 @@ def small_worker():
     worker.close()
 
 
+@pytest.mark.slow  # a worker of its own
 def test_a_peak_over_the_workers_limit_is_refused_before_running_naming_its_buffers(
     small_worker,
 ):
@@ -360,6 +362,7 @@ def test_the_history_keeps_the_peak(sorted_report):
     assert "timeline" not in kept and "limit_bytes" not in kept
 
 
+@pytest.mark.slow  # a recorded program of its own
 def test_a_recording_keeps_each_compiles_peak_and_the_largest(tmp_path):
     program = tmp_path / "prog.py"
     program.write_text(

@@ -8,7 +8,8 @@ and graphs come from `viz` as plain data; nothing here imports jax.
 - `cards`: error cards, code excerpts, the report download;
 - `graphs`: graph panels and the pan-and-zoom frame;
 - `lessons`: the lesson pages' run/cancel controls;
-- `editor`: the code editor; `fusion`: the Fusion tab's map views;
+- `editor`: the code editor; `fusion`: the Fusion tab's map views; `memory`: the
+  Memory tab (the peak, its buffers, what would lower it);
 - `live`: an analysis drawn stage by stage while it runs.
 
 Pages use the names re-exported here (`ui.ask`, `ui.graph_panel`, ...).

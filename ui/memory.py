@@ -134,7 +134,6 @@ def at_peak(res: Result, index: int) -> None:
         selection_mode="single-row",
         key=f"mem_rows_{index}",
         column_config={
-            "bytes": st.column_config.NumberColumn(format="bytes"),
             "live": st.column_config.TextColumn(help="steps of the schedule, first to last"),
         },
     )
@@ -206,7 +205,6 @@ def checkpoint(r: Report) -> None:
             pd.DataFrame(residual_rows(memory.residuals, r.source_file)),
             hide_index=True,
             width="stretch",
-            column_config={"bytes": st.column_config.NumberColumn(format="bytes")},
         )
     elif memory.residuals_note:
         st.markdown(f"- **jax.checkpoint**: {memory.residuals_note}")

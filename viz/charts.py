@@ -182,7 +182,7 @@ def memory_timeline(report: Report, source_file: str | None = None) -> go.Figure
             name=label,
             stackgroup="live",
             mode="lines",
-            line={"width": 0.5, "color": colour},
+            line={"width": 0.5, "color": colour, "shape": "hv"},  # bytes change at a step
             customdata=names,
             hovertemplate=f"{label} %{{y:.1f}} MiB<br>step %{{x}}: %{{customdata}}<extra></extra>",
         )

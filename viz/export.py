@@ -18,7 +18,7 @@ from viz.errors import ErrorInfo
 from viz.ir.model import Graph
 from viz.memory.display import buffer_rows, fit_text
 from viz.report import GraphSummary, Report
-from viz.units import nbytes, seconds
+from viz.units import seconds
 
 _STYLE = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
@@ -76,11 +76,7 @@ def _memory_section(report: Report) -> list[str]:
     rows = buffer_rows(memory.at_peak, report.source_file)
     head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0]) if rows else ""
     body = "".join(
-        "<tr>"
-        + "".join(
-            f"<td>{html.escape(nbytes(v) if k == 'bytes' else str(v))}</td>" for k, v in r.items()
-        )
-        + "</tr>"
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r.values()) + "</tr>"
         for r in rows
     )
     parts.append(f'<table class="kernels"><tr>{head}</tr>{body}</table>')

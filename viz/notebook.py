@@ -192,10 +192,7 @@ def _kernel_table(report: Report) -> str:
 
 def _peak_table(report: Report) -> str:
     assert report.memory is not None
-    rows = buffer_rows(report.memory.at_peak, report.source_file)
-    for row in rows:
-        row["bytes"] = nbytes(row["bytes"])
-    return _table(rows)
+    return _table(buffer_rows(report.memory.at_peak, report.source_file))
 
 
 def _specialization_table(report: Report) -> str:

@@ -65,10 +65,11 @@ def fit_text(memory: Memory, source_file: str | None = None) -> str | None:
 
 
 def buffer_rows(buffers: list[PeakBuffer], source_file: str | None) -> list[dict[str, Any]]:
-    """The buffers live at the peak, one table row each (largest first, as given)."""
+    """The buffers live at the peak, one table row each (largest first, as given; sizes
+    in binary units, as every size jitscope shows)."""
     return [
         {
-            "bytes": r.bytes,
+            "bytes": nbytes(r.bytes),
             "type": r.type or f"{r.buffers} buffers",
             "kind": r.kind,
             "made by": describe_made_by(r),
@@ -95,7 +96,7 @@ def residual_rows(residuals: list[Residual], source_file: str | None) -> list[di
     return [
         {
             "type": f"{r.dtype}[{','.join(map(str, r.shape))}]",
-            "bytes": r.bytes,
+            "bytes": nbytes(r.bytes),
             "saved": r.source,
             "line": where_text(r.where, source_file),
         }

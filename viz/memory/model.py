@@ -8,9 +8,10 @@
 A position is a step of the schedule XLA runs the program in (`viz.memory.live`); the
 bytes at a position are those of every buffer live there (read and written by that
 step included), each slot counted once where XLA placed two buffers in it (an output
-written over its operand). A buffer's `kind` is the allocation that holds it: an
-argument (`parameter`), an `output` (a donated argument's slot, once an output is
-written there, counts as the output's), a `temporary`, or a `constant`. `where` is the
+written over its operand). A buffer's `kind`: an argument (`parameter`), an `output`
+(what the program hands back, in its own slot or written over a donated argument), a
+`temporary` (anything else XLA allocates, in whatever slot it placed it), or a
+`constant`. `where` is the
 user's line (`model.py:12`) from the instruction's metadata. No jax.
 """
 

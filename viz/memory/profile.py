@@ -28,6 +28,7 @@ from viz.memory.xla import (
     KINDS,
     OUTPUT,
     PARAMETER,
+    TEMPORARY,
     Assignment,
     Buffer,
     Module,
@@ -74,7 +75,10 @@ def memory_profile(module_proto: bytes, assignment_proto: bytes) -> MemoryProfil
     if not schedule.order:
         raise ValueError("the executable's module has no schedule")
     ranges = live_ranges(module, assignment, schedule)
-    kinds = {bid: buffer_kind(assignment.buffers[bid], module) for bid in ranges}
+    kinds = {
+        bid: buffer_kind(assignment.buffers[bid], module, end == schedule.end)
+        for bid, (_, end) in ranges.items()
+    }
     shared = _shared(ranges, assignment)
     names = [module.instructions[i].name for i in schedule.order]
     timeline = _timeline(ranges, kinds, shared, assignment, names)
@@ -130,13 +134,17 @@ def with_origins(profile: MemoryProfile, graph: Graph | None) -> MemoryProfile:
     )
 
 
-def buffer_kind(buffer: Buffer, module: Module) -> str:
-    """An argument's buffer is a `parameter`; an output written into a donated
-    argument's slot is an `output`; any other buffer is its allocation's kind."""
+def buffer_kind(buffer: Buffer, module: Module, handed_back: bool) -> str:
+    """An argument's buffer is a `parameter`. A buffer in an output's slot, or in a
+    donated argument's, is an `output` if it lives to the end (`handed_back`), else a
+    `temporary` XLA placed there while the slot was free. Any other buffer is its
+    allocation's kind."""
     inst = module.instructions[buffer.instruction]
     if inst.opcode == "parameter" and inst.computation == module.entry:
         return PARAMETER
-    return OUTPUT if buffer.kind == PARAMETER else buffer.kind
+    if buffer.kind in (OUTPUT, PARAMETER):
+        return OUTPUT if handed_back else TEMPORARY
+    return buffer.kind
 
 
 Shared = dict[int, dict[int, int]]  # position → {buffer: its bytes another buffer holds too}
