@@ -118,7 +118,7 @@ def count_metrics(d: Diff) -> None:
         )
 
 
-def numbers_tab(d: Diff) -> None:
+def numbers_tab(d: Diff, sources: tuple[str | None, str | None]) -> None:
     for group, title, deltas in (
         ("timings", "Timings", d.timings),
         ("cost", "Cost", d.cost),
@@ -127,7 +127,7 @@ def numbers_tab(d: Diff) -> None:
         st.markdown(f"**{title}**")
         st.dataframe(pd.DataFrame(rows(group, deltas)), hide_index=True, width="stretch")
     if d.peak is not None:
-        peak_buffers(d.peak)
+        peak_buffers(d.peak, sources)
 
 
 def peak_line(d: Diff) -> None:
@@ -136,13 +136,15 @@ def peak_line(d: Diff) -> None:
         st.markdown(f"**Memory peak** · {d.peak.said[0].upper()}{d.peak.said[1:]}")
 
 
-def peak_buffers(p: PeakDiff) -> None:
-    """The largest buffers at each run's peak, side by side."""
-    for column, name, buffers in zip(st.columns(2), "AB", (p.a_buffers, p.b_buffers), strict=True):
+def peak_buffers(p: PeakDiff, sources: tuple[str | None, str | None]) -> None:
+    """The largest buffers at each run's peak, side by side (`sources`: each run's file,
+    where its lines are the user's)."""
+    sides = zip(st.columns(2), "AB", (p.a_buffers, p.b_buffers), sources, strict=True)
+    for column, name, buffers, source in sides:
         column.markdown(f"**{name}** · live at the peak, largest first")
         if buffers:
             column.dataframe(
-                pd.DataFrame(buffer_rows(buffers, None)),
+                pd.DataFrame(buffer_rows(buffers, source)),
                 hide_index=True,
                 width="stretch",
             )
@@ -250,7 +252,7 @@ def show(a: Side, b: Side, named: bool = True) -> None:
     peak_line(d)
     render = {
         **({"Sharding": lambda: sharding_tab(d.sharding)} if d.sharding else {}),
-        "Timings, cost, memory": lambda: numbers_tab(d),
+        "Timings, cost, memory": lambda: numbers_tab(d, (a[0].source_file, b[0].source_file)),
         "Kernels": lambda: kernels_tab(d),
         "Ops by type": lambda: ops_tab(d),
         "IR text": lambda: ir_tab(d),

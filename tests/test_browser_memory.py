@@ -66,3 +66,19 @@ def test_a_buffer_at_the_peak_opens_its_kernel_in_the_fusion_map(page) -> None: 
     page.get_by_role("tab", name="Fusion", selected=True).wait_for()
     page.get_by_text(f"kernel {kernel} lit").nth(1).wait_for(timeout=120_000)
     tall_shot(page, "memory_kernel_in_fusion_map", page.get_by_role("tab", name="Fusion"))
+
+
+def test_donating_from_the_quick_variants_shows_what_it_saved_at_the_peak(page) -> None:  # noqa: F811
+    page.set_viewport_size(TALL)
+    page.goto(
+        f"{page.base_url}/?{urlencode({'sample': 'elementwise_chain', 'args': 'f32[1024,1024]'})}"
+    )
+    results(page)
+    page.get_by_role("button", name="Donate the arrays").click()
+    page.get_by_role("heading", name="Diff").wait_for()
+    said = page.get_by_text("Donation saved 4.0 MiB at the peak (8.0 MiB → 4.0 MiB)")
+    said.wait_for()
+    open_tab(page, "Timings, cost, memory")
+    page.get_by_text("live at the peak, largest first").first.wait_for()
+    assert "argument x" in table_text(page, "argument x", nth=3)  # A's buffers: x lives on
+    tall_shot(page, "memory_diff_donation", page.get_by_role("heading", name="Diff"))
