@@ -22,7 +22,7 @@ from viz.diff import diff_reports
 from viz.memory.display import fit_text, peak_line
 from viz.memory.live import flatten, live_ranges
 from viz.memory.profile import OTHER
-from viz.memory.wire import fields, ints, text
+from viz.memory.schema import parse
 from viz.memory.xla import read_assignment, read_module
 from viz.report import Report
 from viz.settings import Settings
@@ -85,23 +85,15 @@ def sorted_report() -> Report:
     return analyze(sort_then_scan, "f32[2048,8192]", runs=0)
 
 
-# ------------------------------------------------------------- the wire format
+# --------------------------------------------------------------- the schema
 
 
-def test_the_wire_reader_reads_varints_strings_nested_and_packed_fields():
-    nested = bytes([0x08, 0x96, 0x01])  # field 1 = 150
-    packed = bytes([0x03, 0x8E, 0x02, 0x9E, 0xA7, 0x05])  # 3, 270, 86942
-    message = (
-        (bytes([0x0A, 0x03]) + b"abc" + bytes([0x12, len(nested)]) + nested)
-        + bytes([0x1A, len(packed)])
-        + packed
-    )
-    found = fields(message)
-    assert [n for n, _ in found] == [1, 2, 3]
-    assert text(message, found[0][1]) == "abc"
-    assert fields(message, found[1][1]) == [(1, 150)]  # read in place, at its span
-    assert ints(message, found[2][1]) == [3, 270, 86942]
-    assert fields(message, wanted=frozenset({3})) == [found[2]]
+def test_the_schema_reads_the_fields_it_declares_and_skips_the_rest():
+    record = bytes([0x08, 0x07, 0x10, 0x40])  # id 7, size 64
+    record += bytes([0x1A, 0x05, 0x1A, 0x01, 0x01, 0x20, 0x03])  # at{index [1], instruction 3}
+    record += bytes([0x20, 0x05])  # color 5: a field XLA writes that the schema leaves out
+    buffer = parse("Buffer", record)
+    assert (buffer.id, buffer.size, buffer.at.instruction, list(buffer.at.index)) == (7, 64, 3, [1])
 
 
 # ------------------------------------------------ live ranges: XLA's own, exactly

@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import pairwise
 
-from viz.memory.xla import THREAD_LOCAL, Assignment, Instruction, Module, ShapeIndex
+from viz.memory.xla import Assignment, Instruction, Module, ShapeIndex
 
 # opcodes whose result at an index is an operand's value there (they define nothing)
 FORWARDS = frozenset(("bitcast", "domain", "opt-barrier", "optimization-barrier", "add-dependency"))
@@ -117,7 +117,7 @@ def places(module: Module, schedule: Schedule, assignment: Assignment) -> dict[i
         changed = False
         for iid in schedule.order:
             inst = module.instructions[iid]
-            for index in inst.shape.indices():
+            for index in inst.indices():
                 own = defined.get((iid, index))
                 value = frozenset((own,)) if own is not None else flows(inst, index)
                 if value != found.get((iid, index), frozenset()):
@@ -166,7 +166,7 @@ def live_ranges(module: Module, assignment: Assignment, schedule: Schedule) -> d
     ranges: dict[int, list[int]] = {}
     for bid, buffer in assignment.buffers.items():
         inst = module.instructions.get(buffer.instruction)
-        if inst is None or buffer.kind == THREAD_LOCAL or inst.id not in schedule.position:
+        if inst is None or buffer.allocation < 0 or inst.id not in schedule.position:
             continue
         held = found.get(bid, [(inst.id, buffer.index)])
         ranges[bid] = _range(

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import Any
 
-from viz.ir.model import Graph, Node, SourceLoc
+from viz.ir.model import Graph, SourceLoc
 from viz.memory.live import flatten, live_ranges
 from viz.memory.model import PeakAt, PeakBuffer, TimelinePoint
 from viz.memory.xla import (
@@ -45,12 +46,11 @@ REMAT_SCOPE = "rematted_computation"  # JAX's name scope for what jax.checkpoint
 
 @dataclass(frozen=True)
 class Origin:
-    """What the compiled graph says of one instruction: its line, and whether it is
-    recomputed under jax.checkpoint."""
+    """What the compiled graph says of one instruction: its line, and for an argument
+    its name as the user wrote it (params['w'])."""
 
     where: str = ""
-    recomputed: bool = False
-    argument: str = ""  # an argument's name as the user wrote it: params['w']
+    argument: str = ""
 
 
 @dataclass
@@ -114,23 +114,25 @@ def with_origins(profile: MemoryProfile, graph: Graph | None) -> MemoryProfile:
     the compiled graph tells them (unchanged without a graph)."""
     if graph is None:
         return profile
-    origins = origins_of(graph)
+    at = profile.peak_at
+    origins, recomputed = origins_of(
+        graph, {at.instruction, *(r.instruction for r in profile.at_peak)}
+    )
 
     def placed(row: PeakBuffer) -> PeakBuffer:
         origin = origins.get(row.instruction, Origin())
         return replace(
             row,
             where=origin.where,
-            recomputed=origin.recomputed,
+            recomputed=row.instruction in recomputed,
             argument=origin.argument if row.kind == PARAMETER else "",
         )
 
-    at = profile.peak_at
     return replace(
         profile,
         peak_at=replace(at, where=origins.get(at.instruction, Origin()).where),
         at_peak=[placed(r) for r in profile.at_peak],
-        recomputed=[n for n in profile.schedule if origins.get(n, Origin()).recomputed],
+        recomputed=[n for n in profile.schedule if n in recomputed],
     )
 
 
@@ -205,25 +207,21 @@ def _timeline(
     buffer's arrival and departure, less the slots counted twice); the position past
     the last instruction holds what the program hands back."""
     end = len(names)
-    change = {kind: [0] * (end + 2) for kind in KINDS}
+    change = {kind: [0] * (end + 1) for kind in KINDS}
     for bid, (start, stop) in ranges.items():
         size, kind = assignment.buffers[bid].size, kinds[bid]
         change[kind][start] += size
-        change[kind][stop + 1] -= size
-    twice = {kind: defaultdict(int) for kind in KINDS}
+        if stop < end:
+            change[kind][stop + 1] -= size
+    live = {kind: list(accumulate(change[kind])) for kind in KINDS}
     for position, found in shared.items():
         for bid, overlap in found.items():
-            twice[kinds[bid]][position] += overlap
-    live = dict.fromkeys(KINDS, 0)
-    points = []
-    for t in range(end + 1):
-        by_kind = {}
-        for kind in KINDS:
-            live[kind] += change[kind][t]
-            by_kind[kind] = live[kind] - twice[kind].get(t, 0)
-        name = names[t] if t < end else ""
-        points.append(TimelinePoint(t, sum(by_kind.values()), **by_kind, instruction=name))
-    return points
+            live[kinds[bid]][position] -= overlap
+    steps = zip(*(live[kind] for kind in KINDS), [*names, ""], strict=True)
+    return [
+        TimelinePoint(t, p + o + tmp + c, p, o, tmp, c, name)
+        for t, (p, o, tmp, c, name) in enumerate(steps)
+    ]
 
 
 def _at_peak(
@@ -287,25 +285,28 @@ def where(source: SourceLoc | None) -> str:
     return f"{source.file}:{source.line}" if source is not None else ""
 
 
-def origins_of(graph: Graph | None) -> dict[str, Origin]:
-    """Each instruction's line and recomputation, by name: a plain instruction's from
-    its node, a kernel's (a fusion, a loop) from the ops inside it (the last one with
-    a line: the root, as XLA names the kernel after it)."""
+def origins_of(graph: Graph | None, wanted: set[str]) -> tuple[dict[str, Origin], set[str]]:
+    """The line and argument of each instruction `wanted`, by name (a plain
+    instruction's from its node, a kernel's, a fusion's or a loop's, from the last op
+    inside it with a line: its root, which XLA names it after), and every instruction
+    that jax.checkpoint recomputes (an op of its rematted region, or a kernel holding
+    one). One pass over the graph's nodes."""
     if graph is None:
-        return {}
-    inside: dict[str, list[Node]] = defaultdict(list)
+        return {}, set()
     found: dict[str, Origin] = {}
+    recomputed = {path[-1] for path, group in graph.groups.items() if _recomputes(group.attrs)}
     for node in graph.nodes:
-        argument = node.label if node.kind == "input" else ""
-        found[node.id] = Origin(where(node.source), _recomputes(node.attrs), argument)
-        for depth in range(1, len(node.scope) + 1):
-            inside[node.scope[depth - 1]].append(node)
-    for path, group in graph.groups.items():
-        members = inside.get(path[-1], [])
-        lined = [n for n in members if n.source is not None]
-        recomputed = _recomputes(group.attrs) or any(_recomputes(n.attrs) for n in members)
-        found[path[-1]] = Origin(where(lined[-1].source) if lined else "", recomputed)
-    return found
+        again = _recomputes(node.attrs)
+        if again:
+            recomputed.update((node.id, *node.scope))
+        if node.id in wanted:
+            argument = node.label if node.kind == "input" else ""
+            found[node.id] = Origin(where(node.source), argument)
+        if node.source is not None:
+            for kernel in node.scope:
+                if kernel in wanted:
+                    found[kernel] = Origin(where(node.source))
+    return found, recomputed
 
 
 def _recomputes(attrs: dict[str, str]) -> bool:

@@ -13,14 +13,17 @@
 
 On CPU (jax 0.10) the buffer assignment holds no heap-simulator trace and XLA's
 `peak_memory_in_bytes` counts the arguments and outputs only; the live ranges are
-derived from these two (`viz.memory.live`). No jax: the protos arrive as bytes.
+derived from these two (`viz.memory.live`). The protos arrive as bytes and are read
+with the fields `viz.memory.schema` declares. No jax.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from typing import Any
 
-from viz.memory.wire import Value, fields, holds, ints, text
+from viz.memory.schema import parse
 
 ShapeIndex = tuple[int, ...]
 
@@ -86,20 +89,14 @@ class Shape:
 _ARRAY = Shape()
 
 
-def read_shape(data: bytes, span: Value) -> Shape:
-    kind, dims, elements = 0, [], []
-    for number, value in fields(data, span):
-        if number == 2:
-            kind = value
-        elif number == 3:
-            dims += ints(data, value)
-        elif number == 4:
-            elements.append(read_shape(data, value))
+def read_shape(message: Any) -> Shape:
+    """A parsed ShapeProto as a Shape."""
+    kind = message.element_type
     if kind == TUPLE:
-        return Shape(elements=tuple(elements))
+        return Shape(elements=tuple(read_shape(e) for e in message.elements))
     if kind == TOKEN:
         return Shape("token")
-    return Shape(DTYPES.get(kind, f"type{kind}"), tuple(dims))
+    return Shape(DTYPES.get(kind, f"type{kind}"), tuple(message.dimensions))
 
 
 @dataclass
@@ -110,12 +107,22 @@ class Instruction:
     name: str
     opcode: str
     computation: int
-    shape: Shape = _ARRAY
     operands: list[int] = field(default_factory=list)
     called: list[int] = field(default_factory=list)  # computation ids
     tuple_index: int = 0  # get-tuple-element's
     parameter: int = 0  # a parameter's number
     library: bool = False  # a kernel a library runs, with working memory of its own
+    tuple_shaped: bool = False  # its result is a tuple
+    parsed_shape: Any = field(default=None, repr=False)  # its ShapeProto, as parsed
+
+    @functools.cached_property
+    def shape(self) -> Shape:
+        """Its result's shape, converted when first asked for (a few rows need it)."""
+        return read_shape(self.parsed_shape) if self.parsed_shape is not None else _ARRAY
+
+    def indices(self) -> list[ShapeIndex]:
+        """Every shape index of its result ({} alone for an array)."""
+        return self.shape.indices() if self.tuple_shaped else [()]
 
 
 @dataclass
@@ -123,7 +130,6 @@ class Computation:
     id: int
     name: str
     root: int
-    is_fusion: bool = False
 
 
 @dataclass
@@ -145,109 +151,43 @@ SEQUENTIAL = frozenset(("while", "call", "conditional"))  # they run computation
 def read_module(data: bytes) -> Module:
     """The module's computations, the schedule, and the instructions of the computations
     that run in turn from the ENTRY (a loop's body and condition, a branch, a call);
-    the rest are skipped unread: fused computations, which run inside one kernel, and
+    the rest stay unread bytes: fused computations, which run inside one kernel, and
     the reducers a reduce or a sort applies element by element."""
-    entry, schedule, aliased = 0, {}, set()
-    computations: dict[int, Computation] = {}
-    bodies: dict[int, list[Value]] = {}
-    for number, value in fields(data):
-        if number == 3:
-            computation, instructions = _computation(data, value)
-            computations[computation.id] = computation
-            bodies[computation.id] = instructions
-        elif number == 6:
-            entry = value
-        elif number == 7:
-            schedule = _schedule(data, value)
-        elif number == 8:
-            aliased = _aliased_parameters(data, value)
+    module = parse("Module", data)
+    entry = module.entry
+    records = {c.id: c for c in module.computations}
+    schedule = {s.computation: list(s.order.instructions) for s in module.schedule.sequences}
+    aliased = {(e.parameter, tuple(e.index)) for e in module.aliasing.entries}
     instructions: dict[int, Instruction] = {}
     waiting, seen = [entry], {entry}
     while waiting:
         cid = waiting.pop()
-        for raw in bodies.get(cid, ()):
-            inst = _instruction(data, raw, cid)
+        for raw in records[cid].instructions if cid in records else ():
+            inst = _instruction(parse("Instruction", raw), cid)
             instructions[inst.id] = inst
             if inst.opcode in SEQUENTIAL:
                 waiting += [c for c in inst.called if c not in seen and c in schedule]
                 seen.update(inst.called)
+    computations = {  # the sequential ones: fused computations have no schedule
+        cid: Computation(cid, c.name, c.root) for cid, c in records.items() if cid in schedule
+    }
     return Module(entry, computations, instructions, schedule, aliased)
 
 
-def _computation(data: bytes, span: Value) -> tuple[Computation, list[Value]]:
-    name, cid, root, fusion, instructions = "", 0, 0, False, []
-    for number, value in fields(data, span, COMPUTATION_FIELDS):
-        if number == 1:
-            name = text(data, value)
-        elif number == 2:
-            instructions.append(value)
-        elif number == 5:
-            cid = value
-        elif number == 6:
-            root = value
-        elif number == 7:
-            fusion = bool(value)
-    return Computation(cid, name, root, fusion), instructions
-
-
-INSTRUCTION_FIELDS = frozenset((1, 2, 3, 9, 13, 35, 36, 38, 43))  # as read below
-COMPUTATION_FIELDS = frozenset((1, 2, 5, 6, 7))
-
-
-def _instruction(data: bytes, span: Value, computation: int) -> Instruction:
-    inst = Instruction(0, "", "", computation)
-    for number, value in fields(data, span, INSTRUCTION_FIELDS):
-        if number == 1:
-            inst.name = text(data, value)
-        elif number == 2:
-            inst.opcode = text(data, value)
-        elif number == 3:
-            inst.shape = read_shape(data, value)
-        elif number == 9:
-            inst.parameter = value
-        elif number == 13:
-            inst.tuple_index = value
-        elif number == 35:
-            inst.id = value
-        elif number == 36:
-            inst.operands += ints(data, value)
-        elif number == 38:
-            inst.called += ints(data, value)
-        elif number == 43:
-            inst.library = any(holds(data, value, name) for name in LIBRARY_FUSIONS)
-    return inst
-
-
-def _schedule(data: bytes, span: Value) -> dict[int, list[int]]:
-    """HloScheduleProto: map<computation id, InstructionSequence{instruction_ids}>."""
-    found = {}
-    for number, entry in fields(data, span):
-        if number != 1:
-            continue
-        key, ids = 0, []
-        for part, value in fields(data, entry):
-            if part == 1:
-                key = value
-            elif part == 2:
-                ids = [i for n, v in fields(data, value) if n == 1 for i in ints(data, v)]
-        found[key] = ids
-    return found
-
-
-def _aliased_parameters(data: bytes, span: Value) -> set[tuple[int, ShapeIndex]]:
-    """HloInputOutputAliasProto: the (parameter, index) of each entry."""
-    found = set()
-    for number, entry in fields(data, span):
-        if number != 1:
-            continue
-        parameter, index = 0, []
-        for part, value in fields(data, entry):
-            if part == 2:
-                parameter = value
-            elif part == 3:
-                index += ints(data, value)
-        found.add((parameter, tuple(index)))
-    return found
+def _instruction(message: Any, computation: int) -> Instruction:
+    return Instruction(
+        id=message.id,
+        name=message.name,
+        opcode=message.opcode,
+        computation=computation,
+        operands=list(message.operands),
+        called=list(message.called),
+        tuple_index=message.tuple_index,
+        parameter=message.parameter,
+        library=any(name in message.backend_config for name in LIBRARY_FUSIONS),
+        tuple_shaped=message.shape.element_type == TUPLE,
+        parsed_shape=message.shape,
+    )
 
 
 # An allocation's kind, as the report names buffers by it
@@ -270,9 +210,9 @@ class Buffer:
     instruction: int
     index: ShapeIndex
     size: int
-    allocation: int = -1
+    allocation: int = -1  # -1: in no allocation of the program's own (thread-local)
     offset: int = 0
-    kind: str = TEMPORARY
+    kind: str = THREAD_LOCAL
 
 
 @dataclass
@@ -286,93 +226,41 @@ class Assignment:
 
 
 def read_assignment(data: bytes) -> Assignment:
-    buffers: dict[int, Buffer] = {}
-    aliases: list[tuple[int, int, ShapeIndex]] = []
-    allocations: list[Value] = []
-    for number, value in fields(data):
-        if number == 1:
-            buffer = _buffer(data, value)
-            buffers[buffer.id] = buffer
-        elif number == 2:
-            aliases.append(_alias(data, value))
-        elif number == 3:
-            allocations.append(value)
+    message = parse("Assignment", data)
+    buffers = {
+        b.id: Buffer(b.id, b.at.instruction, tuple(b.at.index), b.size) for b in message.buffers
+    }
     totals = dict.fromkeys((*KINDS, THREAD_LOCAL), 0)
-    for raw in allocations:
-        _place(data, raw, buffers, totals)
+    for allocation in message.allocations:
+        kind = _kind(allocation)
+        totals[kind] += allocation.size
+        if kind == THREAD_LOCAL:  # a reducer's scalars, on a stack: no slot of the program's
+            continue
+        for assigned in allocation.assigned:
+            buffer = buffers.get(assigned.buffer)
+            if buffer is not None:
+                buffer.allocation, buffer.offset, buffer.kind = (
+                    allocation.index,
+                    assigned.offset,
+                    kind,
+                )
     defined = {(b.instruction, b.index): b.id for b in buffers.values()}
     shared = [
-        (source, defined[(inst, index)])
-        for source, inst, index in aliases
-        if (inst, index) in defined and source in buffers
+        (alias.source, defined[at])
+        for alias in message.aliases
+        if (at := (alias.at.instruction, tuple(alias.at.index))) in defined
+        and alias.source in buffers
     ]
     return Assignment(buffers, shared, totals)
 
 
-def _location(data: bytes, span: Value) -> tuple[int, ShapeIndex]:
-    inst, index = 0, []
-    for number, value in fields(data, span):
-        if number == 4:
-            inst = value
-        elif number == 3:
-            index += ints(data, value)
-    return inst, tuple(index)
-
-
-def _buffer(data: bytes, span: Value) -> Buffer:
-    bid, size, at = 0, 0, (0, ())
-    for number, value in fields(data, span):
-        if number == 1:
-            bid = value
-        elif number == 2:
-            size = value
-        elif number == 3:
-            at = _location(data, value)
-    return Buffer(bid, at[0], at[1], size)
-
-
-def _alias(data: bytes, span: Value) -> tuple[int, int, ShapeIndex]:
-    source, at = 0, (0, ())
-    for number, value in fields(data, span):
-        if number == 1:
-            source = value
-        elif number == 2:
-            at = _location(data, value)
-    return source, at[0], at[1]
-
-
-def _place(data: bytes, span: Value, buffers: dict[int, Buffer], totals: dict[str, int]) -> None:
-    """An allocation: its kind given to the buffers packed into it, with their offsets."""
-    index = size = 0
-    flags: dict[int, int] = {}
-    assigned: list[tuple[int, int]] = []
-    for number, value in fields(data, span):
-        if number == 1:
-            index = value
-        elif number == 2:
-            size = value
-        elif number in (3, 5, 7, 12):
-            flags[number] = value
-        elif number == 9:
-            bid = offset = 0
-            for part, v in fields(data, value):
-                if part == 1:
-                    bid = v
-                elif part == 2:
-                    offset = v
-            assigned.append((bid, offset))
-    kind = (
-        THREAD_LOCAL
-        if flags.get(3)
-        else PARAMETER
-        if flags.get(5)
-        else CONSTANT
-        if flags.get(12)
-        else OUTPUT
-        if flags.get(7)
-        else TEMPORARY
-    )
-    totals[kind] += size
-    for bid, offset in assigned:
-        if bid in buffers:
-            buffers[bid].allocation, buffers[bid].offset, buffers[bid].kind = index, offset, kind
+def _kind(allocation: Any) -> str:
+    """An allocation's kind: thread-local, an argument's, a constant's, an output's, or
+    XLA's temporaries."""
+    if allocation.thread_local:
+        return THREAD_LOCAL
+    if allocation.parameter:
+        return PARAMETER
+    if allocation.constant:
+        return CONSTANT
+    return OUTPUT if allocation.live_out else TEMPORARY
