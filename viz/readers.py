@@ -166,7 +166,6 @@ def _executable_text(text: str | None) -> str:
 
 
 MemoryRead = tuple[dict[str, int | None], Found[MemoryProfile]]
-NO_PROFILE = "could not read the memory profile"
 
 
 def read_memory(compiled: Compiled) -> MemoryRead:
@@ -211,9 +210,10 @@ def with_memory_profile(
     """The executable's memory section with the profile (read beside the compile), each
     buffer's line from the compiled graph shown, else from the fusion map's `kernels`;
     and the limit a run must fit in."""
-    profile = None
-    if not any(w.startswith(NO_PROFILE) for w in executable.warnings):
+    try:
         profile = compiled.memory_profile(executable.shown.read.graph, kernels)
+    except Exception:  # unreadable: read_memory's warning, in the report, says why
+        profile = None
     limit = compiled.memory_limit()
     memory = memory_section(executable.memory, profile, limit)
     return replace(executable, memory=memory)

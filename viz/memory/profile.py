@@ -7,7 +7,7 @@ buffers at that step once (an elementwise kernel writing its output over the inp
 reads last, a loop's state handed from one iteration to the next): XLA places such
 buffers at the same offset. So the peak is what XLA's placement needs at that step,
 and the timeline's largest value is the peak. Measured on this machine's CPU, the
-peak minus the arguments matches the process's growth during one call (`bench` and
+peak minus the arguments matches the process's growth during one call (docs/performance.md,
 `tests/test_memory.py`), except for the working memory of library kernels
 (YNNPACK fusions on CPU), which XLA does not assign: they are named, not counted.
 
