@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ui.fusion import pick_kernel
+from ui.fusion import show_in_map_button
 from ui.results import Result
 from viz import charts
 from viz.memory.display import (
@@ -146,19 +146,8 @@ def at_peak(res: Result, index: int) -> None:
     if row.instruction == OTHER or not any(e.kernel == kernel for e in r.fusion_map):
         st.caption(f"`{kernel}` is not a kernel of the fusion map (an argument or a constant).")
         return
-    st.button(
-        f"Show `{kernel}` in the fusion map",
-        key=f"mem_fusion_{index}",
-        on_click=_show_in_fusion_map,
-        args=(res, kernel, index),
-    )
-
-
-def _show_in_fusion_map(res: Result, kernel: str, index: int) -> None:
-    """Before the rerun draws the tabs: pick the kernel in the map (its lines light up
-    in the code beside it) and open the Fusion tab."""
-    if pick_kernel(res.report.fusion_map, kernel, index):
-        st.session_state.result_tab = "Fusion"
+    # the Fusion tab lights the kernel's lines in the code beside the map
+    show_in_map_button(r.fusion_map, kernel, index, key=f"mem_fusion_{index}")
 
 
 def lower_it(r: Report) -> None:
