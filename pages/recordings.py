@@ -16,7 +16,7 @@ from viz.recorder.compare import diff_recordings, diff_rows, diff_text
 from viz.recorder.html import recording_html
 from viz.recorder.model import Compile, Recording, short_path
 from viz.recorder.views import call_tree, compile_rows, explore_target, function_rows
-from viz.units import seconds
+from viz.units import nbytes, seconds
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -48,13 +48,21 @@ def list_table(rows: list[RecordingRow]) -> list[dict[str, object]]:
 
 def overview(rec: Recording) -> None:
     s, program = rec.summary, rec.program
-    cols = st.columns(5)
+    cols = st.columns(6)
     cols[0].metric("compiles", s.compiles)
     cols[1].metric("compile time", seconds(s.compile_s))
     cols[2].metric("wall time", seconds(program.wall_s) if program.wall_s else "–")
     share = s.compile_s / program.wall_s if program.wall_s else None
     cols[3].metric("compiling", f"{share:.0%}" if share is not None else "–")
     cols[4].metric("functions", s.functions)
+    top = s.largest_peak
+    cols[5].metric(
+        "largest peak",
+        nbytes(top["bytes"]) if top else "–",
+        help=f"{top['function']}: the most memory live at one step of its compiled program"
+        if top
+        else "no compiled executable was seen",
+    )
     ended = f"exit status {program.exit_code}" + (f" ({program.signal})" if program.signal else "")
     extra = (
         f" · {s.eager_compiles} op-by-op compiles of JAX's own not listed"

@@ -14,7 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from ui.cards import error_card
-from ui.fusion import pick_kernel
+from ui.fusion import show_in_map_button
 from ui.results import Result
 from ui.tables import table
 from ui.workers import run_lesson
@@ -228,18 +228,7 @@ def kernel_table(res: Result, p: CompileProfileSection, index: int) -> None:
     if not any(e.kernel == kernel for e in fmap):  # this compile named its kernels otherwise
         st.caption(f"`{kernel}` is not in this result's fusion map.")
         return
-    st.button(
-        f"Show `{kernel}` in the fusion map",
-        key=f"ct_fusion_{index}",
-        on_click=_show_in_fusion_map,
-        args=(res, kernel, index),
-    )
-
-
-def _show_in_fusion_map(res: Result, kernel: str, index: int) -> None:
-    """Before the rerun draws the tabs: pick the kernel in the map and open its tab."""
-    if pick_kernel(res.report.fusion_map, kernel, index):
-        st.session_state.result_tab = "Fusion"
+    show_in_map_button(fmap, kernel, index, key=f"ct_fusion_{index}")
 
 
 def repeated_table(p: CompileProfileSection) -> None:

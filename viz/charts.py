@@ -154,6 +154,82 @@ def count_chain(report: Report) -> go.Figure:
     return layout(fig, "How the op count falls", 260)
 
 
+MEMORY_KINDS = (  # stacked bottom up: what lives longest first
+    ("parameter", "arguments", "#4C78A8"),
+    ("constant", "constants", "#B279A2"),
+    ("output", "outputs", "#54A24B"),
+    ("temporary", "temporaries", "#F58518"),
+)
+
+
+def memory_timeline(report: Report, source_file: str | None = None) -> go.Figure:
+    """The bytes live at each step of the program XLA scheduled, stacked by kind, the
+    peak marked; where arguments were donated, where their buffers stop counting."""
+    from viz.memory.display import where_text
+
+    memory = report.memory
+    points = memory.timeline if memory else []
+    fig = go.Figure()
+    x = [p.position for p in points]
+    names = [p.instruction or "(the outputs handed back)" for p in points]
+    for kind, label, colour in MEMORY_KINDS:
+        ys = [getattr(p, kind) / 2**20 for p in points]
+        if not any(ys):
+            continue
+        fig.add_scatter(
+            x=x,
+            y=ys,
+            name=label,
+            stackgroup="live",
+            mode="lines",
+            line={"width": 0.5, "color": colour, "shape": "hv"},  # bytes change at a step
+            customdata=names,
+            hovertemplate=f"{label} %{{y:.1f}} MiB<br>step %{{x}}: %{{customdata}}<extra></extra>",
+        )
+    if memory and memory.peak_at is not None and memory.peak_bytes is not None:
+        at = memory.peak_at
+        line = where_text(at.where, source_file)
+        fig.add_vline(x=at.position, line={"color": "#E45756", "dash": "dot"})
+        fig.add_annotation(
+            x=at.position,
+            y=memory.peak_bytes / 2**20,
+            text=f"peak {units.nbytes(memory.peak_bytes)} at {at.instruction}"
+            + (f" ({line})" if line else ""),
+            showarrow=True,
+            arrowcolor="#E45756",
+            ax=0,
+            ay=-28,
+        )
+    freed = _donation_frees(report)
+    if freed is not None:
+        position, nbytes = freed
+        fig.add_annotation(
+            x=position,
+            y=0,
+            yanchor="bottom",
+            text=f"donated arguments: {units.nbytes(nbytes)} reused from here",
+            showarrow=True,
+            ax=0,
+            ay=-50,
+        )
+    fig.update_xaxes(title="step of the schedule (program order)")
+    fig.update_yaxes(title="MiB live", rangemode="tozero")
+    return layout(fig, "Memory over program order", 360)
+
+
+def _donation_frees(report: Report) -> tuple[int, int] | None:
+    """(the step after which the donated arguments' buffers are outputs' or free, the
+    bytes they held) for a report with donation; None without."""
+    memory = report.memory
+    if not report.donate or memory is None or not memory.timeline:
+        return None
+    start = memory.timeline[0].parameter
+    for point in memory.timeline:
+        if point.parameter < start:
+            return point.position, start - point.parameter
+    return None
+
+
 def break_even_calls(report: Report) -> float | None:
     """Calls after which compiling paid off: compile cost (trace + lower + compile) over
     the time saved per call; inf when jit saves nothing, None without both run times."""

@@ -25,6 +25,7 @@ from viz import cli_history
 from viz.cache.events import CacheEvent, FailedEvent, RoutedEvent
 from viz.cache.signature import reason_text
 from viz.locations import APP_SCRIPT, command_name
+from viz.memory.display import peak_line
 from viz.options import parse_option
 from viz.recorder import cli as recorder_cli
 from viz.recorder import job_cli
@@ -205,6 +206,8 @@ def summarize_report(report: Report) -> str:
             f"jaxpr eqns {counts[0]} → StableHLO ops {counts[1]} → compiled kernels {counts[2]}"
         )
     lines.extend(_fusion_lines(report))
+    if report.memory:
+        lines.extend(filter(None, [peak_line(report.memory, report.source_file)]))
     lines.extend(_specialization_lines(report))
     lines.extend(_sharding_lines(report))
     lines.extend(_compile_profile_lines(report))

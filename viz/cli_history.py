@@ -134,14 +134,16 @@ def _emit(data: Any, out: str | None, text: Any) -> None:
 def history_table(runs: list[Run]) -> str:
     if not runs:
         return "no runs recorded yet"
-    rows = [f"{'id':>5}  {'when':<19}  {'function(args)':<40} counts          compile    run"]
+    head = f"{'id':>5}  {'when':<19}  {'function(args)':<40} counts          compile    run"
+    rows = [f"{head}       peak"]
     for r in runs:
         n = r.numbers
         counts = (n.jaxpr.eqn_count, n.stablehlo.op_count, n.compiled.kernel_count)
         chain = "→".join("-" if c is None else str(c) for c in counts)
         call = f"{r.settings.function}({r.settings.args})"
         line = f"#{r.id:>4}  {r.when}  {call[:40]:<40} {chain:<15} {_s(n.compile_total_s):>8} "
-        line += f"{_s(n.timings.run_median_s):>9}  {r.settings.device}"
+        peak = n.memory.peak_bytes if n.memory else None
+        line += f"{_s(n.timings.run_median_s):>9} {units.nbytes(peak):>10}  {r.settings.device}"
         if r.options_text:
             line += f"  [{r.options_text}]"
         if not r.ok:

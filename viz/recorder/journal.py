@@ -100,7 +100,10 @@ class Tally:
     def add_compile(self, compile: Compile) -> None:
         self.compiles.append(compile)
         self._stats(compile.function, compile.defined_at, compile.eager).add(
-            compile.total_s, [r.kind for r in compile.reasons], compile.persistent.state == "hit"
+            compile.total_s,
+            [r.kind for r in compile.reasons],
+            compile.persistent.state == "hit",
+            compile.peak_bytes,
         )
 
     def add_count(self, line: dict[str, Any]) -> None:
@@ -113,6 +116,7 @@ class Tally:
             float(line.get("total_s", 0.0)),
             list(line.get("kinds", [])),
             bool(line.get("disk_hit")),
+            line.get("peak_bytes"),
         )
         if line.get("error"):
             self._error(str(line["error"]))

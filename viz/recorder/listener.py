@@ -118,6 +118,7 @@ class Finished:
     cache: CacheContext | None = None  # when the persistent cache was looked in
     saved_s: float | None = None  # JAX's figure for the compile time a disk hit saved
     jit_made: tuple[str, bool] | None = None  # (where jax.jit was called, in user code)
+    executable: Any = None  # XLA's executable, where the compiling frame holds it
 
 
 @dataclass
@@ -224,6 +225,7 @@ def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
         cache=_cache_context(jax_frames.get("_cached_compilation")) if pending.uses_cache else None,
         saved_s=pending.saved_s,
         jit_made=jit_made(call.jit_info) if call else None,
+        executable=_executable_from(jax_frames.get("_cached_compilation")),
     )
     _state.local.pending = _Pending()
     for sink in list(_state.sinks):
@@ -276,6 +278,12 @@ def _compiled_from(frame: FrameType | None) -> Compiled | None:
         arg_names=getattr(info, "arg_names", None),
         in_avals=tuple(getattr(closed, "in_avals", ())),
     )
+
+
+def _executable_from(frame: FrameType | None) -> Any:
+    """The executable jit's compiling frame just made (the compile event fires as its
+    timed block ends, the executable assigned); None where the frame is not seen."""
+    return frame.f_locals.get("xla_executable") if frame is not None else None
 
 
 def _cache_context(frame: FrameType | None) -> CacheContext | None:

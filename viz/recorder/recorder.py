@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from viz.cache.signature import Reason, Signature, diff
+from viz.memory.profile import executable_profile
 from viz.recorder import listener, persistent
 from viz.recorder.describe import TRANSFORMATION, Described, describe
 from viz.recorder.distributed import ProcessWatch
@@ -207,6 +208,7 @@ class Recorder:
                 "kinds": [r.kind for r in reasons],
                 "eager": eager,
                 "disk_hit": disk.state == "hit",
+                "peak_bytes": None if eager else _peak(finished.executable),
             }
             if eager and not self.keep_eager:
                 self.tally.add_count({**common, "hidden": True})
@@ -242,6 +244,7 @@ class Recorder:
                 wraps=where.layers,
                 transform=_transform(described),
                 persistent=disk,
+                peak_bytes=common["peak_bytes"],
             )
             self.tally.add_compile(compile)
             self._write({"type": "compile", **compile.to_dict()})
@@ -336,6 +339,17 @@ class Recorder:
             where = short_path(clears.last_at, self.program.cwd) if clears.last_at else ""
             reasons.append(cache_reason(cleared, where))
         return reasons
+
+
+def _peak(executable: Any) -> int | None:
+    """The memory profile's peak of a compiled executable (None where it was not seen,
+    or XLA gave no buffer assignment): the program's own compile, read in its process."""
+    if executable is None:
+        return None
+    try:
+        return executable_profile(executable).peak_bytes
+    except Exception:
+        return None
 
 
 def _closest_differences(
