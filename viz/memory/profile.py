@@ -37,6 +37,7 @@ from viz.memory.xla import (
     read_module,
 )
 from viz.report import FusionEntry
+from viz.where import user_where
 
 AT_PEAK_ROWS = 12  # buffers listed one by one at the peak; the rest merge into `other`
 ROW_SHARE = 0.005  # a buffer under this share of the peak merges into `other` anyway
@@ -281,8 +282,9 @@ def _merge_small(rows: list[PeakBuffer], peak: int) -> list[PeakBuffer]:
 
 
 def where(source: SourceLoc | None) -> str:
-    """`path:line` of an instruction's source (its metadata's innermost user frame)."""
-    return f"{source.file}:{source.line}" if source is not None else ""
+    """Where an instruction's source is (its metadata's innermost user frame), as the
+    user names it (`viz.where.user_where`: `model.py:12`, `your code, line 12`)."""
+    return user_where(source.file, source.line) if source is not None else ""
 
 
 def origins_of(graph: Graph | None, wanted: set[str]) -> tuple[dict[str, Origin], set[str]]:

@@ -23,6 +23,7 @@ from jax.ad_checkpoint import print_saved_residuals
 from viz.memory.model import Residual
 from viz.spec.text import array_item_parts
 from viz.stages import Traced
+from viz.where import user_where
 
 REMAT = ("remat2", "checkpoint", "remat")  # the primitive's names across JAX versions
 DIFFERENTIATED = (
@@ -106,7 +107,7 @@ def residual(line: str) -> Residual | None:
     where = ""
     found = _FROM.search(source)
     if found:
-        where = f"{found['file']}:{found['line']}"
+        where = user_where(found["file"], int(found["line"]))
         source = source[: found.start()]
     return Residual(list(shape), dtype, math.prod(shape) * _itemsize(dtype), source, where)
 
