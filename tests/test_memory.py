@@ -16,6 +16,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import TESTED_JAX
 
 from viz import analyze
 from viz.diff import diff_reports
@@ -27,6 +28,11 @@ from viz.memory.xla import read_assignment, read_module
 from viz.report import Report
 from viz.settings import Settings
 from viz.worker import Worker, protocol
+
+# XLA's exact figures for these programs: another jax's XLA fuses and schedules otherwise
+XLA_FIGURES = pytest.mark.skipif(
+    jax.__version__ != TESTED_JAX, reason=f"XLA's figures here are jax {TESTED_JAX}'s"
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = Path(__file__).read_text().splitlines()
@@ -101,7 +107,10 @@ def test_the_schema_reads_the_fields_it_declares_and_skips_the_rest():
 
 def _dumped_live_ranges(folder: Path) -> tuple[list[str], dict[tuple[str, str], tuple[int, int]]]:
     """XLA's `*-live-range.txt`: the flattened sequence and each buffer's range."""
-    (path,) = folder.glob("*-live-range.txt")
+    found = list(folder.glob("*-live-range.txt"))
+    if not found:
+        pytest.skip(f"this jax's XLA ({jax.__version__}) dumps no live-range file")
+    (path,) = found
     sequence, ranges, part = [], {}, None
     for line in path.read_text().splitlines():
         text = line.strip()
@@ -295,6 +304,7 @@ def small_worker():
     worker.close()
 
 
+@XLA_FIGURES
 @pytest.mark.slow  # a worker of its own
 def test_a_peak_over_the_workers_limit_is_refused_before_running_naming_its_buffers(
     small_worker,
@@ -312,6 +322,7 @@ def test_a_peak_over_the_workers_limit_is_refused_before_running_naming_its_buff
     assert ok.report.ok and small_worker.alive()
 
 
+@XLA_FIGURES
 def test_a_compile_only_analysis_says_whether_a_run_would_fit():
     report = analyze(sort_then_scan, "f32[2048,8192]", runs=0, memory_limit_bytes=128 * MiB)
     said = fit_text(report.memory, report.source_file)
@@ -325,6 +336,7 @@ def test_a_compile_only_analysis_says_whether_a_run_would_fit():
 # ------------------------------------------------------------- where a report goes
 
 
+@XLA_FIGURES
 def test_the_cli_line_names_the_peak_and_its_buffers(sorted_report):
     line = peak_line(sorted_report.memory, sorted_report.source_file)
     assert re.match(r"peak 260\.3 MiB at \S+ .*: f32\[2048,8192\] 64\.0 MiB", line), line
