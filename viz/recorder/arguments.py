@@ -23,11 +23,12 @@ from typing import Any
 
 import jax
 
-from viz.cache.keys import dtype_name, leaf_signature
+from viz.cache.keys import leaf_signature
 from viz.cache.signature import ArgSig, LeafSig, Signature
 from viz.recorder import frameworks
 from viz.recorder.unwrap import unwrap
 from viz.recorder.values import ADDRESS, words
+from viz.spec import dtype_name
 
 MAX_NODES = 10_000  # nodes walked in one argument: a larger one is read without static fields
 

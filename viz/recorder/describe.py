@@ -25,10 +25,10 @@ from typing import Any
 
 import jax
 
-from viz.cache.keys import dtype_name
 from viz.cache.signature import ArgSig, LeafSig, Signature
 from viz.recorder import arguments, frameworks, listener
 from viz.recorder.model import ArgLeaf
+from viz.spec import dtype_name
 from viz.spec.calls import call_spec
 
 MAX_VALUE_TEXT = 80  # characters of a static value's repr

@@ -12,8 +12,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from viz.cache.keys import dtype_name
 from viz.spec.arguments import format_spec
+from viz.spec.text import dtype_name
 from viz.spec.values import ArraySpec, KeySpec, ValueSpec
 
 
