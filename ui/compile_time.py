@@ -4,7 +4,7 @@ repeated structure and what drives it all, each with the fix it calls for. The
 profile comes from the lessons worker (`CompileProfile`: it clears JAX's caches), or
 with the analysis itself (`Analyze(compile_profile=True)`: the CLI, a recording's
 "Profile this compile"). Layout only: the numbers come from `viz.compile_profile`,
-the icicle from `viz.recording_charts`. Nothing here imports jax.
+the icicle from `viz.charts`. Nothing here imports jax.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every figure takes the typed data the worker returned (a `Report`, a lesson's rows,
 the cache lab's events) and nothing else, so the app, the HTML export and the tests
-draw the same charts. A recording's charts are `viz.recording_charts`; the
+draw the same charts. A recording's charts are `viz.recorder.display.charts`; the
 Overview's two charts in Vega-Lite are `viz.vega`.
 """
 
@@ -33,7 +33,7 @@ WATERFALL_AXIS = "milliseconds since jit(f) was called"
 
 def layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
     """`fig` titled and sized in the house style (every chart here and in
-    `viz.recording_charts`)."""
+    `viz.recorder.display.charts`)."""
     fig.update_layout(
         title={"text": title, "x": 0, "font": {"size": 15}},
         height=height,

@@ -3,7 +3,7 @@ Recordings page). Stdlib only: the app server builds job views too.
 
 `job_view` puts the processes side by side: how each ran and ended (a process that
 died, by a signal or a non-zero exit, ended early), where their compiles diverge
-(`viz.recorder.divergence`), and the stragglers: each function's compile time (trace +
+(`viz.recorder.display.divergence`), and the stragglers: each function's compile time (trace +
 lower + XLA) per process, the slowest against the median. Every collective waits for
 the slowest process, so the others wait about `wait_s` = slowest − median there.
 
@@ -17,7 +17,7 @@ import statistics
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from viz.recorder.divergence import (
+from viz.recorder.display.divergence import (
     Divergence,
     FunctionId,
     JobFunction,
@@ -28,7 +28,7 @@ from viz.recorder.divergence import (
 from viz.recorder.model import Process
 
 if TYPE_CHECKING:
-    from viz.history import History
+    from viz.recorder.storage.recordings import Recordings
 
 
 class JobError(ValueError):
@@ -138,13 +138,13 @@ def job_view(members: list[Member]) -> JobView:
     )
 
 
-def from_history(history: History, job: str) -> list[Member]:
+def from_history(recordings: Recordings, job: str) -> list[Member]:
     """Every process of `job` in history (the newest recording of each index)."""
     found: dict[int, Member] = {}
-    for row in history.job_recordings(job):
+    for row in recordings.of_job(job):
         if row.process is None or row.process in found:
             continue
-        recording = history.recording(row.id)
+        recording = recordings.get(row.id)
         if recording is not None:
             found[row.process] = Member(f"rec:{row.id}", recording)
     return [found[i] for i in sorted(found)]

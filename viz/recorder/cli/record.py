@@ -1,6 +1,6 @@
 """`jitscope record [OPTIONS] -- SCRIPT [ARGS]`, `... [--] -m MODULE [ARGS]`, `--recover`.
 
-The program runs in a child process (`viz.recorder.run`) and appends each compile to
+The program runs in a child process (`viz.recorder.capture.run`) and appends each compile to
 a journal under `$JITSCOPE_HOME/recordings/`. This process waits for it, whatever
 way it ends (an exception, `sys.exit(3)`, `os._exit`, SIGKILL), then reads the
 journal, prints the summary on stderr, stores the recording in history (unless
@@ -8,7 +8,7 @@ journal, prints the summary on stderr, stores the recording in history (unless
 status (128 + N when signal N ended it, as a shell reports it).
 
 `--recover` runs no program: it stores the journals that recorders whose parent was
-killed left behind (`viz.recorder.orphans`).
+killed left behind (`viz.recorder.storage.orphans`).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from pathlib import Path
 
 from viz.history import HistoryError
 from viz.locations import app_command
-from viz.recorder.html import recording_html
-from viz.recorder.job import json_path, tagged
-from viz.recorder.journal import read_journal
+from viz.recorder.capture.run import BOOT, CONFIG_ENV
+from viz.recorder.display.html import recording_html
+from viz.recorder.display.job import json_path, tagged
+from viz.recorder.display.summary import summary_text
 from viz.recorder.model import DEFAULT_DETAILS
-from viz.recorder.orphans import journal_path, recover_orphans
-from viz.recorder.run import BOOT, CONFIG_ENV
-from viz.recorder.store import save
-from viz.recorder.summary import summary_text
+from viz.recorder.storage.journal import read_journal
+from viz.recorder.storage.orphans import journal_path, recover_orphans
+from viz.recorder.storage.recordings import save
 
 USAGE = (
     "python -m viz record [--json OUT] [--html OUT] [--no-history] [--eager] [--name NAME] "

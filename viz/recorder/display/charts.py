@@ -11,6 +11,9 @@ import plotly.graph_objects as go
 
 from viz import units
 from viz.charts import layout
+from viz.recorder.display.job import JobView
+from viz.recorder.display.views import TreeNode
+from viz.recorder.model import Recording
 
 FUNCTION_COLOURS = (
     "#4C78A8", "#F58518", "#E45756", "#72B7B2", "#54A24B",
@@ -18,7 +21,7 @@ FUNCTION_COLOURS = (
 )  # fmt: skip
 
 
-def recording_timeline(recording: Any) -> go.Figure:
+def recording_timeline(recording: Recording) -> go.Figure:
     """Each compile as a bar over the program's wall time, as long as its compile
     (trace + lower + XLA), one row and one colour per function."""
     fig = go.Figure()
@@ -46,8 +49,8 @@ def recording_timeline(recording: Any) -> go.Figure:
     return layout(fig, "Compiles over the program's run", height=max(180, 44 + 34 * len(names)))
 
 
-def job_timeline(view: Any) -> go.Figure:
-    """A multi-process job (`viz.recorder.job.JobView`) on one clock: a row per process,
+def job_timeline(view: JobView) -> go.Figure:
+    """A multi-process job (`viz.recorder.display.job.JobView`) on one clock: a row per process,
     its life as a thin grey bar, each compile as a bar coloured by function, the points
     where the processes parted as diamonds, and an ✕ where a process ended early."""
     fig = go.Figure()
@@ -73,7 +76,7 @@ def job_timeline(view: Any) -> go.Figure:
     return fig
 
 
-def _job_compiles(fig: go.Figure, view: Any, rows: dict[int, str]) -> None:
+def _job_compiles(fig: go.Figure, view: JobView, rows: dict[int, str]) -> None:
     """The compiles as bars, one trace (and colour) per function across all processes."""
     bars: dict[str, list[tuple[str, float, float, list[Any]]]] = {}
     for member in view.members:
@@ -98,7 +101,7 @@ def _job_compiles(fig: go.Figure, view: Any, rows: dict[int, str]) -> None:
         )
 
 
-def _job_marks(fig: go.Figure, view: Any, rows: dict[int, str]) -> None:
+def _job_marks(fig: go.Figure, view: JobView, rows: dict[int, str]) -> None:
     parts = [(site, d) for d in view.divergences for site in d.call_sites if site.t_s is not None]
     if parts:
         fig.add_scatter(
@@ -125,7 +128,7 @@ def _job_marks(fig: go.Figure, view: Any, rows: dict[int, str]) -> None:
         )
 
 
-def call_tree_chart(nodes: list[Any]) -> go.Figure:
+def call_tree_chart(nodes: list[TreeNode]) -> go.Figure:
     """The call-site trie as an icicle: each code path sized by the compile time under it."""
     fig = go.Figure(
         go.Icicle(
