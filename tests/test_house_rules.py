@@ -578,17 +578,15 @@ assert "jax" not in sys.modules, "showing a job imported jax"
 
 def _record_a_program(folder: Path) -> None:
     """`jitscope record` a real program (a compile of a top-level function, from a file
-    Open in Explore can read) into the history under `folder`."""
+    Open in Explore can read) into the history."""
     program = folder / "steps.py"
     program.write_text(
         "import jax\nimport jax.numpy as jnp\n\n\ndef step(x):\n    return x * 2\n\n\n"
         "for n in (2, 3):\n    jax.jit(step)(jnp.ones(n))\n"
     )
-    env = {**os.environ, "JITSCOPE_HOME": str(folder)}
     done = subprocess.run(
         [sys.executable, "-m", "viz", "record", "--name", "steps", "--", str(program)],
         cwd=ROOT,
-        env=env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -596,20 +594,21 @@ def _record_a_program(folder: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_showing_recordings_and_a_job_leaves_jax_out_of_the_server(tmp_path: Path) -> None:
+def test_showing_recordings_and_a_job_leaves_jax_out_of_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The Recordings page with something to show: its every view, in a server process
     that has never imported jax (the page above finds no recording at all)."""
     from test_job import alike
 
-    from viz.history import History
     from viz.recorder import Recordings
 
-    job = Recordings(History(tmp_path / "history.sqlite"))
-    for recording in alike():
-        job.add(recording)
+    monkeypatch.setenv("JITSCOPE_HOME", str(tmp_path))
+    for recording in alike():  # a job of two processes
+        Recordings().add(recording)
     _record_a_program(tmp_path)  # the newest: the page opens on it
     check = RENDER_RECORDINGS.format(app=str(ROOT / "app.py"), page="pages/recordings.py")
-    env = {**os.environ, "JITSCOPE_HOME": str(tmp_path), "JITSCOPE_EDITOR": "plain"}
+    env = {**os.environ, "JITSCOPE_EDITOR": "plain"}
     proc = subprocess.run(
         [sys.executable, "-c", check],
         cwd=ROOT,

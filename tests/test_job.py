@@ -10,8 +10,9 @@ import sqlite3
 import pytest
 
 from viz.history import History
+from viz.recorder.cli.record import json_path, tagged
 from viz.recorder.display.divergence import Member, majority, processes_text
-from viz.recorder.display.job import JobError, job_view, json_path, tagged
+from viz.recorder.display.job import JobError, job_view
 from viz.recorder.model import ArgLeaf, Compile, Process, ProcessRun, Recording
 from viz.recorder.storage.recordings import Recordings, recording_id
 from viz.recorder.tally import Tally
