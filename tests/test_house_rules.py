@@ -540,7 +540,12 @@ for page in {pages!r}:
 def test_showing_every_page_and_result_tab_leaves_jax_out_of_the_server() -> None:
     """What `ast` cannot see: a page that calls a viz function importing jax when it runs."""
     pages = [str(ROOT / m.path) for m in PROJECT.in_folder("pages")]
-    check = RENDER_EVERYTHING.format(app=str(ROOT / "app.py"), pages=pages)
+    _show_in_a_fresh_server(RENDER_EVERYTHING.format(app=str(ROOT / "app.py"), pages=pages))
+
+
+def _show_in_a_fresh_server(check: str) -> None:
+    """Run an AppTest script in a fresh interpreter: a server process that has imported
+    nothing yet."""
     env = {**os.environ, "JITSCOPE_EDITOR": "plain"}  # AppTest cannot drive the component
     proc = subprocess.run(
         [sys.executable, "-c", check],
@@ -607,17 +612,9 @@ def test_showing_recordings_and_a_job_leaves_jax_out_of_the_server(
     for recording in alike():  # a job of two processes
         Recordings().add(recording)
     _record_a_program(tmp_path)  # the newest: the page opens on it
-    check = RENDER_RECORDINGS.format(app=str(ROOT / "app.py"), page="pages/recordings.py")
-    env = {**os.environ, "JITSCOPE_EDITOR": "plain"}
-    proc = subprocess.run(
-        [sys.executable, "-c", check],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    _show_in_a_fresh_server(
+        RENDER_RECORDINGS.format(app=str(ROOT / "app.py"), page="pages/recordings.py")
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 def test_no_import_circles() -> None:
