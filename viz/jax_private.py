@@ -34,7 +34,7 @@ What it reaches for, and why:
   to say which component changed when the cache missed.
 
 The recorder also reads JAX's own frames by name (`_pjit_call_impl_python`, the cache
-miss handler's locals: `viz.recorder.listener`); those are names on the stack, not
+miss handler's locals: `viz.recorder.capture.listener`); those are names on the stack, not
 imports, and are guarded there (a frame not found leaves the compile unexplained).
 """
 

@@ -225,9 +225,8 @@ def _footer(history_id: int | None) -> str:
 
 def recording_cell_html(recording: Any) -> str:
     """A recording (`viz.recording()`, `%%jitscope_record`) in a cell: the HTML that
-    `record --html` writes (viz.recorder.html), in this module's frame and theme."""
-    from viz.recorder.html import STYLE as RECORDING_STYLE
-    from viz.recorder.html import recording_section
+    `record --html` writes (viz.recorder.display.html), in this module's frame and theme."""
+    from viz.recorder import RECORDING_STYLE, recording_section
 
     body = recording_section(recording)
     return f'<div class="jitscope"><style>{STYLE}{RECORDING_STYLE}</style>{body}</div>'
@@ -344,11 +343,10 @@ def load_ipython_extension(ipython: Any) -> None:
 
     def jitscope_record(line: str, cell: str) -> Any:
         from viz.recorder import recording
-        from viz.recorder.listener import user_frames
 
-        magic_cell = user_frames(sys._getframe(1))  # the cell that holds `%%jitscope_record`
+        magic_cell = sys._getframe(1)  # the cell that holds `%%jitscope_record`
         with recording(name=line.strip() or None) as rec:
-            rec.hide_frames_of({file for file, _, _ in magic_cell})  # not a call site
+            rec.hide_stack(magic_cell)  # not a call site
             ipython.run_cell(cell)
         return rec
 

@@ -54,9 +54,23 @@ class KeyChange:
     after: str
 
 
+def change_text(change: KeyChange) -> str:
+    """'xla_flags (`--xla_cpu_enable_fast_math=false` added)', 'computation'."""
+    if change.component != "xla_flags":
+        if change.component in ("jaxlib", "backend", "compression", "hook"):
+            return f"{change.component} ({change.before} → {change.after})"
+        return change.component
+    before = set(change.before.split()) - {"(none)"}
+    after = set(change.after.split()) - {"(none)"}
+    parts = [f"`{f}` added" for f in sorted(after - before)]
+    parts += [f"`{f}` removed" for f in sorted(before - after)]
+    return f"XLA flags ({', '.join(parts)})" if parts else "XLA flags"
+
+
 @dataclass
 class Persistent:
-    """What the persistent compilation cache did for one compile (`viz.recorder.persistent`).
+    """What the persistent compilation cache did for one compile
+    (`viz.recorder.capture.persistent`).
 
     `state`: hit (served from disk), miss (compiled) or off (no persistent cache).
     `written`: a miss was stored; `why`: why not, or why it missed; `key`: JAX's cache key;

@@ -22,10 +22,10 @@ was called. `jax.clear_caches` is watched too, so that a recompile after it is s
 be one, and only then (`clears`).
 
 A framework's call (equinox, haiku, flax) is read in the user's terms by
-`viz.recorder.frameworks`, from the frames above jit's cache miss.
+`viz.recorder.capture.frameworks`, from the frames above jit's cache miss.
 
 One pair of listeners is registered per process, on first use; they hand each
-finished compilation to every active `Recorder` (`viz.recorder.recorder`).
+finished compilation to every active `Recorder` (`viz.recorder.capture.recorder`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Any
 
 import jax
 
-from viz.recorder import frameworks
+from viz.recorder.capture import frameworks
 
 TRACE = "/jax/core/compile/jaxpr_trace_duration"
 LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -102,7 +102,7 @@ class CacheContext:
 
 @dataclass
 class Finished:
-    """One compilation as the listener saw it; `viz.recorder.recorder` describes it."""
+    """One compilation as the listener saw it; `viz.recorder.capture.recorder` describes it."""
 
     name: str  # the event's fun_name without 'jit(…)'
     call: Call | None

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from viz.recorder.model import Compile, FunctionStats, Recording, short_path
-from viz.recorder.persistent import change_text
+from viz.recorder.model import Compile, FunctionStats, Recording, change_text, short_path
 from viz.units import nbytes, seconds
 
 MAX_FUNCTIONS = 12  # rows of the ranking
