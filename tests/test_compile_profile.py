@@ -14,6 +14,7 @@ from collections import Counter
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import TESTED_JAX
 
 from viz import analyze
 from viz.compile_profile.advice import what_drives_it
@@ -87,6 +88,15 @@ def test_the_profile_is_off_unless_asked_for() -> None:
 
 
 # -- the trace, by line -----------------------------------------------------------------
+# jax<0.10 keeps the GIL through long stretches of a trace, so the sampler's thread
+# seldom gets in: 1-2 samples in this 50 ms trace on jax 0.8 (7 on the tested jax).
+# The line counts and equations below are exact on any jax; the times need samples.
+SAMPLED_TIMES = pytest.mark.skipif(
+    jax.__version__ != TESTED_JAX, reason=f"the sampled times are checked on jax {TESTED_JAX}"
+)
+
+
+@SAMPLED_TIMES
 def test_the_helpers_line_is_where_the_trace_spends_its_time(profiled: Report) -> None:
     p = profiled.compile_profile
     hot = line_of(slow_helper, "jnp.sin")
