@@ -1,0 +1,405 @@
+"""A click's round trip through the worker, phase by phase, against the compile alone
+(issue #52).
+
+For samples/transformer_24.py at 24 and at 96 layers, in one run, `--rounds` rounds
+interleaved (which side goes first alternates):
+
+- bare: in this warm process, the module exec'd (its parameters made), then
+  `jax.jit(forward).trace(params, x).lower().compile()`, JAX's caches cleared;
+- the page: Explore in AppTest, its real worker, compile only (Timed runs 0): the code
+  (new each round, so the worker loads it), then Analyze. The round trip is the page's
+  `Worker.ask` (the streamed stages drawn as they come, the reply decoded), then the
+  page's own work until it is drawn (the history, the first screen);
+- again: the same code with other arguments (`x` half as long), Analyze, against a bare
+  trace + lower + compile of those arguments on the module already loaded here.
+
+Phases are stamped on the monotonic clock, which the worker and this process share:
+the worker runs this file (`--child`) with its steps timed, this process times its
+own. Printed per model: every phase (min, median, max over the rounds), the ratios,
+and the report's size on the wire. Take the bench lock:
+
+    flock /tmp/bench.lock python bench/round_trip.py [--rounds 5] [--layers 24 96]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from anywhere
+
+STAMPS = "JITSCOPE_ROUND_TRIP_STAMPS"  # the file the worker appends its stamps to
+ARGS = "params, f32[2,128,256]"
+AGAIN = "f32[2,64,256]"  # the second Analyze's `x`
+TARGET_FIRST, TARGET_AGAIN = 1.20, 1.10
+
+
+# -- stamps: (label, start, end) on the monotonic clock --------------------------------
+Stamp = tuple[str, float, float]
+
+
+def stamped(fn: Callable, label: Callable[..., str | None], note: Callable[[Stamp], None]):
+    """`fn`, noting each call's start and end under `label(*args, result=...)`."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        start = time.monotonic()
+        result = fn(*args, **kwargs)
+        name = label(*args, result=result)
+        if name:
+            note((name, start, time.monotonic()))
+        return result
+
+    return run
+
+
+def named(name: str) -> Callable[..., str]:
+    return lambda *args, result: name
+
+
+def hook(owner: Any, attr: str, label: Callable[..., str | None], note) -> None:
+    """Time `owner.attr` where it exists (the code before and after #52 differ)."""
+    if hasattr(owner, attr):
+        setattr(owner, attr, stamped(getattr(owner, attr), label, note))
+
+
+# -- the worker's side -----------------------------------------------------------------
+def child() -> None:
+    """`python -m viz.worker`, its steps stamped into $JITSCOPE_ROUND_TRIP_STAMPS."""
+    from viz.worker import child as serving
+    from viz.worker import handlers, replies
+
+    import viz.pipeline
+
+    out = open(os.environ[STAMPS], "a", buffering=1)  # noqa: SIM115 (the child's lifetime)
+
+    def note(stamp: Stamp) -> None:
+        out.write(json.dumps(stamp) + "\n")
+
+    def kind_of(message: Any, *rest: Any, result: Any) -> str | None:
+        kind = message.get("kind") if isinstance(message, dict) else None
+        return f"worker encode {kind}" if kind not in (None, "started") else None
+
+    def sent(channel: Any, message: Any, *rest: Any, result: Any) -> str | None:
+        kind = message.get("kind") if isinstance(message, dict) else None
+        return f"worker send {kind}" if kind not in (None, "started") else None
+
+    hook(serving._Channel, "receive", named("worker received"), note)
+    hook(serving._Channel, "send", sent, note)
+    hook(serving, "encode", kind_of, note)
+    hook(handlers, "_target_of", named("worker load"), note)
+    hook(viz.pipeline, "analyze_target", named("worker pipeline"), note)
+    hook(replies.Analyzed, "to_dict", named("worker to_dict"), note)
+    serving.serve()
+
+
+# -- this side -------------------------------------------------------------------------
+@dataclass
+class Trip:
+    """One Analyze through the page: its stamps, both sides, and what came back."""
+
+    stamps: list[Stamp] = field(default_factory=list)
+    wire_bytes: int = 0
+    compile_total_s: float = 0.0  # trace + lower + compile, as the report times them
+
+    def first(self, label: str) -> Stamp | None:
+        return next((s for s in self.stamps if s[0] == label), None)
+
+    def last(self, label: str) -> Stamp | None:
+        return next((s for s in reversed(self.stamps) if s[0] == label), None)
+
+    def span(self, label: str) -> float:
+        return sum(end - start for name, start, end in self.stamps if name == label)
+
+
+@contextmanager
+def page_hooks(trip: list[Trip]) -> Iterator[None]:
+    """Stamp this process's steps into the trip under way."""
+    import ui.follow
+    import ui.results
+    from viz.worker import client, frames, protocol
+
+    def note(stamp: Stamp) -> None:
+        if trip:  # not the pool's own warm-up
+            trip[-1].stamps.append(stamp)
+
+    def decoded(data: Any, *rest: Any, result: Any) -> str:
+        kind = result.get("kind") if isinstance(result, dict) else None
+        if kind == "result":
+            trip[-1].wire_bytes += len(data)
+        return f"page json {kind}"
+
+    saved = [
+        (owner, attr, getattr(owner, attr))
+        for owner, attr in (
+            (client, "encode"),
+            (frames, "decode"),
+            (protocol, "decode_reply"),
+            (client.Worker, "ask"),
+            (ui.results, "record"),
+            (ui.follow, "picker"),
+        )
+    ]
+    hook(client, "encode", named("page request encode"), note)
+    hook(frames, "decode", decoded, note)
+    hook(protocol, "decode_reply", named("page reply decode"), note)
+    hook(client.Worker, "ask", named("page ask"), note)
+    hook(ui.results, "record", named("page history"), note)
+    hook(ui.follow, "picker", named("page end"), note)
+    try:
+        yield
+    finally:
+        for owner, attr, original in saved:
+            setattr(owner, attr, original)
+
+
+def read_stamps(path: Path, since: float) -> list[Stamp]:
+    found = []
+    for line in path.read_text().splitlines():
+        name, start, end = json.loads(line)
+        if end >= since:  # the worker's wait for a request started before
+            found.append((name, start, end))
+    return found
+
+
+def phases(trip: Trip) -> dict[str, float]:
+    """The round trip's phases, in the order they happen (seconds)."""
+    ask = trip.first("page ask")
+    assert ask is not None, "the page never asked the worker"
+    encode = trip.first("page request encode")
+    received = trip.first("worker received")
+    result_json = trip.last("worker encode result")
+    frame_read = trip.last("page json result")
+    reply = trip.last("page reply decode")
+    end = trip.last("page end")
+    assert encode and received and result_json and frame_read and reply and end
+    found = {
+        "request encode": encode[2] - encode[1],
+        "request to the worker": received[2] - encode[2],
+        "worker: load the module": trip.span("worker load"),
+        "worker: pipeline (stages streamed)": trip.span("worker pipeline"),
+        "  of which trace + lower + compile": trip.compile_total_s,
+        "worker: reply to_dict": trip.span("worker to_dict"),
+        "worker: reply JSON (frame)": result_json[2] - result_json[1],
+        "transfer (worker writes → page has the frame)": frame_read[1] - result_json[2],
+        "page: frame JSON decode": frame_read[2] - frame_read[1],
+        "page: reply decode (Report)": reply[2] - reply[1],
+    }
+    within = sum(found.values()) - found["request encode"] - trip.compile_total_s
+    found["worker and client steps not above"] = (ask[2] - encode[1]) - within - found[
+        "request encode"
+    ]
+    found["= Analyze through the worker (Worker.ask)"] = ask[2] - ask[1]
+    found["page: history record"] = trip.span("page history")
+    found["page: draw the result"] = end[2] - ask[2] - found["page: history record"]
+    found["= click to the page drawn"] = end[2] - ask[1]
+    return found
+
+
+# -- the bare side -----------------------------------------------------------------------
+def bare(code: str, x: str, module: Any = None) -> tuple[float, float, Any]:
+    """(exec seconds, trace + lower + compile seconds, the module): `module` given, no
+    exec (the second Analyze's bare side)."""
+    import jax
+
+    from viz.source import load_module
+    from viz.spec import abstract_args, parse_spec
+
+    gc.collect()
+    jax.clear_caches()
+    start = time.perf_counter()
+    if module is None:
+        module = load_module(code)
+    loaded = time.perf_counter()
+    args = abstract_args(parse_spec(f"params, {x}", vars(module)))
+    begun = time.perf_counter()
+    jax.jit(module.forward).trace(*args).lower().compile()
+    end = time.perf_counter()
+    return loaded - start, end - begun, module
+
+
+# -- the page's side -----------------------------------------------------------------------
+def open_page(code: str) -> Any:
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.testing.v1 import AppTest
+
+    from viz.program import Program
+    from viz.settings import Settings
+
+    init = PagesManager.__init__
+
+    def init_then_clear(self: PagesManager, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)  # a started server's second run (tests/conftest.py)
+        PagesManager.uses_pages_directory = False
+
+    PagesManager.__init__ = init_then_clear  # type: ignore[method-assign]
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
+    at.session_state["program"] = Program(Settings(code=code, function="forward", args=ARGS))
+    at.session_state["results"] = []  # no first-visit analysis
+    at.session_state["query_applied"] = True
+    at.session_state["runs_w"] = 0
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def analyze(at: Any, trips: list[Trip], stamps: Path) -> Trip:
+    import viz.graph.render
+
+    viz.graph.render._layout.cache_clear()  # each round's graphs laid out, as a new program's
+    trips.append(Trip())
+    since = time.monotonic()
+    next(b for b in at.button if b.label == "Analyze").click().run()
+    assert not at.exception, at.exception
+    report = at.session_state["results"][-1].report
+    assert report.ok, report.error
+    trips[-1].compile_total_s = report.compile_total_s
+    trips[-1].stamps += read_stamps(stamps, since)
+    trips[-1].stamps.sort(key=lambda s: s[1])
+    return trips[-1]
+
+
+# -- one model -------------------------------------------------------------------------------
+def spread(values: list[float]) -> str:
+    return f"{min(values):7.3f} {statistics.median(values):7.3f} {max(values):7.3f}"
+
+
+def one_model(layers: int, rounds: int, at: Any, stamps: Path) -> bool:
+    from viz.samples import get_sample
+
+    code = get_sample("transformer_24").code.replace("N_LAYERS = 24", f"N_LAYERS = {layers}")
+    assert f"N_LAYERS = {layers}" in code
+    firsts: list[Trip] = []
+    agains: list[Trip] = []
+    bare_exec, bare_compile, bare_again = [], [], []
+    with page_hooks(firsts):  # a warm-up: this size's first compile in both processes
+        bare(code, "f32[2,128,256]")
+        at.text_area(key="code_w").set_value(code + "\n# warm-up\n")
+        at.text_input(key="in_spec_forward_x").set_value("f32[2,128,256]")
+        analyze(at, firsts, stamps)
+    firsts.clear()
+    for number in range(rounds):
+        fresh = code + f"\n# round {number}\n"  # new code: the worker loads it
+        if number % 2:
+            loaded, compiled, module = bare(fresh, "f32[2,128,256]")
+        at.text_area(key="code_w").set_value(fresh)
+        at.text_input(key="in_spec_forward_x").set_value("f32[2,128,256]")
+        with page_hooks(firsts):
+            analyze(at, firsts, stamps)
+        if not number % 2:
+            loaded, compiled, module = bare(fresh, "f32[2,128,256]")
+        bare_exec.append(loaded)
+        bare_compile.append(compiled)
+        at.text_input(key="in_spec_forward_x").set_value(AGAIN)
+        with page_hooks(agains):
+            analyze(at, agains, stamps)
+        bare_again.append(bare(fresh, AGAIN, module)[1])
+        del module
+    return report(layers, rounds, firsts, agains, bare_exec, bare_compile, bare_again)
+
+
+def report(
+    layers: int,
+    rounds: int,
+    firsts: list[Trip],
+    agains: list[Trip],
+    bare_exec: list[float],
+    bare_compile: list[float],
+    bare_again: list[float],
+) -> bool:
+    print(f"\n{layers}-layer transformer, {rounds} rounds: seconds, min median max")
+    bare_total = [e + c for e, c in zip(bare_exec, bare_compile, strict=True)]
+    print(f"  {'bare: exec (module, params)':<48} {spread(bare_exec)}")
+    print(f"  {'bare: trace + lower + compile':<48} {spread(bare_compile)}")
+    print(f"  {'= bare exec + trace + lower + compile':<48} {spread(bare_total)}")
+    for title, trips in (("first Analyze (new code)", firsts), ("again, other args", agains)):
+        print(f"  {title}:")
+        found = [phases(t) for t in trips]
+        for name in found[0]:
+            print(f"    {name:<46} {spread([f[name] for f in found])}")
+    first = [phases(t)["= Analyze through the worker (Worker.ask)"] for t in firsts]
+    again = [phases(t)["= Analyze through the worker (Worker.ask)"] for t in agains]
+    loads = [t.span("worker load") for t in agains]
+    ratio = min(first) / min(bare_total)
+    ratio_again = min(again) / min(bare_again)
+    paired = statistics.median(f / b for f, b in zip(first, bare_total, strict=True))
+    print(f"  {'bare trace + lower + compile, other args':<48} {spread(bare_again)}")
+    ok = ratio <= TARGET_FIRST and ratio_again <= TARGET_AGAIN
+    print(
+        f"  Analyze / bare exec+trace+lower+compile: {ratio:.3f} (ratio of minimums; paired "
+        f"median {paired:.3f})   target <= {TARGET_FIRST}"
+    )
+    print(
+        f"  again / bare trace+lower+compile:        {ratio_again:.3f}   target <= "
+        f"{TARGET_AGAIN}; the worker's load again: {spread(loads)}"
+    )
+    sizes = sorted({t.wire_bytes for t in firsts})
+    print(f"  the reply on the wire: {', '.join(f'{s / 1e6:.1f} MB' for s in sizes)}")
+    print(f"  {'OK' if ok else 'MISSED'}")
+    return ok
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--layers", type=int, nargs="+", default=[24, 96])
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child()
+        return
+    home = Path(tempfile.mkdtemp(prefix="jitscope-round-trip-"))
+    stamps = home / "stamps.jsonl"
+    stamps.touch()
+    os.environ.update(
+        {"JITSCOPE_HOME": str(home), STAMPS: str(stamps), "JITSCOPE_EDITOR": "plain"}
+    )
+    os.environ.setdefault("JITSCOPE_WORKERS", "1")
+    from viz.worker import client
+
+    def start(self: Any, start: Callable = client.Worker._start) -> None:
+        """The worker, its steps stamped: this file as `--child`."""
+        command = [sys.executable, __file__, "--child"]
+        with patched_command(command):
+            start(self)
+
+    client.Worker._start = start  # type: ignore[method-assign]
+    from viz.samples import get_sample
+
+    at = open_page(get_sample("transformer_24").code)
+    verdicts = [one_model(n, args.rounds, at, stamps) for n in args.layers]
+    sys.exit(0 if all(verdicts) else 1)
+
+
+@contextmanager
+def patched_command(command: list[str]) -> Iterator[None]:
+    """subprocess.Popen given `command` instead of `python -m viz.worker`."""
+    import subprocess
+
+    popen = subprocess.Popen
+
+    def instead(argv: list[str], *args: Any, **kwargs: Any) -> Any:
+        return popen(command if argv[1:] == ["-m", "viz.worker"] else argv, *args, **kwargs)
+
+    subprocess.Popen = instead  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        subprocess.Popen = popen  # type: ignore[misc]
+
+
+if __name__ == "__main__":
+    main()
