@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -57,12 +57,10 @@ class Plain(Mapping[str, Any]):
         take their defaults."""
         if data is None:
             return None
-        hints = _hints(cls)
-        nested = _flat_fields(cls)
-        known = {f.name for f in fields(cls)} - set(nested)  # type: ignore[arg-type]
-        values = {k: decode(hints[k], v) for k, v in data.items() if k in known}
-        for name, omit in nested.items():
-            kind = hints[name]
+        decoders = _decoders(cls)
+        values = {k: decoders[k](v) for k, v in data.items() if k in decoders}
+        for name, omit in _flat_fields(cls).items():
+            kind = _hints(cls)[name]
             mine = set(_names(kind)) - omit
             values[name] = kind.from_dict({k: v for k, v in data.items() if k in mine})
         return cls(**values)
@@ -98,6 +96,34 @@ def wire_names(cls: type) -> frozenset[str]:
     for name, omit in nested.items():
         names |= set(wire_names(_hints(cls)[name])) - omit
     return frozenset(names)
+
+
+@functools.cache
+def _decoders(cls: type) -> dict[str, Callable[[Any], Any]]:
+    """How each field (not a flat one) is read from its JSON: a field whose JSON is its
+    value already (`_json_as_is`: a fusion map's thousands of rows of ids and names) is
+    taken as it is, its container checked; the rest is decoded by its hint."""
+    hints, nested = _hints(cls), _flat_fields(cls)
+    return {n: _decoder(hints[n]) for n in _names(cls) if n not in nested}
+
+
+def _decoder(hint: Any) -> Callable[[Any], Any]:
+    if not _json_as_is(hint):
+        return functools.partial(decode, hint)
+    kind = typing.get_origin(hint)
+    if kind not in (list, dict):
+        return _as_is
+
+    def checked(value: Any) -> Any:
+        if value is not None:
+            _expect(value, kind, hint)
+        return value
+
+    return checked
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 @functools.cache
@@ -164,4 +190,6 @@ def encode(value: Any) -> Any:
         return value.to_dict()
     if is_dataclass(value):
         return {f.name: encode(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):  # a mapping of its own kind (a report's Graphs)
+        return {k: encode(v) for k, v in value.items()}
     return value
