@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
 from viz.fusion.profile import Profile
-from viz.ir.model import Graph
+from viz.ir.model import Graphs
 from viz.plain import Plain, encode
 from viz.settings import Settings
 from viz.sharding.model import ShardingSection
@@ -246,7 +246,11 @@ class Report(Plain):
     # issue #36: where the compile time went (analyze(compile_profile=True))
     compile_profile: CompileProfileSection | None = None
     count_definitions: dict[str, str] = field(default_factory=lambda: dict(COUNT_DEFINITIONS))
-    graph_models: dict[str, Graph] = field(default_factory=dict)  # full graphs, for the app
+    graph_models: Graphs = field(default_factory=Graphs)  # full graphs, for the app
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.graph_models, Graphs):  # given as a dict of graphs
+            object.__setattr__(self, "graph_models", Graphs(self.graph_models))
 
     def to_dict(self, include_models: bool = False) -> dict[str, Any]:
         """Plain data: the JSON of DESIGN.md's report contract (serializes only). The

@@ -131,11 +131,13 @@ def _identical(db: sqlite3.Connection, row: tuple[Any, ...]) -> int | None:
 
 
 def _payload(report: Report) -> bytes:
-    """The report as kept: its JSON, plus the compiled graph model for the diff view."""
-    data = report.to_dict()
+    """The report as kept: its JSON, plus the compiled graph model for the diff view
+    (its JSON as the worker sent it: the app need not have decoded it)."""
+    text = json.dumps(report.to_dict(), default=str)
     if "compiled" in report.graph_models:
-        data["graph_models"] = {"compiled": report.graph_models["compiled"].to_dict()}
-    return zlib.compress(json.dumps(data, default=str).encode())
+        graph = report.graph_models.json("compiled")
+        text = f'{{"graph_models":{{"compiled":{graph}}},{text[1:]}'
+    return zlib.compress(text.encode())
 
 
 def _unpack(payload: bytes) -> Report | None:

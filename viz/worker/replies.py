@@ -3,16 +3,26 @@ failure (`ok` False, `error` an ErrorInfo). No jax."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from viz.cache.events import BucketRow, CacheEvent, EntryRow, event_from_dict
 from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
+from viz.ir.model import Graphs
 from viz.lessons.rows import BucketCostRow, PlacementRow, ScalingRow, ShapeRow
 from viz.plain import Plain
 from viz.report import Report, Subject
+from viz.worker.parts import Parts
 from viz.worker.requests import Analyze, Request
+
+PARTS = "parts"  # the head's key naming the parts that follow it (`Reply.wire`)
+# the order an analysis's graph models follow its head in: the compiled program's first
+# (the history keeps it), the jaxpr's last
+SENT_FIRST = ("compiled", "stablehlo", "jaxpr")
+Part = tuple[str, str]  # (name, text)
 
 
 @dataclass
@@ -56,6 +66,15 @@ class Reply(Plain):
         """The answer to `request` from its JSON, complete (see Analyzed)."""
         return cls.from_dict(data)
 
+    def wire(self) -> tuple[dict[str, Any], Iterator[Part]]:
+        """What the worker sends: the head, and the parts that follow it, each made
+        when its turn comes (`viz.worker.parts`; a reply of this kind has none)."""
+        return self.to_dict(), iter(())
+
+    def arriving(self, parts: Parts) -> Reply:
+        """This reply, its head decoded, with the parts its head named to come."""
+        return self
+
 
 @dataclass
 class PingReply(Reply):
@@ -67,14 +86,28 @@ class PingReply(Reply):
 
 @dataclass
 class Analyzed(Reply):
-    """An analysis: the report, and beside it what the user's code printed. On the
-    wire it is the report's JSON (graph models included) plus `stdout`."""
+    """An analysis: the report, and beside it what the user's code printed. Its JSON
+    is the report's (graph models included) plus `stdout`. On the wire the report
+    comes first, its graph models after it, one part each (`wire`): the page draws
+    the report while they come."""
 
     report: Report = field(default_factory=Report)
 
     def to_dict(self) -> dict[str, Any]:
         data = self.report.to_dict(include_models=True)
         return {**data, "stdout": self.stdout} if self.stdout else data
+
+    def wire(self) -> tuple[dict[str, Any], Iterator[Part]]:
+        models = self.report.graph_models
+        head = self.report.to_dict() | {PARTS: list(models)}
+        if self.stdout:
+            head["stdout"] = self.stdout
+        order = sorted(models, key=lambda ir: SENT_FIRST.index(ir) if ir in SENT_FIRST else 9)
+        return head, _graph_parts(models, order)
+
+    def arriving(self, parts: Parts) -> Analyzed:
+        models = Graphs(names=parts.names, text=parts.text)
+        return replace(self, report=replace(self.report, graph_models=models))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Analyzed:
@@ -103,6 +136,12 @@ class Analyzed(Reply):
             return reply
         asked = Subject.asked(request.settings).header(Subject.ASKED)
         return cls.of(replace(reply.report, **asked), reply.stdout)
+
+
+def _graph_parts(models: Graphs, names: list[str]) -> Iterator[Part]:
+    """Each graph model's JSON, made when its turn to be sent comes."""
+    for ir in names:
+        yield ir, json.dumps(models[ir].to_dict(), separators=(",", ":"))
 
 
 @dataclass
