@@ -7,6 +7,7 @@ fields can also be read by name (`section["key"]`), which tests and scripts use.
 from __future__ import annotations
 
 import functools
+import threading
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -21,6 +22,36 @@ def flat(omit: tuple[str, ...] = ()) -> dict[str, frozenset[str]]:
     (`field(default_factory=Settings, metadata=flat())`); `omit`: its keys the
     parent's format never holds."""
     return {FLAT: frozenset(omit)}
+
+
+class Later:
+    """A field's value still on its way (`Arriving`): `text` waits for its text (None:
+    it never came) and `decode` makes the value of it, once, where it is first read."""
+
+    def __init__(self, text: Callable[[], str | None], decode: Callable[[str], Any], missing: Any):
+        self._text, self._decode, self._missing = text, decode, missing
+        self._lock = threading.Lock()
+        self._value: Any = Later  # not read yet
+
+    def value(self) -> Any:
+        with self._lock:
+            if self._value is Later:
+                text = self._text()
+                self._value = self._missing if text is None else self._decode(text)
+            return self._value
+
+
+class Arriving:
+    """Mix into a plain dataclass some of whose fields may arrive after it (a report
+    from the worker: `viz.worker.parts`): such a field holds a `Later`, and reading it
+    waits for its value, which then takes its place. Every reader sees a whole value."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = object.__getattribute__(self, name)
+        if type(value) is Later:
+            value = value.value()
+            object.__setattr__(self, name, value)  # a frozen dataclass too: it is its value
+        return value
 
 
 class Plain(Mapping[str, Any]):

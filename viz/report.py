@@ -16,7 +16,7 @@ from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
 from viz.fusion.profile import Profile
 from viz.ir.model import Graphs
-from viz.plain import Plain, encode
+from viz.plain import Arriving, Plain, encode
 from viz.settings import Settings
 from viz.sharding.model import ShardingSection
 from viz.specialization.model import ShapeOp, SpecializedArg
@@ -55,21 +55,21 @@ class Timings(Plain):
 
 
 @dataclass
-class JaxprSection(Plain):
+class JaxprSection(Arriving, Plain):
     text: str = ""
     eqn_count: int | None = None
     primitives: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
-class StableHLOSection(Plain):
+class StableHLOSection(Arriving, Plain):
     text: str = ""
     op_count: int | None = None
     ops: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
-class CompiledSection(Plain):
+class CompiledSection(Arriving, Plain):
     text: str = ""
     op_count: int | None = None
     ops: dict[str, int] = field(default_factory=dict)
@@ -206,9 +206,11 @@ class Subject(Plain):
 
 
 @dataclass(frozen=True)
-class Report(Plain):
+class Report(Arriving, Plain):
     """Built once, from what each stage found (`assemble`), and never changed after:
-    `dataclasses.replace` makes another where one is really needed."""
+    `dataclasses.replace` makes another where one is really needed. From the worker, its
+    texts, fusion map, kernels and graph models follow the rest (`viz.worker.parts`):
+    reading one waits for it (`viz.plain.Arriving`)."""
 
     ok: bool = True
     error: ErrorInfo | None = None
