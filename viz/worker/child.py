@@ -139,10 +139,11 @@ def serve() -> None:
             result, parts = _handle(request.get("op", ""), request.get("kwargs") or {}, progress)
             if not channel.intact():
                 result, parts = _broken_pipes_result(), iter(())
-            try:
-                channel.send({"kind": "result", "id": rid, "payload": result})
-                for name, text in parts:  # the head is on its way: the parts follow
-                    channel.send({"kind": "part", "id": rid, "name": name}, text)
+            try:  # JSON: many small objects, no cycles, and no collection walking them
+                with overlap.gc_paused(settle=False):
+                    channel.send({"kind": "result", "id": rid, "payload": result})
+                    for name, text in parts:  # the head is on its way: the parts follow
+                        channel.send({"kind": "part", "id": rid, "name": name}, text)
             except OSError:
                 os._exit(PROTOCOL_EXIT)
             if not channel.intact():
