@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 FILE_NAME = "history.sqlite"
 DEFAULT_KEEP_REPORTS = 100  # full reports (the largest sample's is ~200 KB compressed)
 DEFAULT_KEEP_RUNS = 5000  # summary rows (about 2 KB each)
+# zlib's fastest level: a 96-layer model's report (16 MB of JSON) in 0.05 s, 1.5 MB, where
+# the default took 0.29 s for 1.0 MB, while the page that records it waited
+COMPRESSION = 1
 
 
 class HistoryError(RuntimeError):
@@ -137,7 +140,7 @@ def _payload(report: Report) -> bytes:
     if "compiled" in report.graph_models:
         graph = report.graph_models.json("compiled")
         text = f'{{"graph_models":{{"compiled":{graph}}},{text[1:]}'
-    return zlib.compress(text.encode())
+    return zlib.compress(text.encode(), COMPRESSION)
 
 
 def _unpack(payload: bytes) -> Report | None:
