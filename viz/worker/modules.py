@@ -160,13 +160,12 @@ class _Walk:
         is one of JAX's or numpy's values (shardings, dtypes, scalars); else it cannot
         be told (a generator, a file, a lock)."""
         kind = type(value)
-        home = kind.__module__
         self._not_wrapping(value)
-        if hasattr(kind, "__next__") or home in STATEFUL or home.partition(".")[0] in STATEFUL:
+        if hasattr(kind, "__next__") or _from(kind, STATEFUL):
             raise Untellable(f"a {kind.__name__}: its state is not in its attributes")
         if hasattr(value, "__dict__"):
             self.mapping(vars(value))
-        elif home.partition(".")[0] not in VALUES:
+        elif not _from(kind, VALUES):
             raise Untellable(f"a {kind.__name__}, whose state cannot be read")
 
     def _not_wrapping(self, value: Any) -> None:
@@ -175,6 +174,12 @@ class _Walk:
         for inner in (getattr(value, a, None) for a in ("__wrapped__", "func", "fun")):
             if getattr(inner, "__globals__", None) is self.namespace:
                 raise Untellable(f"{inner.__name__} wrapped by {type(value).__name__}")
+
+
+def _from(kind: type, packages: tuple[str, ...]) -> bool:
+    """Whether `kind` is defined in one of `packages` or in a module below one."""
+    home = kind.__module__ or ""
+    return any(home == p or home.startswith(f"{p}.") for p in packages)
 
 
 def _full(cell: types.CellType) -> bool:
