@@ -79,10 +79,9 @@ def hook(owner: Any, attr: str, label: Callable[..., str | None], note) -> None:
 # -- the worker's side -----------------------------------------------------------------
 def child() -> None:
     """`python -m viz.worker`, its steps stamped into $JITSCOPE_ROUND_TRIP_STAMPS."""
+    import viz.pipeline
     from viz.worker import child as serving
     from viz.worker import handlers, replies
-
-    import viz.pipeline
 
     out = open(os.environ[STAMPS], "a", buffering=1)  # noqa: SIM115 (the child's lifetime)
 
@@ -102,7 +101,8 @@ def child() -> None:
     hook(serving, "encode", kind_of, note)
     hook(handlers, "_target_of", named("worker load"), note)
     hook(viz.pipeline, "analyze_target", named("worker pipeline"), note)
-    hook(replies.Analyzed, "to_dict", named("worker to_dict"), note)
+    hook(replies.Analyzed, "to_dict", named("worker to_dict"), note)  # the reply before #52
+    hook(replies.Analyzed, "wire", named("worker to_dict"), note)  # its head since
     serving.serve()
 
 
@@ -128,7 +128,10 @@ class Trip:
 @contextmanager
 def page_hooks(trip: list[Trip]) -> Iterator[None]:
     """Stamp this process's steps into the trip under way."""
+    import importlib
+
     import ui.follow
+    import ui.live
     import ui.results
     from viz.worker import client, frames, protocol
 
@@ -138,27 +141,26 @@ def page_hooks(trip: list[Trip]) -> Iterator[None]:
 
     def decoded(data: Any, *rest: Any, result: Any) -> str:
         kind = result.get("kind") if isinstance(result, dict) else None
-        if kind == "result":
+        if kind in ("result", "part") and trip:
             trip[-1].wire_bytes += len(data)
         return f"page json {kind}"
 
-    saved = [
-        (owner, attr, getattr(owner, attr))
-        for owner, attr in (
-            (client, "encode"),
-            (frames, "decode"),
-            (protocol, "decode_reply"),
-            (client.Worker, "ask"),
-            (ui.results, "record"),
-            (ui.follow, "picker"),
-        )
-    ]
-    hook(client, "encode", named("page request encode"), note)
-    hook(frames, "decode", decoded, note)
-    hook(protocol, "decode_reply", named("page reply decode"), note)
-    hook(client.Worker, "ask", named("page ask"), note)
-    hook(ui.results, "record", named("page history"), note)
-    hook(ui.follow, "picker", named("page end"), note)
+    parts = importlib.util.find_spec("viz.worker.parts")  # since #52
+    hooks = {
+        (client, "encode"): named("page request encode"),
+        (frames, "decode"): decoded,
+        (protocol, "decode_reply"): named("page reply decode"),
+        (client.Worker, "ask"): named("page ask"),
+        (ui.results, "record"): named("page history"),
+        (ui.results, "record_new"): named("page drawn"),  # since #52: after the first screen
+        (ui.follow, "picker"): named("page end"),
+        (ui.live.LiveAnalysis, "_show"): named("page glimpse"),
+    }
+    if parts is not None:
+        hooks[importlib.import_module("viz.worker.parts").Parts, "close"] = named("page parts in")
+    saved = [(owner, attr, getattr(owner, attr)) for owner, attr in hooks if hasattr(owner, attr)]
+    for (owner, attr), label in hooks.items():
+        hook(owner, attr, label, note)
     try:
         yield
     finally:
@@ -178,34 +180,42 @@ def read_stamps(path: Path, since: float) -> list[Stamp]:
 def phases(trip: Trip) -> dict[str, float]:
     """The round trip's phases, in the order they happen (seconds)."""
     ask = trip.first("page ask")
-    assert ask is not None, "the page never asked the worker"
     encode = trip.first("page request encode")
     received = trip.first("worker received")
     result_json = trip.last("worker encode result")
     frame_read = trip.last("page json result")
     reply = trip.last("page reply decode")
     end = trip.last("page end")
-    assert encode and received and result_json and frame_read and reply and end
+    assert ask and encode and received and result_json and frame_read and reply and end
+    drawn = trip.first("page drawn")  # since #52; before, the history came first
+    history = trip.first("page history")
+    parts_in = trip.last("page parts in")  # since #52: the graph models after the report
     found = {
         "request encode": encode[2] - encode[1],
         "request to the worker": received[2] - encode[2],
         "worker: load the module": trip.span("worker load"),
         "worker: pipeline (stages streamed)": trip.span("worker pipeline"),
         "  of which trace + lower + compile": trip.compile_total_s,
-        "worker: reply to_dict": trip.span("worker to_dict"),
-        "worker: reply JSON (frame)": result_json[2] - result_json[1],
+        "worker: the reply's to_dict": trip.span("worker to_dict"),
+        "worker: its JSON (frame)": result_json[2] - result_json[1],
         "transfer (worker writes → page has the frame)": frame_read[1] - result_json[2],
         "page: frame JSON decode": frame_read[2] - frame_read[1],
         "page: reply decode (Report)": reply[2] - reply[1],
     }
-    within = sum(found.values()) - found["request encode"] - trip.compile_total_s
-    found["worker and client steps not above"] = (ask[2] - encode[1]) - within - found[
-        "request encode"
-    ]
+    counted = sum(v for k, v in found.items() if not k.startswith("  of which"))
+    found["worker and client steps not above"] = ask[2] - encode[1] - counted
     found["= Analyze through the worker (Worker.ask)"] = ask[2] - ask[1]
-    found["page: history record"] = trip.span("page history")
-    found["page: draw the result"] = end[2] - ask[2] - found["page: history record"]
-    found["= click to the page drawn"] = end[2] - ask[1]
+    found["  of which the page drew the stages as they came"] = trip.span("page glimpse")
+    first_screen = drawn[1] if drawn else end[1]
+    before = history[2] - history[1] if history and history[1] < first_screen else 0.0
+    found["page: draw the first screen"] = first_screen - ask[2] - before
+    found["page: history record, before the first screen"] = before
+    found["= click to the first screen drawn"] = first_screen - ask[1]
+    whole = max(parts_in[2] if parts_in else 0.0, ask[2])
+    found["graph models: in after the reply (encoded, sent)"] = whole - ask[2]
+    found["= click to the whole reply in"] = whole - ask[1]
+    found["page: history record, after it"] = trip.span("page history") - before
+    found["= click to the page's run done"] = end[2] - ask[1]
     return found
 
 
@@ -364,9 +374,7 @@ def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="jitscope-round-trip-"))
     stamps = home / "stamps.jsonl"
     stamps.touch()
-    os.environ.update(
-        {"JITSCOPE_HOME": str(home), STAMPS: str(stamps), "JITSCOPE_EDITOR": "plain"}
-    )
+    os.environ.update({"JITSCOPE_HOME": str(home), STAMPS: str(stamps), "JITSCOPE_EDITOR": "plain"})
     os.environ.setdefault("JITSCOPE_WORKERS", "1")
     from viz.worker import client
 
