@@ -288,7 +288,8 @@ class Graphs(Mapping[str, Graph]):
     ):
         self._graphs = dict(graphs or {})
         self._names = [*self._graphs, *(n for n in names if n not in self._graphs)]
-        self._text = text  # a part's JSON text, once it is in (None: it never came)
+        self._text = text  # a graph's JSON text, once it is in (None: it never came)
+        self._texts: dict[str, str | None] = {}  # taken, not decoded yet
         self._lock = threading.Lock()
 
     def __getitem__(self, ir: str) -> Graph:
@@ -296,7 +297,8 @@ class Graphs(Mapping[str, Graph]):
             raise KeyError(ir)
         with self._lock:
             if ir not in self._graphs:
-                self._graphs[ir] = _decoded(ir, self._text(ir) if self._text else None)
+                self._graphs[ir] = _decoded(ir, self._text_of(ir))
+                self._texts.pop(ir, None)  # decoded: no second copy kept
             return self._graphs[ir]
 
     def __iter__(self) -> Iterator[str]:
@@ -311,12 +313,16 @@ class Graphs(Mapping[str, Graph]):
     def json(self, ir: str) -> str:
         """Graph `ir`'s JSON: its text as it came where it was never decoded."""
         with self._lock:
-            decoded = self._graphs.get(ir)
-        if decoded is None and self._text is not None and ir in self._names:
-            text = self._text(ir)
-            if text is not None:
-                return text
+            text = self._text_of(ir) if ir not in self._graphs else None
+        if text is not None:
+            return text
         return json.dumps(self[ir].to_dict(), separators=(",", ":"))
+
+    def _text_of(self, ir: str) -> str | None:
+        """Graph `ir`'s JSON text as it came (the lock held)."""
+        if ir not in self._texts:
+            self._texts[ir] = self._text(ir) if self._text else None
+        return self._texts[ir]
 
     def to_dict(self) -> dict[str, Any]:
         return {ir: graph.to_dict() for ir, graph in self.items()}

@@ -16,11 +16,12 @@ import threading
 
 class Parts:
     """Named texts on their way, filled by the thread that reads the worker's pipe.
-    Thread-safe: `text` waits until its part is in, or until no more will come."""
+    Thread-safe: `take` waits until its part is in, or until no more will come."""
 
     def __init__(self, names: list[str]):
         self.names = list(names)
         self._texts: dict[str, str] = {}
+        self._arrived: set[str] = set()
         self._changed = threading.Condition()
         self._closed = False
         self.failure = ""  # why the parts stopped coming, when they did
@@ -29,6 +30,7 @@ class Parts:
         with self._changed:
             if name in self.names:
                 self._texts[name] = text
+                self._arrived.add(name)
                 self._changed.notify_all()
 
     def close(self, failure: str = "") -> None:
@@ -41,10 +43,11 @@ class Parts:
     @property
     def missing(self) -> list[str]:
         with self._changed:
-            return [n for n in self.names if n not in self._texts]
+            return [n for n in self.names if n not in self._arrived]
 
-    def text(self, name: str) -> str | None:
-        """Part `name`, once it is in; None if it never came."""
+    def take(self, name: str) -> str | None:
+        """Part `name`, once it is in, handed over once: whoever decodes it keeps what
+        it makes, not a second copy (None: it never came)."""
         with self._changed:
-            self._changed.wait_for(lambda: name in self._texts or self._closed)
-            return self._texts.get(name)
+            self._changed.wait_for(lambda: name in self._arrived or self._closed)
+            return self._texts.pop(name, None)

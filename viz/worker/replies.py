@@ -126,7 +126,7 @@ class Analyzed(Reply):
         hints = typing.get_type_hints(Report)
         for name in parts.names:
             field_name, _, key = name.partition(".")
-            text = functools.partial(parts.text, name)
+            text = functools.partial(parts.take, name)
             if field_name == "graph_models":
                 graphs.append(key)
             elif key == "text" and getattr(report, field_name) is not None:
@@ -185,7 +185,7 @@ def _json(hint: Any, text: str) -> Any:
 
 
 def _graph_text(parts: Parts, ir: str) -> str | None:
-    return parts.text(f"graph_models.{ir}")
+    return parts.take(f"graph_models.{ir}")
 
 
 @dataclass
