@@ -274,9 +274,9 @@ class Worker:
         the request waits behind others, `on_queue(n)` hears how many are ahead (0 when
         it starts); while it waits at all, `on_tick()` is called every TICK_S (a page's
         clock of the stage under way). A reply whose head names parts to come (an
-        analysis's graph models: `viz.worker.parts`) is returned once its head is in;
-        its parts are read into it behind it, on a thread that keeps this worker's turn
-        until they are in, and whoever reads one first waits for it."""
+        analysis's texts, fusion map and graph models: `viz.worker.parts`) is returned
+        once its head is in; its parts are read into it on a thread that keeps this
+        worker's turn until they are in, and whoever reads one first waits for it."""
         if self.demo:
             from viz import demo
 

@@ -3,8 +3,9 @@ process that runs user code must not be able to run code in the server), and the
 error results the worker itself produces.
 
 A frame's JSON may be followed by a newline and a text, kept as it came: a part of a
-reply that follows its head (`viz.worker.parts`: a graph model's JSON, decoded only
-where it is read). JSON as `json.dumps` writes it here holds no raw newline."""
+reply that follows its head (`viz.worker.parts`: an IR's text, or a graph model's JSON,
+decoded only where it is read). JSON as `json.dumps` writes it here holds no raw
+newline."""
 
 from __future__ import annotations
 
@@ -65,10 +66,10 @@ def encode(message: Any, attached: str = "") -> bytes:
         data = json.dumps(message, default=_plain, separators=(",", ":"))
     except (TypeError, ValueError):  # tuple keys, or a cycle made of plain containers
         data = json.dumps(_keys_to_str(message), default=_plain, separators=(",", ":"))
-    raw = data.encode("utf-8", "surrogatepass")
+    raw = [data.encode("utf-8", "surrogatepass")]
     if attached:
-        raw += b"\n" + attached.encode("utf-8", "surrogatepass")
-    return _HEADER.pack(len(raw)) + raw
+        raw += [b"\n", attached.encode("utf-8", "surrogatepass")]
+    return b"".join([_HEADER.pack(sum(map(len, raw))), *raw])
 
 
 def decode(data: bytes) -> Any:
