@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 import viz
-from viz.recorder import listener
+from viz.recorder.capture import listener
 
 VIZ = str(Path(viz.__file__).resolve().parent)
 _in_recorder = [0.0]  # seconds spent inside the recorder's JAX listeners

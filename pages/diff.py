@@ -12,6 +12,7 @@ from viz.diff import (
     LABELS,
     Diff,
     Origin,
+    PeakDiff,
     ShardingDiff,
     arg_change_rows,
     collective_rows,
@@ -23,6 +24,7 @@ from viz.diff import (
     rows,
 )
 from viz.history import History, HistoryError, Run, sample_runs
+from viz.memory.display import buffer_rows
 from viz.report import Report
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
@@ -115,7 +117,7 @@ def count_metrics(d: Diff) -> None:
         )
 
 
-def numbers_tab(d: Diff) -> None:
+def numbers_tab(d: Diff, sources: tuple[str | None, str | None]) -> None:
     for group, title, deltas in (
         ("timings", "Timings", d.timings),
         ("cost", "Cost", d.cost),
@@ -123,6 +125,27 @@ def numbers_tab(d: Diff) -> None:
     ):
         st.markdown(f"**{title}**")
         ui.table(rows(group, deltas))
+    if d.peak is not None:
+        peak_buffers(d.peak, sources)
+
+
+def peak_line(d: Diff) -> None:
+    """The two peaks in one sentence, under the counts: what the change did to memory."""
+    if d.peak is not None and d.peak.said:
+        st.markdown(f"**Memory peak** · {d.peak.said[0].upper()}{d.peak.said[1:]}")
+
+
+def peak_buffers(p: PeakDiff, sources: tuple[str | None, str | None]) -> None:
+    """The largest buffers at each run's peak, side by side (`sources`: each run's file,
+    where its lines are the user's)."""
+    sides = zip(st.columns(2), "AB", (p.a_buffers, p.b_buffers), sources, strict=True)
+    for column, name, buffers, source in sides:
+        column.markdown(f"**{name}** · live at the peak, largest first")
+        if buffers:
+            with column:
+                ui.table(buffer_rows(buffers, source))
+        else:
+            column.caption("Not kept: this run has its numbers only.")
 
 
 def kernels_tab(d: Diff) -> None:
@@ -225,9 +248,10 @@ def show(a: Side, b: Side, named: bool = True) -> None:
     d = diff_reports(a[0], b[0], origins=(a[1], b[1]))
     header(d, named)
     count_metrics(d)
+    peak_line(d)
     render = {
         **({"Sharding": lambda: sharding_tab(d.sharding)} if d.sharding else {}),
-        "Timings, cost, memory": lambda: numbers_tab(d),
+        "Timings, cost, memory": lambda: numbers_tab(d, (a[0].source_file, b[0].source_file)),
         "Kernels": lambda: kernels_tab(d),
         "Ops by type": lambda: ops_tab(d),
         "IR text": lambda: ir_tab(d),

@@ -16,6 +16,7 @@ from ui import (
     follow,
     fusion,
     inputs,
+    memory,
     results,
     sharding,
     specialization,
@@ -287,7 +288,8 @@ def show_results() -> None:
         "Fusion": lambda: fusion_tab(res, index),
         "Timing": lambda: results.timing_tab(r),
         compile_time.TAB: lambda: compile_time.panel(res, index),
-        "Cost & memory": lambda: results.cost_tab(r),
+        "Cost": lambda: results.cost_tab(r),
+        memory.TAB: lambda: memory.panel(res, index),
         "Export": lambda: results.export_tab(r, index),
     }
     tabs = st.tabs(list(render), key="result_tab", on_change="rerun")

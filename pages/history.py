@@ -20,7 +20,8 @@ def load_runs(db: History) -> list[Run]:
 
 def table(runs: list[Run]) -> list[dict[str, object]]:
     """One row per run: what ran, its options, key counts (jaxpr equations, StableHLO
-    ops, compiled kernels and fusions) and times (trace + lower + compile, run median)."""
+    ops, compiled kernels and fusions), times (trace + lower + compile, run median) and
+    the memory peak."""
     records = []
     for r in runs:
         n = r.numbers
@@ -39,6 +40,7 @@ def table(runs: list[Run]) -> list[dict[str, object]]:
                 "fusions": n.compiled.fusion_count,
                 "compile": ui.seconds(n.compile_total_s or None),
                 "run time": ui.seconds(n.timings.run_median_s),
+                "peak": ui.nbytes(n.memory.peak_bytes if n.memory else None),
                 "result": f"{result} · {r.source}" + ("" if r.full else " · numbers only"),
             }
         )

@@ -8,15 +8,29 @@ import streamlit as st
 import ui
 from ui import compile_time
 from ui.job import job_label, job_section
-from viz import demo, recording_charts
-from viz.history import History, HistoryError, RecordingRow
+from viz import demo
+from viz.history import HistoryError
 from viz.program import Program
-from viz.recorder import orphans
-from viz.recorder.compare import diff_recordings, diff_rows, diff_text
-from viz.recorder.html import recording_html
-from viz.recorder.model import Compile, Recording, short_path
-from viz.recorder.views import call_tree, compile_rows, explore_target, function_rows
-from viz.units import seconds
+from viz.recorder import (
+    Compile,
+    Recording,
+    RecordingRow,
+    Recordings,
+    call_tree,
+    call_tree_chart,
+    compile_rows,
+    diff_recordings,
+    diff_rows,
+    diff_text,
+    explore_target,
+    function_rows,
+    orphans,
+    recording_html,
+    recording_timeline,
+    recover,
+    short_path,
+)
+from viz.units import nbytes, seconds
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -48,13 +62,21 @@ def list_table(rows: list[RecordingRow]) -> list[dict[str, object]]:
 
 def overview(rec: Recording) -> None:
     s, program = rec.summary, rec.program
-    cols = st.columns(5)
+    cols = st.columns(6)
     cols[0].metric("compiles", s.compiles)
     cols[1].metric("compile time", seconds(s.compile_s))
     cols[2].metric("wall time", seconds(program.wall_s) if program.wall_s else "–")
     share = s.compile_s / program.wall_s if program.wall_s else None
     cols[3].metric("compiling", f"{share:.0%}" if share is not None else "–")
     cols[4].metric("functions", s.functions)
+    top = s.largest_peak
+    cols[5].metric(
+        "largest peak",
+        nbytes(top["bytes"]) if top else "–",
+        help=f"{top['function']}: the most memory live at one step of its compiled program"
+        if top
+        else "no compiled executable was seen",
+    )
     ended = f"exit status {program.exit_code}" + (f" ({program.signal})" if program.signal else "")
     extra = (
         f" · {s.eager_compiles} op-by-op compiles of JAX's own not listed"
@@ -153,7 +175,7 @@ def open_in_explore(rec: Recording, mine: list[Compile]) -> None:
 
 def recover_orphans() -> None:
     """Journals of recorders whose parent was killed: offered for storing."""
-    left = orphans.orphans()
+    left = orphans()
     if not left:
         return
     st.warning(
@@ -162,11 +184,11 @@ def recover_orphans() -> None:
         icon=":material/restore_page:",
     )
     if st.button("Recover them", icon=":material/restore_page:", key="rec_recover"):
-        done = orphans.recover(left)
+        done = recover(left)
         st.success(f"Recovered {len(done)} recording(s).", icon=":material/check:")
 
 
-def compare(rec: Recording, rows: list[RecordingRow], db: History) -> None:
+def compare(rec: Recording, rows: list[RecordingRow], db: Recordings) -> None:
     """'Compare with…': the same diff as `jitscope diff rec:A rec:B`."""
     others = [r.id for r in rows if r.id != st.session_state.rec_pick]
     if not others:
@@ -179,7 +201,7 @@ def compare(rec: Recording, rows: list[RecordingRow], db: History) -> None:
             format_func=lambda i: f"#{i} · {by_id[i].name} · {by_id[i].when}",
             key="rec_compare",
         )
-        base = db.recording(other)
+        base = db.get(other)
         if base is None:
             st.warning("That recording is gone.")
             return
@@ -199,9 +221,9 @@ def show_job(rows: list[RecordingRow]) -> bool:
 
 def page() -> None:
     try:
-        db = History()
+        db = Recordings()
         recover_orphans()
-        rows = db.recordings()
+        rows = db.rows()
     except HistoryError as exc:
         st.error(f"The recordings cannot be read: {exc}", icon=":material/error:")
         return
@@ -221,7 +243,7 @@ def page() -> None:
         format_func=lambda i: f"#{i} · {by_id[i].name} · {by_id[i].when}",
         key="rec_pick",
     )
-    rec = db.recording(pick)
+    rec = db.get(pick)
     if rec is None:
         st.warning("That recording is gone (the history keeps the newest ones).")
         return
@@ -236,13 +258,13 @@ def page() -> None:
     )
     compare(rec, rows, db)
     if rec.compiles:
-        st.plotly_chart(recording_charts.recording_timeline(rec), width="stretch")
+        st.plotly_chart(recording_timeline(rec), width="stretch")
     key = functions(rec)
     if key is not None:
         open_in_explore(rec, compiles_of(rec, key))
     if rec.compiles:
         st.subheader("Call sites")
-        st.plotly_chart(recording_charts.call_tree_chart(call_tree(rec)), width="stretch")
+        st.plotly_chart(call_tree_chart(call_tree(rec)), width="stretch")
 
 
 page()

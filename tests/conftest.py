@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,11 @@ def pytest_configure(config: pytest.Config) -> None:
     import progress
 
     progress.register(config)
+
+
+# The jax CI tests against (constraints.txt): XLA's exact figures (a golden report, a
+# program's peak) are that jax's, and another jax's XLA fuses and schedules otherwise.
+TESTED_JAX = re.search(r"^jax==(\S+)", (REPO / "constraints.txt").read_text(), re.M)[1]
 
 
 SLOW_SAMPLES = {"transformer_24"}

@@ -13,7 +13,7 @@ from typing import Any
 from viz.cache.events import BucketRow, CallEvent, EntryRow, FailedEvent, RoutedEvent
 from viz.diff.model import Diff
 from viz.plain import FLAT
-from viz.recorder.job import JobView
+from viz.recorder.display.job import JobView
 from viz.recorder.model import Recording
 from viz.report import Report
 

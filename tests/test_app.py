@@ -176,15 +176,30 @@ def _quantity(text: str, units: dict[str, float]) -> float:
     return float(number.replace(",", "")) * units[unit]
 
 
-def test_the_cost_tab_shows_the_programs_flops_and_memory() -> None:
-    at = open_tab("Cost & memory")
+SIZE = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+def test_the_cost_tab_shows_the_programs_flops() -> None:
+    at = open_tab("Cost")
     shown = {m.label: m.value for m in at.metric}
-    size = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
-    assert _quantity(shown["arguments"], size) == pytest.approx((256 * 512 + 512 * 128) * 4)
-    assert _quantity(shown["outputs"], size) == pytest.approx(256 * 128 * 4)
     flops = _quantity(shown["FLOPs"], {"": 1, "k": 1e3, "M": 1e6, "G": 1e9})
     assert flops == pytest.approx(2 * 256 * 512 * 128, rel=0.01)  # the matmul; + 1.0 is tiny
     assert shown["arithmetic intensity"].endswith("FLOP/B")
+
+
+def test_the_memory_tab_shows_the_peak_its_buffers_and_xlas_totals() -> None:
+    at = open_tab("Memory")
+    assert not at.exception, at.exception
+    shown = {m.label: m.value for m in at.metric}
+    arguments = (256 * 512 + 512 * 128) * 4
+    assert _quantity(shown["arguments"], SIZE) == pytest.approx(arguments)
+    assert _quantity(shown["outputs"], SIZE) == pytest.approx(256 * 128 * 4)
+    # the arguments and the output are live together at the peak (at least)
+    assert _quantity(shown["peak"], SIZE) >= arguments + 256 * 128 * 4
+    assert any(s.value.startswith("Running needs") for s in at.success)  # it fits
+    rows = at.dataframe[0].value
+    assert rows["bytes"][0] == "512.0 KiB" and rows["made by"][0] == "argument x"  # the largest
+    assert at.get("plotly_chart"), "no memory chart"
 
 
 def test_the_export_tab_offers_the_report_as_json_and_html(monkeypatch) -> None:

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from test_job import alike, recording, step
 
-from viz.history import History
+from viz.recorder import Recordings
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -22,12 +22,12 @@ pytestmark = pytest.mark.usefixtures("navigation_mode", "plain_editor")
 @pytest.fixture(autouse=True)
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("JITSCOPE_HOME", str(tmp_path))
-    db = History()
+    db = Recordings()
     for r in alike(job="calm-job"):
-        db.record_recording(r)
+        db.add(r)
     extra = [step("train_step"), step("batch_stats", sharded=False, line=12), step("evaluate")]
-    db.record_recording(recording(0, [step("train_step"), step("evaluate")], job="odd-job"))
-    db.record_recording(recording(1, extra, job="odd-job", exit_code=137, signal="SIGKILL"))
+    db.add(recording(0, [step("train_step"), step("evaluate")], job="odd-job"))
+    db.add(recording(1, extra, job="odd-job", exit_code=137, signal="SIGKILL"))
     return tmp_path
 
 
@@ -72,7 +72,7 @@ def test_one_recording_of_a_job_names_its_process():
 def test_demo_mode_shows_the_job_and_opens_no_file(monkeypatch, tmp_path):
     program = tmp_path / "train.py"  # the recorded function's file exists here
     program.write_text("def train_step(x, y):\n    return x\n")
-    History().record_recording(recording(0, [step("train_step")], job="demo", cwd=str(tmp_path)))
+    Recordings().add(recording(0, [step("train_step")], job="demo", cwd=str(tmp_path)))
     opened: list[str] = []
     read_text = pathlib.Path.read_text
 

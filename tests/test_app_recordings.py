@@ -70,7 +70,7 @@ def test_a_journal_left_by_a_killed_recorder_is_offered_and_recovered(home: Path
 
     gone = subprocess.Popen(["true"])
     gone.wait()  # its pid names the journal's parent: a process that is no more
-    from viz.recorder.orphans import journal_path
+    from viz.recorder.storage.orphans import journal_path
 
     path = journal_path(1.0, gone.pid)
     with viz.recording(name="killed", journal=path):

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from test_app import button
 
 from viz.history import History
+from viz.options import MEMORY_SCHEDULE
 from viz.samples import get_sample
 
 TIMEOUT = 180
@@ -60,10 +61,10 @@ def test_the_donate_switch_sends_donate_and_the_report_says_what_was_reused():
     (x,) = report["donation"]["args"]
     assert x["donated"] and x["aliased_output"] == 0
     assert History().runs()[0].settings.donate == ["x"]
-    at.session_state["result_tab"] = "Cost & memory"
+    at.session_state["result_tab"] = "Memory"
     at.run()
     assert not at.exception, at.exception
-    table = at.dataframe[0].value
+    table = next(d.value for d in at.dataframe if "argument" in d.value)
     assert list(table["argument"]) == ["x"] and list(table["aliased output"]) == ["#0"]
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["reused in place"] == "16.0 KiB"  # 64 × 64 × 4 bytes
@@ -105,7 +106,7 @@ def test_a_compile_that_failed_keeps_its_tabs_and_says_why():
     button(at, "Analyze").click().run()
     assert not at.exception, at.exception
     assert shown(at)["error"]["kind"] == "compile_error" and shown(at)["compiled"] is None
-    for tab in ("jaxpr", "StableHLO", "Compiled HLO", "Fusion", "Timing", "Cost & memory"):
+    for tab in ("jaxpr", "StableHLO", "Compiled HLO", "Fusion", "Timing", "Cost", "Memory"):
         at.session_state["result_tab"] = tab
         at.run()
         assert not at.exception, (tab, at.exception)
@@ -138,6 +139,10 @@ def test_demo_mode_offers_the_common_options_but_no_free_form_box(monkeypatch):
     [
         ("Fusion off", lambda a, b: b["compiler_options"] == {"xla_disable_hlo_passes": "fusion"}),
         ("Donate the arrays", lambda a, b: b["donate"] == ["x"] and a["donate"] == []),
+        (
+            "Memory-first schedule",
+            lambda a, b: b["compiler_options"] == MEMORY_SCHEDULE and a["compiler_options"] == {},
+        ),
         ("Batch ×2", lambda a, b: (a["args"], b["args"]) == ("f32[64,64]", "f32[128,64]")),
     ],
 )

@@ -34,7 +34,7 @@ def test_donation_options_and_the_fusion_off_variant(page, home) -> None:  # noq
     page.get_by_text("every op becomes its own kernel").first.wait_for()
     both_sizes(page, "explore_options", page.get_by_text("Compiler options").first)
 
-    page.get_by_role("tab", name="Cost & memory", exact=True).click()
+    page.get_by_role("tab", name="Memory", exact=True).click()
     panel = page.get_by_text("a donated input's buffer may become an output's").first
     panel.wait_for()
     page.get_by_text("reused in place").first.wait_for()

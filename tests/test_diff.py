@@ -219,6 +219,7 @@ def test_a_report_outside_the_history_is_a_full_side_without_an_id(shapes):
         "b",
         *("counts", "timings", "cost", "memory", "kernels", "ops", "stablehlo_ops", "ir"),
         "sharding",
+        "peak",
     ]
     assert d["a"] == {
         "id": None,

@@ -15,12 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TESTED_JAX
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 GOLDEN_SAMPLES = ("dot_plus_one", "mlp", "relu_python_if")
-TESTED_JAX = re.search(
-    r"^jax==(\S+)", (GOLDEN_DIR.parent.parent / "constraints.txt").read_text(), re.M
-)[1]
 TIMED = ("timings", "compile_events")  # measured now: compared by which keys hold a value
 FIRST_COMPILE_ONLY = "/jax/compilation_cache/tasks_using_cache"  # a process's first compile
 # XLA's stack-frame tables name the calling frames (this file, the pipeline's own

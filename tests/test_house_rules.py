@@ -9,9 +9,11 @@ module-level import is one outside every function body; one under `if TYPE_CHECK
 never runs, so it does not count for jax. `from pkg import name` also follows what a
 package's `__getattr__` imports for that name.
 
-Two tests run real code in a fresh interpreter, for what `ast` cannot see: one imports
+Three tests run real code in a fresh interpreter, for what `ast` cannot see: one imports
 every module the walk finds jax-free (a third-party package that imports jax), one shows
-every page and result tab (a function that imports jax when a page calls it).
+every page and result tab (a function that imports jax when a page calls it), and one
+shows the Recordings page with recordings and a job to show (on an empty history it
+shows next to nothing).
 """
 
 from __future__ import annotations
@@ -538,7 +540,12 @@ for page in {pages!r}:
 def test_showing_every_page_and_result_tab_leaves_jax_out_of_the_server() -> None:
     """What `ast` cannot see: a page that calls a viz function importing jax when it runs."""
     pages = [str(ROOT / m.path) for m in PROJECT.in_folder("pages")]
-    check = RENDER_EVERYTHING.format(app=str(ROOT / "app.py"), pages=pages)
+    _show_in_a_fresh_server(RENDER_EVERYTHING.format(app=str(ROOT / "app.py"), pages=pages))
+
+
+def _show_in_a_fresh_server(check: str) -> None:
+    """Run an AppTest script in a fresh interpreter: a server process that has imported
+    nothing yet."""
     env = {**os.environ, "JITSCOPE_EDITOR": "plain"}  # AppTest cannot drive the component
     proc = subprocess.run(
         [sys.executable, "-c", check],
@@ -549,6 +556,65 @@ def test_showing_every_page_and_result_tab_leaves_jax_out_of_the_server() -> Non
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+# Run in a fresh interpreter, on a history that holds recordings: the Recordings page
+# shows one recording whole (compared with the others, its charts, its download, what
+# Open in Explore would load), then a multi-process job.
+RENDER_RECORDINGS = """
+import sys
+from streamlit.testing.v1 import AppTest
+
+at = AppTest.from_file({app!r}, default_timeout=180)
+at.switch_page({page!r}).run()
+assert not at.exception, at.exception
+assert at.radio(key="rec_show").value == "one recording"
+assert [b for b in at.button if b.label == "Open in Explore"], "no compile to open"
+assert [b for b in at.get("download_button") if b.label == "Download as HTML"]
+assert [c for c in at.code if c.value.startswith("recordings rec:")], "no comparison"
+assert len(at.get("plotly_chart")) == 2, "the timeline and the call sites"
+assert "jax" not in sys.modules, "showing a recording imported jax"
+at.radio(key="rec_show").set_value("a job").run()
+assert not at.exception, at.exception
+assert [h for h in at.subheader if h.value == "Processes"], "no job shown"
+assert "jax" not in sys.modules, "showing a job imported jax"
+"""
+
+
+def _record_a_program(folder: Path) -> None:
+    """`jitscope record` a real program (a compile of a top-level function, from a file
+    Open in Explore can read) into the history."""
+    program = folder / "steps.py"
+    program.write_text(
+        "import jax\nimport jax.numpy as jnp\n\n\ndef step(x):\n    return x * 2\n\n\n"
+        "for n in (2, 3):\n    jax.jit(step)(jnp.ones(n))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "viz", "record", "--name", "steps", "--", str(program)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_showing_recordings_and_a_job_leaves_jax_out_of_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Recordings page with something to show: its every view, in a server process
+    that has never imported jax (the page above finds no recording at all)."""
+    from test_job import alike
+
+    from viz.recorder import Recordings
+
+    monkeypatch.setenv("JITSCOPE_HOME", str(tmp_path))
+    for recording in alike():  # a job of two processes
+        Recordings().add(recording)
+    _record_a_program(tmp_path)  # the newest: the page opens on it
+    _show_in_a_fresh_server(
+        RENDER_RECORDINGS.format(app=str(ROOT / "app.py"), page="pages/recordings.py")
+    )
 
 
 def test_no_import_circles() -> None:

@@ -10,11 +10,12 @@ import sqlite3
 import pytest
 
 from viz.history import History
-from viz.recorder.divergence import Member, majority, processes_text
-from viz.recorder.job import JobError, job_view, json_path, tagged
-from viz.recorder.journal import Tally
+from viz.recorder.cli.record import json_path, tagged
+from viz.recorder.display.divergence import Member, majority, processes_text
+from viz.recorder.display.job import JobError, job_view
 from viz.recorder.model import ArgLeaf, Compile, Process, ProcessRun, Recording
-from viz.recorder.store import recording_id
+from viz.recorder.storage.recordings import Recordings, recording_id
+from viz.recorder.tally import Tally
 
 CWD = "/home/me/project"
 MESH = "P('data',) over mesh(data=4)"
@@ -240,26 +241,26 @@ def test_program_process_survives_json_and_the_journal():
 
 
 def test_two_jobs_in_one_history_stay_apart(tmp_path):
-    db = History(tmp_path / "h.sqlite")
-    first = [db.record_recording(r) for r in alike(job="job-1")]
-    second = [db.record_recording(r) for r in alike(job="job-2")]
+    db = Recordings(History(tmp_path / "h.sqlite"))
+    first = [db.add(r) for r in alike(job="job-1")]
+    second = [db.add(r) for r in alike(job="job-2")]
     alone = recording(0, [])
     alone.program.process = None
-    db.record_recording(alone)
+    db.add(alone)
     assert db.newest_job() == "job-2"
-    assert [r.id for r in db.job_recordings("job-1")] == first
-    assert [(r.id, r.job, r.process) for r in db.job_recordings("job-2")] == [
+    assert [r.id for r in db.of_job("job-1")] == first
+    assert [(r.id, r.job, r.process) for r in db.of_job("job-2")] == [
         (second[0], "job-2", 0),
         (second[1], "job-2", 1),
     ]
-    assert db.recordings()[0].job is None
+    assert db.rows()[0].job is None
 
 
 def test_a_version_3_history_migrates_and_keeps_its_recordings(tmp_path):
     made = tmp_path / "made.sqlite"
     old = recording(0, [step("train_step")])
     old.program.process = None
-    History(made).record_recording(old)
+    Recordings(History(made)).add(old)
     with sqlite3.connect(made) as raw:  # back to version 3: no job, no process
         raw.execute("DROP INDEX recordings_job")
         raw.execute("ALTER TABLE recordings DROP COLUMN job")
@@ -267,11 +268,11 @@ def test_a_version_3_history_migrates_and_keeps_its_recordings(tmp_path):
         raw.execute("PRAGMA user_version = 3")
     v3 = tmp_path / "v3.sqlite"
     v3.write_bytes(made.read_bytes())
-    db = History(v3)
-    (row,) = db.recordings()
+    db = Recordings(History(v3))
+    (row,) = db.rows()
     assert (row.job, row.process) == (None, None)
-    assert db.recording(row.id).summary.compiles == 1 and db.newest_job() is None
-    assert db.record_recording(recording(0, [])) and db.newest_job() == "job-a"
+    assert db.get(row.id).summary.compiles == 1 and db.newest_job() is None
+    assert db.add(recording(0, [])) and db.newest_job() == "job-a"
 
 
 def test_a_recording_outside_a_job_has_no_process_and_stops_looking_for_one():

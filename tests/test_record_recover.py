@@ -14,8 +14,8 @@ import pytest
 from conftest import REPO
 from test_record_cli import viz
 
-from viz.history import History
-from viz.recorder import orphans
+from viz.recorder import Recordings
+from viz.recorder.storage import orphans
 
 pytestmark = pytest.mark.slow
 
@@ -67,9 +67,9 @@ def test_a_killed_recorders_journal_is_recovered_into_history(tmp_path, monkeypa
     done = viz("record", "--recover", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "recovered prog.py (2 compiles) as recording #" in done.stderr
-    (row,) = History().recordings()
+    (row,) = Recordings().rows()
     assert row.compiles == 2 and row.exit_code is None
-    recording = History().recording(row.id)
+    recording = Recordings().get(row.id)
     assert recording is not None and recording.program.wall_s > 0
     assert list(orphans.folder().glob("*.jsonl")) == []
 

@@ -11,10 +11,10 @@ import jax
 import jax.numpy as jnp
 
 import viz
-from viz.recorder.html import recording_html
+from viz.recorder.capture.unwrap import defined_at, unwrap
+from viz.recorder.display.html import recording_html
+from viz.recorder.display.summary import summary_text
 from viz.recorder.model import FunctionStats, ProcessRun, Recording, short_path
-from viz.recorder.summary import summary_text
-from viz.recorder.unwrap import defined_at, unwrap
 
 
 def recording(functions: list[FunctionStats], eager_hidden: int = 0) -> Recording:

@@ -16,8 +16,9 @@ import jax.numpy as jnp
 import pytest
 
 import viz
+from viz.recorder.advice import outer_function
+from viz.recorder.capture.values import words
 from viz.recorder.model import CLEARED, NOT_FOUND
-from viz.recorder.values import outer_function, words
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 HERE = "tests/test_record_values.py"

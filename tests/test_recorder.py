@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import viz
-from viz.history import History
-from viz.recorder.journal import read_journal
+from viz.recorder import Recordings
+from viz.recorder.storage.journal import read_journal
 from viz.spec import abstract_args, parse_spec
 
 
@@ -264,14 +264,14 @@ def test_journal_json_and_history_hold_the_same_recording(tmp_path):
         "sharding",
         "static_value",
     }
-    stored = History().recording(rid)
+    stored = Recordings().get(rid)
     assert stored is not None and stored.to_dict() == data
-    (row,) = [r for r in History().recordings() if r.id == rid]
+    (row,) = [r for r in Recordings().rows() if r.id == rid]
     assert row.name == "unit" and row.compiles == 2
 
 
 def test_a_recorder_failure_is_counted_named_and_never_reaches_the_program(monkeypatch):
-    from viz.recorder import recorder
+    from viz.recorder.capture import recorder
 
     def broken(call, finished, cwd):
         raise RuntimeError("describe failed")

@@ -9,6 +9,7 @@ and graphs come from `viz` as plain data; nothing here imports jax.
 - `graphs`: graph panels and the pan-and-zoom frame;
 - `lessons`: the lesson pages' run/cancel controls;
 - `editor`: the code editor and its marked lines; `fusion`: the Fusion tab's map views;
+  `memory`: the Memory tab (the peak, its buffers, what would lower it);
 - `inputs`: Explore's left column (the sample, the inputs folded into one line, the
   editor); `follow`: a line followed through every IR, and a kernel's lines marked;
 - `live`: an analysis drawn stage by stage while it runs;

@@ -4,7 +4,7 @@ repeated structure and what drives it all, each with the fix it calls for. The
 profile comes from the lessons worker (`CompileProfile`: it clears JAX's caches), or
 with the analysis itself (`Analyze(compile_profile=True)`: the CLI, a recording's
 "Profile this compile"). Layout only: the numbers come from `viz.compile_profile`,
-the icicle from `viz.recording_charts`. Nothing here imports jax.
+the icicle from `viz.charts`. Nothing here imports jax.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from pathlib import Path
 import streamlit as st
 
 from ui.cards import error_card
-from ui.fusion import pick_kernel
+from ui.fusion import show_in_map_button
 from ui.results import Result
 from ui.tables import table
 from ui.workers import run_lesson
-from viz import recording_charts
+from viz.charts import compile_spans_chart
 from viz.compile_profile.advice import place, what_drives_it
 from viz.compile_profile.model import CompileProfileSection
 from viz.units import seconds
@@ -75,9 +75,7 @@ def view(res: Result, p: CompileProfileSection, index: int) -> None:
     if p.error is not None:
         error_card(p.error)  # the trace above does not need the profiler
     elif p.xla:
-        st.plotly_chart(
-            recording_charts.compile_spans_chart(p), width="stretch", key=f"ct_icicle_{index}"
-        )
+        st.plotly_chart(compile_spans_chart(p), width="stretch", key=f"ct_icicle_{index}")
         span_table(p)
     kernel_table(res, p, index)
     repeated_table(p)
@@ -228,18 +226,7 @@ def kernel_table(res: Result, p: CompileProfileSection, index: int) -> None:
     if not any(e.kernel == kernel for e in fmap):  # this compile named its kernels otherwise
         st.caption(f"`{kernel}` is not in this result's fusion map.")
         return
-    st.button(
-        f"Show `{kernel}` in the fusion map",
-        key=f"ct_fusion_{index}",
-        on_click=_show_in_fusion_map,
-        args=(res, kernel, index),
-    )
-
-
-def _show_in_fusion_map(res: Result, kernel: str, index: int) -> None:
-    """Before the rerun draws the tabs: pick the kernel in the map and open its tab."""
-    if pick_kernel(res.report.fusion_map, kernel, index):
-        st.session_state.result_tab = "Fusion"
+    show_in_map_button(fmap, kernel, index, key=f"ct_fusion_{index}")
 
 
 def repeated_table(p: CompileProfileSection) -> None:

@@ -96,9 +96,9 @@ def text_rows(res: Result, ir: str, text: str) -> None:
         return
     rows = followed.rows.get(ir, ())
     st.markdown(f"**{followed.summary()}**")
-    graph = res.report.graph_models.get(ir)
-    if graph is not None and not graph.text_rows:  # a report from before they were noted
-        st.caption("Which rows of this text write which node is not known for this result.")
+    unknown = res.lines.rows_unknown(ir)
+    if unknown:
+        st.caption(unknown)
         return
     if not rows:
         st.caption("No row of this text comes from it.")

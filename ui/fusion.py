@@ -115,6 +115,23 @@ def mark_kernel(fmap: list[FusionEntry], kernel: str | None) -> None:
     mark_lines(lines, f"kernel {kernel}" + ("" if lines else ": no line of your code"))
 
 
+def show_in_map_button(fmap: list[FusionEntry], kernel: str, index: int, key: str) -> None:
+    """A button that opens the Fusion tab with `kernel` picked in result `index`'s map
+    (for a view elsewhere whose rows name kernels)."""
+    st.button(
+        f"Show `{kernel}` in the fusion map",
+        key=key,
+        on_click=_open_in_map,
+        args=(fmap, kernel, index),
+    )
+
+
+def _open_in_map(fmap: list[FusionEntry], kernel: str, index: int) -> None:
+    """Before the rerun draws the tabs: pick the kernel in the map, open its tab."""
+    if pick_kernel(fmap, kernel, index):
+        st.session_state.result_tab = "Fusion"
+
+
 def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selection:
     """Kernel picker, op search and line picker; the last one changed wins."""
     key = f"fm_{index}"

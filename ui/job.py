@@ -7,15 +7,19 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.tables import table
-from viz import recording_charts
-from viz.history import History, RecordingRow
-from viz.recorder.divergence import processes_text
-from viz.recorder.job import JobError, JobView, from_history, job_view
-from viz.recorder.job_views import (
+from viz.recorder import (
     KIND_MEANING,
+    JobError,
+    JobView,
+    RecordingRow,
+    Recordings,
     divergence_title,
     ended_first_text,
+    from_history,
+    job_timeline,
+    job_view,
     process_rows,
+    processes_text,
     site_rows,
     straggler_rows,
 )
@@ -30,7 +34,7 @@ def job_label(rows: list[RecordingRow], job: str) -> str:
     return f"{newest.name} · {len(mine)} processes · {newest.when} · job {job}"
 
 
-def job_section(db: History, job: str) -> None:
+def job_section(db: Recordings, job: str) -> None:
     try:
         view = job_view(from_history(db, job))
     except JobError as exc:
@@ -38,7 +42,7 @@ def job_section(db: History, job: str) -> None:
         return
     overview(view)
     divergences(view)
-    st.plotly_chart(recording_charts.job_timeline(view), width="stretch")
+    st.plotly_chart(job_timeline(view), width="stretch")
     st.subheader("Processes")
     table(process_rows(view))
     stragglers(view)

@@ -15,7 +15,6 @@ import streamlit as st
 
 from ui.cards import report_json
 from ui.editor import clear_marks
-from ui.tables import table
 from viz import charts
 from viz.export import html_report
 from viz.follow import SourceLines
@@ -174,16 +173,7 @@ def timing_tab(r: Report) -> None:
     right.plotly_chart(charts.run_distribution(r), width="stretch", key="ti_runs")
 
 
-MEMORY_METRICS = (
-    ("arguments", "argument_bytes"),
-    ("outputs", "output_bytes"),
-    ("temporaries", "temp_bytes"),
-    ("generated code", "generated_code_bytes"),
-)
-
-
 def cost_tab(r: Report) -> None:
-    donation_panel(r)
     cost = r.cost
     flops, moved = (cost.flops, cost.bytes_accessed) if cost else (None, None)
     m = st.columns(4)
@@ -195,8 +185,7 @@ def cost_tab(r: Report) -> None:
         help="FLOPs per byte moved: low means memory-bound",
     )
     m[3].metric("transcendentals", si(cost.transcendentals if cost else None))
-    for col, (label, name) in zip(st.columns(4), MEMORY_METRICS, strict=True):
-        col.metric(label, nbytes(getattr(r.memory, name) if r.memory else None))
+    st.caption("Where the bytes go, the peak and what would lower it: the Memory tab.")
 
 
 def export_tab(r: Report, index: int) -> None:
@@ -214,40 +203,3 @@ def export_tab(r: Report, index: int) -> None:
         on_click="ignore",
     )
     c[2].markdown("Share: copy this page's URL — it carries the code, function, args and device.")
-
-
-def donation_panel(report: Report) -> None:
-    """Which donated leaves XLA reused for an output (and why not), JAX's warnings, and
-    the program's memory with and without the reuse (memory_analysis: no recompile)."""
-    donation = report.donation
-    if not donation:
-        return
-    st.markdown("**Donation** · a donated input's buffer may become an output's")
-    rows = [
-        {
-            "argument": a.name,
-            "donated": a.donated,
-            "aliased output": None if a.aliased_output is None else f"#{a.aliased_output}",
-            "not reused because": a.reason,
-        }
-        for a in donation.args
-    ]
-    table(rows)
-    for warning in donation.warnings:
-        st.warning(f"JAX: {warning}", icon=":material/warning:")
-    without = report.memory_total_bytes or 0
-    alias = (report.memory.alias_bytes if report.memory else None) or 0
-    m = st.columns(3)
-    m[0].metric(
-        "memory without donation",
-        nbytes(without),
-        help="arguments + outputs + temporaries, as if no buffer were reused",
-    )
-    m[1].metric(
-        "with donation",
-        nbytes(without - alias),
-        delta=f"-{nbytes(alias)}" if alias else None,
-        delta_color="inverse",
-        help="minus XLA's alias bytes: outputs written into donated inputs",
-    )
-    m[2].metric("reused in place", nbytes(alias), help="memory_analysis: alias_size_in_bytes")

@@ -2,8 +2,8 @@
 
 Every figure takes the typed data the worker returned (a `Report`, a lesson's rows,
 the cache lab's events) and nothing else, so the app, the HTML export and the tests
-draw the same charts. A recording's charts and one compile's profile are
-`viz.recording_charts`; the Overview's two charts in Vega-Lite are `viz.vega`.
+draw the same charts. A recording's charts are `viz.recorder.display.charts`; the
+Overview's two charts in Vega-Lite are `viz.vega`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from viz import units
 from viz.cache.events import CacheEvent, CallEvent, RoutedEvent
 from viz.cache.planner import BucketPlan
+from viz.compile_profile.model import CompileProfileSection
 from viz.lessons.verdicts import break_even
 from viz.report import Report
 from viz.worker.protocol import PassStep, PlacementRow, ScalingRow, ShapeRow
@@ -32,7 +33,7 @@ WATERFALL_AXIS = "milliseconds since jit(f) was called"
 
 def layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
     """`fig` titled and sized in the house style (every chart here and in
-    `viz.recording_charts`)."""
+    `viz.recorder.display.charts`)."""
     fig.update_layout(
         title={"text": title, "x": 0, "font": {"size": 15}},
         height=height,
@@ -152,6 +153,82 @@ def count_chain(report: Report) -> go.Figure:
         )
     )
     return layout(fig, "How the op count falls", 260)
+
+
+MEMORY_KINDS = (  # stacked bottom up: what lives longest first
+    ("parameter", "arguments", "#4C78A8"),
+    ("constant", "constants", "#B279A2"),
+    ("output", "outputs", "#54A24B"),
+    ("temporary", "temporaries", "#F58518"),
+)
+
+
+def memory_timeline(report: Report, source_file: str | None = None) -> go.Figure:
+    """The bytes live at each step of the program XLA scheduled, stacked by kind, the
+    peak marked; where arguments were donated, where their buffers stop counting."""
+    from viz.memory.display import where_text
+
+    memory = report.memory
+    points = memory.timeline if memory else []
+    fig = go.Figure()
+    x = [p.position for p in points]
+    names = [p.instruction or "(the outputs handed back)" for p in points]
+    for kind, label, colour in MEMORY_KINDS:
+        ys = [getattr(p, kind) / 2**20 for p in points]
+        if not any(ys):
+            continue
+        fig.add_scatter(
+            x=x,
+            y=ys,
+            name=label,
+            stackgroup="live",
+            mode="lines",
+            line={"width": 0.5, "color": colour, "shape": "hv"},  # bytes change at a step
+            customdata=names,
+            hovertemplate=f"{label} %{{y:.1f}} MiB<br>step %{{x}}: %{{customdata}}<extra></extra>",
+        )
+    if memory and memory.peak_at is not None and memory.peak_bytes is not None:
+        at = memory.peak_at
+        line = where_text(at.where, source_file)
+        fig.add_vline(x=at.position, line={"color": "#E45756", "dash": "dot"})
+        fig.add_annotation(
+            x=at.position,
+            y=memory.peak_bytes / 2**20,
+            text=f"peak {units.nbytes(memory.peak_bytes)} at {at.instruction}"
+            + (f" ({line})" if line else ""),
+            showarrow=True,
+            arrowcolor="#E45756",
+            ax=0,
+            ay=-28,
+        )
+    freed = _donation_frees(report)
+    if freed is not None:
+        position, nbytes = freed
+        fig.add_annotation(
+            x=position,
+            y=0,
+            yanchor="bottom",
+            text=f"donated arguments: {units.nbytes(nbytes)} reused from here",
+            showarrow=True,
+            ax=0,
+            ay=-50,
+        )
+    fig.update_xaxes(title="step of the schedule (program order)")
+    fig.update_yaxes(title="MiB live", rangemode="tozero")
+    return layout(fig, "Memory over program order", 360)
+
+
+def _donation_frees(report: Report) -> tuple[int, int] | None:
+    """(the step after which the donated arguments' buffers are outputs' or free, the
+    bytes they held) for a report with donation; None without."""
+    memory = report.memory
+    if not report.donate or memory is None or not memory.timeline:
+        return None
+    start = memory.timeline[0].parameter
+    for point in memory.timeline:
+        if point.parameter < start:
+            return point.position, start - point.parameter
+    return None
 
 
 def break_even_calls(report: Report) -> float | None:
@@ -348,3 +425,66 @@ def pass_chart(steps: list[PassStep]) -> go.Figure:
     fig.update_xaxes(title="XLA pass (only passes that changed the module)")
     fig.update_yaxes(title="count")
     return layout(fig, "How the op count falls, pass by pass", 340)
+
+
+def compile_spans_chart(profile: CompileProfileSection, max_depth: int = 6) -> go.Figure:
+    """XLA's spans of one compile as an icicle under the compile (`compile_profile.xla`),
+    each sized by its seconds. Spans on worker threads run side by side, so a parent's
+    children can add up to more than it: they are drawn shrunk to fit (the hover
+    gives their real seconds and share of the compile); blank space is time no span
+    covers."""
+    compile_s = profile.compile_s or sum(s.seconds for s in profile.top_spans) or 1.0
+    root = "compile"
+    ids, parents, labels, values, data = (
+        [root],
+        [""],
+        ["compile"],
+        [compile_s],
+        [[units.seconds(compile_s), "100%", 1, units.seconds(None)]],
+    )
+    heat = [0.0]  # each span's share of the compile: the colour
+    below: dict[tuple[str, ...], float] = {}  # seconds of each path's children, summed
+    for span in profile.xla:
+        key = tuple(span.path[:-1])
+        below[key] = below.get(key, 0.0) + span.seconds
+    shown = {(): (root, compile_s / max(below.get((), 0.0), compile_s))}
+    for span in profile.xla:  # parents come before their children
+        parent = shown.get(tuple(span.path[:-1]))
+        if parent is None:
+            continue
+        parent_id, scale = parent
+        ident = f"{parent_id}/{span.name}"
+        ids.append(ident)
+        parents.append(parent_id)
+        labels.append(span.name)
+        values.append(span.seconds * scale * (1 - 1e-9))
+        heat.append(min(span.seconds / compile_s, 1.0))
+        data.append(
+            [
+                units.seconds(span.seconds),
+                f"{span.seconds / compile_s:.0%}",
+                span.count,
+                units.seconds(span.self_seconds),
+            ]
+        )
+        kids = below.get(tuple(span.path), 0.0)
+        shown[tuple(span.path)] = (ident, scale * min(1.0, span.seconds / kids) if kids else scale)
+    fig = go.Figure(
+        go.Icicle(
+            ids=ids,
+            parents=parents,
+            labels=labels,
+            values=values,
+            branchvalues="total",
+            customdata=data,
+            hovertemplate="%{label}<br>%{customdata[0]}, %{customdata[1]} of the compile"
+            "<br>%{customdata[2]} span(s), %{customdata[3]} in none of its children"
+            "<extra></extra>",
+            texttemplate="%{label}<br>%{customdata[0]} · %{customdata[1]}",
+            tiling={"orientation": "v"},
+            maxdepth=max_depth,
+            marker={"colors": heat, "colorscale": "YlOrRd", "cmin": 0.0, "cmax": 1.0},
+        )
+    )
+    title = "XLA's compile, span by span: colour = share of the compile (click a box to zoom)"
+    return layout(fig, title, height=520)

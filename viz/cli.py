@@ -25,9 +25,9 @@ from viz import cli_history
 from viz.cache.events import CacheEvent, FailedEvent, RoutedEvent
 from viz.cache.signature import reason_text
 from viz.locations import APP_SCRIPT, command_name
+from viz.memory.display import peak_line
 from viz.options import parse_option
-from viz.recorder import cli as recorder_cli
-from viz.recorder import job_cli
+from viz.recorder import RECORDER_COMMANDS
 from viz.report import Report
 from viz.samples import get_sample
 from viz.settings import Settings
@@ -164,8 +164,8 @@ def _parser() -> argparse.ArgumentParser:
         help="args spec of one call (repeat for a sequence)",
     )
     cli_history.add_commands(sub)
-    recorder_cli.add_command(sub)
-    job_cli.add_command(sub)
+    for command in RECORDER_COMMANDS.values():
+        command.add_command(sub)
     sub.add_parser(
         "app",
         help="start the app (Streamlit's own options pass through, e.g. --server.port 8502)",
@@ -205,6 +205,8 @@ def summarize_report(report: Report) -> str:
             f"jaxpr eqns {counts[0]} → StableHLO ops {counts[1]} → compiled kernels {counts[2]}"
         )
     lines.extend(_fusion_lines(report))
+    if report.memory:
+        lines.extend(filter(None, [peak_line(report.memory, report.source_file)]))
     lines.extend(_specialization_lines(report))
     lines.extend(_sharding_lines(report))
     lines.extend(_compile_profile_lines(report))
@@ -402,10 +404,9 @@ def _cache(args: argparse.Namespace, worker: Worker) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["record"]:  # the program's own arguments follow: record parses them
-        return recorder_cli.main(argv[1:])
-    if argv[:1] == ["job"]:  # job parses its own arguments, as record does
-        return job_cli.main(argv[1:])
+    recorder_command = RECORDER_COMMANDS.get(argv[0]) if argv else None
+    if recorder_command is not None:  # record and job parse their own arguments
+        return recorder_command.main(argv[1:])  # (record's: the program's, which follow)
     if argv[:1] == ["app"]:  # Streamlit's options follow: Streamlit parses them
         return _app(argv[1:])
     args = _parser().parse_args(argv)

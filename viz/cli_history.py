@@ -4,7 +4,7 @@ and the recording of every `python -m viz analyze` (unless `--no-history`).
 `--json OUT` writes JSON to a file, or to standard output when OUT is `-` (then
 nothing else is printed there). A and B of `diff` are history ids (`12` or `#12`)
 or report JSON files, or two recordings (`rec:N` or Recording JSON files: then the
-diff is `viz.recorder.compare`'s). Exit status 2 for an unknown id or an unreadable file.
+diff is `viz.recorder.display.compare`'s). Exit status 2 for an unknown id or an unreadable file.
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ from viz import units
 from viz.diff import Origin, diff_reports, summarize
 from viz.history import History, HistoryError, Run, sample_of
 from viz.locations import command_name
-from viz.recorder.compare import diff_recordings, diff_text
-from viz.recorder.model import Recording
-from viz.recorder.store import REF_PREFIX, recording_id
+from viz.recorder import REF_PREFIX, Recording, Recordings, diff_recordings, diff_text, recording_id
 from viz.report import Report
 
 
@@ -102,7 +100,7 @@ def _recording(ref: str) -> bool:
 def load_recording(ref: str) -> Recording:
     if ref.startswith(REF_PREFIX):
         number = recording_id(ref)
-        found = History().recording(number) if number is not None else None
+        found = Recordings().get(number) if number is not None else None
         if found is None:
             raise CliError(f"no recording {ref} in history (python -m viz record --help)")
         return found
@@ -134,14 +132,16 @@ def _emit(data: Any, out: str | None, text: Any) -> None:
 def history_table(runs: list[Run]) -> str:
     if not runs:
         return "no runs recorded yet"
-    rows = [f"{'id':>5}  {'when':<19}  {'function(args)':<40} counts          compile    run"]
+    head = f"{'id':>5}  {'when':<19}  {'function(args)':<40} counts          compile    run"
+    rows = [f"{head}       peak"]
     for r in runs:
         n = r.numbers
         counts = (n.jaxpr.eqn_count, n.stablehlo.op_count, n.compiled.kernel_count)
         chain = "→".join("-" if c is None else str(c) for c in counts)
         call = f"{r.settings.function}({r.settings.args})"
         line = f"#{r.id:>4}  {r.when}  {call[:40]:<40} {chain:<15} {_s(n.compile_total_s):>8} "
-        line += f"{_s(n.timings.run_median_s):>9}  {r.settings.device}"
+        peak = n.memory.peak_bytes if n.memory else None
+        line += f"{_s(n.timings.run_median_s):>9} {units.nbytes(peak):>10}  {r.settings.device}"
         if r.options_text:
             line += f"  [{r.options_text}]"
         if not r.ok:

@@ -16,6 +16,7 @@ import viz.graph
 from viz import charts
 from viz.errors import ErrorInfo
 from viz.ir.model import Graph
+from viz.memory.display import buffer_rows, fit_text
 from viz.report import GraphSummary, Report
 from viz.units import seconds
 
@@ -56,6 +57,30 @@ def error_html(error: ErrorInfo) -> str:
         f'<div class="error"><b>{html.escape(error.kind)}</b>: '
         f"{html.escape(error.message)}<br>Fix: {html.escape(error.hint)}</div>"
     )
+
+
+def _memory_section(report: Report) -> list[str]:
+    """Memory over program order (the chart), the peak in words, and its buffers."""
+    memory = report.memory
+    if memory is None or memory.peak_bytes is None:
+        return []
+    parts = [
+        "<h2>Memory</h2>",
+        f'<p class="sub">XLA\'s figures for this compile on {html.escape(report.device)}: '
+        "its buffer assignment and schedule.</p>",
+        f"<p>{html.escape(fit_text(memory, report.source_file) or '')}</p>",
+        charts.memory_timeline(report, report.source_file).to_html(
+            full_html=False, include_plotlyjs=False
+        ),
+    ]
+    rows = buffer_rows(memory.at_peak, report.source_file)
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0]) if rows else ""
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r.values()) + "</tr>"
+        for r in rows
+    )
+    parts.append(f'<table class="kernels"><tr>{head}</tr>{body}</table>')
+    return parts
 
 
 def _ir_sections(report: Report) -> list[str]:
@@ -100,6 +125,7 @@ def html_report(report: Report) -> str:
     ]
     for i, fig in enumerate(figures):
         parts.append(fig.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False))
+    parts.extend(_memory_section(report))
     parts.append(viz.fusion.view.html_section(report))  # issue #12: the map and kernel times
     parts.extend(_ir_sections(report))
     parts.append(

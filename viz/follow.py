@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from viz.fusion.map import constant_only
 from viz.ir.kernels import kernel_of
 from viz.ir.model import Graph, Node
+from viz.jax_private import JAXPR_ROWS_SINCE
 from viz.report import FusionEntry, Report
 
 IRS = ("jaxpr", "stablehlo", "compiled")
@@ -97,6 +98,7 @@ class SourceLines:
         self.graphs = {ir: g for ir, g in report.graph_models.items() if ir in IRS}
         self.fusion_map = report.fusion_map
         self.file = report.source_file
+        self.jax_version = report.jax_version
         self._by_line = {ir: self._lines_of(g) for ir, g in self.graphs.items()}
         self._kernels_of = _kernels_by_op(self.fusion_map)
         self._entries = {e.kernel: e for e in self.fusion_map}
@@ -135,6 +137,19 @@ class SourceLines:
         for kernel in self._kernels_of[ir].get(node_id, ()):
             lines.update(self.kernel_lines(kernel))
         return tuple(sorted(lines))
+
+    def rows_unknown(self, ir: str) -> str:
+        """Why the rows `ir`'s text writes each node on are not known ('' where they are)."""
+        graph = self.graphs.get(ir)
+        if graph is None or graph.text_rows:
+            return ""
+        if ir == "jaxpr" and _older(self.jax_version, JAXPR_ROWS_SINCE):
+            return (
+                f"Marking the jaxpr's rows needs jax ≥ {JAXPR_ROWS_SINCE} (its printer's "
+                f"source map); this result is jax {self.jax_version}'s. The graphs and the "
+                "other IRs' texts are marked."
+            )
+        return "Which rows of this text write which node is not known for this result."
 
     # -- how a trace is made ------------------------------------------------------
     def _lines_of(self, graph: Graph) -> dict[int, list[str]]:
@@ -193,6 +208,15 @@ class SourceLines:
         if all(constant.get(i) for i in ops):
             return "it computes constants only (XLA folded it into a constant)"
         return "its ops were not found in the compiled program"
+
+
+def _older(version: str, than: str) -> bool:
+    """Whether JAX `version` (e.g. "0.9.2") is older than `than` ("0.10"); an unknown one is not."""
+    try:
+        have = tuple(int(x) for x in version.split(".")[:2])
+    except ValueError:
+        return False
+    return have < tuple(int(x) for x in than.split("."))
 
 
 def _own_line(node: Node, file: str | None) -> tuple[int, ...]:

@@ -16,6 +16,10 @@ What it reaches for, and why:
   output an equation drops (`_`), which makes no value.
 - `jax._src.core.jaxprs_in_params` (jax < 0.10; `jax.extend.core` after): the jaxprs
   held in an equation's params. Fallback: a walk of the params for jaxprs.
+- `pretty_print(source_map=...)` of a jaxpr (jax >= 0.10; the keyword belongs to JAX's
+  private printer, though the method is public): for each row of the text, the
+  equations' tracebacks it writes, so that a followed line marks its rows. Fallback
+  (jax 0.8, 0.9): the text alone, and the app says the rows need jax >= 0.10.
 - `jaxlib._jax.Traceback.code_addr2line`: a traceback frame's line, as CPython computes
   it. Fallback: the same from the code object's own line table (`co_lines`).
 - `jax._src.compilation_cache.reset_cache` and its `_cache`: JAX decides once per
@@ -30,7 +34,7 @@ What it reaches for, and why:
   to say which component changed when the cache missed.
 
 The recorder also reads JAX's own frames by name (`_pjit_call_impl_python`, the cache
-miss handler's locals: `viz.recorder.listener`); those are names on the stack, not
+miss handler's locals: `viz.recorder.capture.listener`); those are names on the stack, not
 imports, and are guarded there (a frame not found leaves the compile unexplained).
 """
 
@@ -64,6 +68,21 @@ def user_frame(traceback: Any) -> Any | None:
     except ImportError:
         return None
     return source_info_util.user_frame(traceback)
+
+
+# The JAX from which a jaxpr's printer keeps its source map (`jaxpr_text`).
+JAXPR_ROWS_SINCE = "0.10"
+
+
+def jaxpr_text(jaxpr: Any) -> tuple[str, list[list[tuple[int, int, Any]]] | None]:
+    """A jaxpr's text as `str(jaxpr)` prints it, and for each of its rows the spans
+    `(start, end, traceback)` of the equations it writes; None where this JAX's printer
+    keeps no source map (jax < 0.10)."""
+    source_map: list[list[tuple[int, int, Any]]] = []
+    try:
+        return jaxpr.pretty_print(source_map=source_map), source_map
+    except TypeError:  # the printer takes no source map
+        return str(jaxpr), None
 
 
 def jaxprs_in_params(params: dict[str, Any]) -> Iterator[Any]:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from viz.export import error_html, graph_html
+from viz.memory.display import buffer_rows, peak_line
 from viz.report import Report
 from viz.units import cell_text, count, nbytes, seconds, si
 
@@ -151,7 +152,9 @@ def _cost_line(report: Report) -> str:
             f"memory {nbytes(report.memory_total_bytes)} (arguments {nbytes(m.argument_bytes)}, "
             f"outputs {nbytes(m.output_bytes)}, temporaries {nbytes(m.temp_bytes)})"
         )
-    return f'<div class="sub">{" · ".join(items)}</div>' if items else ""
+    line = f'<div class="sub">{" · ".join(items)}</div>' if items else ""
+    peak = peak_line(report.memory, report.source_file) if report.memory else None
+    return line + (f'<div class="sub">{_e(peak)}</div>' if peak else "")
 
 
 def _details(report: Report) -> list[str]:
@@ -159,6 +162,8 @@ def _details(report: Report) -> list[str]:
     for ir, title in (("jaxpr", "jaxpr graph"), ("stablehlo", "StableHLO graph")):
         if ir in report.graphs or ir in report.graph_models:
             sections.append((title, _graph(report, ir)))
+    if report.memory and report.memory.at_peak:
+        sections.append(("Memory at the peak: the buffers live there", _peak_table(report)))
     if report.fusion_map:
         sections.append(("Fusion map: top kernels", _kernel_table(report)))
     if report.specialization:
@@ -183,6 +188,11 @@ def _kernel_table(report: Report) -> str:
     more = len(rows) - TOP_KERNELS
     tail = f'<div class="sub">… {more} more kernels in the app</div>' if more > 0 else ""
     return _table(rows[:TOP_KERNELS]) + tail
+
+
+def _peak_table(report: Report) -> str:
+    assert report.memory is not None
+    return _table(buffer_rows(report.memory.at_peak, report.source_file))
 
 
 def _specialization_table(report: Report) -> str:
@@ -215,9 +225,8 @@ def _footer(history_id: int | None) -> str:
 
 def recording_cell_html(recording: Any) -> str:
     """A recording (`viz.recording()`, `%%jitscope_record`) in a cell: the HTML that
-    `record --html` writes (viz.recorder.html), in this module's frame and theme."""
-    from viz.recorder.html import STYLE as RECORDING_STYLE
-    from viz.recorder.html import recording_section
+    `record --html` writes (viz.recorder.display.html), in this module's frame and theme."""
+    from viz.recorder import RECORDING_STYLE, recording_section
 
     body = recording_section(recording)
     return f'<div class="jitscope"><style>{STYLE}{RECORDING_STYLE}</style>{body}</div>'
@@ -334,11 +343,10 @@ def load_ipython_extension(ipython: Any) -> None:
 
     def jitscope_record(line: str, cell: str) -> Any:
         from viz.recorder import recording
-        from viz.recorder.listener import user_frames
 
-        magic_cell = user_frames(sys._getframe(1))  # the cell that holds `%%jitscope_record`
+        magic_cell = sys._getframe(1)  # the cell that holds `%%jitscope_record`
         with recording(name=line.strip() or None) as rec:
-            rec.hide_frames_of({file for file, _, _ in magic_cell})  # not a call site
+            rec.hide_stack(magic_cell)  # not a call site
             ipython.run_cell(cell)
         return rec
 

@@ -193,7 +193,8 @@ class _Analysis:
         self.found.error = exc.info
 
     def report(self, compile_profile: bool) -> Report:
-        """The specialization (and the compile profile where asked for), then the report."""
+        """The specialization, what jax.checkpoint saves (and the compile profile where
+        asked for), then the report."""
         found = self.found
         found.specialization = readers.specialization_of(
             self.target,
@@ -203,6 +204,8 @@ class _Analysis:
             self.early and self.early.specialization,
             found.error,
         )
+        if self.traced is not None:
+            found.residuals = readers.residuals_of(self.traced)
         if compile_profile and self.compiled is not None:
             from viz.compile_profile.run import compile_profile_section
 
@@ -233,13 +236,14 @@ class _Analysis:
         else:
             sides = sides_of(found.irs())
             found.fusion_map = fusion_map_section(found.graphs(), self.target.user_file, sides)
+        found.executable = exe = readers.with_memory_profile(compiled, exe, found.fusion_entries)
         if self.target.donate and found.stablehlo is not None:
             found.donation = readers.donation_of(compiled, found.stablehlo, exe)
         return compiled
 
     def _compile(
         self, traced: Traced, lowered: Lowered
-    ) -> tuple[Compiled, Background[dict[str, int | None]]]:
+    ) -> tuple[Compiled, Background[readers.MemoryRead]]:
         """XLA's compile, and XLA's memory analysis under way. The jaxpr and the
         StableHLO (and the specialization's rows) are read on a thread while XLA
         compiles (XLA's compile releases the GIL, and on a 96-layer model takes longer
@@ -276,8 +280,9 @@ class _Analysis:
                 window.open()
                 compiled = lowered.compile(dump.options)
                 # XLA's memory analysis releases the GIL (its text and cost analyses
-                # hardly do): it runs beside the rest of the reading, the dump's check too
-                memory = Background(compiled.memory, "xla")
+                # hardly do): it runs beside the rest of the reading, the dump's check
+                # too, and the memory profile is read from it there
+                memory = Background(lambda: readers.read_memory(compiled), "xla")
             finally:  # a failed compile keeps what the readers found
                 window.close()
                 dump.done()

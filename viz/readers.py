@@ -23,6 +23,8 @@ from viz.ir.hlo import read_hlo_text
 from viz.ir.jaxpr import JaxprReading
 from viz.ir.kernels import fusion_count, kernel_count, kernels
 from viz.ir.stablehlo import StableHLOReading, module_copy
+from viz.memory.model import Residual
+from viz.memory.profile import MemoryProfile
 from viz.overlap import Background
 from viz.report import Cost, Donation, FusionEntry, GraphSummary, Kernel, Memory
 from viz.sections import (
@@ -160,8 +162,21 @@ def _executable_text(text: str | None) -> str:
     return text
 
 
+MemoryRead = tuple[dict[str, int | None], Found[MemoryProfile]]
+
+
+def read_memory(compiled: Compiled) -> MemoryRead:
+    """XLA's memory analysis and the memory profile without lines (on a thread of its
+    own: XLA's analysis releases the GIL); a profile that cannot be read is a warning."""
+    totals = compiled.memory()
+    try:
+        return totals, Found(compiled.memory_layout())
+    except Exception as exc:
+        return totals, Found.failed("could not read the memory profile", exc)
+
+
 def read_executable(
-    compiled: Compiled, dumped: CompiledRead | None, memory: Background[dict[str, int | None]]
+    compiled: Compiled, dumped: CompiledRead | None, memory: Background[MemoryRead]
 ) -> Executable:
     """What the compile made, `memory` (XLA's analysis, under way) included: the
     compiled HLO from XLA's dump where it says what the executable's text says
@@ -171,15 +186,53 @@ def read_executable(
     shown = dumped
     if shown is None or not same_program(shown.text, text or ""):
         shown = read_compiled_text(text)
+    totals, layout = memory.result()
+    warnings = list(compiled.warnings)
+    if layout.warning:
+        warnings.append(layout.warning)
     return Executable(
         text=text or "",
         shown=shown,
         cost=Cost(**compiled.cost()),
-        memory=Memory(**memory.result()),
-        warnings=list(compiled.warnings),
+        memory=Memory(**totals),  # the profile joins once the fusion map is made
+        warnings=warnings,
         events=events,
         from_disk=from_disk,
     )
+
+
+def with_memory_profile(
+    compiled: Compiled, executable: Executable, kernels: list[FusionEntry]
+) -> Executable:
+    """The executable's memory section with the profile (read beside the compile), each
+    buffer's line from the compiled graph shown, else from the fusion map's `kernels`;
+    and the limit a run must fit in."""
+    try:
+        profile = compiled.memory_profile(executable.shown.read.graph, kernels)
+    except Exception:  # unreadable: read_memory's warning, in the report, says why
+        profile = None
+    limit = compiled.memory_limit()
+    memory = memory_section(executable.memory, profile, limit)
+    return replace(executable, memory=memory)
+
+
+def memory_section(totals: Memory, profile: MemoryProfile | None, limit: tuple[int, str]) -> Memory:
+    """The report's memory: XLA's totals, the profile where read, and the limit."""
+    found = {}
+    if profile is not None:
+        found = {
+            name: getattr(profile, name)
+            for name in (
+                "peak_bytes",
+                "peak_at",
+                "timeline",
+                "at_peak",
+                "by_kind_at_peak",
+                "library_kernels",
+                "recomputed",
+            )
+        }
+    return replace(totals, **found, limit_bytes=limit[0], limit_of=limit[1])
 
 
 def donation_of(compiled: Compiled, stablehlo: IRRead, executable: Executable) -> Donation | None:
@@ -196,6 +249,18 @@ def donation_of(compiled: Compiled, stablehlo: IRRead, executable: Executable) -
         [w for w in compiled.warnings if UNUSABLE_WARNING in w],
         executable.memory.alias_bytes,
     )
+
+
+def residuals_of(traced: Traced) -> Found[tuple[list[Residual], str]] | None:
+    """What jax.checkpoint leaves saved for the backward pass (None: the function
+    checkpoints nothing); a function JAX cannot differentiate is a warning."""
+    from viz.memory.residuals import saved_residuals
+
+    try:
+        found = saved_residuals(traced)
+    except Exception as exc:
+        return Found.failed("could not list the residuals jax.checkpoint saves", exc)
+    return None if found is None else Found(found)
 
 
 def sharding_of(

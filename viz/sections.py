@@ -20,6 +20,7 @@ from viz.errors import ErrorInfo
 from viz.fusion.map import FusionMap, Side
 from viz.fusion.profile import Profile
 from viz.ir.model import Graph
+from viz.memory.model import Residual
 from viz.report import (
     CompiledSection,
     Cost,
@@ -125,6 +126,7 @@ class Sections:
     profile: Found[Profile] | None = None
     specialization: Found[Specialized] | None = None
     compile_profile: Found[CompileProfileSection] | None = None
+    residuals: Found[tuple[list[Residual], str]] | None = None  # what jax.checkpoint saves
 
     def irs(self) -> list[IRRead]:
         """The IRs read so far, in the order of the stages."""
@@ -180,7 +182,7 @@ def assemble(subject: Subject, found: Sections) -> Report:
         stablehlo=None if found.stablehlo is None else _stablehlo(found.stablehlo),
         compiled=None if exe is None else _compiled(exe),
         cost=None if exe is None else exe.cost,
-        memory=None if exe is None else exe.memory,
+        memory=None if exe is None else _memory(exe.memory, found),
         graphs={r.name: r.view for r in found.irs() if r.view is not None},
         kernels=[] if exe is None or exe.shown.read.graph is None else exe.shown.kernels,
         run=None if found.runs is None else Runs(jit=found.runs, eager=_value(found.eager)),
@@ -197,6 +199,12 @@ def assemble(subject: Subject, found: Sections) -> Report:
         compile_profile=_value(found.compile_profile),
         graph_models=found.graphs(),
     )
+
+
+def _memory(memory: Memory, found: Sections) -> Memory:
+    """The memory section, with the residuals jax.checkpoint saves."""
+    residuals, note = _value(found.residuals) or ([], "")
+    return replace(memory, residuals=residuals, residuals_note=note)
 
 
 def _value(found: Found[T] | None) -> T | None:
@@ -262,6 +270,7 @@ def _warnings(found: Sections) -> list[str]:
         found.eager,
         found.profile,
         found.specialization,
+        found.residuals,
         found.compile_profile,
     ):
         said.append(each.warning if each is not None else "")

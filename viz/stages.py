@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +28,16 @@ import jax
 
 from viz import events
 from viz.errors import USER_EXITS, ErrorInfo, ErrorKind, UserCodeError, classify
-from viz.target import Args, Target
+from viz.memory.display import peak_fillers
+from viz.memory.profile import (
+    MemoryProfile,
+    executable_profile,
+    with_kernel_lines,
+    with_origins,
+)
+from viz.target import Args, Target, resolve_device
 from viz.timing import RunStats, time_calls
+from viz.units import nbytes
 
 DONATED_COPY_BYTES = 256 << 20  # fresh copies of donated inputs one timed sample may hold
 
@@ -155,6 +163,9 @@ class Compiled:
     # XLA's memory analysis, once: it takes 80 ms on a 96-layer model, and the report,
     # the donation panel and the memory check before running all read it
     _memory: dict[str, int | None] | None = field(default=None, init=False, repr=False)
+    _raw_memory: Any = field(default=None, init=False, repr=False)
+    _layout: MemoryProfile | None = field(default=None, init=False, repr=False)
+    _profile: MemoryProfile | None = field(default=None, init=False, repr=False)
 
     def text(self) -> str:
         return self.compiled.as_text()
@@ -189,33 +200,78 @@ class Compiled:
         }
 
     def memory(self) -> dict[str, int | None]:
+        """XLA's totals (`memory_analysis()`), and its own peak (`xla_peak_bytes`: on
+        CPU, the arguments and outputs only)."""
         if self._memory is None:
-            raw = self.compiled.memory_analysis()
+            raw = self._analysis()
             fields = {
                 "argument_bytes": "argument_size_in_bytes",
                 "output_bytes": "output_size_in_bytes",
                 "temp_bytes": "temp_size_in_bytes",
                 "alias_bytes": "alias_size_in_bytes",
                 "generated_code_bytes": "generated_code_size_in_bytes",
+                "xla_peak_bytes": "peak_memory_in_bytes",
             }
             self._memory = {key: getattr(raw, attr, None) for key, attr in fields.items()}
         return dict(self._memory)
 
+    def _analysis(self) -> Any:
+        """XLA's memory analysis, asked for once (its buffer assignment is read twice)."""
+        if self._raw_memory is None:
+            self._raw_memory = self.compiled.memory_analysis()
+        return self._raw_memory
+
+    def memory_layout(self) -> MemoryProfile:
+        """The memory profile from XLA's buffer assignment and scheduled module, without
+        lines (`memory_profile` adds them): read once. ValueError where XLA gives no
+        buffer assignment."""
+        if self._layout is None:
+            executable = self.compiled.runtime_executable()
+            self._layout = executable_profile(executable, self._analysis())
+        return self._layout
+
+    def memory_profile(self, graph: Any = None, kernels: Sequence[Any] = ()) -> MemoryProfile:
+        """The memory profile, each buffer's line read from `graph` (the compiled HLO's
+        `viz.ir.model.Graph`), else from the fusion map's `kernels` (`FusionEntry`):
+        kept for the memory check before running."""
+        if self._profile is None:
+            found = with_origins(self.memory_layout(), graph)
+            self._profile = with_kernel_lines(found, list(kernels), self.target.user_file)
+        return self._profile
+
+    def memory_limit(self) -> tuple[int, str]:
+        """What a run must fit in: the device's own limit where it reports one (a GPU's
+        `memory_stats()['bytes_limit']`), else the worker's limit (the CPU's case)."""
+        stats = resolve_device(self.target.device).memory_stats() or {}
+        if stats.get("bytes_limit"):
+            return int(stats["bytes_limit"]), "the device's memory"
+        return self.target.memory_limit_bytes, "the worker's limit"
+
     def check_memory(self) -> None:
-        """`memory` error when running would need more than the target's limit."""
-        mem = self.memory()
-        needed = self.args.input_bytes() + sum(
-            mem.get(k) or 0 for k in ("output_bytes", "temp_bytes", "generated_code_bytes")
-        )
-        limit = self.target.memory_limit_bytes
+        """`memory` error when running would need more than the limit: the peak of the
+        memory profile (with the buffers that fill it), else XLA's totals."""
+        limit, of = self.memory_limit()
+        try:
+            profile: MemoryProfile | None = self._profile or self.memory_profile()
+        except Exception:  # no profile: the totals, as XLA gives them
+            profile = None
+        if profile is not None:
+            needed = profile.peak_bytes
+            what = f"{nbytes(needed)} at its peak: {peak_fillers(profile, self.target.user_file)}"
+        else:
+            mem = self.memory()
+            needed = self.args.input_bytes() + sum(
+                mem.get(k) or 0 for k in ("output_bytes", "temp_bytes", "generated_code_bytes")
+            )
+            what = f"about {nbytes(needed)} (inputs, outputs and XLA's temporaries)"
         if needed > limit:
             raise UserCodeError(
                 ErrorInfo(
                     ErrorKind.MEMORY,
-                    f"Running needs about {needed / 2**30:.1f} GiB (inputs, outputs and XLA's "
-                    f"temporaries) but the worker's limit is {limit / 2**30:.1f} GiB. "
+                    f"Running needs {what}; {of} is {nbytes(limit)}. "
                     "The compile-only results above are complete.",
-                    "analyze with runs=0 (compile only), or shrink the shapes",
+                    "analyze with runs=0 (compile only), shrink the shapes, or lower the "
+                    "peak: the Memory tab shows what fills it",
                     stage="run",
                 )
             )

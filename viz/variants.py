@@ -1,12 +1,13 @@
 """Quick variants of an analysis: the same request with one thing changed (fusion off,
-the arrays donated, the batch doubled), each with why it does not apply when it does
-not. Explore runs the chosen one and opens the diff view. No jax, no streamlit."""
+the arrays donated, the CPU schedule that favours memory, the batch doubled), each with
+why it does not apply when it does not. Explore runs the chosen one and opens the diff
+view. No jax, no streamlit."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from viz.options import FUSION_OFF
+from viz.options import FUSION_OFF, MEMORY_SCHEDULE
 from viz.program import join_spec, spec_rows
 from viz.worker.protocol import Analyze
 
@@ -65,6 +66,23 @@ def donate_arrays(request: Analyze) -> Variant:
     )
 
 
+def memory_schedule(request: Analyze) -> Variant:
+    settings = request.settings
+    options = settings.compiler_options
+    done = all(options.get(k) == v for k, v in MEMORY_SCHEDULE.items())
+    cpu = settings.device.startswith("cpu")
+    return Variant(
+        "Memory-first schedule",
+        ":material/low_priority:",
+        f"the same compile with {options_text(MEMORY_SCHEDULE)}: XLA orders the program "
+        "to keep fewer buffers live; the diff shows both peaks",
+        request.with_settings(compiler_options={**options, **MEMORY_SCHEDULE})
+        if cpu and not done
+        else None,
+        "this result was compiled with it" if done else "an option of XLA's CPU compiler",
+    )
+
+
 def batch_x2(request: Analyze) -> Variant:
     from viz.spec.text import array_item, split_spec
 
@@ -83,4 +101,9 @@ def batch_x2(request: Analyze) -> Variant:
 
 
 def variants(request: Analyze) -> list[Variant]:
-    return [fusion_off(request), donate_arrays(request), batch_x2(request)]
+    return [
+        fusion_off(request),
+        donate_arrays(request),
+        memory_schedule(request),
+        batch_x2(request),
+    ]

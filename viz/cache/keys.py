@@ -10,22 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import numpy as np
 from jax.sharding import NamedSharding
 
 from viz.cache.signature import ArgSig, LeafSig, Signature
-from viz.spec import DTYPES
-
-_SHORT_NAMES = {dtype: name for name, dtype in DTYPES.items()}
-
-
-def dtype_name(dtype: Any) -> str:
-    """numpy dtype → jaxpr spelling (float32 → f32, key<fry> stays as is)."""
-    try:
-        name = _SHORT_NAMES.get(np.dtype(dtype))
-    except TypeError:  # extended dtypes such as PRNG keys
-        name = None
-    return str(dtype) if name is None else name  # (numpy's str of a dtype is slow)
+from viz.spec import dtype_name
 
 
 def spec_text(spec: Any) -> str:

@@ -22,6 +22,9 @@ either side lacks it):
 - `sharding{mesh_a, mesh_b, args[{arg, a, b}], collectives[{kind, dtype, count,
   bytes_per_device, lines_a, lines_b}]}` (count and bytes as `{a, b, delta}`), or
   None when neither run is sharded (`viz.diff.sharding`);
+- `peak{a, b, a_buffers, b_buffers, said}`: each run's memory peak, the largest buffers
+  live there, and what the change did to it ("donation saved 64 MiB at the peak"), or
+  None when neither run has a memory profile (`viz.diff.peak`);
 - `a`, `b`: what each side ran (function, args, static, device, options) and, for a
   run of the history, its `Origin` (id, when, whether its full report is kept).
 
@@ -31,8 +34,8 @@ comparing empty ones. Typed data in, typed data out; no jax.
 
 Modules: `deltas` (a report's summary numbers, `Delta`), `model` (`Diff` and its
 parts, `Origin`), `kernels` (matching kernels across the runs), `text` (the IR text
-diffs), `compare` (`diff_reports`, from those), `display` (the Diff page's rows and
-the terminal summary).
+diffs), `peak` (the memory peaks), `compare` (`diff_reports`, from those), `display`
+(the Diff page's rows and the terminal summary).
 """
 
 from viz.diff.compare import diff_reports, side
@@ -69,6 +72,7 @@ from viz.diff.model import (
     SameKernel,
     TextDiff,
 )
+from viz.diff.peak import PeakDiff
 from viz.diff.sharding import ArgChange, CollectiveDelta, ShardingDiff, diff_sharding
 from viz.diff.text import IRS, MAX_DIFF_LINES, comparable, diff_text, label
 
@@ -92,6 +96,7 @@ __all__ = [
     "Number",
     "Origin",
     "Pairs",
+    "PeakDiff",
     "SameKernel",
     "ShardingDiff",
     "TextDiff",

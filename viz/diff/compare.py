@@ -20,6 +20,7 @@ from viz.diff.deltas import (
 )
 from viz.diff.kernels import diff_kernels
 from viz.diff.model import Diff, DiffSide, Origin
+from viz.diff.peak import diff_peak
 from viz.diff.sharding import diff_sharding
 from viz.diff.text import IRS, diff_text
 from viz.report import Report
@@ -50,13 +51,14 @@ def diff_reports(
     """Report `a` → report `b` (delta = b − a); `origins`: where each came from, when
     from the history (a pruned run's texts and kernels are gone)."""
     oa, ob = (o or Origin() for o in origins)
+    sa, sb = side(a, oa), side(b, ob)
     na, nb = numbers(a), numbers(b)
     timing_keys = [
         k for k in TIMING_KEYS if na["timings"][k] is not None or nb["timings"][k] is not None
     ]
     return Diff(
-        a=side(a, oa),
-        b=side(b, ob),
+        a=sa,
+        b=sb,
         counts=key_deltas(na["counts"], nb["counts"], list(COUNT_PATHS)),
         timings=key_deltas(na["timings"], nb["timings"], timing_keys),
         cost=key_deltas(na["cost"], nb["cost"], COST_KEYS),
@@ -66,4 +68,5 @@ def diff_reports(
         stablehlo_ops=histogram_deltas(na["stablehlo_ops"], nb["stablehlo_ops"]),
         ir={ir: diff_text(a, b, ir, context, origins=(oa, ob)) for ir in IRS},
         sharding=diff_sharding(a, b),
+        peak=diff_peak(a, b, sa.settings, sb.settings),
     )

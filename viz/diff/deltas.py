@@ -23,14 +23,17 @@ COUNT_PATHS = {
 }
 
 
-def _numbers(section: type) -> tuple[str, ...]:
-    """A report section's numeric fields, in its order (a flag is not a number)."""
-    return tuple(f.name for f in fields(section) if f.type != "bool")
+def _numbers(section: type, leave_out: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """A report section's numeric fields, in its order (a flag, a list or a record is
+    not a number)."""
+    numeric = ("int", "float", "int | None", "float | None")
+    return tuple(f.name for f in fields(section) if f.type in numeric and f.name not in leave_out)
 
 
 TIMING_KEYS = _numbers(Timings)
 COST_KEYS = _numbers(Cost)
-MEMORY_KEYS = _numbers(Memory)
+# the memory limit is the worker's or the device's, not the program's
+MEMORY_KEYS = _numbers(Memory, leave_out=("limit_bytes",))
 
 Number = int | float
 

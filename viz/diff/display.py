@@ -39,6 +39,8 @@ LABELS = {
     "temp_bytes": "temporaries",
     "alias_bytes": "aliased",
     "generated_code_bytes": "generated code",
+    "peak_bytes": "peak (live buffers)",
+    "xla_peak_bytes": "XLA's peak_memory_in_bytes",
 }
 
 
@@ -67,6 +69,8 @@ def summarize(diff: Diff) -> str:
                 continue
             a_, b_ = human(group, name, d.a), human(group, name, d.b)
             out.append(f"  {name:<24} {a_:>12} → {b_:>12}  Δ {human(group, name, d.delta, True)}")
+    if diff.peak is not None and diff.peak.said:
+        out.append(f"memory: {diff.peak.said}")
     k = diff.kernels
     if k.note:
         out.append(f"kernels: {k.note}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from viz.diff.deltas import Delta
+from viz.diff.peak import PeakDiff
 from viz.diff.sharding import ShardingDiff
 from viz.plain import Plain, flat
 from viz.settings import Settings
@@ -109,3 +110,4 @@ class Diff(Plain):
     stablehlo_ops: dict[str, Delta]
     ir: dict[str, TextDiff]
     sharding: ShardingDiff | None = None  # None: neither run is sharded
+    peak: PeakDiff | None = None  # None: neither run has a memory profile

@@ -16,12 +16,12 @@ written by an older jitscope is opened. Every call opens its own connection
 tests can share one file. Stdlib only: no jax, no Streamlit.
 
 Modules: `store` (`History`: connections, writing, reading and pruning runs;
-`record_api_run`), `schema` (the tables and their migrations), `runs` (`Run`,
-`Recorded`, the skeleton report of a pruned run, which runs are of a sample) and
-`recordings` (the recordings table of whole programs, `RecordingRow`).
+`record_api_run`), `schema` (the tables and their migrations, the recordings table's
+too) and `runs` (`Run`, `Recorded`, the skeleton report of a pruned run, which runs are
+of a sample). The recordings of whole programs share the file and its connection; their
+table's SQL is the recorder's (`viz.recorder.storage.recordings`).
 """
 
-from viz.history.recordings import DEFAULT_KEEP_RECORDINGS, RecordingRow
 from viz.history.runs import Recorded, Run, Summary, sample_of, sample_runs, skeleton
 from viz.history.schema import MIGRATIONS, SCHEMA_VERSION, code_hash
 from viz.history.store import (
@@ -35,7 +35,6 @@ from viz.history.store import (
 )
 
 __all__ = [
-    "DEFAULT_KEEP_RECORDINGS",
     "DEFAULT_KEEP_REPORTS",
     "DEFAULT_KEEP_RUNS",
     "FILE_NAME",
@@ -44,7 +43,6 @@ __all__ = [
     "History",
     "HistoryError",
     "Recorded",
-    "RecordingRow",
     "Run",
     "Summary",
     "code_hash",

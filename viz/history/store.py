@@ -25,17 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from viz.diff import donated_names, numbers
-from viz.history.recordings import (
-    RecordingRow,
-    insert_recording,
-    job_recordings,
-    newest_job,
-    newest_recordings,
-    read_recording,
-)
 from viz.history.runs import Recorded, Run, sample_of, shipped_sample, skeleton
 from viz.history.schema import MIGRATIONS, SCHEMA_VERSION, code_hash
-from viz.recorder.model import Recording
 from viz.report import Report
 from viz.samples import get_sample
 from viz.settings import Settings
@@ -169,9 +160,10 @@ class History:
 
     # -- connections ---------------------------------------------------------
     @contextmanager
-    def _connect(self, write: bool = False) -> Iterator[sqlite3.Connection]:
+    def connect(self, write: bool = False) -> Iterator[sqlite3.Connection]:
         """A connection (a transaction when `write`); SQLite's and the file system's
-        errors become HistoryError, which names the file."""
+        errors become HistoryError, which names the file. The runs are read and written
+        here; the recordings table beside them is `viz.recorder.storage.recordings`'s."""
         try:
             with self._connection(write) as db:
                 yield db
@@ -227,7 +219,7 @@ class History:
             _ready.add(self.path)
 
     def schema_version(self) -> int:
-        with self._connect() as db:
+        with self.connect() as db:
             return db.execute("PRAGMA user_version").fetchone()[0]
 
     # -- writing -------------------------------------------------------------
@@ -261,7 +253,7 @@ class History:
             json.dumps(donated_names(report)),
             json.dumps(numbers(report)),
         )
-        with self._connect(write=True) as db:
+        with self.connect(write=True) as db:
             if once and (same := _identical(db, row)) is not None:
                 return same
             if digest is not None:
@@ -297,29 +289,29 @@ class History:
     def runs(self, function: str | None = None, limit: int = 500) -> list[Run]:
         """The newest runs first, optionally of one function only."""
         where, params = ("WHERE function = ?", [function]) if function else ("", [])
-        with self._connect() as db:
+        with self.connect() as db:
             rows = db.execute(
                 f"SELECT {_COLUMNS} FROM runs {where} ORDER BY id DESC LIMIT ?", (*params, limit)
             ).fetchall()
         return [_run(r) for r in rows]
 
     def get(self, run_id: int) -> Run | None:
-        with self._connect() as db:
+        with self.connect() as db:
             row = db.execute(f"SELECT {_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
         return _run(row) if row else None
 
     def functions(self) -> list[str]:
-        with self._connect() as db:
+        with self.connect() as db:
             rows = db.execute("SELECT DISTINCT function FROM runs ORDER BY function").fetchall()
         return [r[0] for r in rows]
 
     def count(self) -> int:
-        with self._connect() as db:
+        with self.connect() as db:
             return db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
 
     def code(self, run_id: int) -> str | None:
         """The code that ran (None for a run recorded without it)."""
-        with self._connect() as db:
+        with self.connect() as db:
             row = db.execute(
                 "SELECT code FROM sources JOIN runs ON runs.code_hash = sources.hash "
                 "WHERE runs.id = ?",
@@ -327,35 +319,9 @@ class History:
             ).fetchone()
         return row[0] if row else None
 
-    # -- recordings of whole programs ------------------------------------------
-    def record_recording(self, recording: Recording) -> int:
-        """Store a recording; returns its id. Keeps the newest DEFAULT_KEEP_RECORDINGS."""
-        with self._connect(write=True) as db:
-            return insert_recording(db, recording)
-
-    def recordings(self, limit: int = 200) -> list[RecordingRow]:
-        """The newest recordings first."""
-        with self._connect() as db:
-            return newest_recordings(db, limit)
-
-    def recording(self, recording_id: int) -> Recording | None:
-        """One recording, None for an unknown id."""
-        with self._connect() as db:
-            return read_recording(db, recording_id)
-
-    def job_recordings(self, job: str) -> list[RecordingRow]:
-        """The recordings of one multi-process job, by process index."""
-        with self._connect() as db:
-            return job_recordings(db, job)
-
-    def newest_job(self) -> str | None:
-        """The job of the newest recording made in a multi-process job, if any."""
-        with self._connect() as db:
-            return newest_job(db)
-
     def previous(self, run_id: int) -> Run | None:
         """The newest run of the same function recorded before `run_id`."""
-        with self._connect() as db:
+        with self.connect() as db:
             row = db.execute(
                 f"SELECT {_COLUMNS} FROM runs WHERE id < ? AND function = "
                 "(SELECT function FROM runs WHERE id = ?) ORDER BY id DESC LIMIT 1",
@@ -373,7 +339,7 @@ class History:
     def recorded(self, run_id: int) -> Recorded | None:
         """The run and its report, read at once (so `run.full` says which report it
         is). None for an unknown id."""
-        with self._connect() as db:
+        with self.connect() as db:
             row = db.execute(
                 f"SELECT {_COLUMNS}, (SELECT payload FROM reports WHERE run_id = runs.id) "
                 "FROM runs WHERE id = ?",

@@ -40,7 +40,7 @@ from viz.ir.model import (
     register_scopes,
     source_loc,
 )
-from viz.jax_private import drop_var_type, user_frame
+from viz.jax_private import drop_var_type, jaxpr_text, user_frame
 
 # Container primitives and the kind of group they become; any other primitive
 # whose params hold a jaxpr becomes a 'call' group.
@@ -87,11 +87,9 @@ class JaxprReading:
     def text(self) -> str:
         """The text, each equation's rows noted in the graph (none where JAX's printer
         gives no source map)."""
-        source_map: list[list[tuple[int, int, Any]]] = []
-        try:
-            text = self.jaxpr.pretty_print(source_map=source_map)
-        except TypeError:  # a JAX whose printer takes no source map
-            return str(self.jaxpr)
+        text, source_map = jaxpr_text(self.jaxpr)
+        if source_map is None:
+            return text
         rows: dict[str, list[int]] = {}
         nodes = self._reader.tracebacks
         for row, spans in enumerate(source_map, 1):

@@ -1,91 +1,65 @@
 """Record a whole program: every compilation, why it happened, and where.
 
 `python -m viz record -- train.py ARGS` runs the program as `python train.py ARGS`
-would, in a child process (`viz.recorder.run`) whose compilations are appended to a
-journal as they happen; the parent (`viz.recorder.cli`) prints the summary at exit
-and stores the recording in history. In a notebook or a test:
+would, in a child process whose compilations are appended to a journal as they happen;
+the parent prints the summary at exit and stores the recording in history. In a
+notebook or a test:
 
     with viz.recording() as rec:
         train()
     rec.compiles, rec.summary(), rec.save()
 
-Modules: `model` (the Recording JSON as dataclasses), `listener` (JAX's monitoring
-events and the live stack), `recorder` (`Recorder`: a compile described, its reasons),
-`describe` (a compile's arguments, under transformations too), `unwrap` (the user's
-function inside `jit(jacfwd(partial(f)))`), `persistent` (the persistent compilation
-cache, explained), `journal` (the file written as it goes, and read back), `orphans`
-(journals of killed recorders, recovered), `advice`, `summary`, `store`, `views`,
-`compare` (two recordings diffed), `html` (a recording as one self-contained page).
-A multi-process job: `distributed` (which process of which job), `divergence` (where
-the processes' compiles part), `job` (the job view), `job_views`, `job_cli`.
+This module is the recorder's one public surface: `recording()`, and every name the app,
+the command line and the notebook use (`__all__`), each imported from its module on first
+use (a page that reads recordings loads neither jax nor the code that records). The
+package is laid out by its jobs:
+
+- `model` (the Recording JSON as dataclasses), `tally` (journal lines → a Recording,
+  ranked, with each function's `advice`): what every job below shares;
+- `capture/`: what runs inside the recorded program's own process (the one part that
+  imports jax);
+- `storage/`: where recordings are kept: the journal, the history file's recordings
+  table, a JSON file, the journals of killed recorders;
+- `display/`: a recording read and shown: the Recordings page's rows, the summary, the
+  HTML page, two recordings compared, a multi-process job, the charts;
+- `cli/`: `jitscope record` and `jitscope job`.
+
+Imports run one way, each folder to those after it: `cli/`, `capture/`, `display/`,
+`storage/`, then `model`, `tally` and `advice` (tests/test_house_rules.py: no circle).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
-import time
-from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING
+from importlib import import_module
+from typing import Any
 
-if TYPE_CHECKING:
-    from viz.recorder.recorder import Recorder
-
-
-@contextlib.contextmanager
-def recording(
-    details: int | None = None,
-    eager: bool = False,
-    journal: Path | str | None = None,
-    name: str | None = None,
-) -> Iterator[Recorder]:
-    """Record every compilation made while the block runs (any thread). `details`:
-    compiles kept with details per function (counts stay exact); `eager`: keep JAX's
-    op-by-op compiles too; `journal`: also append each compile to this file."""
-    from viz.recorder.model import DEFAULT_DETAILS, ProcessRun
-    from viz.recorder.recorder import Recorder
-
-    kernel = _kernel_program()
-    program = ProcessRun(
-        argv=kernel[1] if kernel else list(sys.argv),
-        cwd=os.getcwd(),
-        started=time.time(),
-        name=name or (kernel[0] if kernel else _program_name()),
-        path=sys.path[0] if sys.path else "",
-    )
-    recorder = Recorder(
-        program,
-        Path(journal) if journal else None,
-        DEFAULT_DETAILS if details is None else details,
-        eager,
-    ).start()
-    try:
-        yield recorder
-    finally:
-        recorder.stop()
+# module → the public names it holds (none of them imports jax)
+_PUBLIC: dict[str, tuple[str, ...]] = {
+    "viz.recorder.capture.start": ("recording",),
+    "viz.recorder.model": ("Compile", "Recording", "short_path"),
+    "viz.recorder.storage.recordings": ("REF_PREFIX", "RecordingRow", "Recordings", "recording_id"),
+    "viz.recorder.storage.orphans": ("orphans", "recover"),
+    "viz.recorder.display.views": ("call_tree", "compile_rows", "explore_target", "function_rows"),
+    "viz.recorder.display.html": ("RECORDING_STYLE", "recording_html", "recording_section"),
+    "viz.recorder.display.compare": ("diff_recordings", "diff_rows", "diff_text"),
+    "viz.recorder.display.charts": ("call_tree_chart", "job_timeline", "recording_timeline"),
+    "viz.recorder.display.divergence": ("processes_text",),
+    "viz.recorder.display.job": ("JobError", "JobView", "from_history", "job_view"),
+    "viz.recorder.display.job_views": (
+        "KIND_MEANING",
+        "divergence_title",
+        "ended_first_text",
+        "process_rows",
+        "site_rows",
+        "straggler_rows",
+    ),
+    "viz.recorder.cli": ("RECORDER_COMMANDS",),
+}
+_MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
+__all__ = sorted(_MODULE_OF)
 
 
-def _program_name() -> str:
-    """The script's name."""
-    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
-
-
-def _kernel_program() -> tuple[str, list[str]] | None:
-    """(name, argv) in a Jupyter kernel, whose own argv is its launcher's command line
-    (`ipykernel_launcher.py -f kernel-….json`): the notebook, where the kernel knows it
-    (Jupyter server's JPY_SESSION_NAME, VS Code's `__vsc_ipynb_file__`), and the cell:
-    ('train.ipynb, cell In [5]', ['/home/me/train.ipynb']). None outside a kernel."""
-    if not sys.argv or "ipykernel" not in os.path.basename(sys.argv[0]):
-        return None
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    shell = get_ipython()
-    namespace = getattr(shell, "user_ns", None) or {}
-    notebook = os.environ.get("JPY_SESSION_NAME") or namespace.get("__vsc_ipynb_file__") or ""
-    cell = getattr(getattr(shell, "displayhook", None), "prompt_count", None)  # its In [n]
-    name = os.path.basename(notebook) or "notebook"
-    return (f"{name}, cell In [{cell}]" if cell else name), [notebook or "notebook"]
+def __getattr__(name: str) -> Any:
+    if name in _MODULE_OF:
+        return getattr(import_module(_MODULE_OF[name]), name)
+    raise AttributeError(f"module 'viz.recorder' has no attribute {name!r}")

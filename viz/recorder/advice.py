@@ -7,11 +7,11 @@ is no fault of anyone's.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from viz.cache.signature import NEW, Reason
 from viz.recorder.model import CACHE, CLEARED, FIRST_COMPILE, Compile, FunctionStats, short_path
-from viz.recorder.values import outer_function
 
 FIXES = {
     "shape": "pad to a few bucket sizes (Batch buckets page)",
@@ -153,3 +153,11 @@ def _distinct(values: object) -> list:
 def _list(values: list, most: int = 6) -> str:
     shown = ", ".join(str(v) for v in values[:most])
     return shown + (", …" if len(values) > most else "")
+
+
+def outer_function(text: str) -> str | None:
+    """'solve' for a function's words (`viz.recorder.capture.values` writes them) naming
+    `solve.<locals>.<lambda>`, the function that makes a new one on each call; None for a
+    function defined once."""
+    match = re.search(r"function `(\S+)\.<locals>\.[^`]+`", text)
+    return match.group(1).split(".<locals>.")[-1].rsplit(".", 1)[-1] if match else None

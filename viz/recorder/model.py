@@ -54,9 +54,23 @@ class KeyChange:
     after: str
 
 
+def change_text(change: KeyChange) -> str:
+    """'xla_flags (`--xla_cpu_enable_fast_math=false` added)', 'computation'."""
+    if change.component != "xla_flags":
+        if change.component in ("jaxlib", "backend", "compression", "hook"):
+            return f"{change.component} ({change.before} → {change.after})"
+        return change.component
+    before = set(change.before.split()) - {"(none)"}
+    after = set(change.after.split()) - {"(none)"}
+    parts = [f"`{f}` added" for f in sorted(after - before)]
+    parts += [f"`{f}` removed" for f in sorted(before - after)]
+    return f"XLA flags ({', '.join(parts)})" if parts else "XLA flags"
+
+
 @dataclass
 class Persistent:
-    """What the persistent compilation cache did for one compile (`viz.recorder.persistent`).
+    """What the persistent compilation cache did for one compile
+    (`viz.recorder.capture.persistent`).
 
     `state`: hit (served from disk), miss (compiled) or off (no persistent cache).
     `written`: a miss was stored; `why`: why not, or why it missed; `key`: JAX's cache key;
@@ -108,6 +122,7 @@ class Compile:
     wraps: list[str] = field(default_factory=list)  # layers around the function: jacfwd, partial
     transform: str | None = None  # compiled under a transformation: 'vmap', 'grad', …
     persistent: Persistent = field(default_factory=Persistent)
+    peak_bytes: int | None = None  # the memory profile's peak, where the executable was seen
 
     @property
     def total_s(self) -> float:
@@ -162,15 +177,24 @@ class FunctionStats:
     advice: str = ""
     eager: bool = False
     persistent_hits: int = 0  # compiles the persistent cache served from disk
+    peak_bytes: int | None = None  # the largest memory peak among its compiles
 
     @property
     def key(self) -> str:
         return function_key(self.name, self.defined_at)
 
-    def add(self, compile_s: float, kinds: list[str], disk_hit: bool = False) -> None:
+    def add(
+        self,
+        compile_s: float,
+        kinds: list[str],
+        disk_hit: bool = False,
+        peak_bytes: int | None = None,
+    ) -> None:
         self.compiles += 1
         self.compile_s += compile_s
         self.persistent_hits += int(disk_hit)
+        if peak_bytes is not None:
+            self.peak_bytes = max(self.peak_bytes or 0, peak_bytes)
         for kind in dict.fromkeys(kinds):  # a compile counts once per kind
             self.reasons[kind] = self.reasons.get(kind, 0) + 1
 
@@ -220,6 +244,7 @@ class Summary:
     persistent_hits: int = 0  # compiles served from the persistent cache
     persistent_misses: int = 0  # compiles that looked in it and compiled
     persistent_saved_s: float = 0.0  # compile time the hits saved
+    largest_peak: dict[str, Any] | None = None  # {function, defined_at, bytes}: the most memory
 
 
 @dataclass
@@ -254,6 +279,7 @@ class Recording:
                 1 for c in self.compiles if not c.eager and c.persistent.state == "miss"
             ),
             persistent_saved_s=sum(c.persistent.saved_s for c in self.compiles if not c.eager),
+            largest_peak=_largest_peak(jitted),
         )
 
     def function(self, key: str) -> FunctionStats | None:
@@ -291,6 +317,15 @@ class Recording:
             recorder_errors=summary.get("recorder_errors", 0),
             errors={e["message"]: e["count"] for e in summary.get("errors") or []},
         )
+
+
+def _largest_peak(functions: list[FunctionStats]) -> dict[str, Any] | None:
+    """The function whose compile needs the most memory at its peak (None: no peak seen)."""
+    peaked = [f for f in functions if f.peak_bytes is not None]
+    if not peaked:
+        return None
+    top = max(peaked, key=lambda f: f.peak_bytes or 0)
+    return {"function": top.name, "defined_at": top.defined_at, "bytes": top.peak_bytes}
 
 
 _INSTALLED = ("site-packages", "dist-packages")  # folders pip installs packages into

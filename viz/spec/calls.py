@@ -1,6 +1,6 @@
 """A call's arguments written back as an args spec (`f32[8,128], 3, key`): the spec that
 reproduces the call, or why the spec language cannot write it. The recorder writes one
-for every compile it keeps (`viz.recorder.describe`). Runs where the values are, beside
+for every compile it keeps (`viz.recorder.capture.describe`). Runs where the values are, beside
 jax; `viz.spec` does not re-export it, so the app server never imports it.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from viz.cache.keys import dtype_name
 from viz.spec.arguments import format_spec
+from viz.spec.text import dtype_name
 from viz.spec.values import ArraySpec, KeySpec, ValueSpec
 
 

@@ -12,6 +12,7 @@ import keyword
 import re
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -37,6 +38,18 @@ DTYPES: dict[str, np.dtype] = {
 }
 NARROWED = {"f64": "f32", "i64": "i32", "u64": "u32", "c128": "c64"}  # what x64 off makes them
 X64_DTYPES = frozenset(NARROWED)  # the dtypes that need x64 mode
+_SHORT_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+
+
+def dtype_name(dtype: Any) -> str:
+    """numpy dtype → jaxpr spelling (float32 → f32, key<fry> stays as is)."""
+    try:
+        name = _SHORT_NAMES.get(np.dtype(dtype))
+    except TypeError:  # extended dtypes such as PRNG keys
+        name = None
+    return str(dtype) if name is None else name  # (numpy's str of a dtype is slow)
+
+
 _DTYPE_LIKE = re.compile(r"^(?:bf|f|i|u|c)\d+$")
 _ALIASES = {
     "float16": "f16",

@@ -23,10 +23,18 @@ import jax
 import numpy as np
 from jax.extend import core
 
-from viz.cache.keys import dtype_name, spec_text
+from viz.cache.keys import spec_text
 from viz.errors import ErrorInfo, ErrorKind
 from viz.jax_private import user_frame
-from viz.spec import DTYPES, ArraySpec, KeySpec, ValueSpec, array_item, split_spec
+from viz.spec import (
+    DTYPES,
+    ArraySpec,
+    KeySpec,
+    ValueSpec,
+    array_item,
+    dtype_name,
+    split_spec,
+)
 from viz.specialization.model import MAX_MATCHES, ShapeOp, SpecializedArg
 from viz.stages import Compiled, Traced
 from viz.target import Args, Target

@@ -1,14 +1,15 @@
 """`jitscope record [OPTIONS] -- SCRIPT [ARGS]`, `... [--] -m MODULE [ARGS]`, `--recover`.
 
-The program runs in a child process (`viz.recorder.run`) and appends each compile to
+The program runs in a child process (`viz.recorder.capture.run`) and appends each compile to
 a journal under `$JITSCOPE_HOME/recordings/`. This process waits for it, whatever
 way it ends (an exception, `sys.exit(3)`, `os._exit`, SIGKILL), then reads the
 journal, prints the summary on stderr, stores the recording in history (unless
 `--no-history`), writes `--json OUT` and `--html OUT`, and exits with the program's own
-status (128 + N when signal N ended it, as a shell reports it).
+status (128 + N when signal N ended it, as a shell reports it). One process of a
+multi-process job tags its lines (`[p1] `) and writes `{process}` in OUT as its index.
 
 `--recover` runs no program: it stores the journals that recorders whose parent was
-killed left behind (`viz.recorder.orphans`).
+killed left behind (`viz.recorder.storage.orphans`).
 """
 
 from __future__ import annotations
@@ -24,14 +25,13 @@ from pathlib import Path
 
 from viz.history import HistoryError
 from viz.locations import app_command
-from viz.recorder.html import recording_html
-from viz.recorder.job import json_path, tagged
-from viz.recorder.journal import read_journal
-from viz.recorder.model import DEFAULT_DETAILS
-from viz.recorder.orphans import journal_path, recover_orphans
-from viz.recorder.run import BOOT, CONFIG_ENV
-from viz.recorder.store import save
-from viz.recorder.summary import summary_text
+from viz.recorder.capture.run import BOOT, CONFIG_ENV
+from viz.recorder.display.html import recording_html
+from viz.recorder.display.summary import summary_text
+from viz.recorder.model import DEFAULT_DETAILS, Process
+from viz.recorder.storage.journal import read_journal
+from viz.recorder.storage.orphans import journal_path, recover_orphans
+from viz.recorder.storage.recordings import save
 
 USAGE = (
     "python -m viz record [--json OUT] [--html OUT] [--no-history] [--eager] [--name NAME] "
@@ -182,3 +182,22 @@ def _finish(journal: Path, args: argparse.Namespace, status: int, wall_s: float)
         print(tagged(f"jitscope: saved as {' and '.join(where)}", process), file=sys.stderr)
     journal.unlink(missing_ok=True)
     return exit_code
+
+
+# -- one process of a multi-process job --------------------------------------------------
+PROCESS_FIELD = "{process}"  # in `record --json`: the process index
+
+
+def tagged(text: str, process: Process | None) -> str:
+    """Each line prefixed with the process index (`[p1] `), so that the summaries of a
+    job's processes, printed to one terminal at once, stay apart."""
+    if process is None:
+        return text
+    return "\n".join(f"[p{process.index}] {line}" for line in text.splitlines())
+
+
+def json_path(path: str | None, process: Process | None) -> str | None:
+    """`out/p{process}.json` → `out/p1.json` (process 0 when the program ran alone)."""
+    if path is None or PROCESS_FIELD not in path:
+        return path
+    return path.replace(PROCESS_FIELD, str(process.index if process else 0))

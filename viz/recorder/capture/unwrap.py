@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from viz.recorder import frameworks
+from viz.recorder.capture import frameworks
 
 MAX_LAYERS = 16  # a longer chain is a cycle or something odd: stop there
 
@@ -44,7 +44,7 @@ class Unwrapped:
 
 def unwrap(fun: Any, outer: list[str] | None = None) -> Unwrapped:
     """`fun` peeled down to the user's function; `outer`: layers already peeled (a
-    framework's, `viz.recorder.frameworks`)."""
+    framework's, `viz.recorder.capture.frameworks`)."""
     layers: list[str] = list(outer or [])
     seen: set[int] = set()
     while len(layers) < MAX_LAYERS + len(outer or []) and id(fun) not in seen:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from viz.recorder.divergence import Divergence
-from viz.recorder.job import JobView
+from viz.recorder.display.divergence import Divergence
+from viz.recorder.display.job import JobView
 from viz.units import seconds
 
 KIND_MEANING = {

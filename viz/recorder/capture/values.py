@@ -64,13 +64,6 @@ def location(fun: Any, cwd: str) -> str:
     return short_path(f"{os.path.abspath(code.co_filename)}:{code.co_firstlineno}", cwd)
 
 
-def outer_function(text: str) -> str | None:
-    """'solve' for a function text naming `solve.<locals>.<lambda>`, the function that
-    makes a new one on each call; None for a function defined once."""
-    match = re.search(r"function `(\S+)\.<locals>\.[^`]+`", text)
-    return match.group(1).split(".<locals>.")[-1].rsplit(".", 1)[-1] if match else None
-
-
 def _read(value: Any, cwd: str, depth: int) -> tuple[str, str]:
     """(text, key) of one value, `depth` levels of containers and fields deep."""
     if value is None or isinstance(value, bool | int | float | complex | str | bytes):

@@ -14,9 +14,9 @@ import datetime
 import html
 from collections import defaultdict
 
+from viz.recorder.display.summary import summary_text
+from viz.recorder.display.views import TreeNode, call_tree, disk_text, jit_text, reason_words
 from viz.recorder.model import Compile, Recording, short_path
-from viz.recorder.summary import summary_text
-from viz.recorder.views import TreeNode, call_tree, disk_text, jit_text, reason_words
 from viz.units import seconds
 
 COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
@@ -24,7 +24,7 @@ ROW_PX, LABEL_PX, PLOT_PX = 22, 180, 820  # the timeline's geometry
 
 # Scoped under one class, so a notebook cell can hold it without restyling the notebook;
 # --fg, --muted, --line and --panel are a notebook theme's (viz.notebook), else these
-STYLE = """
+RECORDING_STYLE = """
 .jitscope-rec{color:var(--fg,#1f2430);font-family:-apple-system,Segoe UI,Helvetica,Arial,
 sans-serif} .jitscope-rec h1{margin-bottom:0;font-size:1.6em}
 .jitscope-rec .sub{color:var(--muted,#666);margin-top:4px;word-break:break-all}
@@ -50,14 +50,15 @@ def recording_html(recording: Recording) -> str:
     title = f"jitscope recording: {program.name or ' '.join(program.argv)}"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title><style>{PAGE_STYLE}{STYLE}</style></head><body>"
+        f"<title>{html.escape(title)}</title>"
+        f"<style>{PAGE_STYLE}{RECORDING_STYLE}</style></head><body>"
         f"{recording_section(recording)}</body></html>"
     )
 
 
 def recording_section(recording: Recording) -> str:
-    """The recording as one fragment scoped under `.jitscope-rec` (style: `STYLE`): the
-    page's body, and a notebook cell's (viz.notebook)."""
+    """The recording as one fragment scoped under `.jitscope-rec` (style:
+    `RECORDING_STYLE`): the page's body, and a notebook cell's (viz.notebook)."""
     program = recording.program
     title = f"jitscope recording: {program.name or ' '.join(program.argv)}"
     parts = [

@@ -13,7 +13,7 @@ the framework's function and its split of the arguments:
 `user_call` reads the call as the user wrote it: their function, the framework's layers
 (`['filter_jit']`, `['haiku.transform']`), their parameter names and, for equinox, their
 arguments with the rule that makes a leaf static. `layer_name` names a framework's
-wrapper objects for `viz.recorder.unwrap`. No framework is imported here: each is
+wrapper objects for `viz.recorder.capture.unwrap`. No framework is imported here: each is
 recognized by its module's name on a frame or a function, and read through the attributes
 it sets (equinox's `_JitWrapper`, haiku's `_original_fn`), so this module is where a new
 framework version may need a look. Never raises: a call it cannot read is left as JAX
@@ -40,7 +40,7 @@ MAX_FRAMES = 16  # frames looked through between jit's cache miss and the framew
 class UserCall:
     """A jitted call in the user's terms."""
 
-    fun: Any  # the user's function (`viz.recorder.unwrap` peels any further layers)
+    fun: Any  # the user's function (`viz.recorder.capture.unwrap` peels any further layers)
     layers: list[str]  # the framework's layers, outermost first: ['filter_jit']
     names: list[str] | None = None  # the user's names for JAX's arguments (None: JAX's own)
     values: list[Any] | None = None  # the user's own arguments, when JAX saw a partition

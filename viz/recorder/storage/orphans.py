@@ -16,8 +16,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from viz.history import History
-from viz.recorder.journal import read_journal
+from viz.recorder.storage.journal import read_journal
+from viz.recorder.storage.recordings import Recordings
 from viz.source import home
 
 try:
@@ -90,13 +90,13 @@ class Recovered:
 def recover(paths: list[Path] | None = None) -> list[Recovered]:
     """Store each orphan in history and delete its journal; returns what was stored."""
     done = []
-    history = History()
+    recordings = Recordings()
     for path in orphans() if paths is None else paths:
         recording = read_journal(path)
         program = recording.program
         if program.wall_s is None:  # it never wrote its end: it lasted until its last line
             program.wall_s = max(path.stat().st_mtime - program.started, 0.0)
-        recording_id = history.record_recording(recording)
+        recording_id = recordings.add(recording)
         path.unlink(missing_ok=True)
         done.append(Recovered(path, recording_id, recording.summary.compiles, program.name))
     return done

@@ -1,5 +1,5 @@
 """`jitscope job [REC ...] [--json OUT]`: the processes of one multi-process job side
-by side (`viz.recorder.job`).
+by side (`viz.recorder.display.job`).
 
 REC is a recording JSON file (`record --json 'out/p{process}.json'`) or a history id
 (`rec:12`). One history id stands for its whole job: every process of that job found
@@ -15,13 +15,13 @@ import json
 import sys
 from pathlib import Path
 
-from viz.history import History, HistoryError
+from viz.history import HistoryError
 from viz.locations import command_name
-from viz.recorder.divergence import Member, processes_text
-from viz.recorder.job import JobError, JobView, from_history, job_view
-from viz.recorder.job_views import ended_first_text
+from viz.recorder.display.divergence import Member, processes_text
+from viz.recorder.display.job import JobError, JobView, from_history, job_view
+from viz.recorder.display.job_views import ended_first_text
 from viz.recorder.model import Recording
-from viz.recorder.store import recording_id
+from viz.recorder.storage.recordings import Recordings, recording_id
 from viz.units import seconds
 
 USAGE = "python -m viz job [REC ...] [--json OUT]   (REC: a recording JSON file or rec:N)"
@@ -70,30 +70,30 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def members(refs: list[str], history: History | None = None) -> list[Member]:
+def members(refs: list[str], recordings: Recordings | None = None) -> list[Member]:
     """The recordings REC... name (see the module's docstring). Raises JobError."""
-    history = history or History()
+    recordings = recordings or Recordings()
     if not refs:
-        job = history.newest_job()
+        job = recordings.newest_job()
         if job is None:
             raise JobError(
                 "no multi-process job in history: record each process with "
                 f"`{command_name()} record -- SCRIPT` (its program calls jax.distributed)"
             )
-        return from_history(history, job)
-    loaded = [load(ref, history) for ref in refs]
+        return from_history(recordings, job)
+    loaded = [load(ref, recordings) for ref in refs]
     if len(loaded) == 1 and recording_id(refs[0]) is not None:
         process = loaded[0].recording.program.process
         if process is not None and process.job:
-            return from_history(history, process.job)
+            return from_history(recordings, process.job)
     return loaded
 
 
-def load(ref: str, history: History) -> Member:
+def load(ref: str, recordings: Recordings) -> Member:
     """One recording, from history (`rec:12`) or a Recording JSON file."""
     number = recording_id(ref)
     if number is not None and not Path(ref).exists():
-        recording = history.recording(number)
+        recording = recordings.get(number)
         if recording is None:
             raise JobError(f"no recording {ref} in history (the Recordings page lists them)")
         return Member(ref, recording)

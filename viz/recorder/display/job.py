@@ -3,12 +3,9 @@ Recordings page). Stdlib only: the app server builds job views too.
 
 `job_view` puts the processes side by side: how each ran and ended (a process that
 died, by a signal or a non-zero exit, ended early), where their compiles diverge
-(`viz.recorder.divergence`), and the stragglers: each function's compile time (trace +
+(`viz.recorder.display.divergence`), and the stragglers: each function's compile time (trace +
 lower + XLA) per process, the slowest against the median. Every collective waits for
 the slowest process, so the others wait about `wait_s` = slowest − median there.
-
-Also here: what `record` does differently for one process of a job (`tagged`,
-`json_path`).
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import statistics
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from viz.recorder.divergence import (
+from viz.recorder.display.divergence import (
     Divergence,
     FunctionId,
     JobFunction,
@@ -25,10 +22,9 @@ from viz.recorder.divergence import (
     divergences,
     job_functions,
 )
-from viz.recorder.model import Process
 
 if TYPE_CHECKING:
-    from viz.history import History
+    from viz.recorder.storage.recordings import Recordings
 
 
 class JobError(ValueError):
@@ -138,13 +134,13 @@ def job_view(members: list[Member]) -> JobView:
     )
 
 
-def from_history(history: History, job: str) -> list[Member]:
+def from_history(recordings: Recordings, job: str) -> list[Member]:
     """Every process of `job` in history (the newest recording of each index)."""
     found: dict[int, Member] = {}
-    for row in history.job_recordings(job):
+    for row in recordings.of_job(job):
         if row.process is None or row.process in found:
             continue
-        recording = history.recording(row.id)
+        recording = recordings.get(row.id)
         if recording is not None:
             found[row.process] = Member(f"rec:{row.id}", recording)
     return [found[i] for i in sorted(found)]
@@ -207,22 +203,3 @@ def _stragglers(functions: dict[FunctionId, JobFunction]) -> list[Straggler]:
             Straggler(function.name, function.defined_at, times, slowest, times[slowest], median)
         )
     return sorted(rows, key=lambda s: (-s.wait_s, s.function))
-
-
-# -- one process under `record` ----------------------------------------------------------
-PROCESS_FIELD = "{process}"  # in `record --json`: the process index
-
-
-def tagged(text: str, process: Process | None) -> str:
-    """Each line prefixed with the process index (`[p1] `), so that the summaries of a
-    job's processes, printed to one terminal at once, stay apart."""
-    if process is None:
-        return text
-    return "\n".join(f"[p{process.index}] {line}" for line in text.splitlines())
-
-
-def json_path(path: str | None, process: Process | None) -> str | None:
-    """`out/p{process}.json` → `out/p1.json` (process 0 when the program ran alone)."""
-    if path is None or PROCESS_FIELD not in path:
-        return path
-    return path.replace(PROCESS_FIELD, str(process.index if process else 0))

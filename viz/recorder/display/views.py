@@ -19,7 +19,7 @@ from viz.cache.signature import Reason, reason_text
 from viz.recorder.model import Compile, ProcessRun, Recording, short_path
 from viz.settings import Settings
 from viz.source import list_functions
-from viz.units import seconds
+from viz.units import nbytes, seconds
 
 
 def function_rows(recording: Recording) -> list[dict[str, Any]]:
@@ -32,6 +32,7 @@ def function_rows(recording: Recording) -> list[dict[str, Any]]:
             "compile time": seconds(f.compile_s),
             "why": ", ".join(f"{kind} ×{n}" for kind, n in sorted(f.reasons.items())),
             "from disk": f.persistent_hits,
+            "largest peak": nbytes(f.peak_bytes),
             "advice": f.advice,
         }
         for f in recording.functions
@@ -49,6 +50,7 @@ def compile_rows(compiles: list[Compile], cwd: str) -> list[dict[str, Any]]:
             "trace": seconds(c.trace_s),
             "lower": seconds(c.lower_s),
             "compile": seconds(c.compile_s),
+            "peak": nbytes(c.peak_bytes),
             "disk cache": disk_text(c),
             "jit": jit_text(c, cwd),
         }

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from viz.recorder.model import KeyChange, Persistent
+from viz.recorder.model import KeyChange, Persistent, change_text
 from viz.source import home
 
 COMPONENTS = (
@@ -231,16 +231,3 @@ def explain(
     if not stored:
         why += f"; not stored: {not_stored}"
     return Persistent("miss", stored, why, key, changed, components, folder)
-
-
-def change_text(change: KeyChange) -> str:
-    """'xla_flags (`--xla_cpu_enable_fast_math=false` added)', 'computation'."""
-    if change.component != "xla_flags":
-        if change.component in ("jaxlib", "backend", "compression", "hook"):
-            return f"{change.component} ({change.before} → {change.after})"
-        return change.component
-    before = set(change.before.split()) - {"(none)"}
-    after = set(change.after.split()) - {"(none)"}
-    parts = [f"`{f}` added" for f in sorted(after - before)]
-    parts += [f"`{f}` removed" for f in sorted(before - after)]
-    return f"XLA flags ({', '.join(parts)})" if parts else "XLA flags"

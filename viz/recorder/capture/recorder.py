@@ -6,9 +6,9 @@ why it compiled, field by field, against the closest earlier compile of the same
 function (the cache lab's comparison, `viz.cache.signature.diff`). A function
 object made anew for each call (a `jax.jit(lambda …)` in a loop) is told apart from
 the function itself by identity, without keeping it alive. A wrapped function
-(`jit(jacfwd(partial(f)))`) is named and placed by the user's `f` (`viz.recorder.unwrap`),
-with the layers and the line where the jit was made; what the persistent cache did is
-in `viz.recorder.persistent`.
+(`jit(jacfwd(partial(f)))`) is named and placed by the user's `f`
+(`viz.recorder.capture.unwrap`), with the layers and the line where the jit was made;
+what the persistent cache did is in `viz.recorder.capture.persistent`.
 
 Memory is bounded: the first `details` compiles of each function keep their details;
 later ones, and hidden op-by-op compiles, only add to exact counts. A recorder never
@@ -25,13 +25,16 @@ import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from viz.cache.signature import Reason, Signature, diff
-from viz.recorder import listener, persistent
-from viz.recorder.describe import TRANSFORMATION, Described, describe
-from viz.recorder.distributed import ProcessWatch
-from viz.recorder.journal import Journal, Tally
+from viz.memory.profile import executable_profile
+from viz.recorder.capture import listener, persistent
+from viz.recorder.capture.describe import TRANSFORMATION, Described, describe
+from viz.recorder.capture.distributed import ProcessWatch
+from viz.recorder.capture.unwrap import defined_at, unwrap
+from viz.recorder.display.summary import summary_text
 from viz.recorder.model import (
     DEFAULT_DETAILS,
     FIRST_COMPILE,
@@ -44,7 +47,9 @@ from viz.recorder.model import (
     function_key,
     short_path,
 )
-from viz.recorder.unwrap import defined_at, unwrap
+from viz.recorder.storage.journal import Journal
+from viz.recorder.storage.recordings import save
+from viz.recorder.tally import Tally
 
 MAX_IDENTITIES = 100  # function objects and jit wrappers remembered per function
 MAX_ERROR_TEXT = 300  # characters of a recorder error's message kept
@@ -88,10 +93,11 @@ class Recorder:
         self._framework_functions: dict[str, _Where | None] = {}
         self._write({"type": "program", **self.program.__dict__})
 
-    def hide_frames_of(self, files: set[str]) -> None:
-        """Leave these files' frames out of call sites and stacks: the cell that runs
-        `%%jitscope_record` is the magic's, not a place the user's code compiled from."""
-        self._hidden = frozenset(files)
+    def hide_stack(self, frame: FrameType | None) -> None:
+        """Leave the files of the user's frames on `frame`'s stack out of call sites and
+        stacks: the cell that runs `%%jitscope_record` is the magic's, not a place the
+        user's code compiled from."""
+        self._hidden = frozenset(file for file, _, _ in listener.user_frames(frame))
 
     # -- lifetime -------------------------------------------------------------
     def start(self) -> Recorder:
@@ -137,8 +143,6 @@ class Recorder:
         return recording
 
     def summary(self) -> str:
-        from viz.recorder.summary import summary_text
-
         return summary_text(self.recording())
 
     def _repr_html_(self) -> str:
@@ -153,8 +157,6 @@ class Recorder:
 
     def save(self, json_path: Path | str | None = None, history: bool = True) -> int | None:
         """Write the JSON (when a path is given) and store it in history; the id or None."""
-        from viz.recorder.store import save
-
         return save(self.recording(), json_path=json_path, history=history)
 
     # -- one compilation ----------------------------------------------------------
@@ -207,6 +209,7 @@ class Recorder:
                 "kinds": [r.kind for r in reasons],
                 "eager": eager,
                 "disk_hit": disk.state == "hit",
+                "peak_bytes": None if eager else _peak(finished.executable),
             }
             if eager and not self.keep_eager:
                 self.tally.add_count({**common, "hidden": True})
@@ -242,6 +245,7 @@ class Recorder:
                 wraps=where.layers,
                 transform=_transform(described),
                 persistent=disk,
+                peak_bytes=common["peak_bytes"],
             )
             self.tally.add_compile(compile)
             self._write({"type": "compile", **compile.to_dict()})
@@ -336,6 +340,17 @@ class Recorder:
             where = short_path(clears.last_at, self.program.cwd) if clears.last_at else ""
             reasons.append(cache_reason(cleared, where))
         return reasons
+
+
+def _peak(executable: Any) -> int | None:
+    """The memory profile's peak of a compiled executable (None where it was not seen,
+    or XLA gave no buffer assignment): the program's own compile, read in its process."""
+    if executable is None:
+        return None
+    try:
+        return executable_profile(executable).peak_bytes
+    except Exception:
+        return None
 
 
 def _closest_differences(

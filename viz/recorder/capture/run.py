@@ -1,6 +1,6 @@
 """The recorded program's own process: run SCRIPT (or -m MODULE) as `python` would.
 
-Started by `viz.recorder.cli` as `python -c BOOT ARGS...`, with its settings in the
+Started by `viz.recorder.cli.record` as `python -c BOOT ARGS...`, with its settings in the
 environment variable CONFIG_ENV (removed before the program starts, so the program's
 own subprocesses are not recorded twice). The program sees its own `sys.argv`,
 `__main__` and `sys.path[0]` (the script's folder, or the working folder for -m);
@@ -23,7 +23,10 @@ from pathlib import Path
 from types import TracebackType
 
 CONFIG_ENV = "JITSCOPE_RECORD_CONFIG"
-BOOT = "import sys; sys.path.insert(0, {viz_parent!r}); from viz.recorder.run import main; main()"
+BOOT = (
+    "import sys; sys.path.insert(0, {viz_parent!r}); "
+    "from viz.recorder.capture.run import main; main()"
+)
 
 
 def main() -> None:
@@ -54,8 +57,8 @@ def main() -> None:
 
 
 def _start_recorder(config: dict, path: str) -> None:
+    from viz.recorder.capture.recorder import Recorder
     from viz.recorder.model import ProcessRun
-    from viz.recorder.recorder import Recorder
 
     if config.get("persistent_cache"):  # --persistent-cache DIR, before the first compile
         import jax

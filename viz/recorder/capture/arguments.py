@@ -2,7 +2,7 @@
 
 `signature` is the cache lab's `call_signature` (viz.cache.keys) with three more things
 a recorded program needs:
-- a static value in words (`viz.recorder.values`): a function by its name and line, an
+- a static value in words (`viz.recorder.capture.values`): a function by its name and line, an
   object by its type and fields, never an address, with a key that tells two objects
   apart that read the same;
 - a leaf can be static (equinox's `filter_jit` keys every leaf that is not an array by
@@ -23,11 +23,12 @@ from typing import Any
 
 import jax
 
-from viz.cache.keys import dtype_name, leaf_signature
+from viz.cache.keys import leaf_signature
 from viz.cache.signature import ArgSig, LeafSig, Signature
-from viz.recorder import frameworks
-from viz.recorder.unwrap import unwrap
-from viz.recorder.values import ADDRESS, words
+from viz.recorder.capture import frameworks
+from viz.recorder.capture.unwrap import unwrap
+from viz.recorder.capture.values import ADDRESS, words
+from viz.spec import dtype_name
 
 MAX_NODES = 10_000  # nodes walked in one argument: a larger one is read without static fields
 

@@ -22,10 +22,10 @@ was called. `jax.clear_caches` is watched too, so that a recompile after it is s
 be one, and only then (`clears`).
 
 A framework's call (equinox, haiku, flax) is read in the user's terms by
-`viz.recorder.frameworks`, from the frames above jit's cache miss.
+`viz.recorder.capture.frameworks`, from the frames above jit's cache miss.
 
 One pair of listeners is registered per process, on first use; they hand each
-finished compilation to every active `Recorder` (`viz.recorder.recorder`).
+finished compilation to every active `Recorder` (`viz.recorder.capture.recorder`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Any
 
 import jax
 
-from viz.recorder import frameworks
+from viz.recorder.capture import frameworks
 
 TRACE = "/jax/core/compile/jaxpr_trace_duration"
 LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -102,7 +102,7 @@ class CacheContext:
 
 @dataclass
 class Finished:
-    """One compilation as the listener saw it; `viz.recorder.recorder` describes it."""
+    """One compilation as the listener saw it; `viz.recorder.capture.recorder` describes it."""
 
     name: str  # the event's fun_name without 'jit(…)'
     call: Call | None
@@ -118,6 +118,7 @@ class Finished:
     cache: CacheContext | None = None  # when the persistent cache was looked in
     saved_s: float | None = None  # JAX's figure for the compile time a disk hit saved
     jit_made: tuple[str, bool] | None = None  # (where jax.jit was called, in user code)
+    executable: Any = None  # XLA's executable, where the compiling frame holds it
 
 
 @dataclass
@@ -224,6 +225,7 @@ def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
         cache=_cache_context(jax_frames.get("_cached_compilation")) if pending.uses_cache else None,
         saved_s=pending.saved_s,
         jit_made=jit_made(call.jit_info) if call else None,
+        executable=_executable_from(jax_frames.get("_cached_compilation")),
     )
     _state.local.pending = _Pending()
     for sink in list(_state.sinks):
@@ -276,6 +278,12 @@ def _compiled_from(frame: FrameType | None) -> Compiled | None:
         arg_names=getattr(info, "arg_names", None),
         in_avals=tuple(getattr(closed, "in_avals", ())),
     )
+
+
+def _executable_from(frame: FrameType | None) -> Any:
+    """The executable jit's compiling frame just made (the compile event fires as its
+    timed block ends, the executable assigned); None where the frame is not seen."""
+    return frame.f_locals.get("xla_executable") if frame is not None else None
 
 
 def _cache_context(frame: FrameType | None) -> CacheContext | None:

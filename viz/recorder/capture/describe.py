@@ -1,12 +1,12 @@
 """One compile's arguments, as the jit cache keyed them, and the args spec that
-reproduces them, which `viz.spec.calls` writes (`viz.recorder.recorder` uses it for
+reproduces them, which `viz.spec.calls` writes (`viz.recorder.capture.recorder` uses it for
 every compile it keeps).
 
 Four cases:
 - an ordinary call: jit's cache-miss frame holds the values; each leaf is read as the
   cache reads it (shape, dtype, weak type, sharding, committed device), a static value
-  in words (`viz.recorder.arguments`);
-- a framework's call (`viz.recorder.frameworks`): the arguments are named by the user's
+  in words (`viz.recorder.capture.arguments`);
+- a framework's call (`viz.recorder.capture.frameworks`): the arguments are named by the user's
   parameters (flax linen's `x`, not `args[1]`), and equinox's `filter_jit` is read from
   the user's own arguments, leaf by leaf, its static leaves by their values;
 - a call under a transformation: the values are tracers, which have no sharding or
@@ -25,10 +25,10 @@ from typing import Any
 
 import jax
 
-from viz.cache.keys import dtype_name
 from viz.cache.signature import ArgSig, LeafSig, Signature
-from viz.recorder import arguments, frameworks, listener
+from viz.recorder.capture import arguments, frameworks, listener
 from viz.recorder.model import ArgLeaf
+from viz.spec import dtype_name
 from viz.spec.calls import call_spec
 
 MAX_VALUE_TEXT = 80  # characters of a static value's repr

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from viz.recorder.model import Compile, FunctionStats, Recording, short_path
-from viz.recorder.persistent import change_text
-from viz.units import seconds
+from viz.recorder.model import Compile, FunctionStats, Recording, change_text, short_path
+from viz.units import nbytes, seconds
 
 MAX_FUNCTIONS = 12  # rows of the ranking
 MAX_ERRORS = 5  # distinct recorder errors printed
@@ -30,6 +29,10 @@ def summary_text(recording: Recording) -> str:
             f"({seconds(s.eager_compile_s)}; {listed})"
         )
     lines += _persistent_lines(recording)
+    if s.largest_peak:
+        top = s.largest_peak
+        where = short_path(top["defined_at"], program.cwd)
+        lines.append(f"  largest memory peak: {top['function']} ({where}) {nbytes(top['bytes'])}")
     if s.details_dropped:
         lines.append(f"  {s.details_dropped} compile(s) kept in the counts only (--details N)")
     lines += _error_lines(recording)

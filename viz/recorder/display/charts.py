@@ -1,7 +1,6 @@
-"""Plotly figures of recordings and of one compile's profile (no jax, no streamlit):
-the Recordings page's compiles over a program's run and its call-site icicle, a
-multi-process job on one clock, and XLA's spans of one compile (Explore's compile
-time tab). The Explore and lesson charts are `viz.charts`, whose layout these share.
+"""Plotly figures of recordings (no jax, no streamlit): the Recordings page's compiles
+over a program's run and its call-site icicle, and a multi-process job on one clock.
+The Explore and lesson charts are `viz.charts`, whose layout these share.
 """
 
 from __future__ import annotations
@@ -12,6 +11,9 @@ import plotly.graph_objects as go
 
 from viz import units
 from viz.charts import layout
+from viz.recorder.display.job import JobView
+from viz.recorder.display.views import TreeNode
+from viz.recorder.model import Recording
 
 FUNCTION_COLOURS = (
     "#4C78A8", "#F58518", "#E45756", "#72B7B2", "#54A24B",
@@ -19,7 +21,7 @@ FUNCTION_COLOURS = (
 )  # fmt: skip
 
 
-def recording_timeline(recording: Any) -> go.Figure:
+def recording_timeline(recording: Recording) -> go.Figure:
     """Each compile as a bar over the program's wall time, as long as its compile
     (trace + lower + XLA), one row and one colour per function."""
     fig = go.Figure()
@@ -47,8 +49,8 @@ def recording_timeline(recording: Any) -> go.Figure:
     return layout(fig, "Compiles over the program's run", height=max(180, 44 + 34 * len(names)))
 
 
-def job_timeline(view: Any) -> go.Figure:
-    """A multi-process job (`viz.recorder.job.JobView`) on one clock: a row per process,
+def job_timeline(view: JobView) -> go.Figure:
+    """A multi-process job (`viz.recorder.display.job.JobView`) on one clock: a row per process,
     its life as a thin grey bar, each compile as a bar coloured by function, the points
     where the processes parted as diamonds, and an ✕ where a process ended early."""
     fig = go.Figure()
@@ -74,7 +76,7 @@ def job_timeline(view: Any) -> go.Figure:
     return fig
 
 
-def _job_compiles(fig: go.Figure, view: Any, rows: dict[int, str]) -> None:
+def _job_compiles(fig: go.Figure, view: JobView, rows: dict[int, str]) -> None:
     """The compiles as bars, one trace (and colour) per function across all processes."""
     bars: dict[str, list[tuple[str, float, float, list[Any]]]] = {}
     for member in view.members:
@@ -99,7 +101,7 @@ def _job_compiles(fig: go.Figure, view: Any, rows: dict[int, str]) -> None:
         )
 
 
-def _job_marks(fig: go.Figure, view: Any, rows: dict[int, str]) -> None:
+def _job_marks(fig: go.Figure, view: JobView, rows: dict[int, str]) -> None:
     parts = [(site, d) for d in view.divergences for site in d.call_sites if site.t_s is not None]
     if parts:
         fig.add_scatter(
@@ -126,7 +128,7 @@ def _job_marks(fig: go.Figure, view: Any, rows: dict[int, str]) -> None:
         )
 
 
-def call_tree_chart(nodes: list[Any]) -> go.Figure:
+def call_tree_chart(nodes: list[TreeNode]) -> go.Figure:
     """The call-site trie as an icicle: each code path sized by the compile time under it."""
     fig = go.Figure(
         go.Icicle(
@@ -148,66 +150,3 @@ def call_tree_chart(nodes: list[Any]) -> go.Figure:
         "Where compiles came from (call sites, outermost first)",
         height=min(120 + 70 * depth, 640),
     )
-
-
-def compile_spans_chart(profile: Any, max_depth: int = 6) -> go.Figure:
-    """XLA's spans of one compile as an icicle under the compile (`compile_profile.xla`),
-    each sized by its seconds. Spans on worker threads run side by side, so a parent's
-    children can add up to more than it: they are drawn shrunk to fit (the hover
-    gives their real seconds and share of the compile); blank space is time no span
-    covers."""
-    compile_s = profile.compile_s or sum(s.seconds for s in profile.top_spans) or 1.0
-    root = "compile"
-    ids, parents, labels, values, data = (
-        [root],
-        [""],
-        ["compile"],
-        [compile_s],
-        [[units.seconds(compile_s), "100%", 1, units.seconds(None)]],
-    )
-    heat = [0.0]  # each span's share of the compile: the colour
-    below: dict[tuple[str, ...], float] = {}  # seconds of each path's children, summed
-    for span in profile.xla:
-        key = tuple(span.path[:-1])
-        below[key] = below.get(key, 0.0) + span.seconds
-    shown = {(): (root, compile_s / max(below.get((), 0.0), compile_s))}
-    for span in profile.xla:  # parents come before their children
-        parent = shown.get(tuple(span.path[:-1]))
-        if parent is None:
-            continue
-        parent_id, scale = parent
-        ident = f"{parent_id}/{span.name}"
-        ids.append(ident)
-        parents.append(parent_id)
-        labels.append(span.name)
-        values.append(span.seconds * scale * (1 - 1e-9))
-        heat.append(min(span.seconds / compile_s, 1.0))
-        data.append(
-            [
-                units.seconds(span.seconds),
-                f"{span.seconds / compile_s:.0%}",
-                span.count,
-                units.seconds(span.self_seconds),
-            ]
-        )
-        kids = below.get(tuple(span.path), 0.0)
-        shown[tuple(span.path)] = (ident, scale * min(1.0, span.seconds / kids) if kids else scale)
-    fig = go.Figure(
-        go.Icicle(
-            ids=ids,
-            parents=parents,
-            labels=labels,
-            values=values,
-            branchvalues="total",
-            customdata=data,
-            hovertemplate="%{label}<br>%{customdata[0]}, %{customdata[1]} of the compile"
-            "<br>%{customdata[2]} span(s), %{customdata[3]} in none of its children"
-            "<extra></extra>",
-            texttemplate="%{label}<br>%{customdata[0]} · %{customdata[1]}",
-            tiling={"orientation": "v"},
-            maxdepth=max_depth,
-            marker={"colors": heat, "colorscale": "YlOrRd", "cmin": 0.0, "cmax": 1.0},
-        )
-    )
-    title = "XLA's compile, span by span: colour = share of the compile (click a box to zoom)"
-    return layout(fig, title, height=520)

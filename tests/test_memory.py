@@ -1,0 +1,413 @@
+"""The memory profile (issue #54): the bytes live along the schedule, the peak and the
+buffers that fill it, checked against XLA's own live ranges and against the process's
+measured high-water mark; donation, jax.checkpoint, the memory check before a run, and
+the profile's words in the CLI, the diff and the recordings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+from conftest import TESTED_JAX
+
+from viz import analyze
+from viz.diff import diff_reports
+from viz.memory.display import fit_text, peak_line
+from viz.memory.live import flatten, live_ranges
+from viz.memory.profile import OTHER
+from viz.memory.schema import parse
+from viz.memory.xla import read_assignment, read_module
+from viz.report import Report
+from viz.settings import Settings
+from viz.worker import Worker, protocol
+
+# XLA's exact figures for these programs: another jax's XLA fuses and schedules otherwise
+XLA_FIGURES = pytest.mark.skipif(
+    jax.__version__ != TESTED_JAX, reason=f"XLA's figures here are jax {TESTED_JAX}'s"
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = Path(__file__).read_text().splitlines()
+MiB = 1 << 20
+
+
+def line_of(text: str) -> int:
+    return next(i + 1 for i, line in enumerate(SOURCE) if text in line)
+
+
+# ----------------------------------------------------------------- test programs
+
+
+def sort_then_scan(x):
+    y = jnp.sort(x * 2.0, axis=1)  # the large sorted intermediate
+    z = jnp.cumsum(y, axis=0)
+    return (z * y).sum(axis=1)
+
+
+def scaled(x, y):
+    return x * 2.0 + y
+
+
+def layer(w, x):
+    h = jnp.tanh(x @ w)
+    return jnp.sin(h @ w)
+
+
+def checkpointed(w, x):
+    block = jax.checkpoint(layer)
+    return block(w, block(w, x)).sum()
+
+
+def training_step(w, x):
+    return jax.grad(checkpointed)(w, x)
+
+
+def loop(x):
+    def body(i, carry):
+        return jnp.sin(carry) * 0.5 + i
+
+    return jax.lax.fori_loop(0, 4, body, x)
+
+
+def scan_and_cond(ws, x, flag):
+    def body(c, w):
+        c = jnp.tanh(c @ w)
+        return c, c.sum()
+
+    out, sums = jax.lax.scan(body, x, ws)
+    return jax.lax.cond(flag, lambda o: o.T, lambda o: o * 2.0, out), sums
+
+
+@pytest.fixture(scope="module")
+def sorted_report() -> Report:
+    return analyze(sort_then_scan, "f32[2048,8192]", runs=0)
+
+
+# --------------------------------------------------------------- the schema
+
+
+def test_the_schema_reads_the_fields_it_declares_and_skips_the_rest():
+    record = bytes([0x08, 0x07, 0x10, 0x40])  # id 7, size 64
+    record += bytes([0x1A, 0x05, 0x1A, 0x01, 0x01, 0x20, 0x03])  # at{index [1], instruction 3}
+    record += bytes([0x20, 0x05])  # color 5: a field XLA writes that the schema leaves out
+    buffer = parse("Buffer", record)
+    assert (buffer.id, buffer.size, buffer.at.instruction, list(buffer.at.index)) == (7, 64, 3, [1])
+
+
+# ------------------------------------------------ live ranges: XLA's own, exactly
+
+
+def _dumped_live_ranges(folder: Path) -> tuple[list[str], dict[tuple[str, str], tuple[int, int]]]:
+    """XLA's `*-live-range.txt`: the flattened sequence and each buffer's range."""
+    found = list(folder.glob("*-live-range.txt"))
+    if not found:
+        pytest.skip(f"this jax's XLA ({jax.__version__}) dumps no live-range file")
+    (path,) = found
+    sequence, ranges, part = [], {}, None
+    for line in path.read_text().splitlines():
+        text = line.strip()
+        if text in ("InstructionSequence:", "BufferLiveRange:"):
+            part = text
+        elif text.startswith("Live ranges at"):
+            break
+        elif part == "InstructionSequence:":
+            sequence.append(text.split(":", 1)[1])
+        elif part == "BufferLiveRange:":
+            name, index, start, end = re.fullmatch(r"(.*?)(\{[\d,]*\}):(\d+)-(\d+)", text).groups()
+            ranges[(name, index)] = (int(start), int(end))
+    return sequence, ranges
+
+
+S = jax.ShapeDtypeStruct
+F32 = jnp.float32
+PROGRAMS = {
+    "sort": (jax.jit(sort_then_scan), (S((256, 512), F32),)),
+    "loop": (jax.jit(loop), (S((128, 128), F32),)),
+    "scan and cond": (
+        jax.jit(scan_and_cond),
+        (S((4, 64, 64), F32), S((64, 64), F32), S((), jnp.bool_)),
+    ),
+    "donated": (jax.jit(scaled, donate_argnums=0), (S((256, 256), F32), S((256, 256), F32))),
+    "checkpoint's gradient": (jax.jit(training_step), (S((64, 64), F32), S((32, 64), F32))),
+}
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_each_buffers_live_range_is_xlas_own(name, tmp_path):
+    jitted, args = PROGRAMS[name]
+    compiled = jitted.lower(*args).compile(
+        compiler_options={"xla_dump_to": str(tmp_path), "xla_dump_hlo_as_text": True}
+    )
+    executable = compiled.runtime_executable()
+    module = read_module(executable.hlo_modules()[0].as_serialized_hlo_module_proto())
+    assignment = read_assignment(compiled.memory_analysis().serialized_buffer_assignment_proto)
+    schedule = flatten(module)
+    ranges = live_ranges(module, assignment, schedule)
+    ours = {}
+    for bid, (start, end) in ranges.items():
+        buffer = assignment.buffers[bid]
+        index = "{" + ",".join(map(str, buffer.index)) + "}"
+        ours[(module.instructions[buffer.instruction].name, index)] = (start, end)
+    sequence, theirs = _dumped_live_ranges(tmp_path)
+    assert [module.instructions[i].name for i in schedule.order] == sequence
+    assert ours == theirs
+
+
+# ------------------------------------------------------------------- the profile
+
+
+def test_the_sorted_intermediate_is_among_the_largest_buffers_with_its_shape_and_line(
+    sorted_report,
+):
+    memory = sorted_report.memory
+    top = memory.at_peak[:4]
+    (sort,) = [r for r in top if r.op == "sort"]
+    assert (sort.dtype, sort.shape, sort.bytes) == ("f32", [2048, 8192], 64 * MiB)
+    assert sort.where == f"{__file__}:{line_of('the large sorted intermediate')}"
+    assert sort.kind == "temporary" and sort.live[0] < memory.peak_at.position <= sort.live[1]
+
+
+def test_the_timelines_largest_value_is_the_peak_and_the_rows_add_up_to_it(sorted_report):
+    memory = sorted_report.memory
+    assert max(p.bytes for p in memory.timeline) == memory.peak_bytes
+    assert memory.timeline[memory.peak_at.position].bytes == memory.peak_bytes
+    assert sum(r.bytes for r in memory.at_peak) == memory.peak_bytes
+    assert sum(memory.by_kind_at_peak.values()) == memory.peak_bytes
+    for point in memory.timeline:
+        assert point.bytes == point.parameter + point.output + point.temporary + point.constant
+    sizes = [r.bytes for r in memory.at_peak if r.instruction != OTHER]
+    assert sizes == sorted(sizes, reverse=True)
+
+
+def test_xlas_own_peak_leaves_the_temporaries_out_and_ours_counts_them(sorted_report):
+    m = sorted_report.memory
+    assert m.xla_peak_bytes < m.argument_bytes + m.temp_bytes  # XLA's: arguments and outputs
+    # every temporary is live at once here (the output, 8 KiB, is made one step later):
+    # the peak is the argument and XLA's one block of temporaries, and a 4-byte constant
+    assert m.peak_bytes == m.argument_bytes + m.temp_bytes + 4
+    assert m.by_kind_at_peak["parameter"] == m.argument_bytes
+
+
+def test_donation_lowers_the_peak():
+    spec = "f32[2048,2048], f32[2048,2048]"
+    kept, donated = (analyze(scaled, spec, runs=0, donate=d) for d in ((), ("x",)))
+    assert kept.memory.peak_bytes == 3 * 16 * MiB  # x, y and the output
+    assert donated.memory.peak_bytes == 2 * 16 * MiB  # the output written over x
+    diff = diff_reports(kept, donated)
+    assert diff.peak.said.startswith("donation saved 16.0 MiB at the peak")
+
+
+def test_checkpointed_residuals_are_listed_with_their_lines():
+    report = analyze(checkpointed, "f32[256,256], f32[128,256]", runs=0)
+    residuals = report.memory.residuals
+    sources = [r.source for r in residuals]
+    assert "from the argument w" in sources and "from the argument x" in sources
+    (saved,) = [r for r in residuals if r.source == "output of sin"]
+    assert (saved.dtype, saved.shape, saved.bytes) == ("f32", [128, 256], 128 * 256 * 4)
+    assert saved.where == f"{__file__}:{line_of('return jnp.sin(h @ w)')}"
+
+
+def test_a_step_that_takes_its_own_gradient_names_the_recomputed_kernels():
+    report = analyze(training_step, "f32[256,256], f32[128,256]", runs=0)
+    memory = report.memory
+    assert memory.residuals == [] and "Analyze the function under jax.grad" in memory.residuals_note
+    assert memory.recomputed, "no kernel marked as recomputed under jax.checkpoint"
+    assert not report.warnings
+
+
+def test_a_function_without_checkpoint_lists_no_residuals(sorted_report):
+    assert sorted_report.memory.residuals == [] and not sorted_report.memory.residuals_note
+
+
+# ---------------------------------------------------------- the truth: measured
+
+
+MEASURE = """
+import gc, json, sys
+import jax, jax.numpy as jnp
+sys.path.insert(0, {root!r})
+sys.path.insert(0, {tests!r})
+from test_memory import {name} as fn
+from viz import analyze
+from viz.spec import concrete_args, parse_spec
+
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+
+
+report = analyze(fn, {spec!r}, runs=0)
+args = concrete_args(parse_spec({spec!r}, {{}}), 0)
+compiled = jax.jit(fn).lower(*args).compile()
+jax.block_until_ready(compiled(*args))  # the runtime's one-time allocations first
+gc.collect()
+with open("/proc/self/clear_refs", "w") as reset:
+    reset.write("5")  # the high-water mark back to what is resident now
+before = status("VmRSS")
+out = jax.block_until_ready(compiled(*args))
+grown = status("VmHWM") - before
+m = report.memory
+print(json.dumps({{"grown": grown, "peak": m.peak_bytes, "arguments": m.argument_bytes}}))
+"""
+
+
+def concatenated_sort(x, y):
+    return jnp.sort(jnp.concatenate([x, y], axis=0) ** 2, axis=0)[::2]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="Linux /proc only")
+@pytest.mark.parametrize(
+    ("name", "spec"),
+    [("sort_then_scan", "f32[2048,8192]"), ("concatenated_sort", "f32[4096,2048], f32[4096,2048]")],
+)
+def test_the_peak_less_the_arguments_is_what_one_call_grows_the_process_by(name, spec):
+    script = MEASURE.format(root=str(ROOT), tests=str(ROOT / "tests"), name=name, spec=spec)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=240, check=True
+    )
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    needed = found["peak"] - found["arguments"]
+    assert found["grown"] > 64 * MiB  # the call allocates: the measurement means something
+    assert needed == pytest.approx(found["grown"], rel=0.15), found
+
+
+# ----------------------------------------------------- before a run: the memory check
+
+
+FAT = textwrap.dedent(
+    """
+    import jax.numpy as jnp
+
+
+    def f(x):
+        y = jnp.sort(x * 2.0, axis=1)
+        return (jnp.cumsum(y, axis=0) * y).sum(axis=1)
+    """
+)
+
+
+@pytest.fixture
+def small_worker():
+    worker = Worker("cpu", timeout_s=120, memory_limit_bytes=1 << 30)
+    yield worker
+    worker.close()
+
+
+@XLA_FIGURES
+@pytest.mark.slow  # a worker of its own
+def test_a_peak_over_the_workers_limit_is_refused_before_running_naming_its_buffers(
+    small_worker,
+):
+    settings = Settings(code=FAT, function="f", args="f32[8192,16384]")  # 512 MiB in
+    reply = small_worker.ask(protocol.Analyze(settings, runs=3))
+    error = reply.report.error
+    assert error is not None and error.kind == "memory" and error.stage == "run"
+    assert error.message.startswith("Running needs 2.0 GiB at its peak: the sort at line 6")
+    assert "f32[8192,16384] 512.0 MiB" in error.message
+    assert "the worker's limit is 1.0 GiB" in error.message
+    assert reply.report.timings.runs == 0  # nothing ran
+    assert small_worker.alive()
+    ok = small_worker.ask(protocol.Analyze(Settings(code=FAT, function="f", args="f32[64,64]")))
+    assert ok.report.ok and small_worker.alive()
+
+
+@XLA_FIGURES
+def test_a_compile_only_analysis_says_whether_a_run_would_fit():
+    report = analyze(sort_then_scan, "f32[2048,8192]", runs=0, memory_limit_bytes=128 * MiB)
+    said = fit_text(report.memory, report.source_file)
+    assert report.ok and report.memory.limit_of == "the worker's limit"
+    assert said.startswith(
+        f"Running needs 260.3 MiB at its peak: the sort at line {line_of('the large sorted')}"
+    )
+    assert said.endswith("the worker's limit is 128.0 MiB: it does not fit.")
+
+
+# ------------------------------------------------------------- where a report goes
+
+
+@XLA_FIGURES
+def test_the_cli_line_names_the_peak_and_its_buffers(sorted_report):
+    line = peak_line(sorted_report.memory, sorted_report.source_file)
+    assert re.match(r"peak 260\.3 MiB at \S+ .*: f32\[2048,8192\] 64\.0 MiB", line), line
+    assert "(x)" in line or "…" in line
+    assert line.endswith("XLA's peak_memory_in_bytes 64.0 MiB")
+
+
+def test_the_report_json_carries_the_profile_and_reads_back(sorted_report):
+    data = json.loads(json.dumps(sorted_report.public_dict()))
+    memory = data["memory"]
+    for key in ("peak_bytes", "peak_at", "timeline", "at_peak", "by_kind_at_peak"):
+        assert memory[key], key
+    assert set(memory["peak_at"]) >= {"position", "instruction", "op", "where"}
+    assert set(memory["at_peak"][0]) >= {
+        *("instruction", "op", "shape", "dtype", "bytes", "kind", "where", "live"),
+    }
+    assert set(memory["timeline"][0]) >= {"position", "bytes"}
+    back = Report.from_dict(data).memory
+    assert back.at_peak == sorted_report.memory.at_peak and back.peak_at.position >= 0
+
+
+def test_the_history_keeps_the_peak(sorted_report):
+    from viz.diff import numbers
+
+    kept = numbers(sorted_report)["memory"]
+    assert kept["peak_bytes"] == sorted_report.memory.peak_bytes
+    assert "timeline" not in kept and "limit_bytes" not in kept
+
+
+@pytest.mark.slow  # a recorded program of its own
+def test_a_recording_keeps_each_compiles_peak_and_the_largest(tmp_path):
+    program = tmp_path / "prog.py"
+    program.write_text(
+        textwrap.dedent(
+            """
+            import jax, jax.numpy as jnp
+
+            @jax.jit
+            def big(x):
+                return jnp.sort(x * 2, axis=1).sum()
+
+            @jax.jit
+            def small(x):
+                return x + 1
+
+            big(jnp.ones((512, 1024)))
+            small(jnp.ones(8))
+            """
+        )
+    )
+    out = tmp_path / "rec.json"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "viz",
+            "record",
+            "--json",
+            str(out),
+            "--no-history",
+            "--",
+            str(program),
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=240,
+    )
+    recording = json.loads(out.read_text())
+    peaks = {c["function"]: c["peak_bytes"] for c in recording["compiles"]}
+    assert peaks["big"] >= 2 * 512 * 1024 * 4  # its argument and its sorted copy
+    assert 0 < peaks["small"] < 1024
+    assert recording["summary"]["largest_peak"]["function"] == "big"
+    assert {f["name"]: f["peak_bytes"] for f in recording["functions"]} == peaks

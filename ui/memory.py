@@ -1,0 +1,242 @@
+"""Explore's Memory tab (issue #54): where the bytes go. The bytes live along the
+program XLA scheduled, the peak and the buffers that fill it (a row opens its kernel
+in the fusion map), whether a run fits, and what would lower the peak: donation, the
+schedule that favours memory, and what jax.checkpoint saves and recomputes.
+Layout only: the numbers come from the report's `memory` (`viz.memory`), the chart
+from `viz.charts`, the words from `viz.memory.display`. Nothing here imports jax.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ui.fusion import show_in_map_button
+from ui.results import Result
+from ui.tables import table
+from viz import charts
+from viz.memory.display import (
+    buffer_rows,
+    fit_text,
+    kinds_text,
+    residual_rows,
+    where_text,
+)
+from viz.memory.profile import OTHER
+from viz.options import MEMORY_SCHEDULE
+from viz.report import Report
+from viz.units import nbytes
+from viz.variants import options_text
+
+TAB = "Memory"
+XLA_TOTALS = (
+    ("arguments", "argument_bytes"),
+    ("outputs", "output_bytes"),
+    ("temporaries", "temp_bytes"),
+    ("generated code", "generated_code_bytes"),
+)
+
+
+def panel(res: Result, index: int) -> None:
+    r = res.report
+    memory = r.memory
+    if memory is None:
+        st.info("No memory figures: the function did not compile.")
+        return
+    st.caption(
+        f"XLA's figures for this compile on **{r.device}**: its buffer assignment and the "
+        "order it scheduled the program in. Another device schedules and fuses "
+        "otherwise (a GPU's peak is not the CPU's)."
+    )
+    if memory.peak_bytes is None:
+        st.info("XLA gave no buffer assignment for this executable: its totals only.")
+    else:
+        metrics(r)
+        fits(r)
+        st.plotly_chart(
+            charts.memory_timeline(r, r.source_file), width="stretch", key=f"mem_chart_{index}"
+        )
+        at_peak(res, index)
+        lower_it(r)
+    totals(r)
+
+
+def metrics(r: Report) -> None:
+    memory = r.memory
+    assert memory is not None
+    m = st.columns(4)
+    m[0].metric(
+        "peak",
+        nbytes(memory.peak_bytes),
+        help="the most bytes live at one step of the schedule: arguments, outputs, "
+        "temporaries and constants, each slot counted once",
+    )
+    m[1].metric(
+        "XLA's peak_memory_in_bytes",
+        nbytes(memory.xla_peak_bytes),
+        help="memory_analysis().peak_memory_in_bytes: on CPU it counts the arguments and "
+        "outputs, not the temporaries",
+    )
+    m[2].metric(
+        "temporaries (one block)",
+        nbytes(memory.temp_bytes),
+        help="XLA packs the temporaries into one block of this size for the whole call",
+    )
+    m[3].metric(
+        memory.limit_of.capitalize() or "limit",
+        nbytes(memory.limit_bytes),
+        help="what a run must fit in: the device's bytes_limit where it reports one, "
+        "else the worker's memory limit",
+    )
+    st.caption("At the peak: " + kinds_text(memory))
+
+
+def fits(r: Report) -> None:
+    """Whether a run fits, with what fills the peak: the same words as the `memory`
+    error a run too big gets, before anything runs."""
+    memory = r.memory
+    assert memory is not None
+    said = fit_text(memory, r.source_file)
+    if said is None:
+        return
+    too_big = memory.limit_bytes is not None and (memory.peak_bytes or 0) > memory.limit_bytes
+    if too_big:
+        st.error(said, icon=":material/memory:")
+    else:
+        st.success(said, icon=":material/memory:")
+    if memory.library_kernels:
+        st.caption(
+            f"{len(memory.library_kernels)} kernel(s) run in a library (YNNPACK on CPU: "
+            f"{', '.join(memory.library_kernels[:4])}"
+            + ("…" if len(memory.library_kernels) > 4 else "")
+            + "), which allocates their intermediates itself: XLA does not assign them, "
+            "so they are not in these figures."
+        )
+
+
+def at_peak(res: Result, index: int) -> None:
+    r = res.report
+    memory = r.memory
+    assert memory is not None and memory.peak_at is not None
+    at = memory.peak_at
+    line = where_text(at.where, r.source_file)
+    st.markdown(
+        f"#### Live at the peak · step {at.position}, `{at.instruction}`"
+        + (f" ({line})" if line else "")
+    )
+    rows = memory.at_peak
+    picked = table(
+        buffer_rows(rows, r.source_file),
+        height=min(38 + 35 * len(rows), 460),
+        on_select="rerun",
+        selection_mode="single-row",
+        key=f"mem_rows_{index}",
+        column_config={
+            "live": st.column_config.TextColumn(help="steps of the schedule, first to last"),
+        },
+    )
+    chosen = picked.selection.rows if picked else []
+    if not chosen:
+        st.caption("Pick a row to open the kernel that made it in the fusion map.")
+        return
+    row = rows[chosen[0]]
+    kernel = row.instruction
+    if row.instruction == OTHER or not any(e.kernel == kernel for e in r.fusion_map):
+        st.caption(f"`{kernel}` is not a kernel of the fusion map (an argument or a constant).")
+        return
+    # the Fusion tab lights the kernel's lines in the code beside the map
+    show_in_map_button(r.fusion_map, kernel, index, key=f"mem_fusion_{index}")
+
+
+def lower_it(r: Report) -> None:
+    """What would lower the peak: donation, the memory-first schedule, jax.checkpoint."""
+    memory = r.memory
+    assert memory is not None
+    st.markdown("#### What would lower it")
+    arguments = memory.by_kind_at_peak.get("parameter", 0)
+    if r.donate:
+        saved = memory.alias_bytes or 0
+        st.markdown(
+            f"- **Donation**: {', '.join(f'`{d}`' for d in r.donate)} donated; XLA writes "
+            f"{nbytes(saved)} of outputs into their buffers (the chart marks where their "
+            "bytes stop counting as arguments)."
+        )
+    elif arguments:
+        st.markdown(
+            f"- **Donation**: the arguments hold {nbytes(arguments)} at the peak and live "
+            "to the end of the program. Donated, their buffers are freed or reused once "
+            "read: the Quick variant **Donate the arrays** compiles it so and shows the "
+            "two peaks in the diff."
+        )
+    if r.device.startswith("cpu"):
+        st.markdown(
+            f"- **Schedule**: the Quick variant **Memory-first schedule** compiles again "
+            f"with {options_text(MEMORY_SCHEDULE)} (XLA's CPU scheduler that keeps fewer "
+            "buffers live) and shows both peaks in the diff."
+        )
+    checkpoint(r)
+    donation_panel(r)
+
+
+def checkpoint(r: Report) -> None:
+    """What jax.checkpoint saves for the backward pass, and which kernels it recomputes."""
+    memory = r.memory
+    assert memory is not None
+    if memory.residuals:
+        total = sum(x.bytes for x in memory.residuals)
+        st.markdown(
+            f"- **jax.checkpoint** saves {len(memory.residuals)} residual(s), "
+            f"{nbytes(total)}, for the backward pass (`print_saved_residuals`):"
+        )
+        table(residual_rows(memory.residuals, r.source_file))
+    elif memory.residuals_note:
+        st.markdown(f"- **jax.checkpoint**: {memory.residuals_note}")
+    if memory.recomputed:
+        shown = ", ".join(f"`{k}`" for k in memory.recomputed[:8])
+        more = f" and {len(memory.recomputed) - 8} more" if len(memory.recomputed) > 8 else ""
+        st.markdown(
+            f"- **Recomputed**: {len(memory.recomputed)} kernel(s) recompute what "
+            f"jax.checkpoint did not save ({shown}{more}); the table marks their buffers."
+        )
+
+
+def donation_panel(report: Report) -> None:
+    """Which donated leaves XLA reused for an output (and why not), JAX's warnings, and
+    the program's memory with and without the reuse (memory_analysis: no recompile)."""
+    donation = report.donation
+    if not donation:
+        return
+    st.markdown("**Donation** · a donated input's buffer may become an output's")
+    rows = [
+        {
+            "argument": a.name,
+            "donated": a.donated,
+            "aliased output": None if a.aliased_output is None else f"#{a.aliased_output}",
+            "not reused because": a.reason,
+        }
+        for a in donation.args
+    ]
+    table(rows)
+    for warning in donation.warnings:
+        st.warning(f"JAX: {warning}", icon=":material/warning:")
+    without = report.memory_total_bytes or 0
+    alias = (report.memory.alias_bytes if report.memory else None) or 0
+    m = st.columns(3)
+    m[0].metric(
+        "memory without donation",
+        nbytes(without),
+        help="arguments + outputs + temporaries, as if no buffer were reused",
+    )
+    m[1].metric(
+        "with donation",
+        nbytes(without - alias),
+        delta=f"-{nbytes(alias)}" if alias else None,
+        delta_color="inverse",
+        help="minus XLA's alias bytes: outputs written into donated inputs",
+    )
+    m[2].metric("reused in place", nbytes(alias), help="memory_analysis: alias_size_in_bytes")
+
+
+def totals(r: Report) -> None:
+    st.markdown("#### XLA's totals · `compiled.memory_analysis()`")
+    for col, (label, name) in zip(st.columns(4), XLA_TOTALS, strict=True):
+        col.metric(label, nbytes(getattr(r.memory, name) if r.memory else None))

@@ -1,0 +1,134 @@
+"""The memory profile as people read it: the CLI's line, the Memory tab's sentences
+and table rows, the same words in the app, the notebook, the diff and the HTML
+export. They only format a report's `memory`: every number comes from it. No jax.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from viz.compile_profile.advice import place
+from viz.memory.model import PeakBuffer, Residual
+from viz.memory.profile import OTHER, MemoryProfile
+from viz.memory.xla import PARAMETER
+from viz.report import Memory
+from viz.units import nbytes
+
+ON_LINE = 3  # buffers the one-line summary names
+FILLERS = 3  # the buffers a sentence about the peak names
+
+KIND_LABELS = {
+    "parameter": "arguments",
+    "output": "outputs",
+    "temporary": "temporaries",
+    "constant": "constants",
+}
+
+
+def where_text(where: str, source_file: str | None) -> str:
+    """`line 12` in the user's own file, else `file.py:12`; '' where XLA names none."""
+    return place(where, source_file) if where else ""
+
+
+def peak_line(memory: Memory, source_file: str | None = None) -> str | None:
+    """`peak 217 MiB at sort (line 12): f32[2048,8192] 64 MiB, …` (None: no profile)."""
+    if memory.peak_bytes is None or memory.peak_at is None:
+        return None
+    at = memory.peak_at
+    line = where_text(at.where, source_file)
+    head = f"peak {nbytes(memory.peak_bytes)} at {at.instruction}" + (f" ({line})" if line else "")
+    rows = [r for r in memory.at_peak if r.instruction != OTHER][:ON_LINE]
+    buffers = [f"{r.type} {nbytes(r.bytes)}{_named(r, source_file)}" for r in rows]
+    more = ", …" if len(memory.at_peak) > len(rows) else ""
+    xla = f" · XLA's peak_memory_in_bytes {nbytes(memory.xla_peak_bytes)}"
+    return f"{head}: {', '.join(buffers)}{more}{xla if memory.xla_peak_bytes else ''}"
+
+
+def _named(row: PeakBuffer, source_file: str | None) -> str:
+    """` (params['w'])` for an argument, ` (line 12)` for what a line made, else ''."""
+    name = row.argument or where_text(row.where, source_file)
+    return f" ({name})" if name else ""
+
+
+def fit_text(memory: Memory, source_file: str | None = None) -> str | None:
+    """Whether a run fits, in one sentence: `Running needs 98.5 GiB at its peak: the
+    sort at line 12, f32[…] 32 GiB, …; the worker's limit is 11.8 GiB.`"""
+    if memory.peak_bytes is None:
+        return None
+    needs = f"Running needs {nbytes(memory.peak_bytes)} at its peak"
+    if memory.at_peak:
+        needs += f": {peak_fillers(memory, source_file)}"
+    if memory.limit_bytes is None:
+        return needs + "."
+    verdict = "it does not fit" if memory.peak_bytes > memory.limit_bytes else "it fits"
+    return f"{needs}; {memory.limit_of or 'the limit'} is {nbytes(memory.limit_bytes)}: {verdict}."
+
+
+def buffer_rows(buffers: list[PeakBuffer], source_file: str | None) -> list[dict[str, Any]]:
+    """The buffers live at the peak, one table row each (largest first, as given; sizes
+    in binary units, as every size jitscope shows)."""
+    return [
+        {
+            "bytes": nbytes(r.bytes),
+            "type": r.type or f"{r.buffers} buffers",
+            "kind": r.kind,
+            "made by": describe_made_by(r),
+            "line": where_text(r.where, source_file),
+            "live": f"{r.live[0]}–{r.live[1]}" if r.live else "",
+            "recomputed": "yes" if r.recomputed else "",
+        }
+        for r in buffers
+    ]
+
+
+def describe_made_by(row: PeakBuffer) -> str:
+    """The instruction (the kernel, for a fusion) that defines the buffer."""
+    if row.instruction == OTHER:
+        return f"{row.buffers} smaller buffers"
+    if row.argument:
+        return f"argument {row.argument}"
+    index = f" {{{','.join(map(str, row.index))}}}" if row.index else ""
+    return f"{row.instruction}{index} ({row.op})" if row.op else row.instruction
+
+
+def residual_rows(residuals: list[Residual], source_file: str | None) -> list[dict[str, Any]]:
+    """`print_saved_residuals`' lines as rows: type, bytes, what saved it, the line."""
+    return [
+        {
+            "type": f"{r.dtype}[{','.join(map(str, r.shape))}]",
+            "bytes": nbytes(r.bytes),
+            "saved": r.source,
+            "line": where_text(r.where, source_file),
+        }
+        for r in residuals
+    ]
+
+
+def kinds_text(memory: Memory) -> str:
+    """`temporaries 196 MiB · arguments 64 MiB` at the peak, largest first."""
+    found = sorted(memory.by_kind_at_peak.items(), key=lambda kv: -kv[1])
+    return " · ".join(f"{KIND_LABELS.get(k, k)} {nbytes(v)}" for k, v in found if v)
+
+
+def peak_fillers(profile: MemoryProfile | Memory, source_file: str | None = None) -> str:
+    """The largest buffers at the peak, in words: `the sort at line 12,
+    f32[1048576,8192] 32 GiB, the argument x, f32[…] 4 GiB, …`."""
+    rows = [r for r in profile.at_peak if r.instruction != OTHER]
+    said = [describe(r, source_file) for r in rows[:FILLERS]]
+    if len(profile.at_peak) > len(said):
+        said.append("…")
+    return ", ".join(said)
+
+
+def describe(row: PeakBuffer, source_file: str | None = None) -> str:
+    """One buffer in words: what made it, where, its type and bytes."""
+    if row.instruction == OTHER:
+        return f"{row.buffers} smaller buffers {nbytes(row.bytes)}"
+    if row.kind == PARAMETER:
+        what = f"the argument {row.argument or row.instruction}"
+    elif row.instruction.startswith(row.op):
+        what = f"the {row.op}"
+    else:
+        what = f"the {row.op} {row.instruction}"
+    at = f" at {where_text(row.where, source_file)}" if row.where else ""
+    return f"{what}{at}, {row.type} {nbytes(row.bytes)}"

@@ -1,0 +1,80 @@
+"""The memory profile's plain data: the report's `memory` fields beyond XLA's totals.
+
+    peak_bytes, peak_at{position, instruction, op, where},
+    timeline[{position, bytes, parameter, output, temporary, constant, instruction}],
+    at_peak[{instruction, op, shape, dtype, bytes, kind, where, live[from, to], ...}],
+    by_kind_at_peak{parameter, output, temporary, constant}, xla_peak_bytes
+
+A position is a step of the schedule XLA runs the program in (`viz.memory.live`); the
+bytes at a position are those of every buffer live there (read and written by that
+step included), each slot counted once where XLA placed two buffers in it (an output
+written over its operand). A buffer's `kind`: an argument (`parameter`), an `output`
+(what the program hands back, in its own slot or written over a donated argument), a
+`temporary` (anything else XLA allocates, in whatever slot it placed it), or a
+`constant`. `where` is the
+user's line (`model.py:12`) from the instruction's metadata. No jax.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from viz.plain import Plain
+
+
+@dataclass
+class PeakAt(Plain):
+    """The step of the schedule where the most bytes are live."""
+
+    position: int  # its place in the schedule, 0 first
+    instruction: str  # the instruction that runs there
+    op: str  # its HLO opcode
+    where: str = ""  # its line in the user's code (path:line), '' where XLA names none
+
+
+@dataclass
+class TimelinePoint(Plain):
+    """The bytes live at one step of the schedule, and their split by kind."""
+
+    position: int  # the step, 0 first
+    bytes: int  # live there, all kinds
+    parameter: int = 0  # the arguments' buffers
+    output: int = 0  # the outputs' (once made)
+    temporary: int = 0  # XLA's temporaries
+    constant: int = 0  # constants XLA keeps in buffers
+    instruction: str = ""  # the step's instruction ('' past the last: the outputs handed back)
+
+
+@dataclass
+class PeakBuffer(Plain):
+    """A buffer live at the peak (or the row `other`: the small ones, merged)."""
+
+    instruction: str  # the instruction that defines it (the kernel, for a fusion)
+    op: str  # its HLO opcode: fusion, sort, dot, parameter, ...
+    shape: list[int]  # its dimensions
+    dtype: str  # f32, bf16, … ('tuple' for a tuple's table of pointers)
+    bytes: int  # that it alone holds at the peak
+    kind: str  # parameter | output | temporary | constant (mixed: an `other` row's)
+    where: str = ""  # the line that made it (path:line), '' where XLA names none
+    live: list[int] = field(default_factory=list)  # [from, to], positions, inclusive
+    index: list[int] = field(default_factory=list)  # its place in a tuple result
+    recomputed: bool = False  # made by an op jax.checkpoint recomputes
+    buffers: int = 1  # buffers the row stands for (`other`: several)
+    argument: str = ""  # a parameter's argument as the user wrote it: params['w']
+
+    @property
+    def type(self) -> str:
+        """`f32[2048,8192]` ('' for the `other` row)."""
+        return f"{self.dtype}[{','.join(map(str, self.shape))}]" if self.dtype else ""
+
+
+@dataclass
+class Residual(Plain):
+    """A value the backward pass keeps from the forward pass (what
+    `jax.ad_checkpoint.print_saved_residuals` prints, one line a row)."""
+
+    shape: list[int]  # its dimensions
+    dtype: str  # f32, bf16, …
+    bytes: int  # its size
+    source: str  # 'output of sin', 'the argument x', 'a literal', ...
+    where: str = ""  # the line that made it, where JAX names one

@@ -1,0 +1,336 @@
+"""The memory profile of a compiled program: the bytes live along its schedule, the
+peak, and the buffers live there, from XLA's buffer assignment and scheduled module
+(`viz.memory.xla`) and each buffer's live range (`viz.memory.live`).
+
+The bytes at a step count each buffer live there once, and a slot XLA gave to two
+buffers at that step once (an elementwise kernel writing its output over the input it
+reads last, a loop's state handed from one iteration to the next): XLA places such
+buffers at the same offset. So the peak is what XLA's placement needs at that step,
+and the timeline's largest value is the peak. Measured on this machine's CPU, the
+peak minus the arguments matches the process's growth during one call (docs/performance.md,
+`tests/test_memory.py`), except for the working memory of library kernels
+(YNNPACK fusions on CPU), which XLA does not assign: they are named, not counted.
+
+Lines (`where`) and recomputation come from the compiled HLO's graph, whose nodes
+carry each instruction's source line and op_name. No jax.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from itertools import accumulate
+from typing import Any
+
+from viz.ir.model import Graph, SourceLoc
+from viz.memory.live import flatten, live_ranges
+from viz.memory.model import PeakAt, PeakBuffer, TimelinePoint
+from viz.memory.xla import (
+    KINDS,
+    OUTPUT,
+    PARAMETER,
+    TEMPORARY,
+    Assignment,
+    Buffer,
+    Module,
+    read_assignment,
+    read_module,
+)
+from viz.report import FusionEntry
+from viz.where import user_where
+
+AT_PEAK_ROWS = 12  # buffers listed one by one at the peak; the rest merge into `other`
+ROW_SHARE = 0.005  # a buffer under this share of the peak merges into `other` anyway
+OTHER = "other"
+REMAT_SCOPE = "rematted_computation"  # JAX's name scope for what jax.checkpoint recomputes
+
+
+@dataclass(frozen=True)
+class Origin:
+    """What the compiled graph says of one instruction: its line, and for an argument
+    its name as the user wrote it (params['w'])."""
+
+    where: str = ""
+    argument: str = ""
+
+
+@dataclass
+class MemoryProfile:
+    """The profile's fields of the report's `memory` section (`viz.memory.model`)."""
+
+    peak_bytes: int
+    peak_at: PeakAt
+    timeline: list[TimelinePoint]
+    at_peak: list[PeakBuffer]
+    by_kind_at_peak: dict[str, int]
+    library_kernels: list[str] = field(default_factory=list)
+    recomputed: list[str] = field(default_factory=list)
+    schedule: list[str] = field(default_factory=list)  # instruction names, in order
+
+
+def memory_profile(module_proto: bytes, assignment_proto: bytes) -> MemoryProfile:
+    """The profile of one executable, from its scheduled module's and its buffer
+    assignment's protos (no lines yet: `with_origins` adds them)."""
+    module, assignment = read_module(module_proto), read_assignment(assignment_proto)
+    schedule = flatten(module)
+    if not schedule.order:
+        raise ValueError("the executable's module has no schedule")
+    ranges = live_ranges(module, assignment, schedule)
+    kinds = {
+        bid: buffer_kind(assignment.buffers[bid], module, end == schedule.end)
+        for bid, (_, end) in ranges.items()
+    }
+    shared = _shared(ranges, assignment)
+    names = [module.instructions[i].name for i in schedule.order]
+    timeline = _timeline(ranges, kinds, shared, assignment, names)
+    peak = max(range(len(timeline)), key=lambda t: (timeline[t].bytes, -t))
+    rows = _at_peak(peak, ranges, kinds, shared.get(peak, {}), assignment, module)
+    at = module.instructions[schedule.order[min(peak, schedule.end - 1)]]
+    scheduled = [module.instructions[i] for i in schedule.order]
+    return MemoryProfile(
+        peak_bytes=timeline[peak].bytes,
+        peak_at=PeakAt(peak, at.name, at.opcode),
+        timeline=timeline,
+        at_peak=_merge_small(rows, timeline[peak].bytes),
+        by_kind_at_peak={k: getattr(timeline[peak], k) for k in KINDS},
+        library_kernels=[i.name for i in scheduled if i.library],
+        schedule=names,
+    )
+
+
+def executable_profile(executable: Any, analysis: Any = None) -> MemoryProfile:
+    """The profile of a loaded XLA executable (`Compiled.runtime_executable()`, or what
+    jit's compiling frame holds), from its memory stats (`analysis`, where already
+    asked for) and its first HLO module. ValueError where XLA gives no assignment."""
+    stats = analysis if analysis is not None else executable.get_compiled_memory_stats()
+    assignment = getattr(stats, "serialized_buffer_assignment_proto", b"")
+    modules = executable.hlo_modules()
+    if not assignment or not modules:
+        raise ValueError("XLA gives no buffer assignment for this executable")
+    return memory_profile(modules[0].as_serialized_hlo_module_proto(), assignment)
+
+
+def with_origins(profile: MemoryProfile, graph: Graph | None) -> MemoryProfile:
+    """The profile with each instruction's line, argument name and recomputation, as
+    the compiled graph tells them (unchanged without a graph)."""
+    if graph is None:
+        return profile
+    at = profile.peak_at
+    origins, recomputed = origins_of(
+        graph, {at.instruction, *(r.instruction for r in profile.at_peak)}
+    )
+
+    def placed(row: PeakBuffer) -> PeakBuffer:
+        origin = origins.get(row.instruction, Origin())
+        return replace(
+            row,
+            where=origin.where,
+            recomputed=row.instruction in recomputed,
+            argument=origin.argument if row.kind == PARAMETER else "",
+        )
+
+    return replace(
+        profile,
+        peak_at=replace(at, where=origins.get(at.instruction, Origin()).where),
+        at_peak=[placed(r) for r in profile.at_peak],
+        recomputed=[n for n in profile.schedule if n in recomputed],
+    )
+
+
+def buffer_kind(buffer: Buffer, module: Module, handed_back: bool) -> str:
+    """An argument's buffer is a `parameter`. A buffer in an output's slot, or in a
+    donated argument's, is an `output` if it lives to the end (`handed_back`), else a
+    `temporary` XLA placed there while the slot was free. Any other buffer is its
+    allocation's kind."""
+    inst = module.instructions[buffer.instruction]
+    if inst.opcode == "parameter" and inst.computation == module.entry:
+        return PARAMETER
+    if buffer.kind in (OUTPUT, PARAMETER):
+        return OUTPUT if handed_back else TEMPORARY
+    return buffer.kind
+
+
+Shared = dict[int, dict[int, int]]  # position → {buffer: its bytes another buffer holds too}
+
+
+def _shared(ranges: dict[int, list[int]], assignment: Assignment) -> Shared:
+    """Where XLA gave one slot to two buffers live at the same step (one ends as the
+    next begins, at the same offset of the same allocation): for each such step, the
+    bytes of the earlier buffer (or of a later one, among buffers starting together)
+    that overlap a buffer starting there."""
+    ends: dict[tuple[int, int], list[Buffer]] = defaultdict(list)
+    starts: dict[tuple[int, int], list[Buffer]] = defaultdict(list)
+    for bid, (start, end) in ranges.items():
+        buffer = assignment.buffers[bid]
+        starts[(buffer.allocation, start)].append(buffer)
+        if end != start:
+            ends[(buffer.allocation, end)].append(buffer)
+    shared: Shared = defaultdict(dict)
+    for key, starting in starts.items():
+        ending = ends.get(key, [])
+        if len(starting) + len(ending) < 2:
+            continue
+        held: list[tuple[int, int]] = []  # the slots of the buffers starting here, so far
+        for buffer in sorted(starting, key=lambda b: b.id):
+            _count(shared[key[1]], buffer, held)
+            held.append((buffer.offset, buffer.offset + buffer.size))
+        for buffer in ending:
+            _count(shared[key[1]], buffer, held)
+    return {t: found for t, found in shared.items() if found}
+
+
+def _count(found: dict[int, int], buffer: Buffer, held: list[tuple[int, int]]) -> None:
+    lo, hi = buffer.offset, buffer.offset + buffer.size
+    overlap = _covered(lo, hi, held)
+    if overlap:
+        found[buffer.id] = overlap
+
+
+def _covered(lo: int, hi: int, held: list[tuple[int, int]]) -> int:
+    """The bytes of [lo, hi) that the slots `held` cover."""
+    cuts = sorted((max(lo, a), min(hi, b)) for a, b in held if a < hi and b > lo)
+    total, reach = 0, lo
+    for a, b in cuts:
+        if b > reach:
+            total += b - max(a, reach)
+            reach = b
+    return total
+
+
+def _timeline(
+    ranges: dict[int, list[int]],
+    kinds: dict[int, str],
+    shared: Shared,
+    assignment: Assignment,
+    names: list[str],
+) -> list[TimelinePoint]:
+    """The bytes live at each position 0 … end, by kind (a running sum of each
+    buffer's arrival and departure, less the slots counted twice); the position past
+    the last instruction holds what the program hands back."""
+    end = len(names)
+    change = {kind: [0] * (end + 1) for kind in KINDS}
+    for bid, (start, stop) in ranges.items():
+        size, kind = assignment.buffers[bid].size, kinds[bid]
+        change[kind][start] += size
+        if stop < end:
+            change[kind][stop + 1] -= size
+    live = {kind: list(accumulate(change[kind])) for kind in KINDS}
+    for position, found in shared.items():
+        for bid, overlap in found.items():
+            live[kinds[bid]][position] -= overlap
+    steps = zip(*(live[kind] for kind in KINDS), [*names, ""], strict=True)
+    return [
+        TimelinePoint(t, p + o + tmp + c, p, o, tmp, c, name)
+        for t, (p, o, tmp, c, name) in enumerate(steps)
+    ]
+
+
+def _at_peak(
+    peak: int,
+    ranges: dict[int, list[int]],
+    kinds: dict[int, str],
+    shared: dict[int, int],
+    assignment: Assignment,
+    module: Module,
+) -> list[PeakBuffer]:
+    """The buffers live at the peak, largest first, each counting the bytes it alone
+    holds there (so the rows add up to the peak)."""
+    rows = []
+    for bid, (start, end) in ranges.items():
+        if not start <= peak <= end:
+            continue
+        buffer = assignment.buffers[bid]
+        size = buffer.size - shared.get(bid, 0)
+        if size <= 0:
+            continue
+        inst = module.instructions[buffer.instruction]
+        shape = inst.shape.at(buffer.index)
+        rows.append(
+            PeakBuffer(
+                instruction=inst.name,
+                op=inst.opcode,
+                shape=list(shape.dims),
+                dtype=shape.dtype or "tuple",
+                bytes=size,
+                kind=kinds[bid],
+                live=[start, end],
+                index=list(buffer.index),
+            )
+        )
+    rows.sort(key=lambda r: (-r.bytes, r.instruction, r.index))
+    return rows
+
+
+def _merge_small(rows: list[PeakBuffer], peak: int) -> list[PeakBuffer]:
+    """The largest rows, then one `other` row for the rest."""
+    keep = [r for i, r in enumerate(rows) if i < AT_PEAK_ROWS and r.bytes >= ROW_SHARE * peak]
+    rest = rows[len(keep) :]
+    if len(rest) < 2:
+        return rows
+    kinds = {r.kind for r in rest}
+    other = PeakBuffer(
+        instruction=OTHER,
+        op="",
+        shape=[],
+        dtype="",
+        bytes=sum(r.bytes for r in rest),
+        kind=kinds.pop() if len(kinds) == 1 else "mixed",
+        live=[min(r.live[0] for r in rest), max(r.live[1] for r in rest)],
+        buffers=len(rest),
+    )
+    return [*keep, other]
+
+
+def where(source: SourceLoc | None) -> str:
+    """Where an instruction's source is (its metadata's innermost user frame), as the
+    user names it (`viz.where.user_where`: `model.py:12`, `your code, line 12`)."""
+    return user_where(source.file, source.line) if source is not None else ""
+
+
+def origins_of(graph: Graph | None, wanted: set[str]) -> tuple[dict[str, Origin], set[str]]:
+    """The line and argument of each instruction `wanted`, by name (a plain
+    instruction's from its node, a kernel's, a fusion's or a loop's, from the last op
+    inside it with a line: its root, which XLA names it after), and every instruction
+    that jax.checkpoint recomputes (an op of its rematted region, or a kernel holding
+    one). One pass over the graph's nodes."""
+    if graph is None:
+        return {}, set()
+    found: dict[str, Origin] = {}
+    recomputed = {path[-1] for path, group in graph.groups.items() if _recomputes(group.attrs)}
+    for node in graph.nodes:
+        again = _recomputes(node.attrs)
+        if again:
+            recomputed.update((node.id, *node.scope))
+        if node.id in wanted:
+            argument = node.label if node.kind == "input" else ""
+            found[node.id] = Origin(where(node.source), argument)
+        if node.source is not None:
+            for kernel in node.scope:
+                if kernel in wanted:
+                    found[kernel] = Origin(where(node.source))
+    return found, recomputed
+
+
+def _recomputes(attrs: dict[str, str]) -> bool:
+    return REMAT_SCOPE in attrs.get("op_name", "")
+
+
+def with_kernel_lines(
+    profile: MemoryProfile, entries: list[FusionEntry], source_file: str | None
+) -> MemoryProfile:
+    """The profile with a line for the buffers whose instruction names none (XLA
+    dropped the metadata of many a layout copy and reduce-window): the first line the
+    fusion map traced into that kernel, in the user's file."""
+    lines = {e.kernel: e.lines[0] for e in entries if e.lines}
+    if source_file is None or not lines:
+        return profile
+
+    def lined(instruction: str, where: str) -> str:
+        return where or (f"{source_file}:{lines[instruction]}" if instruction in lines else "")
+
+    at = profile.peak_at
+    return replace(
+        profile,
+        peak_at=replace(at, where=lined(at.instruction, at.where)),
+        at_peak=[replace(r, where=lined(r.instruction, r.where)) for r in profile.at_peak],
+    )
