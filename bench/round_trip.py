@@ -112,7 +112,8 @@ class Trip:
     """One Analyze through the page: its stamps, both sides, and what came back."""
 
     stamps: list[Stamp] = field(default_factory=list)
-    wire_bytes: int = 0
+    head_bytes: int = 0  # the reply's first frame: the whole report before #52
+    parts_bytes: int = 0  # the frames that follow it
     compile_total_s: float = 0.0  # trace + lower + compile, as the report times them
 
     def first(self, label: str) -> Stamp | None:
@@ -141,8 +142,10 @@ def page_hooks(trip: list[Trip]) -> Iterator[None]:
 
     def decoded(data: Any, *rest: Any, result: Any) -> str:
         kind = result.get("kind") if isinstance(result, dict) else None
-        if kind in ("result", "part") and trip:
-            trip[-1].wire_bytes += len(data)
+        if kind == "result" and trip:
+            trip[-1].head_bytes += len(data)
+        elif kind == "part" and trip:
+            trip[-1].parts_bytes += len(data)
         return f"page json {kind}"
 
     parts = importlib.util.find_spec("viz.worker.parts")  # since #52
@@ -346,6 +349,7 @@ def report(
     ratio = min(first) / min(bare_total)
     ratio_again = min(again) / min(bare_again)
     paired = statistics.median(f / b for f, b in zip(first, bare_total, strict=True))
+    paired_again = statistics.median(a / b for a, b in zip(again, bare_again, strict=True))
     print(f"  {'bare trace + lower + compile, other args':<48} {spread(bare_again)}")
     ok = ratio <= TARGET_FIRST and ratio_again <= TARGET_AGAIN
     print(
@@ -353,11 +357,15 @@ def report(
         f"median {paired:.3f})   target <= {TARGET_FIRST}"
     )
     print(
-        f"  again / bare trace+lower+compile:        {ratio_again:.3f}   target <= "
-        f"{TARGET_AGAIN}; the worker's load again: {spread(loads)}"
+        f"  again / bare trace+lower+compile:        {ratio_again:.3f} (paired median "
+        f"{paired_again:.3f})   target <= {TARGET_AGAIN}; the worker's load again: "
+        f"{spread(loads)}"
     )
-    sizes = sorted({t.wire_bytes for t in firsts})
-    print(f"  the reply on the wire: {', '.join(f'{s / 1e6:.1f} MB' for s in sizes)}")
+    head, rest = max(t.head_bytes for t in firsts), max(t.parts_bytes for t in firsts)
+    print(
+        f"  the reply on the wire: {(head + rest) / 1e6:.1f} MB; its first frame "
+        f"{head / 1e6:.2f} MB, the parts after it {rest / 1e6:.1f} MB"
+    )
     print(f"  {'OK' if ok else 'MISSED'}")
     return ok
 
