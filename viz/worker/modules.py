@@ -41,7 +41,7 @@ from typing import Any
 
 from viz.source import add_import_folder, find_function, load_module, remember_module
 
-MAX_VALUES = 200_000  # objects compared per module (the 96-layer sample holds ~3,500)
+MAX_VALUES = 200_000  # objects compared per module (the 96-layer sample: 1,265, in 4 ms)
 MAX_ARRAY_BYTES = 64 << 20  # numpy data checksummed per module
 ATOMS = (type(None), bool, int, float, complex, str, bytes, range, slice, type(...))
 SEQUENCES = (list, tuple, set, frozenset, collections.deque)
