@@ -59,10 +59,9 @@ def analyze(runs: int, automatic: bool = False) -> None:
     stages = STAGES if runs else tuple(s for s in STAGES if s != "run")
     live = ui.LiveAnalysis(lambda known: overview(known, key="live"), asked, stages)
     reply = ui.ask(replace(request, stream=True), on_progress=live.progress, on_tick=live.tick)
-    res = Result(request, reply.report, reply.stdout)
-    res.history_id = results.record(res.report, res.code, res.sample, automatic)
+    res = Result(request, reply.report, reply.stdout, automatic=automatic)
     results.add(res)
-    live.close()  # a rerun asked for meanwhile happens here, the result recorded
+    live.close()  # a rerun asked for meanwhile happens here (it records the result)
     st.query_params.from_dict(share.link(prog, ui.device(), demo.enabled()))
     if res.report.error_line and not editor.plain():
         st.rerun()  # the editor above was drawn before the error: mark its line
@@ -333,6 +332,7 @@ with result_side:
         if profile:
             compile_time.profile_shown_result()
     show_results()
+    results.record_new()  # after the first screen: the graph models follow it from the worker
 with asked.results_place:
     result_picker()
 with asked.lines_place:

@@ -43,6 +43,8 @@ class Result:
     profile: Profile | None = None  # per-kernel times, once "Profile kernels" ran
     compile_profiled: CompileProfiled | None = None  # "Where did the compile time go?"
     trimmed: bool = False
+    automatic: bool = False  # a first visit's or a link's run: recorded once only
+    recorded: bool = False  # in the history (or tried: `record`)
 
     @property
     def code(self) -> str:
@@ -130,15 +132,27 @@ def add(result: Result) -> int:
     return st.session_state.shown
 
 
-def record(report: Report, code: str, sample: str | None, automatic: bool = False) -> int | None:
-    """Every analysis goes into the run history (the History page reads it back); an
+def record(res: Result) -> None:
+    """Every analysis goes into the run history once (the History page reads it back),
+    whole: its graph models, which follow the report from the worker, included. An
     `automatic` one (a first visit's, a link's) only if no identical run is there: each
     page load would add the same row again."""
+    if res.recorded:
+        return
+    res.recorded = True
     try:
-        return History().record(report, code=code, sample=sample, source="app", once=automatic)
+        res.history_id = History().record(
+            res.report, code=res.code, sample=res.sample, source="app", once=res.automatic
+        )
     except HistoryError as exc:
         st.toast(f"Not recorded in the history: {exc}", icon=":material/warning:")
-        return None
+
+
+def record_new() -> None:
+    """Record the results not recorded yet: the analysis whose first screen was just
+    drawn (its graph models may still be on their way), or one a rerun interrupted."""
+    for res in results():
+        record(res)
 
 
 # -- the tabs that lay out a result's numbers ------------------------------------

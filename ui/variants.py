@@ -129,7 +129,7 @@ def run_variant(original: Result, label: str, request: Analyze) -> None:
     with st.spinner(f"{label}: tracing, lowering, compiling and timing in the worker…"):
         reply = ask(request)
     variant = Result(request, reply.report, reply.stdout)
-    variant.history_id = record(variant.report, variant.code, variant.sample)
+    record(variant)
     add(variant)
     if not variant.ok:
         st.rerun()

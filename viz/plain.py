@@ -7,9 +7,10 @@ fields can also be read by name (`section["key"]`), which tests and scripts use.
 from __future__ import annotations
 
 import functools
+import threading
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -21,6 +22,36 @@ def flat(omit: tuple[str, ...] = ()) -> dict[str, frozenset[str]]:
     (`field(default_factory=Settings, metadata=flat())`); `omit`: its keys the
     parent's format never holds."""
     return {FLAT: frozenset(omit)}
+
+
+class Later:
+    """A field's value still on its way (`Arriving`): `text` waits for its text (None:
+    it never came) and `decode` makes the value of it, once, where it is first read."""
+
+    def __init__(self, text: Callable[[], str | None], decode: Callable[[str], Any], missing: Any):
+        self._text, self._decode, self._missing = text, decode, missing
+        self._lock = threading.Lock()
+        self._value: Any = Later  # not read yet
+
+    def value(self) -> Any:
+        with self._lock:
+            if self._value is Later:
+                text = self._text()
+                self._value = self._missing if text is None else self._decode(text)
+            return self._value
+
+
+class Arriving:
+    """Mix into a plain dataclass some of whose fields may arrive after it (a report
+    from the worker: `viz.worker.parts`): such a field holds a `Later`, and reading it
+    waits for its value, which then takes its place. Every reader sees a whole value."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = object.__getattribute__(self, name)
+        if type(value) is Later:
+            value = value.value()
+            object.__setattr__(self, name, value)  # a frozen dataclass too: it is its value
+        return value
 
 
 class Plain(Mapping[str, Any]):
@@ -57,12 +88,10 @@ class Plain(Mapping[str, Any]):
         take their defaults."""
         if data is None:
             return None
-        hints = _hints(cls)
-        nested = _flat_fields(cls)
-        known = {f.name for f in fields(cls)} - set(nested)  # type: ignore[arg-type]
-        values = {k: decode(hints[k], v) for k, v in data.items() if k in known}
-        for name, omit in nested.items():
-            kind = hints[name]
+        decoders = _decoders(cls)
+        values = {k: decoders[k](v) for k, v in data.items() if k in decoders}
+        for name, omit in _flat_fields(cls).items():
+            kind = _hints(cls)[name]
             mine = set(_names(kind)) - omit
             values[name] = kind.from_dict({k: v for k, v in data.items() if k in mine})
         return cls(**values)
@@ -98,6 +127,34 @@ def wire_names(cls: type) -> frozenset[str]:
     for name, omit in nested.items():
         names |= set(wire_names(_hints(cls)[name])) - omit
     return frozenset(names)
+
+
+@functools.cache
+def _decoders(cls: type) -> dict[str, Callable[[Any], Any]]:
+    """How each field (not a flat one) is read from its JSON: a field whose JSON is its
+    value already (`_json_as_is`: a fusion map's thousands of rows of ids and names) is
+    taken as it is, its container checked; the rest is decoded by its hint."""
+    hints, nested = _hints(cls), _flat_fields(cls)
+    return {n: _decoder(hints[n]) for n in _names(cls) if n not in nested}
+
+
+def _decoder(hint: Any) -> Callable[[Any], Any]:
+    if not _json_as_is(hint):
+        return functools.partial(decode, hint)
+    kind = typing.get_origin(hint)
+    if kind not in (list, dict):
+        return _as_is
+
+    def checked(value: Any) -> Any:
+        if value is not None:
+            _expect(value, kind, hint)
+        return value
+
+    return checked
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 @functools.cache
@@ -164,4 +221,6 @@ def encode(value: Any) -> Any:
         return value.to_dict()
     if is_dataclass(value):
         return {f.name: encode(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):  # a mapping of its own kind (a report's Graphs)
+        return {k: encode(v) for k, v in value.items()}
     return value

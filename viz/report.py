@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
 from viz.fusion.profile import Profile
-from viz.ir.model import Graph
+from viz.ir.model import Graphs
 from viz.memory.model import PeakAt, PeakBuffer, Residual, TimelinePoint
-from viz.plain import Plain, encode
+from viz.plain import Arriving, Plain, encode
 from viz.settings import Settings
 from viz.sharding.model import ShardingSection
 from viz.specialization.model import ShapeOp, SpecializedArg
@@ -56,21 +56,21 @@ class Timings(Plain):
 
 
 @dataclass
-class JaxprSection(Plain):
+class JaxprSection(Arriving, Plain):
     text: str = ""
     eqn_count: int | None = None
     primitives: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
-class StableHLOSection(Plain):
+class StableHLOSection(Arriving, Plain):
     text: str = ""
     op_count: int | None = None
     ops: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
-class CompiledSection(Plain):
+class CompiledSection(Arriving, Plain):
     text: str = ""
     op_count: int | None = None
     ops: dict[str, int] = field(default_factory=dict)
@@ -223,9 +223,11 @@ class Subject(Plain):
 
 
 @dataclass(frozen=True)
-class Report(Plain):
+class Report(Arriving, Plain):
     """Built once, from what each stage found (`assemble`), and never changed after:
-    `dataclasses.replace` makes another where one is really needed."""
+    `dataclasses.replace` makes another where one is really needed. From the worker, its
+    texts, fusion map, kernels and graph models follow the rest (`viz.worker.parts`):
+    reading one waits for it (`viz.plain.Arriving`)."""
 
     ok: bool = True
     error: ErrorInfo | None = None
@@ -263,7 +265,11 @@ class Report(Plain):
     # issue #36: where the compile time went (analyze(compile_profile=True))
     compile_profile: CompileProfileSection | None = None
     count_definitions: dict[str, str] = field(default_factory=lambda: dict(COUNT_DEFINITIONS))
-    graph_models: dict[str, Graph] = field(default_factory=dict)  # full graphs, for the app
+    graph_models: Graphs = field(default_factory=Graphs)  # full graphs, for the app
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.graph_models, Graphs):  # given as a dict of graphs
+            object.__setattr__(self, "graph_models", Graphs(self.graph_models))
 
     def to_dict(self, include_models: bool = False) -> dict[str, Any]:
         """Plain data: the JSON of DESIGN.md's report contract (serializes only). The

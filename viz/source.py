@@ -116,6 +116,16 @@ def _register_module(name: str, module: ModuleType) -> None:
         sys.modules.pop(old, None)
 
 
+def remember_module(module: ModuleType, code: str) -> None:
+    """Put `module` in `sys.modules` under its name and its `code`'s lines in `linecache`
+    under its file's name, as a load does (a module used again is put back: other
+    code with that file's name may have been loaded since)."""
+    filename = module.__file__ or YOUR_CODE
+    _register_module(module.__name__, module)
+    # mtime None: `linecache.checkcache` keeps the lines (IPython does the same for cells)
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+
+
 def add_import_folder(folder: str | None) -> None:
     """Put the folder a program's file lives in first on `sys.path`, as `python FILE`
     does, so its own imports (a sibling module, a package beside it) work. It stays:
@@ -133,12 +143,9 @@ def load_module(code: str, folder: str | None = None, file: str | None = None) -
     check_syntax(code)
     add_import_folder(folder)
     filename = file or YOUR_CODE
-    name = f"jitscope_user_{hashlib.sha256(code.encode()).hexdigest()[:16]}"
-    module = ModuleType(name)
+    module = ModuleType(f"jitscope_user_{hashlib.sha256(code.encode()).hexdigest()[:16]}")
     module.__file__ = filename
-    _register_module(name, module)
-    # mtime None: `linecache.checkcache` keeps the lines (IPython does the same for cells)
-    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+    remember_module(module, code)
     try:
         exec(compile(code, filename, "exec"), vars(module))
     except (Exception, *USER_EXITS) as exc:

@@ -12,6 +12,7 @@ import io
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from viz import overlap
@@ -70,8 +71,8 @@ class _Channel:
     def intact(self) -> bool:
         return (_identity(self.fd_in), _identity(self.fd_out)) == self.ids
 
-    def send(self, message: dict[str, Any]) -> None:
-        data = encode(message)
+    def send(self, message: dict[str, Any], attached: str = "") -> None:
+        data = memoryview(encode(message, attached))
         with self._sending:  # frames whole, never interleaved
             while data:
                 data = data[os.write(self.fd_out, data) :]
@@ -80,27 +81,31 @@ class _Channel:
         return read_message(self.stream_in)
 
 
-def _handle(op: str, kwargs: dict[str, Any], progress: Callback) -> dict[str, Any]:
-    """The reply's JSON: the request decoded (and, in demo mode, admitted) into its
-    type, handled with the user's prints captured beside the reply."""
+Wire = tuple[dict[str, Any], Iterator[tuple[str, str]]]  # a reply's head and its parts
+
+
+def _handle(op: str, kwargs: dict[str, Any], progress: Callback) -> Wire:
+    """The reply as it is sent (its head's JSON, then its parts: `Reply.wire`): the
+    request decoded (and, in demo mode, admitted) into its type, handled with the
+    user's prints captured beside the reply."""
     from viz import demo
     from viz.worker import handlers, protocol
 
     try:
         request = protocol.decode_request(op, kwargs)
     except protocol.BadRequest as exc:
-        return error_result("bad_request", str(exc), "")
+        return error_result("bad_request", str(exc), ""), iter(())
     if demo.enabled():  # the server checked too; this side loads samples from disk itself
         try:
             request = demo.admit(request)
         except demo.Refused as exc:
-            return error_result("demo_refused", str(exc), exc.hint)
+            return error_result("demo_refused", str(exc), exc.hint), iter(())
     captured = io.StringIO()
     with contextlib.redirect_stdout(captured):
         reply = handlers.handle(request, progress)
     with contextlib.suppress(ValueError):  # user code may have closed it
         reply.stdout = reply.stdout or captured.getvalue()[-20000:]
-    return reply.to_dict()
+    return reply.wire()
 
 
 def _broken_pipes_result() -> dict[str, Any]:
@@ -131,11 +136,14 @@ def serve() -> None:
             def progress(payload: Any, rid: int = rid) -> None:
                 channel.send({"kind": "progress", "id": rid, "payload": payload})
 
-            result = _handle(request.get("op", ""), request.get("kwargs") or {}, progress)
+            result, parts = _handle(request.get("op", ""), request.get("kwargs") or {}, progress)
             if not channel.intact():
-                result = _broken_pipes_result()
-            try:
-                channel.send({"kind": "result", "id": rid, "payload": result})
+                result, parts = _broken_pipes_result(), iter(())
+            try:  # JSON: many small objects, no cycles, and no collection walking them
+                with overlap.gc_paused(settle=False):
+                    channel.send({"kind": "result", "id": rid, "payload": result})
+                    for name, text in parts:  # the head is on its way: the parts follow
+                        channel.send({"kind": "part", "id": rid, "name": name}, text)
             except OSError:
                 os._exit(PROTOCOL_EXIT)
             if not channel.intact():

@@ -11,21 +11,25 @@ import sys
 import threading
 import time
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from viz.worker import protocol
 from viz.worker.frames import (
+    ATTACHED,
     PROTOCOL_EXIT,
     Callback,
     FrameReader,
     ProtocolError,
     encode,
     error_result,
+    widen,
 )
 from viz.worker.limits import MemoryBudget, default_memory_limit
+from viz.worker.parts import Parts
 from viz.worker.processes import descendants_of, kill_family, kill_group, process_rss_bytes
+from viz.worker.replies import PARTS
 
 DEFAULT_TIMEOUT_S = 60.0
 LESSON_TIMEOUT_S = 300.0
@@ -74,6 +78,14 @@ def _decoded(request: protocol.Request[protocol.ReplyT], payload: Any) -> protoc
     """The reply to `request` from its JSON, typed as its class's parameter says: its
     `REPLY`, which `protocol.reply_type` read from that same parameter."""
     return typing.cast(protocol.ReplyT, protocol.decode_reply(request, payload))
+
+
+def _announced(payload: dict[str, Any]) -> Parts | None:
+    """The parts a reply's head says follow it (None: none), taken out of its JSON."""
+    names = payload.pop(PARTS, None)
+    if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
+        return Parts(names)
+    return None
 
 
 def _progress_of(
@@ -134,7 +146,9 @@ class Worker:
         self._demo = demo  # None: follow JITSCOPE_DEMO, read on every request
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: FrameReader | None = None
-        self._lock = threading.RLock()  # lifecycle: start, kill, restart
+        # lifecycle: start, kill, restart, and a request under way. A Lock, not an RLock:
+        # a reply's parts are read on a thread of their own, which releases it
+        self._lock = threading.Lock()
         self._queue: list[_Ticket] = []
         self._queue_changed = threading.Condition()
         self._next_id = 0
@@ -168,6 +182,7 @@ class Worker:
             start_new_session=True,  # its own process group: killed as one
         )
         assert self._proc.stdout is not None
+        widen(self._proc.stdout.fileno())
         self._reader = FrameReader(self._proc.stdout.fileno())
         self.generation += 1
 
@@ -258,7 +273,10 @@ class Worker:
         user's code does raises here). `on_progress` hears `protocol.Progress`; while
         the request waits behind others, `on_queue(n)` hears how many are ahead (0 when
         it starts); while it waits at all, `on_tick()` is called every TICK_S (a page's
-        clock of the stage under way)."""
+        clock of the stage under way). A reply whose head names parts to come (an
+        analysis's texts, fusion map and graph models: `viz.worker.parts`) is returned
+        once its head is in; its parts are read into it on a thread that keeps this
+        worker's turn until they are in, and whoever reads one first waits for it."""
         if self.demo:
             from viz import demo
 
@@ -267,32 +285,67 @@ class Worker:
             except demo.Refused as exc:
                 return _decoded(request, error_result("demo_refused", str(exc), exc.hint))
         tick = _Ticker(on_tick)
-        with self._turn(client, on_queue, tick) as ticket:
-            if ticket is None:
-                payload = error_result("cancelled", "Cancelled before it started.", "")
-            else:
-                with self._lock:
-                    timeout = timeout_s or self.timeout_s
-                    steps = _progress_of(on_progress)
-                    payload = self._run(request, timeout, steps, ticket, tick)
-        return _decoded(request, payload)
-
-    @contextlib.contextmanager
-    def _turn(
-        self, client: str, on_queue: Callback | None, tick: _Ticker
-    ) -> Iterator[_Ticket | None]:
-        """Wait in the queue; the ticket while it is this request's turn (it leaves the
-        queue afterwards), None when it was cancelled before it started."""
         ticket = _Ticket(client)
         if not self._wait_turn(ticket, on_queue, tick):
-            yield None
-            return
+            return _decoded(request, error_result("cancelled", "Cancelled before it started.", ""))
+        self._lock.acquire()
+        reading = False
         try:
-            yield ticket
+            timeout = timeout_s or self.timeout_s
+            payload = self._run(request, timeout, _progress_of(on_progress), ticket, tick)
+            parts = _announced(payload)
+            reply = _decoded(request, payload)
+            if parts is not None:
+                reply = typing.cast(protocol.ReplyT, reply.arriving(parts))
+                threading.Thread(
+                    target=self._read_parts,
+                    args=(parts, self._next_id, ticket, timeout),
+                    name="jitscope-parts",
+                    daemon=True,
+                ).start()
+                reading = True
         finally:
-            with self._queue_changed:
-                self._queue.remove(ticket)
-                self._queue_changed.notify_all()
+            if not reading:  # else the parts' reader hands the worker on
+                self._lock.release()
+                self._leave(ticket)
+        return reply
+
+    def _read_parts(self, parts: Parts, request_id: int, ticket: _Ticket, timeout_s: float) -> None:
+        """Read the parts a reply's head named into `parts`, then hand the worker (its
+        lock and its turn) on. A child that dies, garbles its pipe, runs out of time or
+        memory meanwhile is killed: its parts stay missing (`Parts.failure` says why)."""
+        failure = ""
+        try:
+            deadline = time.monotonic() + timeout_s
+            while parts.missing and not failure:
+                failure = self._next_part(parts, request_id, deadline)
+        finally:
+            parts.close(failure)
+            self._lock.release()
+            self._leave(ticket)
+
+    def _next_part(self, parts: Parts, request_id: int, deadline: float) -> str:
+        """One look at the pipe for a part: "" while all is well, else what went wrong."""
+        assert self._reader is not None
+        try:
+            message = self._reader.poll(POLL_S)
+        except (EOFError, ProtocolError) as exc:
+            self._kill("a reply's parts did not arrive")
+            return f"the worker stopped sending ({type(exc).__name__})"
+        if message is not None and message.get("id") == request_id and message["kind"] == "part":
+            parts.put(str(message.get("name")), message.get(ATTACHED, ""))
+        if time.monotonic() > deadline:
+            self._kill("a reply's parts timed out")
+            return "the worker took too long to send them"
+        if self._over_budget() is not None:
+            return "the worker ran out of memory sending them"
+        return ""
+
+    def _leave(self, ticket: _Ticket) -> None:
+        """`ticket`'s turn is over: the next request's begins."""
+        with self._queue_changed:
+            self._queue.remove(ticket)
+            self._queue_changed.notify_all()
 
     def _wait_turn(self, ticket: _Ticket, on_queue: Callback | None, tick: _Ticker) -> bool:
         """Queue up; True when it is `ticket`'s turn, False when it was cancelled."""
@@ -302,8 +355,7 @@ class Worker:
         while True:
             with self._queue_changed:
                 if ticket.cancelled:
-                    self._queue.remove(ticket)
-                    self._queue_changed.notify_all()
+                    self._leave(ticket)
                     return False
                 ahead = self._queue.index(ticket)
                 if ahead == 0:
@@ -315,9 +367,7 @@ class Worker:
                     on_queue(ahead)
                 tick()
             except BaseException:  # …or be interrupted by a rerun: leave the queue
-                with self._queue_changed:
-                    self._queue.remove(ticket)
-                    self._queue_changed.notify_all()
+                self._leave(ticket)
                 raise
             told = ahead
             if ahead == 0:

@@ -1,9 +1,16 @@
 """The worker's frames: length-prefixed JSON both ways (never pickle: a
 process that runs user code must not be able to run code in the server), and the
-error results the worker itself produces."""
+error results the worker itself produces.
+
+A frame's JSON may be followed by a newline and a text, kept as it came: a part of a
+reply that follows its head (`viz.worker.parts`: an IR's text, or a graph model's JSON,
+decoded only where it is read). JSON as `json.dumps` writes it here holds no raw
+newline."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import select
@@ -16,6 +23,8 @@ from viz.errors import ErrorInfo
 
 PROTOCOL_EXIT = 75  # the child's exit status when user code broke its pipes
 MAX_FRAME = 512 << 20  # a larger header is garbage, not a report
+PIPE_BYTES = 1 << 20  # a reply pipe's buffer (Linux's default is 64 KiB: 16x the reads)
+ATTACHED = "attached"  # the key a decoded message holds the text after its JSON under
 
 
 Callback = Callable[[Any], None]
@@ -49,22 +58,37 @@ def _keys_to_str(value: Any) -> Any:
     return value
 
 
-def encode(message: Any) -> bytes:
-    """One frame. NaN and ±inf travel as JSON's NaN/Infinity extensions (Python's json
-    reads them back); tuples become lists; bytes become text."""
+def encode(message: Any, attached: str = "") -> bytes:
+    """One frame: `message` as JSON, then `attached` (if any) as it is. NaN and ±inf
+    travel as JSON's NaN/Infinity extensions (Python's json reads them back); tuples
+    become lists; bytes become text."""
     try:
         data = json.dumps(message, default=_plain, separators=(",", ":"))
     except (TypeError, ValueError):  # tuple keys, or a cycle made of plain containers
         data = json.dumps(_keys_to_str(message), default=_plain, separators=(",", ":"))
-    raw = data.encode("utf-8", "surrogatepass")
-    return _HEADER.pack(len(raw)) + raw
+    raw = [data.encode("utf-8", "surrogatepass")]
+    if attached:
+        raw += [b"\n", attached.encode("utf-8", "surrogatepass")]
+    return b"".join([_HEADER.pack(sum(map(len, raw))), *raw])
 
 
 def decode(data: bytes) -> Any:
+    """A frame's message; the text after its JSON, if any, under ATTACHED."""
+    head, newline, rest = data.partition(b"\n")
     try:
-        return json.loads(data.decode("utf-8", "surrogatepass"))
+        message = json.loads(head.decode("utf-8", "surrogatepass"))
+        if newline and isinstance(message, dict):
+            message[ATTACHED] = rest.decode("utf-8", "surrogatepass")
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ProtocolError(f"not a JSON frame: {type(exc).__name__}") from None
+    return message
+
+
+def widen(fd: int) -> None:
+    """Give the pipe at `fd` a 1 MiB buffer where the system allows it: a 20 MB reply
+    then crosses in 20 reads, not 320."""
+    with contextlib.suppress(OSError, AttributeError):  # F_SETPIPE_SZ: Linux only
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
 
 
 def write_message(stream: BinaryIO, message: Any) -> None:

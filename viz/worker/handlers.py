@@ -28,6 +28,7 @@ from viz.settings import Settings
 from viz.source import load_function
 from viz.target import DEFAULT_MEMORY_LIMIT, Target
 from viz.worker import protocol as p
+from viz.worker.modules import Modules
 
 Progress = Callable[[Any], None]
 Handler = Callable[[Progress, Any], p.Reply]
@@ -71,10 +72,20 @@ def _warm_up() -> None:
     analyze(warm_up, "f32[8,8]", runs=1)
 
 
+# the last user module loaded, used again while its code and state are unchanged
+MODULES = Modules()
+
+
 def _target_of(request: p.CodeRequest) -> Target:
-    """The request's program, loaded, with its settings and this worker's limits."""
+    """The request's program, loaded (or its module kept from the last request used
+    again: `viz.worker.modules`), with its settings and this worker's limits."""
+    s = request.settings
+    module, fn = MODULES.function(s.code, s.function, s.folder, s.file)
     return Target.from_settings(
-        request.settings,
+        s,
+        fn,
+        namespace=vars(module),
+        user_file=module.__file__,
         expressions=_expressions(),
         memory_limit_bytes=_memory_limit(DEFAULT_MEMORY_LIMIT),
     )

@@ -3,16 +3,31 @@ failure (`ok` False, `error` an ErrorInfo). No jax."""
 
 from __future__ import annotations
 
+import functools
+import json
+import typing
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from viz.cache.events import BucketRow, CacheEvent, EntryRow, event_from_dict
 from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
+from viz.ir.model import Graphs
 from viz.lessons.rows import BucketCostRow, PlacementRow, ScalingRow, ShapeRow
-from viz.plain import Plain
+from viz.plain import Later, Plain, decode
 from viz.report import Report, Subject
+from viz.worker.parts import Parts
 from viz.worker.requests import Analyze, Request
+
+PARTS = "parts"  # the head's key naming the parts that follow it (`Reply.wire`)
+Part = tuple[str, str]  # (name, text)
+# What an analysis's report holds that its first screen does not draw (a 96-layer
+# model's: 22 MB of 23), in the order it follows the rest: the fusion map first (the
+# Overview counts its kernels), the graph models last, the compiled program's first of
+# them (the history keeps it). A section's text travels as it is, the rest as JSON.
+LATER = ("fusion_map", "kernels", "jaxpr.text", "stablehlo.text", "compiled.text", "mlir")
+GRAPHS = ("compiled", "stablehlo", "jaxpr")
 
 
 @dataclass
@@ -56,6 +71,15 @@ class Reply(Plain):
         """The answer to `request` from its JSON, complete (see Analyzed)."""
         return cls.from_dict(data)
 
+    def wire(self) -> tuple[dict[str, Any], Iterator[Part]]:
+        """What the worker sends: the head, and the parts that follow it, each made
+        when its turn comes (`viz.worker.parts`; a reply of this kind has none)."""
+        return self.to_dict(), iter(())
+
+    def arriving(self, parts: Parts) -> Reply:
+        """This reply, its head decoded, with the parts its head named to come."""
+        return self
+
 
 @dataclass
 class PingReply(Reply):
@@ -67,14 +91,56 @@ class PingReply(Reply):
 
 @dataclass
 class Analyzed(Reply):
-    """An analysis: the report, and beside it what the user's code printed. On the
-    wire it is the report's JSON (graph models included) plus `stdout`."""
+    """An analysis: the report, and beside it what the user's code printed. Its JSON
+    is the report's (graph models included) plus `stdout`. On the wire the report
+    comes first, its graph models after it, one part each (`wire`): the page draws
+    the report while they come."""
 
     report: Report = field(default_factory=Report)
 
     def to_dict(self) -> dict[str, Any]:
         data = self.report.to_dict(include_models=True)
         return {**data, "stdout": self.stdout} if self.stdout else data
+
+    def wire(self) -> tuple[dict[str, Any], Iterator[Part]]:
+        """The report without what its first screen does not draw (`LATER`), which
+        follows it, each part made when its turn to be sent comes."""
+        head = self.report.to_dict()
+        later: list[tuple[str, Any]] = []
+        for name in LATER:
+            section, _, key = name.rpartition(".")
+            holder = head[section] if section else head
+            if holder and holder.get(key):
+                later.append((name, holder.pop(key)))
+        models = self.report.graph_models
+        graphs = sorted(models, key=lambda ir: GRAPHS.index(ir) if ir in GRAPHS else len(GRAPHS))
+        head[PARTS] = [name for name, _ in later] + [f"graph_models.{ir}" for ir in graphs]
+        if self.stdout:
+            head["stdout"] = self.stdout
+        return head, _parts(later, models, graphs)
+
+    def arriving(self, parts: Parts) -> Analyzed:
+        """This reply with the parts its head named still to come: each field waits for
+        its part where it is read (`viz.plain.Later`), and is decoded there."""
+        report, changes, graphs = self.report, {}, []
+        hints = typing.get_type_hints(Report)
+        for name in parts.names:
+            field_name, _, key = name.partition(".")
+            text = functools.partial(parts.take, name)
+            if field_name == "graph_models":
+                graphs.append(key)
+            elif key == "text" and getattr(report, field_name) is not None:
+                later = Later(text, str, "")
+                changes[field_name] = replace(getattr(report, field_name), text=later)
+            elif field_name == "mlir":
+                changes[field_name] = Later(text, str, None)
+            elif field_name in hints:
+                hint = hints[field_name]
+                changes[field_name] = Later(text, functools.partial(_json, hint), [])
+        graph_text = functools.partial(_graph_text, parts)
+        graphs.sort(key=lambda ir: GRAPHS[::-1].index(ir) if ir in GRAPHS else len(GRAPHS))
+        changes["graph_models"] = Graphs(names=graphs, text=graph_text)
+        return replace(self, report=replace(report, **changes))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> Analyzed:
@@ -103,6 +169,23 @@ class Analyzed(Reply):
             return reply
         asked = Subject.asked(request.settings).header(Subject.ASKED)
         return cls.of(replace(reply.report, **asked), reply.stdout)
+
+
+def _parts(later: list[tuple[str, Any]], models: Graphs, graphs: list[str]) -> Iterator[Part]:
+    """The parts that follow a report's head, each made when its turn comes: texts as
+    they are, the rest as JSON."""
+    for name, value in later:
+        yield name, value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    for ir in graphs:
+        yield f"graph_models.{ir}", json.dumps(models[ir].to_dict(), separators=(",", ":"))
+
+
+def _json(hint: Any, text: str) -> Any:
+    return decode(hint, json.loads(text))
+
+
+def _graph_text(parts: Parts, ir: str) -> str | None:
+    return parts.take(f"graph_models.{ir}")
 
 
 @dataclass
