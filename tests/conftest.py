@@ -129,6 +129,17 @@ def jitscope_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["JITSCOPE_HOME"] = old
 
 
+@pytest.fixture
+def worker_process() -> Iterator[None]:
+    """This test's process taken for the worker's (`viz.overlap.own_process`): the IRs
+    read beside XLA's compile, the collector and switch interval tuned."""
+    import viz.overlap
+
+    viz.overlap.own_process()
+    yield
+    viz.overlap.own_process(False)
+
+
 @pytest.fixture(scope="module")
 def worker() -> Iterator[Worker]:
     """One single-device worker per test module, closed at teardown."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -569,7 +568,9 @@ def test_objects_frozen_before_the_analysis_stay_frozen():
         gc.unfreeze()
 
 
-def test_the_specialization_is_read_beside_the_compile(monkeypatch: pytest.MonkeyPatch):
+def test_the_specialization_is_read_beside_the_compile(
+    monkeypatch: pytest.MonkeyPatch, worker_process: None
+):
     import threading
 
     import viz.readers
@@ -590,7 +591,7 @@ def test_the_specialization_is_read_beside_the_compile(monkeypatch: pytest.Monke
 
 
 def test_a_specialization_reader_failure_beside_the_compile_is_read_again(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, worker_process: None
 ):
     import viz.readers
 
@@ -605,7 +606,9 @@ def test_a_specialization_reader_failure_beside_the_compile_is_read_again(
     assert "could not read the specialization: ValueError: boom" in report.warnings
 
 
-def test_a_reader_failure_on_the_thread_is_a_warning(monkeypatch: pytest.MonkeyPatch):
+def test_a_reader_failure_on_the_thread_is_a_warning(
+    monkeypatch: pytest.MonkeyPatch, worker_process: None
+):
     import viz.readers
 
     def broken(*_: Any) -> Any:
@@ -621,7 +624,7 @@ def test_a_reader_failure_on_the_thread_is_a_warning(monkeypatch: pytest.MonkeyP
 
 # -- the compiled HLO is read from XLA's dump while it generates code (issue #20) --
 def test_the_compiled_graph_read_from_the_dump_is_the_executables(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, worker_process: None
 ):
     import threading
 
@@ -646,7 +649,9 @@ def test_the_compiled_graph_read_from_the_dump_is_the_executables(
     assert early.kernels == after.kernels
 
 
-def test_a_dump_that_differs_from_the_executable_is_not_shown(monkeypatch: pytest.MonkeyPatch):
+def test_a_dump_that_differs_from_the_executable_is_not_shown(
+    monkeypatch: pytest.MonkeyPatch, worker_process: None
+):
     import viz.pipeline
 
     class WrongDump(viz.pipeline.OptimizedHloDump):
@@ -670,7 +675,9 @@ def test_a_dump_that_differs_from_the_executable_is_not_shown(monkeypatch: pytes
     assert made_after == [True]  # the fusion map of the graph shown, not of the dump's
 
 
-def test_a_small_program_is_not_dumped_and_a_big_one_is(monkeypatch: pytest.MonkeyPatch):
+def test_a_small_program_is_not_dumped_and_a_big_one_is(
+    monkeypatch: pytest.MonkeyPatch, worker_process: None
+):
     """A dump costs XLA more than reading a small executable's text after the compile."""
     import viz.pipeline
 
@@ -726,16 +733,6 @@ def test_the_reader_beside_the_compile_takes_only_idle_cpu_until_the_compile_end
     assert policies == [os.SCHED_IDLE, os.SCHED_OTHER]
 
 
-@pytest.fixture
-def worker_process() -> Iterator[None]:
-    """This test's process taken for the worker's: the process-wide tuning on."""
-    import viz.overlap
-
-    viz.overlap.own_process()
-    yield
-    viz.overlap.own_process(False)
-
-
 def test_the_readers_hold_the_gil_only_inside_the_compile_with_a_short_switch_interval(
     monkeypatch: pytest.MonkeyPatch, worker_process: None
 ):
@@ -783,6 +780,92 @@ def test_the_readers_hold_the_gil_only_inside_the_compile_with_a_short_switch_in
     late.close()  # a compile that failed before the reader got the GIL
     entered.join(10)
     assert not entered.is_alive() and sys.getswitchinterval() == normal
+
+
+def _when_read(monkeypatch: pytest.MonkeyPatch, wait_for_reader: bool) -> list[tuple[str, str]]:
+    """What the analyses do when, each with its thread's name: the compile asked for
+    (with or without a dump), the IRs' reading started, the compile returned. With
+    `wait_for_reader`, a compile waits up to 10 s for the reading to start beside it."""
+    import threading
+
+    import viz.pipeline
+    import viz.readers
+    import viz.stages
+
+    happened: list[tuple[str, str]] = []
+    reading = threading.Event()
+    real_read, real_compile = viz.readers.read_early, viz.stages.Lowered.compile
+
+    def note(what: str) -> None:
+        happened.append((what, threading.current_thread().name))
+
+    def read_early(*args: Any) -> Any:
+        note("read")
+        reading.set()
+        return real_read(*args)
+
+    def compile(self: Any, extra_options: dict[str, Any] | None = None) -> Any:
+        note("compile, dumped" if "xla_dump_to" in (extra_options or {}) else "compile")
+        if wait_for_reader:
+            reading.wait(10)
+        compiled = real_compile(self, extra_options)
+        note("compiled")
+        return compiled
+
+    monkeypatch.setattr(viz.readers, "read_early", read_early)
+    monkeypatch.setattr(viz.stages.Lowered, "compile", compile)
+    monkeypatch.setattr(viz.pipeline, "DUMP_FROM_BYTES", 0)  # even a chain would be dumped
+    return happened
+
+
+def test_in_the_callers_process_the_irs_are_read_after_the_compile_and_nothing_is_dumped(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """viz.analyze() in a user's process: XLA compiles alone (no reader beside it holds
+    the GIL that JAX's Python around XLA wants back), then the calling thread reads."""
+    happened = _when_read(monkeypatch, wait_for_reader=False)
+    report = analyze(_chain, "f32[8,9]", runs=0)
+    assert report.ok and report.compiled.kernel_count
+    assert happened == [
+        ("compile", "MainThread"),
+        ("compiled", "MainThread"),
+        ("read", "MainThread"),
+    ]
+
+
+def test_in_the_worker_the_irs_are_read_beside_the_compile_from_its_dump(
+    monkeypatch: pytest.MonkeyPatch, worker_process: None
+):
+    happened = _when_read(monkeypatch, wait_for_reader=True)
+    report = analyze(_chain, "f32[8,9]", runs=0)
+    assert report.ok and report.compiled.kernel_count
+    assert happened == [
+        ("compile, dumped", "MainThread"),
+        ("read", "jitscope-reader"),
+        ("compiled", "MainThread"),
+    ]
+
+
+def test_the_report_is_the_same_read_beside_the_compile_or_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Only the times differ between the worker's analysis and a caller's."""
+    import viz.overlap
+    import viz.pipeline
+
+    monkeypatch.setattr(viz.pipeline, "DUMP_FROM_BYTES", 0)  # the compiled HLO from the dump
+    sample = get_sample("transformer_block")
+    block = getattr(load_module(sample.code, str(sample.path)), sample.function)
+    reports = []
+    for own in (True, False):
+        viz.overlap.own_process(own)
+        try:
+            reports.append(analyze(block, sample.args, runs=0).to_dict())
+        finally:
+            viz.overlap.own_process(False)
+    timed = ("timings", "compile_events")
+    beside, after = ({k: v for k, v in r.items() if k not in timed} for r in reports)
+    assert beside == after
 
 
 def test_an_executable_without_text_is_a_warning(monkeypatch: pytest.MonkeyPatch):

@@ -33,7 +33,10 @@ def streamed(fn, spec: str, runs: int = 0) -> tuple[list[tuple[str, Report]], Re
     return heard, report
 
 
-def test_each_stage_is_told_in_order_and_the_jaxpr_comes_before_the_compile_ends():
+def test_each_stage_is_told_in_order_and_the_jaxpr_comes_before_the_compile_ends(
+    worker_process: None,
+):
+    """In the worker, which reads the IRs beside XLA's compile."""
     heard, report = streamed(chain, "f32[64,64]", runs=3)
     stages = [stage for stage, _ in heard]
     assert stages == ["trace", "lower", "compile", "compile", "compile", "run"]

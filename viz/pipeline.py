@@ -1,12 +1,14 @@
 """`analyze`: one function through the staged pipeline, everything read into a Report.
 
 trace → lower → compile → run, each stage from `viz.stages` (which decides x64,
-the device, static arguments, compiler options and the memory limit). The jaxpr,
-the StableHLO (a copy of the module, in an MLIR context of its own) and the
+the device, static arguments, compiler options and the memory limit). In the worker,
+the jaxpr, the StableHLO (a copy of the module, in an MLIR context of its own) and the
 specialization's rows are read on a thread while XLA compiles, then the compiled HLO
 from the text XLA dumps once its passes are done, while it generates code
 (`viz.hlo_dump`), checked against the executable's text after the compile (and read
-from that text where they differ); `compile_s` is XLA's time alone.
+from that text where they differ). In a caller's own process (`viz.analyze()`, a
+notebook) all of them are read after the compile (`viz.overlap.reads_beside_compile`).
+`compile_s` is XLA's time alone.
 
 Each stage and reader (`viz.readers`) returns its section (`viz.sections`); the analysis
 keeps them as they come, and the Report is assembled from them once, at the end
@@ -32,7 +34,7 @@ from viz.errors import USER_EXITS, UserCodeError
 from viz.fusion.report import PROFILE_RUNS, fusion_map_section, profile_section
 from viz.hlo_dump import OptimizedHloDump
 from viz.ir.stablehlo import module_bytecode
-from viz.overlap import Background, CompileWindow, IdlePriority, gc_paused
+from viz.overlap import Background, CompileWindow, IdlePriority, gc_paused, reads_beside_compile
 from viz.progress import OnStage, glimpse
 from viz.readers import Early
 from viz.report import Report, Subject
@@ -251,9 +253,12 @@ class _Analysis:
         once its passes are done, while it generates code (`viz.hlo_dump`); so they add
         nothing to the wait. `compile_s` stays XLA's time alone. Where the dump did not
         come, or does not match the executable's text, or the program is too small to
-        be worth a dump (`DUMP_FROM_BYTES`), the compiled HLO is read after."""
+        be worth a dump (`DUMP_FROM_BYTES`), the compiled HLO is read after. In a process
+        not jitscope's own, everything is read after (`_compile_then_read`)."""
         stream = self.stream
-        bytecode = module_bytecode(lowered.mlir_module())  # a copy for the thread (module_copy)
+        bytecode = module_bytecode(lowered.mlir_module())  # read from a copy (module_copy)
+        if not reads_beside_compile():
+            return self._compile_then_read(traced, lowered, bytecode)
         dump = OptimizedHloDump(
             traced.target.compiler_options, wanted=len(bytecode) >= DUMP_FROM_BYTES
         )
@@ -287,11 +292,30 @@ class _Analysis:
                 window.close()
                 dump.done()
                 reader.resume()  # what is left to read, the analysis now waits for
-                self.early = early = reader.result()
-                self.found.jaxpr, self.found.stablehlo = early.jaxpr, early.stablehlo
+                self._keep(reader.result())
         finally:
             dump.close()
         return compiled, memory
+
+    def _compile_then_read(
+        self, traced: Traced, lowered: Lowered, bytecode: bytes
+    ) -> tuple[Compiled, Background[readers.MemoryRead]]:
+        """XLA's compile with nothing beside it, then the IRs read on the calling thread
+        while XLA's memory analysis runs (`viz.overlap.reads_beside_compile`: in a
+        process not jitscope's own). No dump: the compiled HLO is read from the
+        executable's text."""
+        try:
+            compiled = lowered.compile()
+            memory = Background(lambda: readers.read_memory(compiled), "xla")
+        finally:  # a failed compile keeps what the readers find
+            no_dump = OptimizedHloDump({}, wanted=False)
+            user_file, told = self.target.user_file, self.stream.read
+            self._keep(readers.read_early(traced, bytecode, no_dump, user_file, told))
+        return compiled, memory
+
+    def _keep(self, early: Early) -> None:
+        self.early = early
+        self.found.jaxpr, self.found.stablehlo = early.jaxpr, early.stablehlo
 
 
 class _Stream:
