@@ -191,3 +191,25 @@ def test_two_long_values_that_differ_near_their_end_show_the_end() -> None:
     assert len(before) <= 80 and len(after) <= 80
     _, _, before, after = two  # the items past the sixth are not read: no 'new object'
     assert after == before + " (differs further in)"
+
+
+def made_per_test(read: bool) -> Callable:
+    @jax.jit
+    @jax.vmap
+    def step(x):
+        return x * 2 if read else x
+
+    return step
+
+
+def test_a_new_function_objects_later_compiles_compare_with_its_own() -> None:
+    """Each jit object has a cache of its own: the second object's second shape misses
+    in it, though the first object compiled that shape (equinox's test_while_loop)."""
+    with viz.recording() as rec:
+        for read in (False, True):
+            step = made_per_test(read)
+            for n in (2, 3):
+                step(jnp.zeros((2, n)))
+    compiles = reasons_of(rec, "step")
+    assert [kinds[0][1] for kinds in compiles] == ["new_function", "shape", "new_function", "shape"]
+    assert compiles[3] == [("x", "shape", "f32[2,2]", "f32[2,3]")]

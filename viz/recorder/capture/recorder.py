@@ -59,6 +59,7 @@ MAX_ERROR_TEXT = 300  # characters of a recorder error's message kept
 class _FunctionState:
     signatures: list[Signature] = field(default_factory=list)  # of the detailed compiles
     conventions: list[str] = field(default_factory=list)  # '(x, y=…)', one per signature
+    owners: list[Any] = field(default_factory=list)  # each signature's function object, weakly
     objects: list[Any] = field(default_factory=list)  # weak references to function objects
     jit_infos: list[int] = field(default_factory=list)  # ids of the jax.jit wrappers' settings
     compiles: int = 0
@@ -223,6 +224,7 @@ class Recorder:
             if described:
                 state.signatures.append(described.signature)
                 state.conventions.append(described.convention)
+                state.owners.append(_weak(call.fun if call else None))
             compile = Compile(
                 seq=self._seq,
                 t_s=max(finished.started - self.program.started, 0.0),
@@ -331,7 +333,7 @@ class Recorder:
                 )
             )
         if described is not None and state.signatures:
-            reasons += _closest_differences(described, state.signatures, state.conventions)
+            reasons += _closest_differences(described, *_compared(state, call, new_object))
         if not reasons and new_jit:
             reasons.append(
                 Reason("(jit)", "config", "other jax.jit settings", "new jax.jit settings")
@@ -351,6 +353,26 @@ def _peak(executable: Any) -> int | None:
         return executable_profile(executable).peak_bytes
     except Exception:
         return None
+
+
+def _compared(
+    state: _FunctionState, call: listener.Call | None, new_object: bool
+) -> tuple[list[Signature], list[str]]:
+    """The earlier compiles to compare with: a function object that compiled before
+    has a cache of its own (JAX keys it by the object), so its own compiles, where they
+    are remembered; a new object, every compile of its function."""
+    fun = None if call is None or new_object else call.fun
+    own = [i for i, ref in enumerate(state.owners) if fun is not None and ref() is fun]
+    if not own:
+        return state.signatures, state.conventions
+    return [state.signatures[i] for i in own], [state.conventions[i] for i in own]
+
+
+def _weak(fun: Any) -> Callable[[], Any]:
+    try:
+        return weakref.ref(fun)
+    except TypeError:  # not weakly referable (or None): never its own
+        return lambda: None
 
 
 def _closest_differences(
