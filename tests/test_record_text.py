@@ -14,7 +14,7 @@ import viz
 from viz.recorder.capture.unwrap import defined_at, unwrap
 from viz.recorder.display.html import recording_html
 from viz.recorder.display.summary import summary_text
-from viz.recorder.model import FunctionStats, ProcessRun, Recording, short_path
+from viz.recorder.model import FunctionStats, ProcessRun, Recording, jitted, short_path
 
 
 def recording(functions: list[FunctionStats], eager_hidden: int = 0) -> Recording:
@@ -94,8 +94,9 @@ def test_wrapped_functions_unwrap_to_the_user_function_with_their_layers():
         found = unwrap(wrapped)
         assert (found.fun, found.layers) == (safe_norm, layers)
         assert defined_at(found.fun).endswith(f"test_record_text.py:{line}")
-    nested = unwrap(jax.jacfwd(functools.partial(safe_norm, min_norm=0.1))).nested()
-    assert nested == "jacfwd(partial(safe_norm))"
+    found = unwrap(jax.jacfwd(functools.partial(safe_norm, min_norm=0.1)))
+    assert jitted(found.layers, found.name) == "jit(jacfwd(partial(safe_norm)))"
+    assert jitted(["filter_jit"], "f") == "filter_jit(f)"  # a framework's own jit
 
 
 def test_a_function_without_source_says_so_in_words():

@@ -11,7 +11,15 @@ import re
 from collections import Counter
 
 from viz.cache.signature import NEW, Reason
-from viz.recorder.model import CACHE, CLEARED, FIRST_COMPILE, Compile, FunctionStats, short_path
+from viz.recorder.model import (
+    CACHE,
+    CLEARED,
+    FIRST_COMPILE,
+    Compile,
+    FunctionStats,
+    jitted,
+    short_path,
+)
 
 FIXES = {
     "shape": "pad to a few bucket sizes (Batch buckets page)",
@@ -128,8 +136,7 @@ def _new_jit_text(stats: FunctionStats, compiles: list[Compile], cwd: str) -> st
         if any(r.kind == "new_function" and r.before != FIRST_COMPILE for r in c.reasons)
     )
     layers, where = made.most_common(1)[0][0] if made else ((), stats.defined_at)
-    nested = "".join(f"{layer}(" for layer in layers) + stats.name + ")" * len(layers)
-    return f"a new jit({nested}) is made on each call at {short_path(where, cwd)}"
+    return f"a new {jitted(layers, stats.name)} is made on each call at {short_path(where, cwd)}"
 
 
 def _shape_text(arg: str, compiles: list[Compile]) -> str:

@@ -161,6 +161,17 @@ def hidden_eager() -> FunctionStats:
     return FunctionStats("(op-by-op)", "", eager=True)
 
 
+# layers that are a jit themselves (a framework's): the program is that layer, not jit(it)
+JIT_LAYERS = frozenset({"jit", "filter_jit", "nnx.jit"})
+
+
+def jitted(layers: list[str] | tuple[str, ...], name: str) -> str:
+    """'jit(jacfwd(partial(safe_norm)))' as the user wrote it; 'filter_jit(f)' where the
+    outermost layer is a framework's jit."""
+    nested = "".join(f"{layer}(" for layer in layers) + name + ")" * len(layers)
+    return nested if layers and layers[0] in JIT_LAYERS else f"jit({nested})"
+
+
 def function_key(name: str, defined_at: str) -> str:
     return f"{name} @ {defined_at}"
 

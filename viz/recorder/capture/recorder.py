@@ -45,6 +45,7 @@ from viz.recorder.model import (
     Recording,
     cache_reason,
     function_key,
+    jitted,
     short_path,
 )
 from viz.recorder.storage.journal import Journal
@@ -323,7 +324,7 @@ class Recorder:
         reasons: list[Reason] = []
         if new_object:
             made = short_path(made_at or where.defined_at, self.program.cwd)
-            what = f"jit({where.nested})" if where.layers else "function object"
+            what = jitted(where.layers, where.name) if where.layers else "function object"
             reasons.append(
                 Reason(
                     "(function)",
@@ -416,13 +417,12 @@ class _Where:
     defined_at: str
     fun: Any = None
     layers: list[str] = field(default_factory=list)
-    nested: str = ""
 
 
 def _where_called(call: listener.Call) -> _Where:
     user = call.user  # a framework's call: the user's function inside it
     found = unwrap(user.fun if user else call.fun, user.layers if user else [])
-    return _Where(found.name, defined_at(found.fun), found.fun, found.layers, found.nested())
+    return _Where(found.name, defined_at(found.fun), found.fun, found.layers)
 
 
 def _where_compiled(finished: listener.Finished) -> _Where:

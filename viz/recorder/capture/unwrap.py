@@ -37,10 +37,6 @@ class Unwrapped:
             name = ".".join(qualname.split(".<locals>.")[-1].split(".")[-2:]) or name
         return name
 
-    def nested(self) -> str:
-        """'jacfwd(partial(safe_norm))', as the user wrote it inside jax.jit(...)."""
-        return "".join(f"{layer}(" for layer in self.layers) + self.name + ")" * len(self.layers)
-
 
 def unwrap(fun: Any, outer: list[str] | None = None) -> Unwrapped:
     """`fun` peeled down to the user's function; `outer`: layers already peeled (a

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from viz.cache.signature import Reason, reason_text
-from viz.recorder.model import Compile, ProcessRun, Recording, short_path
+from viz.recorder.model import Compile, ProcessRun, Recording, jitted, short_path
 from viz.settings import Settings
 from viz.source import list_functions
 from viz.units import nbytes, seconds
@@ -71,10 +71,9 @@ def disk_text(c: Compile) -> str:
 
 def jit_text(c: Compile, cwd: str) -> str:
     """'jit(jacfwd(partial(safe_norm))) made at test.py:10', or what is known of it."""
-    nested = "".join(f"{layer}(" for layer in c.wraps) + c.function + ")" * len(c.wraps)
     made = f" made at {short_path(c.created_at, cwd)}" if c.created_at else ""
     under = f", under {c.transform}" if c.transform else ""
-    return f"jit({nested}){made}{under}"
+    return f"{jitted(c.wraps, c.function)}{made}{under}"
 
 
 def reason_words(reason: Reason) -> str:
