@@ -27,6 +27,7 @@ from viz import charts, demo, share, vega
 from viz.history import History, HistoryError
 from viz.progress import STAGES
 from viz.report import Report
+from viz.worker.protocol import Analyze
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -53,7 +54,7 @@ def analyze(runs: int, automatic: bool = False) -> None:
     """Analyze the program, each stage drawn as the worker sends it; `automatic`: a
     first visit's or a link's run, kept in History once only."""
     prog = ui.program()
-    request = prog.analysis(ui.device(), runs)
+    request = Analyze(prog.settings_on(ui.device()), runs=runs)
     s = request.settings
     asked = Report(function=s.function or "", args=s.args, device=s.device)
     stages = STAGES if runs else tuple(s for s in STAGES if s != "run")

@@ -20,6 +20,7 @@ from viz.settings import Settings
 from viz.spec import parse_spec
 from viz.specialization import Change, SpecializedArg, changes, outcome, variant_spec
 from viz.specialization.read import named_arguments, spec_form
+from viz.stages import trace
 from viz.target import Target
 from viz.worker import handlers
 from viz.worker import protocol as p
@@ -83,7 +84,7 @@ def test_the_rows_read_in_two_steps_are_the_rows_read_at_once():
 
     target = Target.load(arange_plus, static=["n"])
     args = target.args("f32[16], 16")
-    traced = target.trace(args)
+    traced = trace(target, args)
     assert traced.abstract and len(traced.abstract) == 2  # the trace keeps what it traced
     compiled = traced.lower().compile()
     at_once = read_specialization(target, args, traced, compiled)

@@ -15,7 +15,7 @@ from conftest import REPO
 
 from viz.errors import UserCodeError
 from viz.settings import Settings
-from viz.stages import ArgLeaf, Lowered, Traced
+from viz.stages import ArgLeaf, Lowered, Traced, trace
 from viz.target import Target
 from viz.worker import Worker, protocol
 
@@ -79,7 +79,7 @@ def test_a_target_without_expressions_takes_the_spec_language_and_its_modules_na
 
 def test_each_stage_carries_its_own_time():
     target = Target.load(lambda x: x * 2)
-    traced = target.trace(target.args("f32[4]"))
+    traced = trace(target, target.args("f32[4]"))
     lowered = traced.lower()
     compiled = lowered.compile()
     assert min(traced.seconds, lowered.seconds, compiled.seconds) > 0
@@ -88,7 +88,7 @@ def test_each_stage_carries_its_own_time():
 
 def test_the_compiled_stage_knows_its_named_arguments_without_reaching_back():
     target = Target.load(lambda params, x: params["w"] * x, donate=["x"])
-    compiled = target.trace(target.args("{'w': f32[3]}, f32[3]")).lower().compile()
+    compiled = trace(target, target.args("{'w': f32[3]}, f32[3]")).lower().compile()
     assert compiled.args_info() == [
         ArgLeaf("params['w']", (3,), "float32", False),
         ArgLeaf("x", (3,), "float32", True),

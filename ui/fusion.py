@@ -20,6 +20,7 @@ from ui.graphs import show_graph
 from ui.results import Result
 from ui.tables import table
 from ui.workers import ask
+from viz.fusion.model import FusionEntry
 from viz.fusion.profile import Profile
 from viz.fusion.report import PROFILE_RUNS
 from viz.fusion.selection import (
@@ -32,7 +33,6 @@ from viz.fusion.selection import (
     selected_eqns,
 )
 from viz.ir.model import Graph
-from viz.report import FusionEntry
 from viz.units import seconds
 
 

@@ -10,13 +10,15 @@ attributes. Nothing here imports jax, so the app can read reports from the worke
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from types import ModuleType
 from typing import Any, ClassVar
 
 from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
+from viz.fusion.model import FusionCoverage, FusionEntry
 from viz.fusion.profile import Profile
 from viz.ir.model import Graphs
-from viz.memory.model import PeakAt, PeakBuffer, Residual, TimelinePoint
+from viz.memory.model import Memory
 from viz.plain import Arriving, Plain, encode
 from viz.settings import Settings
 from viz.sharding.model import ShardingSection
@@ -86,31 +88,6 @@ class Cost(Plain):
 
 
 @dataclass
-class Memory(Plain):
-    """XLA's totals (`memory_analysis()`), and the memory profile (issue #54,
-    `viz.memory`): the bytes live at each step of the schedule, the peak and the
-    buffers live there, XLA's own peak beside it, and what a run must fit in."""
-
-    argument_bytes: int | None = None
-    output_bytes: int | None = None
-    temp_bytes: int | None = None
-    alias_bytes: int | None = None
-    generated_code_bytes: int | None = None
-    peak_bytes: int | None = None  # the most bytes live at one step of the schedule
-    peak_at: PeakAt | None = None  # that step
-    timeline: list[TimelinePoint] = field(default_factory=list)  # the bytes live at each step
-    at_peak: list[PeakBuffer] = field(default_factory=list)  # live at the peak, largest first
-    by_kind_at_peak: dict[str, int] = field(default_factory=dict)  # parameter, output, …
-    xla_peak_bytes: int | None = None  # peak_memory_in_bytes (on CPU: arguments + outputs)
-    limit_bytes: int | None = None  # the device's bytes_limit, else the worker's limit
-    limit_of: str = ""  # which of the two
-    library_kernels: list[str] = field(default_factory=list)  # their memory is their own
-    recomputed: list[str] = field(default_factory=list)  # kernels jax.checkpoint recomputes
-    residuals: list[Residual] = field(default_factory=list)  # saved for the backward pass
-    residuals_note: str = ""  # why the residuals are not listed, where they are not
-
-
-@dataclass
 class Runs(Plain):
     """Run-time distributions (`viz.timing`): jit, and eager if it ran."""
 
@@ -137,31 +114,6 @@ class Kernel(Plain):
     ops: dict[str, int] = field(default_factory=dict)
     lines: list[int] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
-
-
-@dataclass
-class FusionEntry(Plain):
-    """One kernel (or one `no_kernel` instruction) and what went into it."""
-
-    kernel: str
-    kind: str
-    stablehlo_ops: list[dict[str, str]] = field(default_factory=list)  # {id, name}
-    jaxpr_eqns: list[dict[str, str]] = field(default_factory=list)  # {id, primitive}
-    lines: list[int] = field(default_factory=list)
-
-    @property
-    def is_kernel(self) -> bool:
-        return self.kind != "no_kernel"
-
-
-@dataclass
-class FusionCoverage(Plain):
-    """Share of each IR's ops found in the optimized program (None: it had no ops), and
-    per IR how they were found: {ops, by_metadata, by_dataflow, folded}."""
-
-    stablehlo: float | None = None
-    jaxpr: float | None = None
-    counts: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -305,25 +257,12 @@ class Report(Arriving, Plain):
 
     def _repr_html_(self) -> str:
         """Jupyter, Colab and VS Code draw a Report as its Overview (viz.notebook)."""
-        from viz.notebook import repr_html
-
-        return repr_html(self)
+        return _notebook().repr_html(self)
 
     def _ipython_display_(self) -> None:
         """IPython displays a Report through here: a report that `viz.show` already drew in
         this cell (its last line) displays nothing, and leaves no empty `Out[n]:`."""
-        from viz.notebook import display_report
-
-        display_report(self)
-
-    @classmethod
-    def assemble(cls, subject: Subject, sections: Any) -> Report:
-        """The report of `subject` from what its analysis found, `sections` (a
-        `viz.sections.Sections`, whose module reads this one's types: it is imported
-        here, when a report is built)."""
-        from viz.sections import assemble
-
-        return assemble(subject, sections)
+        _notebook().display_report(self)
 
     @classmethod
     def failed(cls, subject: Subject, error: ErrorInfo) -> Report:
@@ -357,3 +296,11 @@ class Report(Arriving, Plain):
     @property
     def error_line(self) -> int | None:
         return self.error.line if self.error else None
+
+
+def _notebook() -> ModuleType:
+    """`viz.notebook`, which draws a report in a notebook cell. It imports this module,
+    so it is imported here, when a notebook first draws one: the one hook back."""
+    import viz.notebook
+
+    return viz.notebook

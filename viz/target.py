@@ -3,7 +3,7 @@
 
     target = Target.from_settings(settings)   # what, where, how (viz.settings)
     args = target.args("f32[8,128], 3")       # the spec, parsed once
-    traced = target.trace(args)               # viz.stages.Traced, and on from there
+    traced = trace(target, args)              # viz.stages: Traced, and on from there
 
 `Target` decides, once for everyone (Explore, the cache lab, the lessons, the
 pass-by-pass view, the CLI): 64-bit mode, the device, the static and donated
@@ -29,7 +29,6 @@ from typing import Any
 
 import jax
 
-import viz
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError
 from viz.settings import Settings
 from viz.source import load_function
@@ -285,13 +284,3 @@ class Target:
             jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext(),
         ):
             yield
-
-    def trace(self, args: Args) -> viz.stages.Traced:
-        """The first stage (`viz.stages` holds its target: it is imported here)."""
-        import viz.stages
-
-        with self.scope(args):
-            abstract = args.abstract()
-            with viz.stages.timed("trace", self.user_file) as seconds:
-                traced = self.jitted.trace(*abstract)
-        return viz.stages.Traced(self, args, traced, seconds[0], abstract)

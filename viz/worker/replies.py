@@ -31,22 +31,6 @@ GRAPHS = ("compiled", "stablehlo", "jaxpr")
 
 
 @dataclass
-class Progress(Plain):
-    """How far a long request is: `done` of `total` steps, the last one's label. A
-    streamed analysis (`Analyze.stream`) labels each step with the stage under way
-    (`viz.progress.STAGES`) and sends what is known so far (`viz.progress.glimpse`)."""
-
-    done: int
-    total: int
-    label: str = ""
-    report: Report | None = None
-
-    @property
-    def share(self) -> float:
-        return self.done / max(self.total, 1)
-
-
-@dataclass
 class Reply(Plain):
     """What every answer carries: whether it worked and, if not, why."""
 
