@@ -2,7 +2,10 @@
 
 - the server side (app.py, pages/, ui/) never imports jax, neither directly nor through
   the project modules it imports at module level, however deep;
-- viz/ never imports Streamlit, at any level (function bodies included).
+- viz/ never imports Streamlit, at any level (function bodies included);
+- no import circle among modules, nor among viz/'s packages (each folder one node, each
+  module at its top one node), and an import inside a function closes a loop of
+  module-level imports only where it is a declared hook (`DECLARED_HOOKS`).
 
 Every module of app.py, pages/, ui/ and viz/ is walked; nothing is listed by hand. A
 module-level import is one outside every function body; one under `if TYPE_CHECKING:`
@@ -24,7 +27,9 @@ import re
 import subprocess
 import sys
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -74,6 +79,7 @@ class Import:
     line: int
     in_function: bool  # runs when the function is called
     type_checking: bool  # under `if TYPE_CHECKING:`: never runs
+    function: str = ""  # the innermost function it sits in ('' outside every function)
 
     @property
     def module_level(self) -> bool:
@@ -238,6 +244,105 @@ class Project:
                 seen |= set(loop)
         return found
 
+    def package_of(self, name: str, whole_top: bool = False) -> str:
+        """A module of viz/'s node in the graph of packages: its folder (`viz.cache` for
+        viz/cache/keys.py, `viz.recorder.capture` for a module of viz/recorder/capture/;
+        with `whole_top`, the folder at the top of viz/ whole: `viz.recorder`), or, a
+        module at the top of viz/, the module itself (`viz.report`)."""
+        module = self.modules[name]
+        folder = name.split(".") if module.is_package else name.split(".")[:-1]
+        if len(folder) == 1:
+            return name
+        return ".".join(folder[:2] if whole_top else folder)
+
+    def package_imports(self, whole_top: bool = False) -> dict[tuple[str, str], list[str]]:
+        """The graph of viz/'s packages: (package, package it imports) -> where (`viz/x.py:
+        12`), for every import of a module of one that runs at module level or under `if
+        TYPE_CHECKING:`. Importing one's own enclosing package (its `__init__`) does not
+        count, nor does an import within one package."""
+        edges: dict[tuple[str, str], list[str]] = {}
+        for module in self.in_folder(ENGINE):
+            for i in self.imports(module.name):
+                if i.in_function or i.target not in self.modules:
+                    continue
+                if f"{module.name}.".startswith(f"{i.target}."):
+                    continue
+                pair = self.package_of(module.name, whole_top), self.package_of(i.target, whole_top)
+                where = f"{module.path.as_posix()}:{i.line}"
+                if pair[0] != pair[1] and where not in edges.get(pair, []):
+                    edges.setdefault(pair, []).append(where)
+        return edges
+
+    def package_cycles(self, whole_top: bool = False) -> list[list[str]]:
+        """Cycles among viz/'s packages, one per knot, as `[a, b, a]`."""
+        edges = self._package_edges(whole_top)
+        found, seen = [], set()
+        for start in sorted(edges):
+            if start in seen:
+                continue
+            loop = _loop_back(start, edges)
+            if loop:
+                found.append(loop)
+                seen |= set(loop)
+        return found
+
+    def _package_edges(self, whole_top: bool) -> dict[str, list[str]]:
+        edges: dict[str, list[str]] = {
+            self.package_of(m.name, whole_top): [] for m in self.in_folder(ENGINE)
+        }
+        for a, b in sorted(self.package_imports(whole_top)):
+            edges[a].append(b)
+        return edges
+
+    def loop_closing_imports(self) -> set[tuple[str, str, str]]:
+        """(module, function, module it imports) for each import inside a function of
+        viz/ that closes a loop: the module it imports reaches back to the importing one
+        through imports that run at module level (or under `if TYPE_CHECKING:`), module
+        by module, or package by package (each folder, or each top folder, one node). Such
+        an import hides a cycle from the rules above; it is allowed as a declared hook."""
+        modules = {
+            name: {
+                i.target
+                for i in self.imports(name)
+                if not i.in_function
+                and i.target in self.modules
+                and not f"{name}.".startswith(f"{i.target}.")
+            }
+            for name in self.modules
+        }
+        packages = {top: self._package_edges(top) for top in (False, True)}
+        found = set()
+        for module in self.in_folder(ENGINE):
+            for i in self.imports(module.name):
+                if not i.in_function or i.target not in self.modules:
+                    continue
+                if f"{module.name}.".startswith(f"{i.target}."):
+                    continue  # its own package: imported before it anyway
+                back = _reaches(i.target, module.name, modules) or any(
+                    self.package_of(i.target, top) != self.package_of(module.name, top)
+                    and _reaches(
+                        self.package_of(i.target, top), self.package_of(module.name, top), edges
+                    )
+                    for top, edges in packages.items()
+                )
+                if back:
+                    found.add((module.name, i.function, i.target))
+        return found
+
+
+def _reaches(start: str, goal: str, edges: Mapping[str, Iterable[str]]) -> bool:
+    """Whether a path of `edges` leads from `start` to `goal`."""
+    seen, todo = {start}, [start]
+    while todo:
+        name = todo.pop()
+        if name == goal:
+            return True
+        for nxt in edges.get(name, ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
+
 
 def _loop_back(start: str, edges: dict[str, list[str]]) -> list[str] | None:
     """The shortest path of imports from `start` back to itself, if any."""
@@ -264,12 +369,13 @@ class _Imports(ast.NodeVisitor):
         self.project = project
         self.module = module
         self.found: list[Import] = []
-        self.in_function = 0
+        self.functions: list[str] = []  # the functions the visit is in, innermost last
         self.in_type_checking = 0
 
     def _add(self, targets: list[str], node: ast.stmt | ast.expr) -> None:
-        where = bool(self.in_function), bool(self.in_type_checking)
-        self.found += [Import(target, node.lineno, *where) for target in targets]
+        where = bool(self.functions), bool(self.in_type_checking)
+        function = self.functions[-1] if self.functions else ""
+        self.found += [Import(target, node.lineno, *where, function) for target in targets]
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -291,10 +397,10 @@ class _Imports(ast.NodeVisitor):
             self._add(_parents(target), node)
         self.generic_visit(node)
 
-    def _in_function(self, node: ast.AST) -> None:
-        self.in_function += 1
+    def _in_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        self.functions.append(getattr(node, "name", "<lambda>"))
         self.generic_visit(node)
-        self.in_function -= 1
+        self.functions.pop()
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _in_function
 
@@ -620,6 +726,83 @@ def test_showing_recordings_and_a_job_leaves_jax_out_of_the_server(
 def test_no_import_circles() -> None:
     circles = [" -> ".join(c) for c in PROJECT.circles()]
     assert not circles, "; ".join(circles)
+
+
+@pytest.mark.parametrize("whole_top", [False, True], ids=["each folder", "each top folder"])
+def test_no_cycle_between_packages(whole_top: bool) -> None:
+    """Each folder of viz/ one node (or each folder at its top, subfolders in it), each
+    module at its top one node: the imports between them run one way."""
+    imports = PROJECT.package_imports(whole_top)
+    cycles = [
+        " -> ".join(cycle)
+        + " ("
+        + "; ".join(f"{a} -> {b}: {', '.join(imports[a, b])}" for a, b in pairwise(cycle))
+        + ")"
+        for cycle in PROJECT.package_cycles(whole_top)
+    ]
+    assert not cycles, "\n".join(cycles)
+
+
+# The imports inside a function that close a loop of module-level imports, each a hook
+# declared here: (module, function, module it imports).
+DECLARED_HOOKS = {
+    # a Report draws itself in a notebook cell (`_repr_html_`, `_ipython_display_`) with
+    # viz.notebook, which reads reports: imported when a notebook first draws one
+    ("viz.report", "_notebook", "viz.notebook"),
+}
+
+
+def test_the_imports_inside_functions_that_close_a_loop_are_the_declared_hooks() -> None:
+    found = PROJECT.loop_closing_imports()
+    assert found - DECLARED_HOOKS == set(), "closes a loop of imports: break the loop"
+    assert DECLARED_HOOKS - found == set(), "a declared hook that is gone: drop it here"
+
+
+def test_a_package_cycle_is_found_between_folders_and_top_modules(tmp_path: Path) -> None:
+    project = _write(
+        tmp_path,
+        {
+            "viz/__init__.py": "",
+            "viz/report.py": "from viz.fusion.model import Entry\n",
+            "viz/fusion/__init__.py": "",
+            "viz/fusion/model.py": "",
+            "viz/fusion/view.py": "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from viz.report import Report\n",
+            "viz/lessons/__init__.py": "",
+            "viz/lessons/measure.py": "def later():\n    import viz.report\n",
+            "viz/recorder/__init__.py": "def __getattr__(name):\n    import viz.recorder.cli.run\n",
+            "viz/recorder/model.py": "",
+            "viz/recorder/cli/__init__.py": "",
+            "viz/recorder/cli/run.py": "import viz.recorder.model\n",
+        },
+    )
+    assert project.package_cycles() == [["viz.fusion", "viz.report", "viz.fusion"]]
+    assert project.package_imports()["viz.fusion", "viz.report"] == ["viz/fusion/view.py:3"]
+    assert ("viz.recorder.cli", "viz.recorder") in project.package_imports()
+    assert project.package_cycles(whole_top=True) == project.package_cycles()
+
+
+def test_an_import_in_a_function_closes_a_loop_of_modules_or_of_packages(tmp_path: Path) -> None:
+    project = _write(
+        tmp_path,
+        {
+            "viz/__init__.py": "def __getattr__(name):\n    from viz.target import Target\n",
+            "viz/target.py": "def trace():\n    from viz import stages\n",
+            "viz/stages.py": "import viz.target\n",
+            "viz/demo.py": "import viz.worker.protocol\n",
+            "viz/worker/__init__.py": "",
+            "viz/worker/protocol.py": "",
+            "viz/worker/client.py": "def ask():\n    import viz.demo\n",
+            "viz/lessons/__init__.py": "",
+            "viz/lessons/rows.py": "",
+            "viz/worker/handlers.py": "import viz.lessons.rows\n"
+            "def lesson():\n    from viz.lessons import rows\n",
+        },
+    )
+    assert project.loop_closing_imports() == {
+        ("viz.target", "trace", "viz.stages"),  # stages imports target
+        ("viz.worker.client", "ask", "viz.demo"),  # demo imports the worker's protocol
+    }
 
 
 def test_the_wheel_lists_every_package_of_viz():
