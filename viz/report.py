@@ -10,6 +10,7 @@ attributes. Nothing here imports jax, so the app can read reports from the worke
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -17,7 +18,7 @@ from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
 from viz.fusion.model import FusionCoverage, FusionEntry
 from viz.fusion.profile import Profile
-from viz.ir.model import Graphs
+from viz.ir.model import IR, Graphs
 from viz.memory.model import Memory
 from viz.plain import Arriving, Plain, encode
 from viz.settings import Settings
@@ -25,19 +26,30 @@ from viz.sharding.model import ShardingSection
 from viz.specialization.model import ShapeOp, SpecializedArg
 from viz.timing import RunStats
 
+
+class Count(StrEnum):
+    """A count the report defines (`count_definitions`), by its path in the JSON."""
+
+    JAXPR_EQNS = "jaxpr.eqn_count"
+    STABLEHLO_OPS = "stablehlo.op_count"
+    COMPILED_OPS = "compiled.op_count"
+    FUSIONS = "compiled.fusion_count"
+    KERNELS = "compiled.kernel_count"
+
+
 # What each count counts; shown in the app and written into every report.
 COUNT_DEFINITIONS = {
-    "jaxpr.eqn_count": "equations of the traced jaxpr, including those inside nested "
+    Count.JAXPR_EQNS: "equations of the traced jaxpr, including those inside nested "
     "jaxprs (pjit, scan, while, cond branches, custom_jvp/vjp); a container "
     "equation counts once itself",
-    "stablehlo.op_count": "operations inside the module's functions, constants "
+    Count.STABLEHLO_OPS: "operations inside the module's functions, constants "
     "included, func.func and return terminators excluded; ops with regions "
     "(while, case, reduce) count once plus their region ops",
-    "compiled.op_count": "instructions XLA executes after optimization: every "
+    Count.COMPILED_OPS: "instructions XLA executes after optimization: every "
     "non-fused instruction plus one per fusion (fused ops are not counted "
     "separately)",
-    "compiled.fusion_count": "fusion instructions in the optimized HLO",
-    "compiled.kernel_count": "units of work XLA launches: fusions plus non-fused "
+    Count.FUSIONS: "fusion instructions in the optimized HLO",
+    Count.KERNELS: "units of work XLA launches: fusions plus non-fused "
     "compute instructions (parameters, constants, tuples, bitcasts and control "
     "flow shells excluded)",
 }
@@ -254,6 +266,15 @@ class Report(Arriving, Plain):
         state = f"error {self.error.kind.value}" if self.error else "ok"
         said = "; ".join(part for part in (state, chain) if part)
         return f"<Report {self.function}({self.args}) on {self.device}: {said}>"
+
+    def definition(self, count: Count) -> str | None:
+        """What `count` counts, as this report defines it."""
+        return self.count_definitions.get(count)
+
+    def section(self, ir: IR) -> JaxprSection | StableHLOSection | CompiledSection | None:
+        """One IR's section (None: the analysis did not get that far)."""
+        sections = {IR.JAXPR: self.jaxpr, IR.STABLEHLO: self.stablehlo, IR.COMPILED: self.compiled}
+        return sections[ir]
 
     def _repr_html_(self) -> str:
         """Jupyter, Colab and VS Code draw a Report as its Overview (viz.notebook)."""

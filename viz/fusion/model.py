@@ -22,6 +22,11 @@ class FusionEntry(Plain):
     def is_kernel(self) -> bool:
         return self.kind != "no_kernel"
 
+    @property
+    def primitives(self) -> list[str]:
+        """The primitive of each jaxpr equation in it, in order."""
+        return [eqn["primitive"] for eqn in self.jaxpr_eqns]
+
 
 @dataclass
 class FusionCoverage(Plain):

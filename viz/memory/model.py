@@ -103,3 +103,8 @@ class Memory(Plain):
     recomputed: list[str] = field(default_factory=list)  # kernels jax.checkpoint recomputes
     residuals: list[Residual] = field(default_factory=list)  # saved for the backward pass
     residuals_note: str = ""  # why the residuals are not listed, where they are not
+
+    @property
+    def arguments_at_peak(self) -> int:
+        """The bytes of the program's arguments live at the peak."""
+        return self.by_kind_at_peak.get("parameter", 0)
