@@ -26,6 +26,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -871,3 +872,131 @@ def test_the_private_jax_rule_sees_imports_and_module_names(tmp_path: Path) -> N
         "'''A docstring naming jax._src.core is no use of it.'''\nfrom jax.extend import core\n"
     )
     assert [u.split(": ")[0] for u in _private_jax_uses(source)] == ["2", "3", "4", "6"]
+
+
+def _report_mappings() -> set[str]:
+    """The names of the report's fields, at every level, that hold a mapping or a list
+    of mappings (`graphs`, `graph_models`, `ops`, `by_kind_at_peak`, `jaxpr_eqns`, …):
+    read by a key, they are read by a name."""
+    import collections.abc
+    import dataclasses
+    import typing
+
+    from viz.report import Report
+
+    found: set[str] = set()
+    seen: set[type] = set()
+
+    def holds_mappings(hint: object) -> bool:
+        origin = typing.get_origin(hint) or hint
+        if dataclasses.is_dataclass(origin):
+            return False  # a section: read by its attributes (a Plain reads by key too)
+        if isinstance(origin, type) and issubclass(origin, collections.abc.Mapping):
+            return True
+        return origin is list and any(holds_mappings(a) for a in typing.get_args(hint))
+
+    def visit(cls: type) -> None:
+        if cls in seen or not dataclasses.is_dataclass(cls):
+            return
+        seen.add(cls)
+        for name, hint in typing.get_type_hints(cls).items():
+            parts = typing.get_args(hint) if typing.get_origin(hint) is types.UnionType else ()
+            for part in parts or (hint,):
+                if holds_mappings(part):
+                    found.add(name)
+                for inner in (part, *typing.get_args(part)):
+                    if isinstance(inner, type):
+                        visit(inner)
+
+    visit(Report)
+    return found
+
+
+REPORT_MAPPINGS = _report_mappings()
+
+
+def _reads_by_name(tree: ast.Module) -> list[str]:
+    """`line: code` for each place that reads a report by a name rather than an
+    attribute: `getattr(...)`, and a string key (`x["compiled"]`, `x.get("parameter")`)
+    on one of the report's mappings, or on a name bound to one (`models =
+    r.graph_models`, `for e in entry.jaxpr_eqns`) in the same function."""
+    found = []
+    scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))]
+    for scope in scopes:
+        bound = _bound_to_mappings(scope)
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "getattr":
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+            key = _string_key_read(node)
+            if key is not None and _is_mapping(key, bound):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return sorted(set(found), key=lambda f: int(f.split(":")[0]))
+
+
+def _string_key_read(node: ast.AST) -> ast.expr | None:
+    """What `node` reads a string key of: `x` of `x["k"]` or `x.get("k", …)`."""
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+        return node.value if _constant_string(node.slice) is not None else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+        key = _constant_string(node.args[0])
+        return node.func.value if node.func.attr == "get" and key is not None else None
+    return None
+
+
+def _is_mapping(node: ast.expr, bound: set[str]) -> bool:
+    """Whether `node` is one of the report's mappings (or an item of a list of them)."""
+    while isinstance(node, ast.Subscript | ast.Call):  # an item of it, or what .get gives
+        node = node.value if isinstance(node, ast.Subscript) else node.func
+        if isinstance(node, ast.Attribute) and node.attr == "get":
+            node = node.value
+    if isinstance(node, ast.Attribute):
+        return node.attr in REPORT_MAPPINGS
+    return isinstance(node, ast.Name) and node.id in bound
+
+
+def _bound_to_mappings(scope: ast.AST) -> set[str]:
+    """The names a scope binds to one of the report's mappings, or to an item of one."""
+    bound: set[str] = set()
+    for _ in range(3):  # a name bound from a name bound from a mapping
+        for node in ast.walk(scope):
+            pairs: list[tuple[ast.expr, ast.expr]] = []
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                        pairs += list(zip(target.elts, node.value.elts, strict=False))
+                    else:
+                        pairs.append((target, node.value))
+            elif isinstance(node, ast.For | ast.comprehension):
+                pairs.append((node.target, node.iter))
+            for target, value in pairs:
+                if isinstance(target, ast.Name) and _is_mapping(value, bound):
+                    bound.add(target.id)
+    return bound
+
+
+@pytest.mark.parametrize(
+    "path",
+    _python_files(("pages", "ui")),
+    ids=lambda p: p.relative_to(ROOT).as_posix(),
+)
+def test_pages_read_a_report_by_attribute_never_by_name(path: Path) -> None:
+    found = _reads_by_name(ast.parse(path.read_text(encoding="utf-8")))
+    assert not found, f"{path.relative_to(ROOT)} reads a report by name: " + "; ".join(found)
+
+
+def test_a_read_by_name_is_seen_through_a_mapping_and_the_names_bound_to_it() -> None:
+    source = (
+        "def tab(r, res, ir, st):\n"
+        "    a = r.graphs['compiled'].dot\n"  # 2
+        "    models = res.report.graph_models\n"
+        "    b = models.get('jaxpr')\n"  # 4
+        "    for e in r.fusion_map[0].jaxpr_eqns:\n"
+        "        c = e['primitive']\n"  # 6
+        "    d = getattr(r, ir)\n"  # 7
+        "    e = r.memory.by_kind_at_peak.get('parameter', 0)\n"  # 8
+        "    fine = st.session_state['result_tab'], r.graphs[ir], r.compiled.ops\n"
+        "    rows = {'source': 1}\n"
+        "    return rows['source']\n"
+    )
+    found = _reads_by_name(ast.parse(source))
+    assert [f.split(":")[0] for f in found] == ["2", "4", "6", "7", "8"]
