@@ -44,6 +44,7 @@ import jax
 from viz.compile_profile.model import CompileProfileSection
 from viz.compile_profile.run import profile_compile
 from viz.compile_profile.sampler import LineCounter, StackSampler
+from viz.settings import Settings
 from viz.source import find_function, load_module
 from viz.stages import trace
 from viz.target import Target
@@ -58,7 +59,12 @@ def target(layers: int) -> Target:
     code = SAMPLE.read_text()
     module = load_module(code)
     module.params = module.init_params(n_layers=layers)
-    return Target.in_module(find_function(module, code, "forward"), module)
+    return Target.from_settings(
+        Settings(),
+        find_function(module, code, "forward"),
+        namespace=vars(module),
+        user_file=module.__file__,
+    )
 
 
 def bare(t: Target) -> dict[str, float]:

@@ -27,7 +27,7 @@ from viz import charts, demo, share, vega
 from viz.history import History, HistoryError
 from viz.ir.model import IR
 from viz.progress import STAGES
-from viz.report import Count, Report
+from viz.report import Count, Report, Subject
 from viz.worker.protocol import Analyze
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
@@ -57,7 +57,7 @@ def analyze(runs: int, automatic: bool = False) -> None:
     prog = ui.program()
     request = Analyze(prog.settings_on(ui.device()), runs=runs)
     s = request.settings
-    asked = Report(function=s.function or "", args=s.args, device=s.device)
+    asked = Report(subject=Subject.asked(s))
     stages = STAGES if runs else tuple(s for s in STAGES if s != "run")
     live = ui.LiveAnalysis(lambda known: overview(known, key="live"), asked, stages)
     reply = ui.ask(replace(request, stream=True), on_progress=live.progress, on_tick=live.tick)

@@ -222,7 +222,8 @@ def test_demo_bounds_runs_sizes_and_functions(demo_worker) -> None:
     assert not_a_function["error"]["kind"] == "demo_refused"
     sweep = demo_worker.ask(
         Scaling(
-            sample="unrolled_loop", step="step", args="f32[8,8]", sizes=[demo.LIMITS.loop_n * 2]
+            Settings(sample="unrolled_loop", function="step", args="f32[8,8]"),
+            sizes=[demo.LIMITS.loop_n * 2],
         )
     )
     assert sweep.error.kind == "demo_refused"

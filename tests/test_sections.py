@@ -29,7 +29,7 @@ def test_a_report_cannot_be_written_into_once_built():
 
 def test_nothing_found_assembles_the_bare_report_of_its_subject():
     subject = Subject(function="f", args="f32[3]", device="cpu:8")
-    assert assemble(subject, Sections()) == Report(function="f", args="f32[3]", device="cpu:8")
+    assert assemble(subject, Sections()) == Report(subject=subject)
     assert assemble(subject, Sections()).subject == subject
 
 

@@ -97,8 +97,7 @@ def analyze(
         mesh=mesh,
         memory_limit_bytes=memory_limit_bytes,
     )
-    where = {"namespace": namespace, "user_file": user_file}
-    target = Target.from_settings(settings, fn, **{k: v for k, v in where.items() if v is not None})
+    target = Target.from_settings(settings, fn, namespace=namespace, user_file=user_file)
     report = analyze_target(
         target,
         args,
@@ -143,13 +142,10 @@ class _Analysis:
 
     def __init__(self, target: Target, spec: str, on_stage: OnStage | None):
         self.target, self.spec = target, spec
-        self.subject = Subject(
+        self.subject = replace(  # what its settings ask, with what it is and where it ran
+            Subject.asked(target.settings),
             function=target.name,
             args=spec,
-            static=[str(s) for s in target.static],
-            donate=[str(d) for d in target.donate],
-            compiler_options=dict(target.compiler_options),
-            device=target.device,
             source_file=target.user_file,
             jax_version=jax.__version__,
         )

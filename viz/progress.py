@@ -49,11 +49,10 @@ def glimpse(report: Report) -> Report:
     memory and the default graph views; not its texts, graph models, fusion map or
     kernels, which only the finished report carries (a 96-layer model's are megabytes).
     The pipeline glimpses the report assembled from what it has found so far."""
-    header = replace(report.subject, source_file=None).header()  # its header, but the file
     return Report(
         ok=report.ok,
         error=report.error,
-        **header,
+        subject=replace(report.subject, source_file=None),  # its header, but the file
         timings=replace(report.timings),
         jaxpr=_untexted(report.jaxpr),
         stablehlo=_untexted(report.stablehlo),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any
 
 from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
@@ -20,7 +20,7 @@ from viz.fusion.model import FusionCoverage, FusionEntry
 from viz.fusion.profile import Profile
 from viz.ir.model import IR, Graphs
 from viz.memory.model import Memory
-from viz.plain import Arriving, Plain, encode
+from viz.plain import Arriving, Plain, encode, flat
 from viz.settings import Settings
 from viz.sharding.model import ShardingSection
 from viz.specialization.model import ShapeOp, SpecializedArg
@@ -145,32 +145,24 @@ class Donation(Plain):
 
 @dataclass(frozen=True)
 class Subject(Plain):
-    """What an analysis is of, and where and how it ran: the report's header."""
+    """What an analysis is of, and where and how it ran: the report's header (its keys
+    the report's own, in this order, in its JSON)."""
 
+    device: str = "cpu"
+    jax_version: str = ""
     function: str = ""
     args: str = ""
     static: list[str] = field(default_factory=list)
     donate: list[str] = field(default_factory=list)
     compiler_options: dict[str, Any] = field(default_factory=dict)  # as passed to XLA
-    device: str = "cpu"
     x64: bool = False
     source_file: str | None = None
-    jax_version: str = ""
-
-    # what a request names before anything ran (the rest is known once it ran)
-    ASKED: ClassVar[tuple[str, ...]] = (
-        "function",
-        "args",
-        "static",
-        "donate",
-        "compiler_options",
-        "device",
-    )
 
     @classmethod
     def asked(cls, settings: Settings) -> Subject:
-        """What `settings` ask for: their function, args spec, static and donated
-        arguments, compiler options and device."""
+        """What `settings` ask for, before anything ran: their function, args spec,
+        static and donated arguments, compiler options and device (the rest is known
+        once it ran)."""
         return cls(
             function=settings.function or "",
             args=settings.args,
@@ -179,11 +171,6 @@ class Subject(Plain):
             compiler_options=dict(settings.compiler_options),
             device=settings.device,
         )
-
-    def header(self, names: tuple[str, ...] = ()) -> dict[str, Any]:
-        """Its fields by name (`names`: those alone), as a Report's keyword arguments."""
-        wanted = names or tuple(f.name for f in fields(self))
-        return {name: getattr(self, name) for name in wanted}
 
 
 @dataclass(frozen=True)
@@ -195,15 +182,7 @@ class Report(Arriving, Plain):
 
     ok: bool = True
     error: ErrorInfo | None = None
-    device: str = "cpu"
-    jax_version: str = ""
-    function: str = ""
-    args: str = ""
-    static: list[str] = field(default_factory=list)
-    donate: list[str] = field(default_factory=list)
-    compiler_options: dict[str, Any] = field(default_factory=dict)  # as passed to XLA
-    x64: bool = False
-    source_file: str | None = None
+    subject: Subject = field(default_factory=Subject, metadata=flat())
     timings: Timings = field(default_factory=Timings)
     jaxpr: JaxprSection | None = None
     stablehlo: StableHLOSection | None = None
@@ -238,10 +217,13 @@ class Report(Arriving, Plain):
     def to_dict(self, include_models: bool = False) -> dict[str, Any]:
         """Plain data: the JSON of DESIGN.md's report contract (serializes only). The
         graph models travel only when asked for (the worker sends them to the app)."""
-        names = [f.name for f in fields(self)]
-        if not include_models:
-            names.remove("graph_models")
-        return {name: encode(getattr(self, name)) for name in names}
+        data: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "subject":
+                data.update(self.subject.to_dict())  # flat: the header's keys are its own
+            elif f.name != "graph_models" or include_models:
+                data[f.name] = encode(getattr(self, f.name))
+        return data
 
     def public_dict(self) -> dict[str, Any]:
         """The report file jitscope writes (the CLI's `--json`, the app's download, the
@@ -288,11 +270,44 @@ class Report(Arriving, Plain):
     @classmethod
     def failed(cls, subject: Subject, error: ErrorInfo) -> Report:
         """The report of an analysis of `subject` that found nothing but `error`."""
-        return cls(ok=False, error=error, **subject.header())
+        return cls(ok=False, error=error, subject=subject)
+
+    # -- its header, read where it is kept: the subject -----------------------------
+    @property
+    def device(self) -> str:
+        return self.subject.device
 
     @property
-    def subject(self) -> Subject:
-        return Subject(**{f.name: getattr(self, f.name) for f in fields(Subject)})
+    def jax_version(self) -> str:
+        return self.subject.jax_version
+
+    @property
+    def function(self) -> str:
+        return self.subject.function
+
+    @property
+    def args(self) -> str:
+        return self.subject.args
+
+    @property
+    def static(self) -> list[str]:
+        return self.subject.static
+
+    @property
+    def donate(self) -> list[str]:
+        return self.subject.donate
+
+    @property
+    def compiler_options(self) -> dict[str, Any]:
+        return self.subject.compiler_options
+
+    @property
+    def x64(self) -> bool:
+        return self.subject.x64
+
+    @property
+    def source_file(self) -> str | None:
+        return self.subject.source_file
 
     # -- derived numbers, computed here once for every reader ---------------------
     @property

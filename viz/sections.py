@@ -163,7 +163,7 @@ def assemble(subject: Subject, found: Sections) -> Report:
     return Report(
         ok=found.error is None,
         error=found.error,
-        **subject.header(),
+        subject=subject,
         timings=_timings(found),
         jaxpr=None if found.jaxpr is None else _jaxpr(found.jaxpr),
         stablehlo=None if found.stablehlo is None else _stablehlo(found.stablehlo),

@@ -1,8 +1,9 @@
 """Measurements behind the lesson pages; they run in the worker (they import jax).
 
-Each function takes what its lesson's request asks (the worker's handler unpacks it:
-this package never imports the worker, whose replies carry these rows) and measures the
-user's own code now into the lesson's typed rows (`viz.lessons.rows`):
+Each function takes its lesson's request's `Settings` (the code, the function, its args
+spec) and what the lesson sweeps (the worker's handler unpacks the request: this package
+never imports the worker, whose replies carry these rows) and measures the user's own
+code now into the lesson's typed rows (`viz.lessons.rows`):
 - `placement`: jit on the outer function, the inner one, both, or neither;
 - `scaling`: compile cost of a loop body repeated N times, unrolled vs
   `lax.scan` vs `lax.fori_loop`;
@@ -29,6 +30,7 @@ from viz.ir.kernels import kernel_count
 from viz.lessons.rows import BucketCostRow, PlacementRow, ScalingRow, ShapeRow, StageTimes
 from viz.lessons.verdicts import break_even, fit_exponent
 from viz.progress import OnProgress, Progress
+from viz.settings import Settings
 from viz.source import find_function, load_module
 from viz.spec import resize
 from viz.stages import Compiled, block, trace
@@ -46,10 +48,10 @@ def _step(progress: OnProgress, done: int, total: int, label: str) -> None:
 
 # -- 1. where to put jit -------------------------------------------------------
 def placement(
-    code: str, outer: str, inner: str, args: str, progress: OnProgress, expressions: bool = True
+    settings: Settings, outer: str, inner: str, progress: OnProgress, expressions: bool = True
 ) -> tuple[list[PlacementRow], str]:
-    """Four strategies on the same outer(inner) program, measured end to end: their rows
-    and the recommendation."""
+    """Four strategies on the same outer(inner) program (its settings' code; their args,
+    the outer function's), measured end to end: their rows and the recommendation."""
     strategies = [
         ("jit(outer)", True, False),
         ("jit(inner) only", False, True),
@@ -59,23 +61,30 @@ def placement(
     rows = []
     for done, (label, jit_outer, jit_inner) in enumerate(strategies, 1):
         jax.clear_caches()  # every strategy starts cold (this worker serves lessons only)
-        target = _placement_target(code, outer, inner, jit_inner, expressions)
-        rows.append(_measure_placement(target, args, label, jit_outer))
+        target = _placement_target(settings, outer, inner, jit_inner, expressions)
+        rows.append(_measure_placement(target, settings.args, label, jit_outer))
         _step(progress, done, len(strategies), label)
     return rows, _recommend(rows, outer, inner)
 
 
 def _placement_target(
-    code: str, outer: str, inner: str, jit_inner: bool, expressions: bool
+    settings: Settings, outer: str, inner: str, jit_inner: bool, expressions: bool
 ) -> Target:
     """The outer function of a fresh module (so the inner rebinding stays local), its
     inner function jitted or not."""
+    code = settings.code
     module = load_module(code)
     inner_fn = find_function(module, code, inner)
     if jit_inner:
         setattr(module, inner, jax.jit(inner_fn))  # outer looks its callee up at call time
     outer_fn = find_function(module, code, outer)
-    return Target.in_module(outer_fn, module, expressions=expressions)
+    return Target.from_settings(
+        settings,
+        outer_fn,
+        namespace=vars(module),
+        user_file=module.__file__,
+        expressions=expressions,
+    )
 
 
 def _measure_placement(target: Target, args: str, label: str, jit_outer: bool) -> PlacementRow:
@@ -122,8 +131,11 @@ def _kernels_per_call(target: Target, parsed: Args, jit_outer: bool) -> int:
 def _call_kernels(target: Target, parsed: Args, eqn: JaxprEqn) -> int:
     """Kernels of a jitted call that runs eagerly dispatched: its own executable, compiled
     from its jaxpr on its operands' shapes, with the outer target's device and x64."""
-    call = Target(
-        jaxpr_as_fun(eqn.params["jaxpr"]), device=target.device, user_file=target.user_file
+    call = Target.from_settings(
+        Settings(device=target.device),
+        jaxpr_as_fun(eqn.params["jaxpr"]),
+        namespace={},
+        user_file=target.user_file,
     )
     avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.invars]
     compiled = trace(call, Args.of_avals(avals, parsed.x64)).lower().compile()
@@ -161,27 +173,24 @@ def loop_variants(step: Callable, n: int) -> dict[str, Callable]:
 
 
 def scaling(
-    code: str,
-    step: str,
-    args: str,
-    sizes: list[int],
-    progress: OnProgress,
-    expressions: bool = True,
+    settings: Settings, sizes: list[int], progress: OnProgress, expressions: bool = True
 ) -> tuple[list[ScalingRow], dict[str, float | None]]:
-    """The step unrolled, scanned and fori-looped N times for each N of `sizes`: the
-    rows, and each variant's fitted exponent of compile time against N."""
-    step_target = Target.from_code(code, step, expressions=expressions)
+    """The settings' function (the step) unrolled, scanned and fori-looped N times for
+    each N of `sizes`: the rows, and each variant's fitted exponent of compile time
+    against N."""
+    step_target = Target.from_settings(settings, expressions=expressions)
     rows: list[ScalingRow] = []
     total = len(sizes) * 3
     for n in sizes:
         for variant, fn in loop_variants(step_target.fn, n).items():
-            target = Target.load(
+            target = Target.from_settings(
+                settings,
                 fn,
                 namespace=step_target.namespace,
                 user_file=step_target.user_file,
                 expressions=expressions,
             )
-            times, compiled = _stage_times(target, target.args(args))
+            times, compiled = _stage_times(target, target.args(settings.args))
             times.run_s = _run_time(compiled, 0.3)
             rows.append(ScalingRow(**vars(times), n=n, variant=variant))
             _step(progress, len(rows), total, f"{variant} N={n}")
@@ -223,10 +232,7 @@ def _run_time(compiled: Compiled, budget_s: float) -> float:
 
 # -- 3. shape sweep ---------------------------------------------------------------
 def shape_sweep(
-    code: str,
-    function: str,
-    static: list[str],
-    args: str,
+    settings: Settings,
     param: str,
     axis: int,
     sizes: list[int],
@@ -234,7 +240,8 @@ def shape_sweep(
     expressions: bool = True,
 ) -> list[ShapeRow]:
     """Compile and run time as axis `axis` of parameter `param` takes each of `sizes`."""
-    target = Target.from_code(code, function, static=tuple(static), expressions=expressions)
+    args = settings.args
+    target = Target.from_settings(settings, expressions=expressions)
     names = target.param_names(len(target.args(args).items))
     rows = []
     for done, size in enumerate(sizes, 1):
@@ -259,9 +266,7 @@ def shape_sweep(
 
 # -- 4. batch-size buckets ----------------------------------------------------------
 def bucket_costs(
-    code: str,
-    function: str,
-    args: str,
+    settings: Settings,
     batch_arg: str,
     buckets: list[int],
     progress: OnProgress,
@@ -269,7 +274,8 @@ def bucket_costs(
 ) -> list[BucketCostRow]:
     """AOT-compile the function at each bucket size of `batch_arg`'s first axis; compile
     and run time per bucket."""
-    target = Target.from_code(code, function, expressions=expressions)
+    args = settings.args
+    target = Target.from_settings(settings, expressions=expressions)
     names = target.param_names(len(target.args(args).items))
     rows = []
     for done, size in enumerate(sorted(set(buckets)), 1):

@@ -16,6 +16,7 @@ import traceback
 import typing
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import jax
@@ -99,13 +100,11 @@ def analyze(progress: OnProgress, request: p.Analyze) -> p.Analyzed:
     settings = request.settings
     on_stage = _stage_frames(progress) if request.stream else None
     if on_stage is not None:
-        loading = Subject(device=settings.device, function=settings.function or "")
-        on_stage("load", assemble(loading, Sections()))
+        on_stage("load", assemble(Subject.asked(settings), Sections()))
     try:
         target = _target_of(request)
     except UserCodeError as exc:  # what a failed load knew of what it was to analyse
-        header = Subject.asked(settings).header(("device", "function", "args", "static"))
-        failed = Subject(**header, jax_version=jax.__version__)
+        failed = replace(Subject.asked(settings), jax_version=jax.__version__)
         return p.Analyzed.of(Report.failed(failed, exc.info))
     report = analyze_target(
         target,
@@ -316,9 +315,7 @@ def placement(progress: OnProgress, request: p.Placement) -> p.PlacementReply:
     from viz.lessons import measure
 
     r = request
-    rows, recommendation = measure.placement(
-        r.code, r.outer, r.inner, r.args, progress, _expressions()
-    )
+    rows, recommendation = measure.placement(r.settings, r.outer, r.inner, progress, _expressions())
     return p.PlacementReply(rows=rows, outer=r.outer, inner=r.inner, recommendation=recommendation)
 
 
@@ -327,7 +324,7 @@ def scaling(progress: OnProgress, request: p.Scaling) -> p.ScalingReply:
     from viz.lessons import measure
 
     r = request
-    rows, exponents = measure.scaling(r.code, r.step, r.args, r.sizes, progress, _expressions())
+    rows, exponents = measure.scaling(r.settings, r.sizes, progress, _expressions())
     return p.ScalingReply(rows=rows, exponents=exponents)
 
 
@@ -336,9 +333,7 @@ def shape_sweep(progress: OnProgress, request: p.ShapeSweep) -> p.ShapeSweepRepl
     from viz.lessons import measure
 
     r = request
-    rows = measure.shape_sweep(
-        r.code, r.function, r.static, r.args, r.param, r.axis, r.sizes, progress, _expressions()
-    )
+    rows = measure.shape_sweep(r.settings, r.param, r.axis, r.sizes, progress, _expressions())
     return p.ShapeSweepReply(rows=rows)
 
 
@@ -347,9 +342,7 @@ def bucket_costs(progress: OnProgress, request: p.BucketCosts) -> p.BucketCostsR
     from viz.lessons import measure
 
     r = request
-    rows = measure.bucket_costs(
-        r.code, r.function, r.args, r.batch_arg, r.buckets, progress, _expressions()
-    )
+    rows = measure.bucket_costs(r.settings, r.batch_arg, r.buckets, progress, _expressions())
     return p.BucketCostsReply(rows=rows)
 
 

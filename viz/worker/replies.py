@@ -147,12 +147,12 @@ class Analyzed(Reply):
     @classmethod
     def decode(cls, data: dict[str, Any] | None, request: Request) -> Analyzed:
         """The answer to `request` from its JSON. A bare report (a failure the worker
-        itself saw) is named after what the request asked."""
+        itself saw: its `ok` and `error` alone) is named after what the request asked."""
         reply = cls.from_dict(data)
         if reply.report.function or not isinstance(request, Analyze):
             return reply
-        asked = Subject.asked(request.settings).header(Subject.ASKED)
-        return cls.of(replace(reply.report, **asked), reply.stdout)
+        asked = Subject.asked(request.settings)
+        return cls.of(replace(reply.report, subject=asked), reply.stdout)
 
 
 def _parts(later: list[tuple[str, Any]], models: Graphs, graphs: list[str]) -> Iterator[Part]:
