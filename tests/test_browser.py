@@ -58,6 +58,21 @@ def open_tab(page, name: str) -> None:
     page.get_by_role("tab", name=name, exact=True).click()
 
 
+def open_first_rows_kernel(page, table) -> str:
+    """Picks the first row of `table` (a kernel's row), clicks the button that shows its
+    kernel in the fusion map, waits for the Fusion tab; the kernel's name."""
+    table.locator("td").first.wait_for(state="attached")
+    table.scroll_into_view_if_needed()
+    box = table.bounding_box()
+    page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the first row's selection box
+    button = page.get_by_role("button", name="in the fusion map")
+    button.wait_for()
+    kernel = button.inner_text().removeprefix("Show ").split(" in the fusion map")[0]
+    button.click()
+    page.get_by_role("tab", name="Fusion", selected=True).wait_for()
+    return kernel
+
+
 def graph(page):
     return graph_nodes(page).first
 

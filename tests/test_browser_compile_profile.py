@@ -11,7 +11,14 @@ from urllib.parse import urlencode
 
 import pytest
 from serving import ROOT, browser_marks
-from test_browser import browser, open_tab, page, server, shot  # noqa: F401
+from test_browser import (  # noqa: F401
+    browser,
+    open_first_rows_kernel,
+    open_tab,
+    page,
+    server,
+    shot,
+)
 from test_browser_history import results
 from test_browser_specialization import TALL, table_text, tall_shot
 
@@ -63,15 +70,7 @@ def test_a_kernel_of_the_profile_opens_in_the_fusion_map(page) -> None:  # noqa:
     table = page.locator("[data-testid=stDataFrame]").filter(
         has=page.locator("td", has_text="_fusion")
     )
-    table.locator("td").first.wait_for(state="attached")
-    table.scroll_into_view_if_needed()
-    box = table.bounding_box()
-    page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the first row's selection box
-    button = page.get_by_role("button", name="in the fusion map")
-    button.wait_for()
-    kernel = button.inner_text().removeprefix("Show ").split(" in the fusion map")[0]
-    button.click()
-    page.get_by_role("tab", name="Fusion", selected=True).wait_for()
+    kernel = open_first_rows_kernel(page, table)
     lit = page.get_by_text(f"kernel {kernel} lit")  # the map picked it: both graphs light it up
     lit.nth(1).wait_for()
     tall_shot(page, "compile_time_kernel_in_fusion_map", page.get_by_role("tab", name="Fusion"))

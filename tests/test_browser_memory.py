@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 import pytest
 from serving import browser_marks
-from test_browser import browser, open_tab, page, server  # noqa: F401
+from test_browser import browser, open_first_rows_kernel, open_tab, page, server  # noqa: F401
 from test_browser_history import results
 from test_browser_specialization import TALL, table_text, tall_shot
 
@@ -56,14 +56,7 @@ def test_a_buffer_at_the_peak_opens_its_kernel_in_the_fusion_map(page) -> None: 
     memory_tab(page)
     table = page.locator("[data-testid=stDataFrame]").first
     table.locator("td", has_text="f32[8,4,512,512]").first.wait_for(state="attached")
-    table.scroll_into_view_if_needed()
-    box = table.bounding_box()
-    page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the first row's selection box
-    button = page.get_by_role("button", name="in the fusion map")
-    button.wait_for()
-    kernel = button.inner_text().removeprefix("Show ").split(" in the fusion map")[0]
-    button.click()
-    page.get_by_role("tab", name="Fusion", selected=True).wait_for()
+    kernel = open_first_rows_kernel(page, table)
     page.get_by_text(f"kernel {kernel} lit").nth(1).wait_for(timeout=120_000)
     tall_shot(page, "memory_kernel_in_fusion_map", page.get_by_role("tab", name="Fusion"))
 

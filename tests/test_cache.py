@@ -558,3 +558,17 @@ def test_each_owner_keeps_its_own_live_session(worker):
     again = worker.ask(CacheCall(small, owner="alice"))
     assert alice["event"]["hit"] is False and again["event"]["hit"] is True
     assert [e["call"] for e in again["events"]] == [1, 2]  # bob's call is not in alice's log
+
+
+def test_a_long_pytree_change_is_shown_where_the_trees_differ() -> None:
+    import jax  # this file's other tests need no jax
+
+    def sig(tree: object) -> Signature:
+        return Signature((ArgSig("params", False, tree=str(jax.tree.structure(tree))),))
+
+    layers = {f"layer{i:02d}": {"w": 0, "b": 0} for i in range(20)}
+    grown = {**layers, "layer19": {"w": 0, "b": 0, "scale": 0}}
+    (reason,) = diff(sig(layers), sig(grown))
+    assert reason.kind == "pytree" and reason.arg == "params"
+    assert "layer19" in reason.before and "'scale'" in reason.after
+    assert len(reason.before) <= 80 and reason.before.startswith("…")

@@ -168,3 +168,26 @@ def line_of(snippet: str) -> int:
     """The line of this file that holds `snippet` inside a test."""
     source = Path(__file__).read_text().splitlines()
     return next(i for i, line in enumerate(source, 1) if snippet in line and "line_of" not in line)
+
+
+@partial(jax.jit, static_argnames="layout")
+def laid_out(x, layout):
+    return x * len(layout)
+
+
+def test_two_long_values_that_differ_near_their_end_show_the_end() -> None:
+    x = jnp.ones(3)
+    common = "batch, heads, " * 10
+    with viz.recording() as rec:
+        laid_out(x, common + "seq")
+        laid_out(x, common + "dim")
+        laid_out(x, tuple(range(40)))
+        laid_out(x, (*range(39), 99))
+    (_, (one,), _, (two,)) = reasons_of(rec, "laid_out")
+    arg, kind, before, after = one
+    assert (arg, kind) == ("layout", "static_value")
+    assert before.startswith("…") and before.endswith("heads, seq'")
+    assert after.startswith("…") and after.endswith("heads, dim'")
+    assert len(before) <= 80 and len(after) <= 80
+    _, _, before, after = two  # the items past the sixth are not read: no 'new object'
+    assert after == before + " (differs further in)"

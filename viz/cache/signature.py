@@ -131,14 +131,41 @@ class Reason(Plain):
 
 
 NEW = "a new "  # a reason's `after` when the value reads the same but is another object
+CUT = "…"  # where a value's text was cut (`viz.recorder.capture.values`) or is cut here
+REASON_TEXT = 80  # characters of each side of a reason
 
 
 def _static_reason(where: str, old: str, old_key: str, new: str, new_key: str) -> list[Reason]:
     if (old_key or old) == (new_key or new):
         return []
-    if old == new:  # the same words, another object: a function made anew
+    if old == new and CUT not in old:  # the same words, another object: a function made anew
         new = NEW + new.removeprefix("an ").removeprefix("a ")
-    return [Reason(where, "static_value", old, new)]
+    elif old == new:  # cut before where they differ
+        new += " (differs further in)"
+    return [Reason(where, "static_value", *around_difference(old, new))]
+
+
+def around_difference(old: str, new: str, width: int = REASON_TEXT) -> tuple[str, str]:
+    """Both texts at most `width` characters, cut alike around where they first differ:
+    two long values (a structure of 40 ShapeDtypeStructs, a config) that differ near
+    their end show that end, not the start they share."""
+    if len(old) <= width and len(new) <= width:
+        return old, new
+    pairs = enumerate(zip(old, new, strict=False))
+    same = next((i for i, (a, b) in pairs if a != b), min(len(old), len(new)))
+    start = max(0, same - width // 4)
+    space = old.rfind(" ", 0, start)  # the shared part: a word cut whole
+    if start and space > start - width // 4:
+        start = space + 1
+    return _window(old, start, width), _window(new, start, width)
+
+
+def _window(text: str, start: int, width: int) -> str:
+    head = CUT if start else ""
+    body = text[start : start + width - len(head)]
+    if start + len(body) < len(text):
+        body = body[:-1] + CUT
+    return head + body
 
 
 def _leaf_reasons(name: str, old: LeafSig, new: LeafSig) -> list[Reason]:
@@ -173,7 +200,8 @@ def diff(old: Signature, new: Signature) -> list[Reason]:
         if now.static or was.static:
             reasons += _static_arg_reasons(was, now)
         elif was.tree != now.tree or len(was.leaves) != len(now.leaves):
-            reasons.append(Reason(now.name, "pytree", str(was.tree), str(now.tree)))
+            before, after = around_difference(str(was.tree), str(now.tree))
+            reasons.append(Reason(now.name, "pytree", before, after))
         else:
             for old_leaf, new_leaf in zip(was.leaves, now.leaves, strict=True):
                 reasons.extend(_leaf_reasons(now.name, old_leaf, new_leaf))

@@ -28,7 +28,10 @@ from typing import Any
 
 from viz.recorder.model import short_path
 
-MAX_TEXT = 80  # characters of a value's text
+# characters of a value's text: the reason that compares two cuts them to its width
+# around where they differ (`viz.cache.signature.around_difference`)
+MAX_TEXT = 400
+ANGLED_REPR = 40  # a longer `<…>` repr of an identity-compared object: 'a T object'
 MAX_ITEMS = 6  # items of a container, fields of an object, shown
 MAX_DEPTH = 3  # nesting read before '…'
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+|0x[0-9a-fA-F]{6,}")  # a repr's id(): never shown
@@ -84,7 +87,7 @@ def _read(value: Any, cwd: str, depth: int) -> tuple[str, str]:
         return _fields(value, cwd, depth)
     text = ADDRESS.sub("", repr(value))
     if type(value).__eq__ is object.__eq__:  # compared by identity
-        if text.startswith("<") and len(text) > MAX_TEXT // 2:
+        if text.startswith("<") and len(text) > ANGLED_REPR:
             text = f"a {type(value).__qualname__} object"
         return text, text + _token(value)
     return text, text
