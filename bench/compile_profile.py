@@ -44,7 +44,9 @@ import jax
 from viz.compile_profile.model import CompileProfileSection
 from viz.compile_profile.run import profile_compile
 from viz.compile_profile.sampler import LineCounter, StackSampler
+from viz.settings import Settings
 from viz.source import find_function, load_module
+from viz.stages import trace
 from viz.target import Target
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "transformer_24.py"
@@ -57,13 +59,18 @@ def target(layers: int) -> Target:
     code = SAMPLE.read_text()
     module = load_module(code)
     module.params = module.init_params(n_layers=layers)
-    return Target.in_module(find_function(module, code, "forward"), module)
+    return Target.from_settings(
+        Settings(),
+        find_function(module, code, "forward"),
+        namespace=vars(module),
+        user_file=module.__file__,
+    )
 
 
 def bare(t: Target) -> dict[str, float]:
     args = t.args(SPEC)
     jax.clear_caches()
-    traced = t.trace(args)
+    traced = trace(t, args)
     lowered = traced.lower()
     compiled = lowered.compile()
     stages = {"trace": traced.seconds, "lower": lowered.seconds, "compile": compiled.seconds}
@@ -212,7 +219,7 @@ def methods(rounds: int) -> None:
 
     def trace() -> float:
         jax.clear_caches()
-        return t.trace(args).seconds
+        return trace(t, args).seconds
 
     def sampled(interval: float) -> Callable[[], float]:
         def run() -> float:

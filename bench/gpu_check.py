@@ -55,6 +55,7 @@ from viz.samples import Sample, get_sample, list_samples  # noqa: E402
 from viz.settings import Settings  # noqa: E402
 from viz.worker import Worker  # noqa: E402
 from viz.worker.protocol import (  # noqa: E402
+    Analyze,
     Analyzed,
     CacheCalls,
     CacheState,
@@ -132,7 +133,7 @@ def kind_of(error: ErrorInfo | None) -> str | None:
 
 # -- samples and their profiles ---------------------------------------------------------
 def analyze(worker: Worker, sample: Sample, device: str) -> Analyzed:
-    request = Program.from_sample(sample).analysis(device, RUNS)
+    request = Analyze(Program.from_sample(sample).settings_on(device), runs=RUNS)
     request.profile = sample.expect_error is None
     return worker.ask(request, timeout_s=TIMEOUT_S)
 

@@ -24,12 +24,13 @@ from viz.program import Program
 from viz.report import Report
 from viz.samples import get_sample
 from viz.worker.handlers import analyze
+from viz.worker.protocol import Analyze
 
 os.environ["JITSCOPE_HOME"] = tempfile.mkdtemp(prefix="jitscope-bench-")
 
 
 def report(name: str) -> Report:
-    request = Program.from_sample(get_sample(name)).analysis("cpu", runs=0)
+    request = Analyze(Program.from_sample(get_sample(name)).settings_on("cpu"), runs=0)
     return analyze(lambda _: None, request).report
 
 

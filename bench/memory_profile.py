@@ -37,8 +37,8 @@ import viz.overlap
 import viz.pipeline
 import viz.readers
 import viz.stages
-from viz.report import Memory
-from viz.sections import Found
+from viz.found import Found
+from viz.memory.model import Memory
 
 TARGET = 0.05
 STEPS: dict[str, float] = defaultdict(float)

@@ -6,6 +6,7 @@ import ui
 from viz import charts
 from viz.cache import planner
 from viz.cache.snippet import precompile_snippet
+from viz.settings import Settings
 from viz.spec import SpecError, array_item_parts, parse_sizes
 from viz.worker.protocol import BucketCosts, BucketCostsReply
 
@@ -104,14 +105,9 @@ st.caption(
     "and times one call at each."
 )
 if ui.lesson_controls("Measure compile and run time per bucket"):
-    request = BucketCosts(
-        code=prog.settings.code,
-        function=prog.settings.function,
-        args=prog.settings.args,
-        batch_arg=batch_arg,
-        buckets=all_buckets,
-        sample=prog.settings.sample,
-    )
+    s = prog.settings
+    lesson = Settings(code=s.code, sample=s.sample, function=s.function, args=s.args)
+    request = BucketCosts(lesson, batch_arg=batch_arg, buckets=all_buckets)
     st.session_state.bucket_costs = ui.run_lesson(request, "compiling buckets")
     st.rerun()
 if measured:

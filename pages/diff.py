@@ -24,6 +24,7 @@ from viz.diff import (
     rows,
 )
 from viz.history import History, HistoryError, Run, sample_runs
+from viz.ir.model import IR
 from viz.memory.display import buffer_rows
 from viz.report import Report
 
@@ -187,7 +188,7 @@ def ir_tab(d: Diff) -> None:
             st.info(x.note.capitalize() + ".")
             continue
         summary = f"+{x.added} −{x.removed} lines" + (f" · {x.note}" if x.note else "")
-        with st.expander(f"{title} · {summary}", expanded=ir == "jaxpr"):
+        with st.expander(f"{title} · {summary}", expanded=ir == IR.JAXPR):
             if x.diff:
                 st.code(x.diff, language="diff", height=420)
             else:
@@ -218,8 +219,8 @@ def graphs_tab(sides: tuple[Side, Side]) -> None:
         key="diff_panels",
         help="the full graph panel for each run, instead of the default view",
     )
-    kept = [(origin is None or origin.full) and "compiled" in r.graphs for r, origin in sides]
-    dots = [r.graphs["compiled"].dot for (r, _), k in zip(sides, kept, strict=True) if k]
+    kept = [(origin is None or origin.full) and IR.COMPILED in r.graphs for r, origin in sides]
+    dots = [r.graphs[IR.COMPILED].dot for (r, _), k in zip(sides, kept, strict=True) if k]
     box = ui.shared_box(dots)  # both at one scale
     for column, name, (report, _), has_graph in zip(st.columns(2), "AB", sides, kept, strict=True):
         with column:
@@ -227,19 +228,19 @@ def graphs_tab(sides: tuple[Side, Side]) -> None:
                 st.info(f"{name}: the full report was not kept, so its graph is gone.")
                 continue
             title = f"{name} · {report.function}({report.args})"
-            if panels and "compiled" in report.graph_models:
-                model = report.graph_models["compiled"]
+            if panels and IR.COMPILED in report.graph_models:
+                model = report.graph_models[IR.COMPILED]
                 marked = report.sharding.collective_nodes if report.sharding else frozenset()
                 ui.graph_panel(
-                    "compiled",
+                    IR.COMPILED,
                     model,
                     key=f"diff_graph_{name}",
                     title=title,
                     highlight=marked,
-                    drawn=report.graphs["compiled"].dot,
+                    drawn=report.graphs[IR.COMPILED].dot,
                 )
                 continue
-            graph = report.graphs["compiled"]
+            graph = report.graphs[IR.COMPILED]
             st.markdown(f"**{title}** · {graph.visible_nodes} of {graph.total_nodes} nodes")
             ui.show_graph(graph.dot, graph.visible_nodes, height=560, box=box)
 

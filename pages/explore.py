@@ -25,8 +25,10 @@ from ui import (
 from ui.results import FULL_RESULTS, Result
 from viz import charts, demo, share, vega
 from viz.history import History, HistoryError
+from viz.ir.model import IR
 from viz.progress import STAGES
-from viz.report import Report
+from viz.report import Count, Report, Subject
+from viz.worker.protocol import Analyze
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -53,9 +55,9 @@ def analyze(runs: int, automatic: bool = False) -> None:
     """Analyze the program, each stage drawn as the worker sends it; `automatic`: a
     first visit's or a link's run, kept in History once only."""
     prog = ui.program()
-    request = prog.analysis(ui.device(), runs)
+    request = Analyze(prog.settings_on(ui.device()), runs=runs)
     s = request.settings
-    asked = Report(function=s.function or "", args=s.args, device=s.device)
+    asked = Report(subject=Subject.asked(s))
     stages = STAGES if runs else tuple(s for s in STAGES if s != "run")
     live = ui.LiveAnalysis(lambda known: overview(known, key="live"), asked, stages)
     reply = ui.ask(replace(request, stream=True), on_progress=live.progress, on_tick=live.tick)
@@ -110,11 +112,11 @@ def overview(r: Report, key: str = "ov", res: Result | None = None) -> None:
     times, the links to the other tabs and the quick variants: of a finished result
     (`res`), or, while the analysis runs, of what is known so far (`key`: a prefix of
     its own)."""
-    j, h, c, defs = r.jaxpr, r.stablehlo, r.compiled, r.count_definitions
+    j, h, c = r.jaxpr, r.stablehlo, r.compiled
     m = st.columns(3)
-    m[0].metric("jaxpr equations", j and j.eqn_count, help=defs.get("jaxpr.eqn_count"))
-    m[1].metric("StableHLO ops", h and h.op_count, help=defs.get("stablehlo.op_count"))
-    m[2].metric("compiled kernels", c and c.kernel_count, help=defs.get("compiled.kernel_count"))
+    m[0].metric("jaxpr equations", j and j.eqn_count, help=r.definition(Count.JAXPR_EQNS))
+    m[1].metric("StableHLO ops", h and h.op_count, help=r.definition(Count.STABLEHLO_OPS))
+    m[2].metric("compiled kernels", c and c.kernel_count, help=r.definition(Count.KERNELS))
     overview_graph(r, res)
     left, right = st.columns(2)
     left.vega_lite_chart(vega.count_chain(r), width="stretch", key=f"{key}_chain")
@@ -131,7 +133,7 @@ def overview(r: Report, key: str = "ov", res: Result | None = None) -> None:
         ui.seconds(r.timings.run_median_s),
         help="steady-state time per call of the compiled program",
     )
-    m[2].metric("fusions", c and c.fusion_count, help=defs.get("compiled.fusion_count"))
+    m[2].metric("fusions", c and c.fusion_count, help=r.definition(Count.FUSIONS))
     flops = r.cost.flops if r.cost else None
     m = st.columns(3)
     m[0].metric("FLOPs", ui.si(flops), help="XLA's cost analysis of the program")
@@ -164,9 +166,9 @@ def _open_tab(tab: str) -> None:
 
 
 GRAPH_TITLES = {
-    "compiled": ("After fusion: compiled HLO", "fusions are the filled clusters"),
-    "stablehlo": ("Before fusion: StableHLO", "what XLA was given"),
-    "jaxpr": ("As traced: jaxpr", "the equations JAX recorded"),
+    IR.COMPILED: ("After fusion: compiled HLO", "fusions are the filled clusters"),
+    IR.STABLEHLO: ("Before fusion: StableHLO", "what XLA was given"),
+    IR.JAXPR: ("As traced: jaxpr", "the equations JAX recorded"),
 }
 LAST_IR = "last_ir"  # session state: the IR tab the user last opened
 GRAPH_HEIGHT = 280  # the first screen holds the counts, this graph and the charts
@@ -177,8 +179,8 @@ def overview_graph(r: Report, res: Result | None) -> None:
     last opened, else the compiled program (while XLA compiles, the jaxpr), the
     followed line's nodes marked. Drawn from the report's own default view
     (`report.graphs`, which a glimpse carries too) unless there are nodes to mark."""
-    wanted = st.session_state.get(LAST_IR, "compiled")
-    ir = next((i for i in (wanted, "compiled", "stablehlo", "jaxpr") if i in r.graphs), None)
+    wanted = st.session_state.get(LAST_IR, IR.COMPILED)
+    ir = next((i for i in (wanted, IR.COMPILED, IR.STABLEHLO, IR.JAXPR) if i in r.graphs), None)
     if ir is None:
         return
     summary, (title, note) = r.graphs[ir], GRAPH_TITLES[ir]
@@ -197,11 +199,11 @@ def overview_graph(r: Report, res: Result | None) -> None:
     ui.show_graph(dot, summary.visible_nodes, height=GRAPH_HEIGHT)
 
 
-def ir_tab(res: Result, ir: str, index: int) -> None:
+def ir_tab(res: Result, ir: IR, index: int) -> None:
     st.session_state[LAST_IR] = ir  # the Overview shows this IR's graph from now on
     r = res.report
     models = r.graph_models
-    section = getattr(r, ir)
+    section = r.section(ir)
     text = section.text if section else ""  # a failed lower or compile has no section
     if res.trimmed:
         st.caption(
@@ -209,7 +211,7 @@ def ir_tab(res: Result, ir: str, index: int) -> None:
         )
     follow.text_rows(res, ir, text)
     if ir in models:
-        collectives = r.sharding.collective_nodes if ir == "compiled" and r.sharding else None
+        collectives = r.sharding.collective_nodes if ir == IR.COMPILED and r.sharding else None
         ui.graph_panel(
             ir,
             models[ir],
@@ -219,12 +221,14 @@ def ir_tab(res: Result, ir: str, index: int) -> None:
             drawn=r.graphs[ir].dot if ir in r.graphs else "",  # the worker's default view
             on_pick=lambda node: follow.mark_node(res, ir, node),
         )
-    if ir == "compiled" and {"stablehlo", "compiled"} <= set(models):
-        ui.fusion_compare(models["stablehlo"], models["compiled"], key=f"fc_{index}")
+    if ir == IR.COMPILED and {IR.STABLEHLO, IR.COMPILED} <= set(models):
+        ui.fusion_compare(models[IR.STABLEHLO], models[IR.COMPILED], key=f"fc_{index}")
     with st.expander(
-        f"{ui.IR_TITLES[ir]} text ({len(text.splitlines())} lines)", expanded=ir == "jaxpr"
+        f"{ui.IR_TITLES[ir]} text ({len(text.splitlines())} lines)", expanded=ir == IR.JAXPR
     ):
-        st.code(text, language="python" if ir == "jaxpr" else "rust", line_numbers=True, height=420)
+        st.code(
+            text, language="python" if ir == IR.JAXPR else "rust", line_numbers=True, height=420
+        )
 
 
 def fusion_tab(res: Result, index: int) -> None:
@@ -282,9 +286,9 @@ def show_results() -> None:
         "Overview": lambda: overview(r, res=res),
         specialization.TAB: lambda: specialization.panel(res, index),
         **({sharding.TAB: lambda: sharding.panel(res, index)} if r.sharding else {}),
-        "jaxpr": lambda: ir_tab(res, "jaxpr", index),
-        "StableHLO": lambda: ir_tab(res, "stablehlo", index),
-        "Compiled HLO": lambda: ir_tab(res, "compiled", index),
+        "jaxpr": lambda: ir_tab(res, IR.JAXPR, index),
+        "StableHLO": lambda: ir_tab(res, IR.STABLEHLO, index),
+        "Compiled HLO": lambda: ir_tab(res, IR.COMPILED, index),
         "Fusion": lambda: fusion_tab(res, index),
         "Timing": lambda: results.timing_tab(r),
         compile_time.TAB: lambda: compile_time.panel(res, index),

@@ -4,6 +4,7 @@ import streamlit as st
 
 import ui
 from viz import charts
+from viz.settings import Settings
 from viz.worker.protocol import Placement, PlacementReply
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
@@ -41,9 +42,8 @@ inner = c[1].selectbox(
 args = c[2].text_input("args of the outer function", prog.settings.args)
 
 if ui.lesson_controls("Measure the four strategies"):
-    request = Placement(
-        code=prog.settings.code, outer=outer, inner=inner, args=args, sample=prog.settings.sample
-    )
+    lesson = Settings(code=prog.settings.code, sample=prog.settings.sample, args=args)
+    request = Placement(lesson, outer=outer, inner=inner)
     st.session_state.placement = ui.run_lesson(request, "jit placement")
 
 result: PlacementReply | None = st.session_state.get("placement")

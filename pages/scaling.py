@@ -5,6 +5,7 @@ import streamlit as st
 import ui
 from viz import charts, demo
 from viz.lessons.verdicts import unroll_break_even
+from viz.settings import Settings
 from viz.worker.protocol import Scaling, ScalingReply
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
@@ -38,13 +39,10 @@ if not step_default:
     st.caption("Tip: the *Unrolled loop vs scan* sample has a ready `step`.")
 
 if ui.lesson_controls("Sweep N"):
-    request = Scaling(
-        code=prog.settings.code,
-        step=step,
-        args=args,
-        sizes=sorted(sizes),
-        sample=prog.settings.sample,
+    lesson = Settings(
+        code=prog.settings.code, sample=prog.settings.sample, function=step, args=args
     )
+    request = Scaling(lesson, sizes=sorted(sizes))
     st.session_state.scaling = ui.run_lesson(request, "compiling")
 
 result: ScalingReply | None = st.session_state.get("scaling")

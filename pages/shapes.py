@@ -4,6 +4,7 @@ import streamlit as st
 
 import ui
 from viz import charts
+from viz.settings import Settings
 from viz.spec import SpecError, array_item_parts, parse_sizes
 from viz.worker.protocol import ShapeSweep, ShapeSweepReply
 
@@ -37,16 +38,11 @@ except SpecError as exc:
     st.stop()
 
 if ui.lesson_controls("Sweep shapes"):
-    request = ShapeSweep(
-        code=prog.settings.code,
-        function=prog.settings.function,
-        static=list(prog.settings.static),
-        sample=prog.settings.sample,
-        args=prog.settings.args,
-        param=param,
-        axis=int(axis),
-        sizes=sizes,
+    s = prog.settings
+    lesson = Settings(
+        code=s.code, sample=s.sample, function=s.function, args=s.args, static=list(s.static)
     )
+    request = ShapeSweep(lesson, param=param, axis=int(axis), sizes=sizes)
     st.session_state.shapes = ui.run_lesson(request, "compiling each shape")
 
 result: ShapeSweepReply | None = st.session_state.get("shapes")

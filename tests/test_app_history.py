@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from viz import units
 from viz.diff import diff_reports, kernel_rows
 from viz.history import History
-from viz.report import Report
+from viz.report import Report, Subject
 from viz.samples import get_sample
 from viz.units import seconds
 
@@ -148,8 +148,9 @@ def test_a_run_past_the_bound_says_its_full_report_was_not_kept(home, monkeypatc
 def test_demo_mode_lists_sample_runs_only_and_reopens_by_sample_name(home, monkeypatch):
     sample = get_sample("elementwise_chain")
     db = History()
-    db.record(Report(function="g", args="f32[3]"), code=CUSTOM)
-    db.record(Report(function="chain", args="f32[8,8]"), code=sample.code, sample=sample.name)
+    db.record(Report(subject=Subject(function="g", args="f32[3]")), code=CUSTOM)
+    chain = Report(subject=Subject(function="chain", args="f32[8,8]"))
+    db.record(chain, code=sample.code, sample=sample.name)
     monkeypatch.setenv("JITSCOPE_DEMO", "1")
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.switch_page("pages/history.py").run()

@@ -235,7 +235,7 @@ def test_a_compile_the_persistent_cache_serves_is_compiled_again_for_the_profile
 ) -> None:
     from viz import events
 
-    target = Target.load(model)
+    target = Target.from_settings(Settings(), model)
     spec = jax.ShapeDtypeStruct((64,), jnp.float32)
     jax.clear_caches()
     jax.jit(model).lower(spec).compile()  # written to the cache
@@ -280,7 +280,7 @@ def test_a_profile_of_code_that_fails_to_trace_raises_the_users_error() -> None:
         return -x
 
     with pytest.raises(UserCodeError) as failed:
-        profile_compile(Target.load(bad), "f32[3]")
+        profile_compile(Target.from_settings(Settings(), bad), "f32[3]")
     assert failed.value.info.kind == "control_flow"
 
 

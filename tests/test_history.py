@@ -141,8 +141,9 @@ def test_processes_create_and_fill_one_new_file_at_once(tmp_path):
     path = tmp_path / "shared.sqlite"
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); from viz.history import History; h = "
-        "History(sys.argv[2], keep_reports=4); from viz.report import Report; "
-        "[h.record(Report(function='f', args=str(i)), code=f'c{i % 2}') for i in range(10)]"
+        "History(sys.argv[2], keep_reports=4); from viz.report import Report, Subject; "
+        "[h.record(Report(subject=Subject(function='f', args=str(i))), code=f'c{i % 2}') "
+        "for i in range(10)]"
     )
     procs = [
         subprocess.Popen([sys.executable, "-c", script, str(REPO), str(path)]) for _ in range(3)
@@ -165,10 +166,11 @@ def test_filter_by_function_and_the_previous_run_of_the_same_function(db, report
 
 def test_options_static_and_donation_are_stored_and_shown(db, reports):
     donation = Donation(args=[DonatedArg("x", True, 0), DonatedArg("y", False, None)])
+    scale8 = reports["scale8"]
+    options = {"xla_disable_hlo_passes": "fusion"}
     report = replace(
-        reports["scale8"],
-        static=["n"],
-        compiler_options={"xla_disable_hlo_passes": "fusion"},
+        scale8,
+        subject=replace(scale8.subject, static=["n"], compiler_options=options),
         donation=donation,
     )
     run = db.get(db.record(report))
@@ -226,7 +228,10 @@ def test_a_kept_report_this_jitscope_cannot_read_falls_back_to_its_numbers(db, r
 
 def test_a_run_opens_again_as_its_program(db, reports):
     sample = get_sample("dot_plus_one")
-    report = replace(reports["matmul"], static=["y"], compiler_options={"k": "v"})
+    matmul = reports["matmul"]
+    report = replace(
+        matmul, subject=replace(matmul.subject, static=["y"], compiler_options={"k": "v"})
+    )
     pristine = db.get(db.record(report, code=sample.code, sample=sample.name))
     program = db.program(pristine)
     assert (program.settings.code, program.settings.sample, program.settings.function) == (
@@ -369,7 +374,10 @@ def test_a_run_recorded_once_is_stored_when_anything_but_its_timings_differs(db,
     first = db.record(reports["scale8"], code=code, source="app", once=True)
     other_args = db.record(reports["scale64"], code=code, source="app", once=True)
     other_code = db.record(reports["scale8"], code=code + "\n", source="app", once=True)
-    options = replace(reports["scale8"], compiler_options={"xla_cpu_use_thunk_runtime": False})
+    thunks = {"xla_cpu_use_thunk_runtime": False}
+    options = replace(
+        reports["scale8"], subject=replace(reports["scale8"].subject, compiler_options=thunks)
+    )
     other_options = db.record(options, code=code, source="app", once=True)
     counts = replace(reports["scale8"], jaxpr=replace(reports["scale8"].jaxpr, eqn_count=99))
     other_counts = db.record(counts, code=code, source="app", once=True)

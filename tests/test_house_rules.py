@@ -2,7 +2,10 @@
 
 - the server side (app.py, pages/, ui/) never imports jax, neither directly nor through
   the project modules it imports at module level, however deep;
-- viz/ never imports Streamlit, at any level (function bodies included).
+- viz/ never imports Streamlit, at any level (function bodies included);
+- no import circle among modules, nor among viz/'s packages (each folder one node, each
+  module at its top one node), and an import inside a function closes a loop of
+  module-level imports only where it is a declared hook (`DECLARED_HOOKS`).
 
 Every module of app.py, pages/, ui/ and viz/ is walked; nothing is listed by hand. A
 module-level import is one outside every function body; one under `if TYPE_CHECKING:`
@@ -23,8 +26,11 @@ import os
 import re
 import subprocess
 import sys
+import types
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -74,6 +80,7 @@ class Import:
     line: int
     in_function: bool  # runs when the function is called
     type_checking: bool  # under `if TYPE_CHECKING:`: never runs
+    function: str = ""  # the innermost function it sits in ('' outside every function)
 
     @property
     def module_level(self) -> bool:
@@ -238,6 +245,105 @@ class Project:
                 seen |= set(loop)
         return found
 
+    def package_of(self, name: str, whole_top: bool = False) -> str:
+        """A module of viz/'s node in the graph of packages: its folder (`viz.cache` for
+        viz/cache/keys.py, `viz.recorder.capture` for a module of viz/recorder/capture/;
+        with `whole_top`, the folder at the top of viz/ whole: `viz.recorder`), or, a
+        module at the top of viz/, the module itself (`viz.report`)."""
+        module = self.modules[name]
+        folder = name.split(".") if module.is_package else name.split(".")[:-1]
+        if len(folder) == 1:
+            return name
+        return ".".join(folder[:2] if whole_top else folder)
+
+    def package_imports(self, whole_top: bool = False) -> dict[tuple[str, str], list[str]]:
+        """The graph of viz/'s packages: (package, package it imports) -> where (`viz/x.py:
+        12`), for every import of a module of one that runs at module level or under `if
+        TYPE_CHECKING:`. Importing one's own enclosing package (its `__init__`) does not
+        count, nor does an import within one package."""
+        edges: dict[tuple[str, str], list[str]] = {}
+        for module in self.in_folder(ENGINE):
+            for i in self.imports(module.name):
+                if i.in_function or i.target not in self.modules:
+                    continue
+                if f"{module.name}.".startswith(f"{i.target}."):
+                    continue
+                pair = self.package_of(module.name, whole_top), self.package_of(i.target, whole_top)
+                where = f"{module.path.as_posix()}:{i.line}"
+                if pair[0] != pair[1] and where not in edges.get(pair, []):
+                    edges.setdefault(pair, []).append(where)
+        return edges
+
+    def package_cycles(self, whole_top: bool = False) -> list[list[str]]:
+        """Cycles among viz/'s packages, one per knot, as `[a, b, a]`."""
+        edges = self._package_edges(whole_top)
+        found, seen = [], set()
+        for start in sorted(edges):
+            if start in seen:
+                continue
+            loop = _loop_back(start, edges)
+            if loop:
+                found.append(loop)
+                seen |= set(loop)
+        return found
+
+    def _package_edges(self, whole_top: bool) -> dict[str, list[str]]:
+        edges: dict[str, list[str]] = {
+            self.package_of(m.name, whole_top): [] for m in self.in_folder(ENGINE)
+        }
+        for a, b in sorted(self.package_imports(whole_top)):
+            edges[a].append(b)
+        return edges
+
+    def loop_closing_imports(self) -> set[tuple[str, str, str]]:
+        """(module, function, module it imports) for each import inside a function of
+        viz/ that closes a loop: the module it imports reaches back to the importing one
+        through imports that run at module level (or under `if TYPE_CHECKING:`), module
+        by module, or package by package (each folder, or each top folder, one node). Such
+        an import hides a cycle from the rules above; it is allowed as a declared hook."""
+        modules = {
+            name: {
+                i.target
+                for i in self.imports(name)
+                if not i.in_function
+                and i.target in self.modules
+                and not f"{name}.".startswith(f"{i.target}.")
+            }
+            for name in self.modules
+        }
+        packages = {top: self._package_edges(top) for top in (False, True)}
+        found = set()
+        for module in self.in_folder(ENGINE):
+            for i in self.imports(module.name):
+                if not i.in_function or i.target not in self.modules:
+                    continue
+                if f"{module.name}.".startswith(f"{i.target}."):
+                    continue  # its own package: imported before it anyway
+                back = _reaches(i.target, module.name, modules) or any(
+                    self.package_of(i.target, top) != self.package_of(module.name, top)
+                    and _reaches(
+                        self.package_of(i.target, top), self.package_of(module.name, top), edges
+                    )
+                    for top, edges in packages.items()
+                )
+                if back:
+                    found.add((module.name, i.function, i.target))
+        return found
+
+
+def _reaches(start: str, goal: str, edges: Mapping[str, Iterable[str]]) -> bool:
+    """Whether a path of `edges` leads from `start` to `goal`."""
+    seen, todo = {start}, [start]
+    while todo:
+        name = todo.pop()
+        if name == goal:
+            return True
+        for nxt in edges.get(name, ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
+
 
 def _loop_back(start: str, edges: dict[str, list[str]]) -> list[str] | None:
     """The shortest path of imports from `start` back to itself, if any."""
@@ -264,12 +370,13 @@ class _Imports(ast.NodeVisitor):
         self.project = project
         self.module = module
         self.found: list[Import] = []
-        self.in_function = 0
+        self.functions: list[str] = []  # the functions the visit is in, innermost last
         self.in_type_checking = 0
 
     def _add(self, targets: list[str], node: ast.stmt | ast.expr) -> None:
-        where = bool(self.in_function), bool(self.in_type_checking)
-        self.found += [Import(target, node.lineno, *where) for target in targets]
+        where = bool(self.functions), bool(self.in_type_checking)
+        function = self.functions[-1] if self.functions else ""
+        self.found += [Import(target, node.lineno, *where, function) for target in targets]
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -291,10 +398,10 @@ class _Imports(ast.NodeVisitor):
             self._add(_parents(target), node)
         self.generic_visit(node)
 
-    def _in_function(self, node: ast.AST) -> None:
-        self.in_function += 1
+    def _in_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        self.functions.append(getattr(node, "name", "<lambda>"))
         self.generic_visit(node)
-        self.in_function -= 1
+        self.functions.pop()
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _in_function
 
@@ -622,6 +729,83 @@ def test_no_import_circles() -> None:
     assert not circles, "; ".join(circles)
 
 
+@pytest.mark.parametrize("whole_top", [False, True], ids=["each folder", "each top folder"])
+def test_no_cycle_between_packages(whole_top: bool) -> None:
+    """Each folder of viz/ one node (or each folder at its top, subfolders in it), each
+    module at its top one node: the imports between them run one way."""
+    imports = PROJECT.package_imports(whole_top)
+    cycles = [
+        " -> ".join(cycle)
+        + " ("
+        + "; ".join(f"{a} -> {b}: {', '.join(imports[a, b])}" for a, b in pairwise(cycle))
+        + ")"
+        for cycle in PROJECT.package_cycles(whole_top)
+    ]
+    assert not cycles, "\n".join(cycles)
+
+
+# The imports inside a function that close a loop of module-level imports, each a hook
+# declared here: (module, function, module it imports).
+DECLARED_HOOKS = {
+    # a Report draws itself in a notebook cell (`_repr_html_`, `_ipython_display_`) with
+    # viz.notebook, which reads reports: imported when a notebook first draws one
+    ("viz.report", "_notebook", "viz.notebook"),
+}
+
+
+def test_the_imports_inside_functions_that_close_a_loop_are_the_declared_hooks() -> None:
+    found = PROJECT.loop_closing_imports()
+    assert found - DECLARED_HOOKS == set(), "closes a loop of imports: break the loop"
+    assert DECLARED_HOOKS - found == set(), "a declared hook that is gone: drop it here"
+
+
+def test_a_package_cycle_is_found_between_folders_and_top_modules(tmp_path: Path) -> None:
+    project = _write(
+        tmp_path,
+        {
+            "viz/__init__.py": "",
+            "viz/report.py": "from viz.fusion.model import Entry\n",
+            "viz/fusion/__init__.py": "",
+            "viz/fusion/model.py": "",
+            "viz/fusion/view.py": "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from viz.report import Report\n",
+            "viz/lessons/__init__.py": "",
+            "viz/lessons/measure.py": "def later():\n    import viz.report\n",
+            "viz/recorder/__init__.py": "def __getattr__(name):\n    import viz.recorder.cli.run\n",
+            "viz/recorder/model.py": "",
+            "viz/recorder/cli/__init__.py": "",
+            "viz/recorder/cli/run.py": "import viz.recorder.model\n",
+        },
+    )
+    assert project.package_cycles() == [["viz.fusion", "viz.report", "viz.fusion"]]
+    assert project.package_imports()["viz.fusion", "viz.report"] == ["viz/fusion/view.py:3"]
+    assert ("viz.recorder.cli", "viz.recorder") in project.package_imports()
+    assert project.package_cycles(whole_top=True) == project.package_cycles()
+
+
+def test_an_import_in_a_function_closes_a_loop_of_modules_or_of_packages(tmp_path: Path) -> None:
+    project = _write(
+        tmp_path,
+        {
+            "viz/__init__.py": "def __getattr__(name):\n    from viz.target import Target\n",
+            "viz/target.py": "def trace():\n    from viz import stages\n",
+            "viz/stages.py": "import viz.target\n",
+            "viz/demo.py": "import viz.worker.protocol\n",
+            "viz/worker/__init__.py": "",
+            "viz/worker/protocol.py": "",
+            "viz/worker/client.py": "def ask():\n    import viz.demo\n",
+            "viz/lessons/__init__.py": "",
+            "viz/lessons/rows.py": "",
+            "viz/worker/handlers.py": "import viz.lessons.rows\n"
+            "def lesson():\n    from viz.lessons import rows\n",
+        },
+    )
+    assert project.loop_closing_imports() == {
+        ("viz.target", "trace", "viz.stages"),  # stages imports target
+        ("viz.worker.client", "ask", "viz.demo"),  # demo imports the worker's protocol
+    }
+
+
 def test_the_wheel_lists_every_package_of_viz():
     """pyproject lists its packages by name (the app is mapped beside viz): a new
     subpackage of viz missing there would be missing from the wheel."""
@@ -688,3 +872,131 @@ def test_the_private_jax_rule_sees_imports_and_module_names(tmp_path: Path) -> N
         "'''A docstring naming jax._src.core is no use of it.'''\nfrom jax.extend import core\n"
     )
     assert [u.split(": ")[0] for u in _private_jax_uses(source)] == ["2", "3", "4", "6"]
+
+
+def _report_mappings() -> set[str]:
+    """The names of the report's fields, at every level, that hold a mapping or a list
+    of mappings (`graphs`, `graph_models`, `ops`, `by_kind_at_peak`, `jaxpr_eqns`, …):
+    read by a key, they are read by a name."""
+    import collections.abc
+    import dataclasses
+    import typing
+
+    from viz.report import Report
+
+    found: set[str] = set()
+    seen: set[type] = set()
+
+    def holds_mappings(hint: object) -> bool:
+        origin = typing.get_origin(hint) or hint
+        if dataclasses.is_dataclass(origin):
+            return False  # a section: read by its attributes (a Plain reads by key too)
+        if isinstance(origin, type) and issubclass(origin, collections.abc.Mapping):
+            return True
+        return origin is list and any(holds_mappings(a) for a in typing.get_args(hint))
+
+    def visit(cls: type) -> None:
+        if cls in seen or not dataclasses.is_dataclass(cls):
+            return
+        seen.add(cls)
+        for name, hint in typing.get_type_hints(cls).items():
+            parts = typing.get_args(hint) if typing.get_origin(hint) is types.UnionType else ()
+            for part in parts or (hint,):
+                if holds_mappings(part):
+                    found.add(name)
+                for inner in (part, *typing.get_args(part)):
+                    if isinstance(inner, type):
+                        visit(inner)
+
+    visit(Report)
+    return found
+
+
+REPORT_MAPPINGS = _report_mappings()
+
+
+def _reads_by_name(tree: ast.Module) -> list[str]:
+    """`line: code` for each place that reads a report by a name rather than an
+    attribute: `getattr(...)`, and a string key (`x["compiled"]`, `x.get("parameter")`)
+    on one of the report's mappings, or on a name bound to one (`models =
+    r.graph_models`, `for e in entry.jaxpr_eqns`) in the same function."""
+    found = []
+    scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))]
+    for scope in scopes:
+        bound = _bound_to_mappings(scope)
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "getattr":
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+            key = _string_key_read(node)
+            if key is not None and _is_mapping(key, bound):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return sorted(set(found), key=lambda f: int(f.split(":")[0]))
+
+
+def _string_key_read(node: ast.AST) -> ast.expr | None:
+    """What `node` reads a string key of: `x` of `x["k"]` or `x.get("k", …)`."""
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+        return node.value if _constant_string(node.slice) is not None else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+        key = _constant_string(node.args[0])
+        return node.func.value if node.func.attr == "get" and key is not None else None
+    return None
+
+
+def _is_mapping(node: ast.expr, bound: set[str]) -> bool:
+    """Whether `node` is one of the report's mappings (or an item of a list of them)."""
+    while isinstance(node, ast.Subscript | ast.Call):  # an item of it, or what .get gives
+        node = node.value if isinstance(node, ast.Subscript) else node.func
+        if isinstance(node, ast.Attribute) and node.attr == "get":
+            node = node.value
+    if isinstance(node, ast.Attribute):
+        return node.attr in REPORT_MAPPINGS
+    return isinstance(node, ast.Name) and node.id in bound
+
+
+def _bound_to_mappings(scope: ast.AST) -> set[str]:
+    """The names a scope binds to one of the report's mappings, or to an item of one."""
+    bound: set[str] = set()
+    for _ in range(3):  # a name bound from a name bound from a mapping
+        for node in ast.walk(scope):
+            pairs: list[tuple[ast.expr, ast.expr]] = []
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                        pairs += list(zip(target.elts, node.value.elts, strict=False))
+                    else:
+                        pairs.append((target, node.value))
+            elif isinstance(node, ast.For | ast.comprehension):
+                pairs.append((node.target, node.iter))
+            for target, value in pairs:
+                if isinstance(target, ast.Name) and _is_mapping(value, bound):
+                    bound.add(target.id)
+    return bound
+
+
+@pytest.mark.parametrize(
+    "path",
+    _python_files(("pages", "ui")),
+    ids=lambda p: p.relative_to(ROOT).as_posix(),
+)
+def test_pages_read_a_report_by_attribute_never_by_name(path: Path) -> None:
+    found = _reads_by_name(ast.parse(path.read_text(encoding="utf-8")))
+    assert not found, f"{path.relative_to(ROOT)} reads a report by name: " + "; ".join(found)
+
+
+def test_a_read_by_name_is_seen_through_a_mapping_and_the_names_bound_to_it() -> None:
+    source = (
+        "def tab(r, res, ir, st):\n"
+        "    a = r.graphs['compiled'].dot\n"  # 2
+        "    models = res.report.graph_models\n"
+        "    b = models.get('jaxpr')\n"  # 4
+        "    for e in r.fusion_map[0].jaxpr_eqns:\n"
+        "        c = e['primitive']\n"  # 6
+        "    d = getattr(r, ir)\n"  # 7
+        "    e = r.memory.by_kind_at_peak.get('parameter', 0)\n"  # 8
+        "    fine = st.session_state['result_tab'], r.graphs[ir], r.compiled.ops\n"
+        "    rows = {'source': 1}\n"
+        "    return rows['source']\n"
+    )
+    found = _reads_by_name(ast.parse(source))
+    assert [f.split(":")[0] for f in found] == ["2", "4", "6", "7", "8"]

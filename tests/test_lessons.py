@@ -15,6 +15,7 @@ from viz.errors import UserCodeError
 from viz.lessons.measure import loop_variants
 from viz.lessons.rows import ScalingRow
 from viz.samples import get_sample
+from viz.settings import Settings
 from viz.spec import resize
 from viz.worker import LESSON_TIMEOUT_S, Worker
 from viz.worker.protocol import (
@@ -50,7 +51,9 @@ def measure(worker: Worker, request: Request[ReplyT]) -> tuple[ReplyT, list[Prog
 @pytest.fixture(scope="module")
 def placement(lessons) -> tuple[PlacementReply, list[Progress]]:
     sample = get_sample("outer_inner")
-    return measure(lessons, Placement(code=sample.code, outer="g", inner="f", args=sample.args))
+    return measure(
+        lessons, Placement(Settings(code=sample.code, args=sample.args), outer="g", inner="f")
+    )
 
 
 def test_placement_measures_four_strategies(placement):
@@ -91,10 +94,15 @@ def test_placement_reports_progress_after_each_strategy(placement):
 SIZES = [1, 4, 16, 64]
 
 
+def step_of(code: str) -> Settings:
+    """The scaling lesson's settings: the sample's step, on a 64×64 array."""
+    return Settings(code=code, function="step", args="f32[64,64]")
+
+
 @pytest.fixture(scope="module")
 def scaling(lessons) -> tuple[ScalingReply, list[Progress]]:
     sample = get_sample("unrolled_loop")
-    return measure(lessons, Scaling(code=sample.code, step="step", args="f32[64,64]", sizes=SIZES))
+    return measure(lessons, Scaling(step_of(sample.code), sizes=SIZES))
 
 
 def rows_of(result: ScalingReply, variant: str) -> list[ScalingRow]:
@@ -137,9 +145,7 @@ def test_unrolled_compile_time_grows_faster_than_scan(lessons, scaling):
     for _ in range(2):
         if result["exponents"]["unrolled"] > result["exponents"]["scan"]:
             break
-        result, _ = measure(
-            lessons, Scaling(code=sample.code, step="step", args="f32[64,64]", sizes=SIZES)
-        )
+        result, _ = measure(lessons, Scaling(step_of(sample.code), sizes=SIZES))
     assert result["exponents"]["unrolled"] > result["exponents"]["scan"]
 
 
@@ -160,10 +166,7 @@ def test_shape_sweep_has_one_row_per_size_with_a_break_even(lessons):
     result, progress = measure(
         lessons,
         ShapeSweep(
-            code=sample.code,
-            function="predict",
-            args=sample.args,
-            static=[],
+            Settings(code=sample.code, function="predict", args=sample.args),
             param="x",
             axis=0,
             sizes=sizes,
@@ -189,9 +192,7 @@ def test_bucket_costs_has_one_row_per_bucket_in_order(lessons):
     result, progress = measure(
         lessons,
         BucketCosts(
-            code=sample.code,
-            function="predict",
-            args=sample.args,
+            Settings(code=sample.code, function="predict", args=sample.args),
             batch_arg="x",
             buckets=[64, 8, 32, 8],
         ),
@@ -214,21 +215,26 @@ def test_resize_refuses_a_non_array_argument():
 
 def test_a_lesson_on_broken_code_is_an_error_result(lessons):
     result = lessons.ask(
-        BucketCosts(code="def f(x:\n", function="f", args="f32[2]", batch_arg="x", buckets=[2])
+        BucketCosts(
+            Settings(code="def f(x:\n", function="f", args="f32[2]"), batch_arg="x", buckets=[2]
+        )
     )
     assert result["ok"] is False
     assert result["error"]["kind"] == "syntax_error"
 
 
-def scaling_of(request: Scaling) -> ScalingReply:
-    """The scaling lesson measured in this process, its spec the spec language only (as
-    in demo mode), its progress dropped."""
-    return viz.lessons.measure.scaling(request, lambda _: None, expressions=False)
+def scaling_of(request: Scaling) -> list[ScalingRow]:
+    """The scaling lesson's rows measured in this process, its spec the spec language
+    only (as in demo mode), its progress dropped."""
+    rows, _ = viz.lessons.measure.scaling(
+        request.settings, request.sizes, lambda _: None, expressions=False
+    )
+    return rows
 
 
 def test_a_lesson_without_expressions_refuses_a_python_expression_in_its_spec():
     code = "import jax.numpy as jnp\n\ndef step(x):\n    return x * 2\n"
     with pytest.raises(UserCodeError) as refused:
-        scaling_of(Scaling(code=code, step="step", args="jnp.ones(3)", sizes=[1]))
+        scaling_of(Scaling(Settings(code=code, function="step", args="jnp.ones(3)"), sizes=[1]))
     assert refused.value.info.kind == "spec_error"
-    assert scaling_of(Scaling(code=code, step="step", args="f32[3]", sizes=[1]))["ok"]
+    assert len(scaling_of(Scaling(Settings(code=code, function="step", args="f32[3]"), [1]))) == 3

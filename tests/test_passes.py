@@ -9,6 +9,8 @@ from viz.ir.hlo import read_hlo
 from viz.ir.kernels import kernel_count
 from viz.ir.model import op_histogram
 from viz.passes import pass_by_pass
+from viz.settings import Settings
+from viz.stages import trace
 from viz.target import Target
 
 
@@ -21,8 +23,8 @@ def chain(x):
 def steps_for(fn, *shapes):
     args = [jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes]
     spec = ", ".join(f"f32[{','.join(map(str, s))}]" for s in shapes)
-    target = Target.load(fn)
-    return jax.jit(fn).lower(*args), pass_by_pass(target.trace(target.args(spec)).lower())
+    target = Target.from_settings(Settings(), fn)
+    return jax.jit(fn).lower(*args), pass_by_pass(trace(target, target.args(spec)).lower())
 
 
 def test_steps_run_from_the_unoptimized_module_to_the_final_one():

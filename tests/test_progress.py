@@ -28,7 +28,10 @@ def chain(x):
 def streamed(fn, spec: str, runs: int = 0) -> tuple[list[tuple[str, Report]], Report]:
     heard: list[tuple[str, Report]] = []
     report = analyze_target(
-        Target.load(fn), spec, runs, on_stage=lambda stage, known: heard.append((stage, known))
+        Target.from_settings(Settings(), fn),
+        spec,
+        runs,
+        on_stage=lambda stage, known: heard.append((stage, known)),
     )
     return heard, report
 
@@ -77,7 +80,7 @@ def test_a_glimpse_carries_counts_and_views_but_no_texts_or_graph_models():
 
 def test_a_streamed_analysis_finds_what_a_plain_one_does():
     _, streamed_report = streamed(chain, "f32[16,16]")
-    plain = analyze_target(Target.load(chain), "f32[16,16]", 0)
+    plain = analyze_target(Target.from_settings(Settings(), chain), "f32[16,16]", 0)
     for ir in ("jaxpr", "stablehlo", "compiled"):
         assert streamed_report.to_dict()[ir] == plain.to_dict()[ir]
     assert streamed_report.to_dict()["graphs"] == plain.to_dict()["graphs"]
@@ -90,7 +93,7 @@ def test_a_listener_that_fails_is_dropped_and_the_analysis_goes_on():
         calls.append(stage)
         raise OSError("the pipe is gone")
 
-    report = analyze_target(Target.load(chain), "f32[8,8]", 0, on_stage=broken)
+    report = analyze_target(Target.from_settings(Settings(), chain), "f32[8,8]", 0, on_stage=broken)
     assert report.ok and report.compiled.kernel_count
     assert calls == ["trace"]  # told once, then left alone
 

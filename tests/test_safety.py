@@ -29,7 +29,7 @@ from viz.samples import get_sample, list_samples
 from viz.settings import Settings
 from viz.source import list_functions
 from viz.spec import SpecError, parse_spec
-from viz.worker import Worker
+from viz.worker import Worker, admit
 from viz.worker.frames import MAX_FRAME, ProtocolError, decode, encode
 from viz.worker.protocol import Analyze, CacheCall, Passes, Ping, Scaling
 
@@ -185,7 +185,7 @@ def test_demo_runs_the_named_sample_whatever_code_the_request_carries(demo_worke
 
 
 def test_the_child_enforces_demo_mode_even_if_the_server_did_not(monkeypatch, canary) -> None:
-    monkeypatch.setattr(demo, "admit", lambda request: request)  # a server-side bug
+    monkeypatch.setattr(admit, "admit", lambda request: request)  # a server-side bug
     w = Worker("cpu", timeout_s=120, demo=True)
     try:
         result = analyze(
@@ -222,7 +222,8 @@ def test_demo_bounds_runs_sizes_and_functions(demo_worker) -> None:
     assert not_a_function["error"]["kind"] == "demo_refused"
     sweep = demo_worker.ask(
         Scaling(
-            sample="unrolled_loop", step="step", args="f32[8,8]", sizes=[demo.LIMITS.loop_n * 2]
+            Settings(sample="unrolled_loop", function="step", args="f32[8,8]"),
+            sizes=[demo.LIMITS.loop_n * 2],
         )
     )
     assert sweep.error.kind == "demo_refused"
@@ -231,9 +232,9 @@ def test_demo_bounds_runs_sizes_and_functions(demo_worker) -> None:
 
 
 def test_demo_forbids_file_writing_compiler_options_and_the_disk_cache() -> None:
-    with pytest.raises(demo.Refused):
-        demo.check_compiler_options({"xla_dump_to": "/tmp/x"})
-    admitted = demo.admit(
+    with pytest.raises(admit.Refused):
+        admit.check_compiler_options({"xla_dump_to": "/tmp/x"})
+    admitted = admit.admit(
         CacheCall(Settings(sample="dot_plus_one", args="f32[2,2], f32[2,2]"), persistent_cache=True)
     )
     assert admitted.persistent_cache is False
@@ -241,7 +242,7 @@ def test_demo_forbids_file_writing_compiler_options_and_the_disk_cache() -> None
 
 @pytest.mark.parametrize("sample", list_samples(), ids=lambda s: s.name)
 def test_every_sample_passes_the_demo_policy(sample) -> None:
-    admitted = demo.admit(
+    admitted = admit.admit(
         Analyze(Settings(sample=sample.name, function=sample.function, args=sample.args))
     )
     assert admitted.settings.code == sample.code

@@ -11,7 +11,7 @@ import pytest
 from viz.errors import ErrorInfo
 from viz.pipeline import analyze
 from viz.report import Report, Subject
-from viz.sections import Found, IRRead, Sections
+from viz.sections import Found, IRRead, Sections, assemble
 from viz.settings import Settings
 from viz.worker import protocol
 
@@ -29,17 +29,15 @@ def test_a_report_cannot_be_written_into_once_built():
 
 def test_nothing_found_assembles_the_bare_report_of_its_subject():
     subject = Subject(function="f", args="f32[3]", device="cpu:8")
-    assert Report.assemble(subject, Sections()) == Report(
-        function="f", args="f32[3]", device="cpu:8"
-    )
-    assert Report.assemble(subject, Sections()).subject == subject
+    assert assemble(subject, Sections()) == Report(subject=subject)
+    assert assemble(subject, Sections()).subject == subject
 
 
 def test_a_failed_report_is_its_subject_and_the_error():
     error = ErrorInfo("spec_error", "no such dtype", "write f32")
     failed = Report.failed(Subject(function="f"), error)
     assert not failed.ok and failed.error == error and failed.function == "f"
-    assert Report.assemble(Subject(function="f"), Sections(error=error)) == failed
+    assert assemble(Subject(function="f"), Sections(error=error)) == failed
 
 
 def test_warnings_come_in_the_order_the_stages_ran():
@@ -53,7 +51,7 @@ def test_warnings_come_in_the_order_the_stages_ran():
         specialization=Found(warning="specialization"),
         compile_profile=Found(warning="compile profile"),
     )
-    assert Report.assemble(Subject(), found).warnings == [
+    assert assemble(Subject(), found).warnings == [
         "jaxpr",
         "stablehlo",
         "fusion map",

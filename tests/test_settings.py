@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from viz import demo, share
+from viz import share
 from viz.history import History
 from viz.program import Program
 from viz.samples import list_samples
 from viz.settings import Settings
 from viz.target import DEFAULT_MEMORY_LIMIT, Target
-from viz.worker import protocol
+from viz.worker import admit, protocol
 
 SAMPLES = {s.name for s in list_samples()}
 EVERY = Settings(
@@ -70,16 +70,16 @@ def test_a_flat_message_of_the_previous_form_decodes_into_settings() -> None:
 def test_demo_mode_checks_the_settings_fields_by_their_own_names() -> None:
     asked = protocol.Analyze(Settings(sample="mlp", function="mlp", folder="/tmp"))
     assert asked.changed() == {"sample", "function", "folder"}
-    with pytest.raises(demo.Refused, match="folder"):
-        demo.admit(asked)
+    with pytest.raises(admit.Refused, match="folder"):
+        admit.admit(asked)
     mesh = protocol.CacheState(Settings(sample="mlp", function="mlp", mesh="data=2"))
-    with pytest.raises(demo.Refused, match="mesh"):  # the cache lab's state takes no mesh
-        demo.admit(mesh)
+    with pytest.raises(admit.Refused, match="mesh"):  # the cache lab's state takes no mesh
+        admit.admit(mesh)
 
 
 def test_a_program_hands_its_settings_on_whole_with_the_pages_device() -> None:
     program = Program(EVERY)
-    asked = program.analysis("cpu", runs=5)
+    asked = protocol.Analyze(program.settings_on("cpu"), runs=5)
     assert asked.settings == Settings(**{**EVERY.to_dict(), "device": "cpu"})
     assert program.settings.device == "cpu:8"  # the program itself is not changed
 

@@ -20,6 +20,7 @@ from viz.settings import Settings
 from viz.spec import parse_spec
 from viz.specialization import Change, SpecializedArg, changes, outcome, variant_spec
 from viz.specialization.read import named_arguments, spec_form
+from viz.stages import trace
 from viz.target import Target
 from viz.worker import handlers
 from viz.worker import protocol as p
@@ -81,9 +82,9 @@ def test_every_leaf_of_a_pytree_is_a_row_named_as_jax_names_it():
 def test_the_rows_read_in_two_steps_are_the_rows_read_at_once():
     from viz.specialization.read import finish, read_specialization, read_traced
 
-    target = Target.load(arange_plus, static=["n"])
+    target = Target.from_settings(Settings(static=["n"]), arange_plus)
     args = target.args("f32[16], 16")
-    traced = target.trace(args)
+    traced = trace(target, args)
     assert traced.abstract and len(traced.abstract) == 2  # the trace keeps what it traced
     compiled = traced.lower().compile()
     at_once = read_specialization(target, args, traced, compiled)

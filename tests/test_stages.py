@@ -15,7 +15,7 @@ from conftest import REPO
 
 from viz.errors import UserCodeError
 from viz.settings import Settings
-from viz.stages import ArgLeaf, Lowered, Traced
+from viz.stages import ArgLeaf, Lowered, Traced, trace
 from viz.target import Target
 from viz.worker import Worker, protocol
 
@@ -46,13 +46,13 @@ def lessons() -> Iterator[Worker]:
 
 def lesson_requests(spec: str) -> dict[str, protocol.Request]:
     return {
-        "placement": protocol.Placement(code=WIDE, outer="outer", inner="inner", args=spec),
-        "scaling": protocol.Scaling(code=WIDE, step="inner", args=spec, sizes=[1, 2]),
+        "placement": protocol.Placement(Settings(code=WIDE, args=spec), "outer", "inner"),
+        "scaling": protocol.Scaling(Settings(code=WIDE, function="inner", args=spec), [1, 2]),
         "shape_sweep": protocol.ShapeSweep(
-            code=WIDE, function="f", args=spec, static=[], param="x", axis=0, sizes=[2, 4]
+            Settings(code=WIDE, function="f", args=spec), param="x", axis=0, sizes=[2, 4]
         ),
         "bucket_costs": protocol.BucketCosts(
-            code=WIDE, function="f", args=spec, batch_arg="x", buckets=[2, 4]
+            Settings(code=WIDE, function="f", args=spec), batch_arg="x", buckets=[2, 4]
         ),
     }
 
@@ -61,7 +61,7 @@ def lesson_requests(spec: str) -> dict[str, protocol.Request]:
 
 
 def test_target_turns_x64_on_exactly_when_the_spec_asks_for_it():
-    target = Target.load(lambda x: x)
+    target = Target.from_settings(Settings(), lambda x: x)
     assert target.args("f64[2]").x64 and not target.args("f32[2]").x64
     assert not target.args("f64[2]", x64=False).x64
 
@@ -70,7 +70,9 @@ def test_a_target_without_expressions_takes_the_spec_language_and_its_modules_na
     monkeypatch,
 ):
     monkeypatch.delenv("JITSCOPE_DEMO", raising=False)  # the target decides, not the env
-    target = Target.load(lambda w, x: x, namespace={"params": 3}, expressions=False)
+    target = Target.from_settings(
+        Settings(), lambda w, x: x, namespace={"params": 3}, expressions=False
+    )
     assert target.args("params, f32[2]").items[0].value == 3
     with pytest.raises(UserCodeError) as refused:
         target.args("params, jnp.ones(2)")
@@ -78,8 +80,8 @@ def test_a_target_without_expressions_takes_the_spec_language_and_its_modules_na
 
 
 def test_each_stage_carries_its_own_time():
-    target = Target.load(lambda x: x * 2)
-    traced = target.trace(target.args("f32[4]"))
+    target = Target.from_settings(Settings(), lambda x: x * 2)
+    traced = trace(target, target.args("f32[4]"))
     lowered = traced.lower()
     compiled = lowered.compile()
     assert min(traced.seconds, lowered.seconds, compiled.seconds) > 0
@@ -87,8 +89,8 @@ def test_each_stage_carries_its_own_time():
 
 
 def test_the_compiled_stage_knows_its_named_arguments_without_reaching_back():
-    target = Target.load(lambda params, x: params["w"] * x, donate=["x"])
-    compiled = target.trace(target.args("{'w': f32[3]}, f32[3]")).lower().compile()
+    target = Target.from_settings(Settings(donate=["x"]), lambda params, x: params["w"] * x)
+    compiled = trace(target, target.args("{'w': f32[3]}, f32[3]")).lower().compile()
     assert compiled.args_info() == [
         ArgLeaf("params['w']", (3,), "float32", False),
         ArgLeaf("x", (3,), "float32", True),
@@ -263,5 +265,7 @@ def test_a_malformed_device_is_an_error_result_not_an_exception():
 
 def test_the_scaling_lesson_points_errors_at_the_users_step(lessons):
     code = "import jax.numpy as jnp\n\ndef step(x):\n    return x @ jnp.ones((3, 5))\n"
-    result = lessons.ask(protocol.Scaling(code=code, step="step", args="f32[4]", sizes=[2]))
+    result = lessons.ask(
+        protocol.Scaling(Settings(code=code, function="step", args="f32[4]"), sizes=[2])
+    )
     assert not result["ok"] and result["error"]["line"] == 4, result["error"]

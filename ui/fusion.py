@@ -20,6 +20,7 @@ from ui.graphs import show_graph
 from ui.results import Result
 from ui.tables import table
 from ui.workers import ask
+from viz.fusion.model import FusionEntry
 from viz.fusion.profile import Profile
 from viz.fusion.report import PROFILE_RUNS
 from viz.fusion.selection import (
@@ -31,8 +32,7 @@ from viz.fusion.selection import (
     select,
     selected_eqns,
 )
-from viz.ir.model import Graph
-from viz.report import FusionEntry
+from viz.ir.model import IR, Graph
 from viz.units import seconds
 
 
@@ -41,13 +41,13 @@ def fusion_map_view(res: Result, index: int) -> None:
     table and (when profiled) the time per kernel."""
     r, profile = res.report, res.kernel_profile
     fmap, models = r.fusion_map, r.graph_models
-    if not fmap or not {"stablehlo", "compiled"} <= set(models):
+    if not fmap or not {IR.STABLEHLO, IR.COMPILED} <= set(models):
         st.info("No fusion map for this result (it did not compile).")
         return
     st.markdown(viz.fusion.view.coverage_text(r.fusion_map_coverage))
     profile_button(res, index)
-    stablehlo, compiled = models["stablehlo"], models["compiled"]
-    jaxpr = models.get("jaxpr") or Graph("jaxpr")
+    stablehlo, compiled = models[IR.STABLEHLO], models[IR.COMPILED]
+    jaxpr = models.get(IR.JAXPR) or Graph(IR.JAXPR)
     colours = viz.fusion.view.kernel_colours(e.kernel for e in fmap if e.is_kernel)
     chosen = selection(fmap, stablehlo, index)
     graphs(profile, fmap, stablehlo, compiled, colours, chosen, index)
@@ -244,7 +244,7 @@ def details(fmap: list[FusionEntry], stablehlo: Graph, jaxpr: Graph, chosen: Sel
         {
             "kernel": k,
             "kind": by_kernel[k].kind,
-            "jaxpr eqns": ", ".join(e["primitive"] for e in by_kernel[k].jaxpr_eqns)[:200],
+            "jaxpr eqns": ", ".join(by_kernel[k].primitives)[:200],
             "lines": ", ".join(map(str, by_kernel[k].lines)),
         }
         for k in chosen.kernels

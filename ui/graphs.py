@@ -13,13 +13,13 @@ import streamlit as st
 import viz.graph
 from ui.tables import table
 from viz.graph.render import svg_size
-from viz.ir.model import Graph
+from viz.ir.model import IR, Graph
 
-IR_TITLES = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "compiled": "Compiled HLO"}
+IR_TITLES = {IR.JAXPR: "jaxpr", IR.STABLEHLO: "StableHLO", IR.COMPILED: "Compiled HLO"}
 
 
 def graph_panel(
-    ir: str,
+    ir: IR,
     graph: Graph,
     key: str,
     title: str = "",

@@ -17,13 +17,12 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import RerunException, StopException
 
 from viz.progress import STAGES
-from viz.report import Report
+from viz.report import Report, Timings
 from viz.units import seconds
 from viz.worker.protocol import Progress
 
 BODY_EVERY_S = 0.3  # a burst of frames (a small program's stages) is drawn once
 WAITING = "waiting"  # for the worker: queued, or still importing JAX and warming up
-TIMED_BY_WORKER = {"trace": "trace_s", "lower": "lower_s", "compile": "compile_s"}
 SHOWN_WAIT_S = 0.1  # a shorter wait for the worker is not worth a place in the bar
 
 
@@ -109,16 +108,18 @@ class LiveAnalysis:
 
     def _seconds(self, stage: str) -> float | None:
         """A finished stage's seconds (None: not finished, or never run)."""
-        field = TIMED_BY_WORKER.get(stage)
-        timed = getattr(self._known.timings, field) if field else None
+        timed = _timed_by_worker(self._known.timings).get(stage)
         return timed if timed is not None else self._took.get(stage)
+
+
+def _timed_by_worker(t: Timings) -> dict[str, float | None]:
+    """The stages the worker times itself, and their seconds so far."""
+    return {"trace": t.trace_s, "lower": t.lower_s, "compile": t.compile_s}
 
 
 def _drawn(report: Report) -> tuple:
     """What the body shows of a glimpse: it is drawn again only when this changes."""
     t = report.timings
-    counts = tuple(
-        getattr(section, "op_count", None) or getattr(section, "eqn_count", None)
-        for section in (report.jaxpr, report.stablehlo, report.compiled)
-    )
+    j, s, c = report.jaxpr, report.stablehlo, report.compiled
+    counts = (j and j.eqn_count, s and s.op_count, c and c.op_count)
     return counts, tuple(sorted(report.graphs)), t.trace_s, t.lower_s, t.compile_s

@@ -8,6 +8,8 @@ from `viz.charts`, the words from `viz.memory.display`. Nothing here imports jax
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from ui.fusion import show_in_map_button
@@ -21,6 +23,7 @@ from viz.memory.display import (
     residual_rows,
     where_text,
 )
+from viz.memory.model import Memory
 from viz.memory.profile import OTHER
 from viz.options import MEMORY_SCHEDULE
 from viz.report import Report
@@ -28,11 +31,11 @@ from viz.units import nbytes
 from viz.variants import options_text
 
 TAB = "Memory"
-XLA_TOTALS = (
-    ("arguments", "argument_bytes"),
-    ("outputs", "output_bytes"),
-    ("temporaries", "temp_bytes"),
-    ("generated code", "generated_code_bytes"),
+XLA_TOTALS: tuple[tuple[str, Callable[[Memory], int | None]], ...] = (
+    ("arguments", lambda m: m.argument_bytes),
+    ("outputs", lambda m: m.output_bytes),
+    ("temporaries", lambda m: m.temp_bytes),
+    ("generated code", lambda m: m.generated_code_bytes),
 )
 
 
@@ -152,7 +155,7 @@ def lower_it(r: Report) -> None:
     memory = r.memory
     assert memory is not None
     st.markdown("#### What would lower it")
-    arguments = memory.by_kind_at_peak.get("parameter", 0)
+    arguments = memory.arguments_at_peak
     if r.donate:
         saved = memory.alias_bytes or 0
         st.markdown(
@@ -238,5 +241,5 @@ def donation_panel(report: Report) -> None:
 
 def totals(r: Report) -> None:
     st.markdown("#### XLA's totals · `compiled.memory_analysis()`")
-    for col, (label, name) in zip(st.columns(4), XLA_TOTALS, strict=True):
-        col.metric(label, nbytes(getattr(r.memory, name) if r.memory else None))
+    for col, (label, total) in zip(st.columns(4), XLA_TOTALS, strict=True):
+        col.metric(label, nbytes(total(r.memory) if r.memory else None))

@@ -21,6 +21,7 @@ from ui.graphs import show_graph
 from ui.results import Result
 from ui.tables import table
 from ui.variants import run_variant
+from viz.ir.model import IR
 from viz.program import Program
 from viz.report import Report
 from viz.sharding import ShardingSection
@@ -158,7 +159,7 @@ def source_lines(res: Result, s: ShardingSection) -> None:
 
 
 def collective_graph(res: Result, s: ShardingSection, index: int) -> None:
-    graph = res.report.graph_models.get("compiled")
+    graph = res.report.graph_models.get(IR.COMPILED)
     if graph is None:
         st.caption("The compiled graph is not kept for older results: analyze again to see it.")
         return

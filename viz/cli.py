@@ -285,7 +285,8 @@ def _compile_profile_lines(report: Report) -> list[str]:
     p = report.compile_profile
     if p is None:
         return []
-    from viz.compile_profile.advice import place, what_drives_it
+    from viz.compile_profile.advice import what_drives_it
+    from viz.where import place
 
     plain = f" (unprofiled {seconds(p.trace_plain_s)})" if p.trace_plain_s else ""
     lines = [

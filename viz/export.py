@@ -11,14 +11,14 @@ import html
 import json
 from typing import Any
 
-import viz.fusion.view
 import viz.graph
 from viz import charts
 from viz.errors import ErrorInfo
+from viz.fusion.view import coverage_text, kernel_rows, kernel_time_chart
 from viz.ir.model import Graph
 from viz.memory.display import buffer_rows, fit_text
 from viz.report import GraphSummary, Report
-from viz.units import seconds
+from viz.units import cell_text, seconds
 
 _STYLE = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
@@ -126,7 +126,7 @@ def html_report(report: Report) -> str:
     for i, fig in enumerate(figures):
         parts.append(fig.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False))
     parts.extend(_memory_section(report))
-    parts.append(viz.fusion.view.html_section(report))  # issue #12: the map and kernel times
+    parts.append(_fusion_section(report))  # issue #12: the map and kernel times
     parts.extend(_ir_sections(report))
     parts.append(
         "<h2>Report JSON</h2><pre>"
@@ -138,3 +138,30 @@ def html_report(report: Report) -> str:
         f"{html.escape(report.function)}</title><style>{_STYLE}</style></head>"
         f"<body>{''.join(parts)}</body></html>"
     )
+
+
+def _fusion_section(report: Report) -> str:
+    """The offline HTML report's fusion map: coverage, the kernel-time chart when
+    profiled (plotly.js must already be on the page), and the kernel table."""
+    fusion_map = report.fusion_map
+    if not fusion_map:
+        return ""
+    profile = report.profile
+    parts = [
+        "<h2>Fusion map</h2>",
+        f"<p>{html.escape(coverage_text(report.fusion_map_coverage).replace('**', ''))}</p>",
+    ]
+    if profile and profile.kernels:
+        parts.append(
+            f"<p>Profiled with {html.escape(profile.source)}: {profile.runs} runs, "
+            f"{profile.step_s * 1e3:.3f} ms per step.</p>"
+        )
+        parts.append(kernel_time_chart(profile).to_html(full_html=False, include_plotlyjs=False))
+    rows = kernel_rows(fusion_map, profile)
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell_text(v))}</td>" for v in r.values()) + "</tr>"
+        for r in rows
+    )
+    parts.append(f'<table class="kernels"><tr>{head}</tr>{body}</table>')
+    return "".join(parts)

@@ -28,11 +28,10 @@ from dataclasses import dataclass, field
 
 from viz.fusion.map import constant_only
 from viz.ir.kernels import kernel_of
-from viz.ir.model import Graph, Node
+from viz.ir.model import IRS, Graph, Node
 from viz.jax_private import JAXPR_ROWS_SINCE
 from viz.report import FusionEntry, Report
 
-IRS = ("jaxpr", "stablehlo", "compiled")
 NOT_OPS = frozenset({"func.call"})  # a shared function's call shell: its ops count
 NOUNS = {"jaxpr": "equation", "stablehlo": "StableHLO op"}
 NONE = {"jaxpr": "no jaxpr equation", "stablehlo": "no StableHLO op"}

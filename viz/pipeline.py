@@ -12,7 +12,7 @@ notebook) all of them are read after the compile (`viz.overlap.reads_beside_comp
 
 Each stage and reader (`viz.readers`) returns its section (`viz.sections`); the analysis
 keeps them as they come, and the Report is assembled from them once, at the end
-(`Report.assemble`): nothing writes into a report.
+(`viz.sections.assemble`): nothing writes into a report.
 
 `analyze_target(..., on_stage=...)` also hands on what is known as the analysis goes
 (`viz.progress`): as each stage starts, and as the reader thread finishes the jaxpr and
@@ -38,9 +38,9 @@ from viz.overlap import Background, CompileWindow, IdlePriority, gc_paused, read
 from viz.progress import OnStage, glimpse
 from viz.readers import Early
 from viz.report import Report, Subject
-from viz.sections import Found, IRRead, Sections, sides_of
+from viz.sections import Found, IRRead, Sections, assemble, sides_of
 from viz.settings import Settings
-from viz.stages import Compiled, Lowered, Traced, block
+from viz.stages import Compiled, Lowered, Traced, block, trace
 from viz.target import DEFAULT_MEMORY_LIMIT, Args, Target
 from viz.timing import RunStats
 
@@ -97,8 +97,7 @@ def analyze(
         mesh=mesh,
         memory_limit_bytes=memory_limit_bytes,
     )
-    where = {"namespace": namespace, "user_file": user_file}
-    target = Target.from_settings(settings, fn, **{k: v for k, v in where.items() if v is not None})
+    target = Target.from_settings(settings, fn, namespace=namespace, user_file=user_file)
     report = analyze_target(
         target,
         args,
@@ -143,13 +142,10 @@ class _Analysis:
 
     def __init__(self, target: Target, spec: str, on_stage: OnStage | None):
         self.target, self.spec = target, spec
-        self.subject = Subject(
+        self.subject = replace(  # what its settings ask, with what it is and where it ran
+            Subject.asked(target.settings),
             function=target.name,
             args=spec,
-            static=[str(s) for s in target.static],
-            donate=[str(d) for d in target.donate],
-            compiler_options=dict(target.compiler_options),
-            device=target.device,
             source_file=target.user_file,
             jax_version=jax.__version__,
         )
@@ -162,14 +158,14 @@ class _Analysis:
 
     def glimpse(self, beside: list[IRRead]) -> Report:
         """What is known now, the IRs read `beside` the compile included (`viz.progress`)."""
-        return glimpse(Report.assemble(self.subject, self.found.with_beside(beside)))
+        return glimpse(assemble(self.subject, self.found.with_beside(beside)))
 
     def run_stages(self, runs: int, budget_s: float, *, mlir: bool, profile: bool) -> None:
         found, stream = self.found, self.stream
         self.args = self.target.args(self.spec)
         self.subject = replace(self.subject, x64=self.args.x64)
         stream.stage("trace")
-        self.traced = self.target.trace(self.args)
+        self.traced = trace(self.target, self.args)
         found.seconds["trace"] = self.traced.seconds
         stream.stage("lower")
         with gc_paused():
@@ -214,7 +210,7 @@ class _Analysis:
             found.compile_profile = compile_profile_section(
                 self.target, self.spec, found.graph("jaxpr")
             )
-        return Report.assemble(self.subject, found)
+        return assemble(self.subject, found)
 
     def _lower_and_compile(self, traced: Traced, mlir: bool) -> Compiled:
         """Lower and compile, every IR read (see `_compile`), then what the compile made:

@@ -58,9 +58,13 @@ class Plain(Mapping[str, Any]):
     """Mix into a dataclass: JSON both ways, and a read-only mapping over its fields."""
 
     def __getitem__(self, key: str) -> Any:
-        if key not in _names(type(self)):
-            raise KeyError(key)
-        return getattr(self, key)
+        if key in _names(type(self)):
+            return getattr(self, key)
+        for name in _flat_fields(type(self)):  # a flat field's keys are its parent's own
+            inner = getattr(self, name)
+            if key in wire_names(type(inner)):
+                return inner[key]
+        raise KeyError(key)
 
     def __iter__(self) -> Iterator[str]:
         return iter(_names(type(self)))

@@ -12,7 +12,6 @@ from typing import Any
 from viz.samples import Sample
 from viz.settings import Settings
 from viz.source import list_functions
-from viz.worker.protocol import Analyze
 
 
 @dataclass
@@ -43,9 +42,10 @@ class Program:
         """A lesson hint of the sample (INNER, LOOP_STEP, BATCH_ARG), None if absent."""
         return self.extra.get(name)
 
-    def analysis(self, device: str, runs: int) -> Analyze:
-        """The request that analyzes this program on `device`."""
-        return Analyze(replace(self.settings, device=device), runs=runs)
+    def settings_on(self, device: str) -> Settings:
+        """Its settings on the page's `device` (an `Analyze` of this program carries
+        them whole)."""
+        return replace(self.settings, device=device)
 
 
 def spec_rows(code: str, function: str | None, args: str) -> list[tuple[str, str]]:

@@ -4,14 +4,18 @@
 stage starts, and again while XLA compiles, as the jaxpr and the StableHLO are read:
 `stage` is the stage under way (one of STAGES), `known` a small copy of the report so
 far (`glimpse`). The worker sends each as a `Progress` frame; Explore draws it. No jax.
+
+A long request (an analysis streamed, a lesson's sweep, a compile profile) tells how
+far it is through an `OnProgress`: a callback that hears a `Progress` frame's JSON.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
+from viz.plain import Plain
 from viz.report import CompiledSection, JaxprSection, Report, StableHLOSection
 
 # load: the user's module run and the arguments made; run: the timed runs (and eager,
@@ -21,16 +25,34 @@ STAGES = ("load", "trace", "lower", "compile", "run")
 OnStage = Callable[[str, Report], None]
 
 
+@dataclass
+class Progress(Plain):
+    """How far a long request is: `done` of `total` steps, the last one's label. A
+    streamed analysis (`Analyze.stream`) labels each step with the stage under way
+    (`viz.progress.STAGES`) and sends what is known so far (`viz.progress.glimpse`)."""
+
+    done: int
+    total: int
+    label: str = ""
+    report: Report | None = None
+
+    @property
+    def share(self) -> float:
+        return self.done / max(self.total, 1)
+
+
+OnProgress = Callable[[dict[str, Any]], None]  # hears a Progress frame's JSON
+
+
 def glimpse(report: Report) -> Report:
     """What a page draws while the analysis goes on: the report's counts, timings, cost,
     memory and the default graph views; not its texts, graph models, fusion map or
     kernels, which only the finished report carries (a 96-layer model's are megabytes).
     The pipeline glimpses the report assembled from what it has found so far."""
-    header = replace(report.subject, source_file=None).header()  # its header, but the file
     return Report(
         ok=report.ok,
         error=report.error,
-        **header,
+        subject=replace(report.subject, source_file=None),  # its header, but the file
         timings=replace(report.timings),
         jaxpr=_untexted(report.jaxpr),
         stablehlo=_untexted(report.stablehlo),

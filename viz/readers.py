@@ -254,7 +254,7 @@ def donation_of(compiled: Compiled, stablehlo: IRRead, executable: Executable) -
 def residuals_of(traced: Traced) -> Found[tuple[list[Residual], str]] | None:
     """What jax.checkpoint leaves saved for the backward pass (None: the function
     checkpoints nothing); a function JAX cannot differentiate is a warning."""
-    from viz.memory.residuals import saved_residuals
+    from viz.residuals import saved_residuals
 
     try:
         found = saved_residuals(traced)

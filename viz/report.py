@@ -10,32 +10,46 @@ attributes. Nothing here imports jax, so the app can read reports from the worke
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from enum import StrEnum
+from types import ModuleType
+from typing import Any
 
 from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
+from viz.fusion.model import FusionCoverage, FusionEntry
 from viz.fusion.profile import Profile
-from viz.ir.model import Graphs
-from viz.memory.model import PeakAt, PeakBuffer, Residual, TimelinePoint
-from viz.plain import Arriving, Plain, encode
+from viz.ir.model import IR, Graphs
+from viz.memory.model import Memory
+from viz.plain import Arriving, Plain, encode, flat
 from viz.settings import Settings
 from viz.sharding.model import ShardingSection
 from viz.specialization.model import ShapeOp, SpecializedArg
 from viz.timing import RunStats
 
+
+class Count(StrEnum):
+    """A count the report defines (`count_definitions`), by its path in the JSON."""
+
+    JAXPR_EQNS = "jaxpr.eqn_count"
+    STABLEHLO_OPS = "stablehlo.op_count"
+    COMPILED_OPS = "compiled.op_count"
+    FUSIONS = "compiled.fusion_count"
+    KERNELS = "compiled.kernel_count"
+
+
 # What each count counts; shown in the app and written into every report.
 COUNT_DEFINITIONS = {
-    "jaxpr.eqn_count": "equations of the traced jaxpr, including those inside nested "
+    Count.JAXPR_EQNS: "equations of the traced jaxpr, including those inside nested "
     "jaxprs (pjit, scan, while, cond branches, custom_jvp/vjp); a container "
     "equation counts once itself",
-    "stablehlo.op_count": "operations inside the module's functions, constants "
+    Count.STABLEHLO_OPS: "operations inside the module's functions, constants "
     "included, func.func and return terminators excluded; ops with regions "
     "(while, case, reduce) count once plus their region ops",
-    "compiled.op_count": "instructions XLA executes after optimization: every "
+    Count.COMPILED_OPS: "instructions XLA executes after optimization: every "
     "non-fused instruction plus one per fusion (fused ops are not counted "
     "separately)",
-    "compiled.fusion_count": "fusion instructions in the optimized HLO",
-    "compiled.kernel_count": "units of work XLA launches: fusions plus non-fused "
+    Count.FUSIONS: "fusion instructions in the optimized HLO",
+    Count.KERNELS: "units of work XLA launches: fusions plus non-fused "
     "compute instructions (parameters, constants, tuples, bitcasts and control "
     "flow shells excluded)",
 }
@@ -86,31 +100,6 @@ class Cost(Plain):
 
 
 @dataclass
-class Memory(Plain):
-    """XLA's totals (`memory_analysis()`), and the memory profile (issue #54,
-    `viz.memory`): the bytes live at each step of the schedule, the peak and the
-    buffers live there, XLA's own peak beside it, and what a run must fit in."""
-
-    argument_bytes: int | None = None
-    output_bytes: int | None = None
-    temp_bytes: int | None = None
-    alias_bytes: int | None = None
-    generated_code_bytes: int | None = None
-    peak_bytes: int | None = None  # the most bytes live at one step of the schedule
-    peak_at: PeakAt | None = None  # that step
-    timeline: list[TimelinePoint] = field(default_factory=list)  # the bytes live at each step
-    at_peak: list[PeakBuffer] = field(default_factory=list)  # live at the peak, largest first
-    by_kind_at_peak: dict[str, int] = field(default_factory=dict)  # parameter, output, …
-    xla_peak_bytes: int | None = None  # peak_memory_in_bytes (on CPU: arguments + outputs)
-    limit_bytes: int | None = None  # the device's bytes_limit, else the worker's limit
-    limit_of: str = ""  # which of the two
-    library_kernels: list[str] = field(default_factory=list)  # their memory is their own
-    recomputed: list[str] = field(default_factory=list)  # kernels jax.checkpoint recomputes
-    residuals: list[Residual] = field(default_factory=list)  # saved for the backward pass
-    residuals_note: str = ""  # why the residuals are not listed, where they are not
-
-
-@dataclass
 class Runs(Plain):
     """Run-time distributions (`viz.timing`): jit, and eager if it ran."""
 
@@ -140,31 +129,6 @@ class Kernel(Plain):
 
 
 @dataclass
-class FusionEntry(Plain):
-    """One kernel (or one `no_kernel` instruction) and what went into it."""
-
-    kernel: str
-    kind: str
-    stablehlo_ops: list[dict[str, str]] = field(default_factory=list)  # {id, name}
-    jaxpr_eqns: list[dict[str, str]] = field(default_factory=list)  # {id, primitive}
-    lines: list[int] = field(default_factory=list)
-
-    @property
-    def is_kernel(self) -> bool:
-        return self.kind != "no_kernel"
-
-
-@dataclass
-class FusionCoverage(Plain):
-    """Share of each IR's ops found in the optimized program (None: it had no ops), and
-    per IR how they were found: {ops, by_metadata, by_dataflow, folded}."""
-
-    stablehlo: float | None = None
-    jaxpr: float | None = None
-    counts: dict[str, dict[str, int]] = field(default_factory=dict)
-
-
-@dataclass
 class DonatedArg(Plain):
     name: str  # the leaf as JAX names it: x, params['w']
     donated: bool
@@ -181,32 +145,24 @@ class Donation(Plain):
 
 @dataclass(frozen=True)
 class Subject(Plain):
-    """What an analysis is of, and where and how it ran: the report's header."""
+    """What an analysis is of, and where and how it ran: the report's header (its keys
+    the report's own, in this order, in its JSON)."""
 
+    device: str = "cpu"
+    jax_version: str = ""
     function: str = ""
     args: str = ""
     static: list[str] = field(default_factory=list)
     donate: list[str] = field(default_factory=list)
     compiler_options: dict[str, Any] = field(default_factory=dict)  # as passed to XLA
-    device: str = "cpu"
     x64: bool = False
     source_file: str | None = None
-    jax_version: str = ""
-
-    # what a request names before anything ran (the rest is known once it ran)
-    ASKED: ClassVar[tuple[str, ...]] = (
-        "function",
-        "args",
-        "static",
-        "donate",
-        "compiler_options",
-        "device",
-    )
 
     @classmethod
     def asked(cls, settings: Settings) -> Subject:
-        """What `settings` ask for: their function, args spec, static and donated
-        arguments, compiler options and device."""
+        """What `settings` ask for, before anything ran: their function, args spec,
+        static and donated arguments, compiler options and device (the rest is known
+        once it ran)."""
         return cls(
             function=settings.function or "",
             args=settings.args,
@@ -215,11 +171,6 @@ class Subject(Plain):
             compiler_options=dict(settings.compiler_options),
             device=settings.device,
         )
-
-    def header(self, names: tuple[str, ...] = ()) -> dict[str, Any]:
-        """Its fields by name (`names`: those alone), as a Report's keyword arguments."""
-        wanted = names or tuple(f.name for f in fields(self))
-        return {name: getattr(self, name) for name in wanted}
 
 
 @dataclass(frozen=True)
@@ -231,15 +182,7 @@ class Report(Arriving, Plain):
 
     ok: bool = True
     error: ErrorInfo | None = None
-    device: str = "cpu"
-    jax_version: str = ""
-    function: str = ""
-    args: str = ""
-    static: list[str] = field(default_factory=list)
-    donate: list[str] = field(default_factory=list)
-    compiler_options: dict[str, Any] = field(default_factory=dict)  # as passed to XLA
-    x64: bool = False
-    source_file: str | None = None
+    subject: Subject = field(default_factory=Subject, metadata=flat())
     timings: Timings = field(default_factory=Timings)
     jaxpr: JaxprSection | None = None
     stablehlo: StableHLOSection | None = None
@@ -274,10 +217,13 @@ class Report(Arriving, Plain):
     def to_dict(self, include_models: bool = False) -> dict[str, Any]:
         """Plain data: the JSON of DESIGN.md's report contract (serializes only). The
         graph models travel only when asked for (the worker sends them to the app)."""
-        names = [f.name for f in fields(self)]
-        if not include_models:
-            names.remove("graph_models")
-        return {name: encode(getattr(self, name)) for name in names}
+        data: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "subject":
+                data.update(self.subject.to_dict())  # flat: the header's keys are its own
+            elif f.name != "graph_models" or include_models:
+                data[f.name] = encode(getattr(self, f.name))
+        return data
 
     def public_dict(self) -> dict[str, Any]:
         """The report file jitscope writes (the CLI's `--json`, the app's download, the
@@ -303,36 +249,65 @@ class Report(Arriving, Plain):
         said = "; ".join(part for part in (state, chain) if part)
         return f"<Report {self.function}({self.args}) on {self.device}: {said}>"
 
+    def definition(self, count: Count) -> str | None:
+        """What `count` counts, as this report defines it."""
+        return self.count_definitions.get(count)
+
+    def section(self, ir: IR) -> JaxprSection | StableHLOSection | CompiledSection | None:
+        """One IR's section (None: the analysis did not get that far)."""
+        sections = {IR.JAXPR: self.jaxpr, IR.STABLEHLO: self.stablehlo, IR.COMPILED: self.compiled}
+        return sections[ir]
+
     def _repr_html_(self) -> str:
         """Jupyter, Colab and VS Code draw a Report as its Overview (viz.notebook)."""
-        from viz.notebook import repr_html
-
-        return repr_html(self)
+        return _notebook().repr_html(self)
 
     def _ipython_display_(self) -> None:
         """IPython displays a Report through here: a report that `viz.show` already drew in
         this cell (its last line) displays nothing, and leaves no empty `Out[n]:`."""
-        from viz.notebook import display_report
-
-        display_report(self)
-
-    @classmethod
-    def assemble(cls, subject: Subject, sections: Any) -> Report:
-        """The report of `subject` from what its analysis found, `sections` (a
-        `viz.sections.Sections`, whose module reads this one's types: it is imported
-        here, when a report is built)."""
-        from viz.sections import assemble
-
-        return assemble(subject, sections)
+        _notebook().display_report(self)
 
     @classmethod
     def failed(cls, subject: Subject, error: ErrorInfo) -> Report:
         """The report of an analysis of `subject` that found nothing but `error`."""
-        return cls(ok=False, error=error, **subject.header())
+        return cls(ok=False, error=error, subject=subject)
+
+    # -- its header, read where it is kept: the subject -----------------------------
+    @property
+    def device(self) -> str:
+        return self.subject.device
 
     @property
-    def subject(self) -> Subject:
-        return Subject(**{f.name: getattr(self, f.name) for f in fields(Subject)})
+    def jax_version(self) -> str:
+        return self.subject.jax_version
+
+    @property
+    def function(self) -> str:
+        return self.subject.function
+
+    @property
+    def args(self) -> str:
+        return self.subject.args
+
+    @property
+    def static(self) -> list[str]:
+        return self.subject.static
+
+    @property
+    def donate(self) -> list[str]:
+        return self.subject.donate
+
+    @property
+    def compiler_options(self) -> dict[str, Any]:
+        return self.subject.compiler_options
+
+    @property
+    def x64(self) -> bool:
+        return self.subject.x64
+
+    @property
+    def source_file(self) -> str | None:
+        return self.subject.source_file
 
     # -- derived numbers, computed here once for every reader ---------------------
     @property
@@ -357,3 +332,11 @@ class Report(Arriving, Plain):
     @property
     def error_line(self) -> int | None:
         return self.error.line if self.error else None
+
+
+def _notebook() -> ModuleType:
+    """`viz.notebook`, which draws a report in a notebook cell. It imports this module,
+    so it is imported here, when a notebook first draws one: the one hook back."""
+    import viz.notebook
+
+    return viz.notebook

@@ -1,5 +1,5 @@
 """What an analysis found, stage by stage, as typed sections, and the Report built from
-them once (`assemble`, which `Report.assemble` calls).
+them once (`assemble`).
 
 Each stage and reader returns its section: an `IRRead` per IR (text, graph, default
 view, op histogram, or the warning that says why the graph is missing), the
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
+from viz.found import Found
 from viz.fusion.map import FusionMap, Side
 from viz.fusion.profile import Profile
 from viz.ir.model import Graph
@@ -42,20 +43,6 @@ from viz.specialization.model import ShapeOp, SpecializedArg
 from viz.timing import RunStats
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Found(Generic[T]):
-    """What a reader found, or the warning that says why it found nothing (a reader
-    bug must not hide the other results); a value may come with a warning too."""
-
-    value: T | None = None
-    warning: str = ""
-
-    @classmethod
-    def failed(cls, what: str, exc: BaseException) -> Found[T]:
-        """`what` failed with `exc`: its warning, `{what}: {exception}`."""
-        return cls(warning=f"{what}: {type(exc).__name__}: {exc}")
 
 
 @dataclass(frozen=True)
@@ -176,7 +163,7 @@ def assemble(subject: Subject, found: Sections) -> Report:
     return Report(
         ok=found.error is None,
         error=found.error,
-        **subject.header(),
+        subject=subject,
         timings=_timings(found),
         jaxpr=None if found.jaxpr is None else _jaxpr(found.jaxpr),
         stablehlo=None if found.stablehlo is None else _stablehlo(found.stablehlo),

@@ -2,7 +2,7 @@
 
     target = Target.from_settings(settings)  # viz.target: what, where, how
     args = target.args("f32[8,128], 3")      # the spec, parsed once
-    traced = target.trace(args)          # Traced:   jaxpr            (+ seconds)
+    traced = trace(target, args)         # Traced:   jaxpr            (+ seconds)
     lowered = traced.lower()             # Lowered:  StableHLO        (+ seconds)
     compiled = lowered.compile()         # Compiled: optimized HLO, cost, memory (+ seconds)
     stats = compiled.time_runs(runs=20)  # RunStats of the compiled executable
@@ -87,6 +87,15 @@ class ArgLeaf:
     shape: tuple[int, ...]
     dtype: str
     donated: bool
+
+
+def trace(target: Target, args: Args) -> Traced:
+    """The first stage: `target`'s function traced on `args` (their abstract values)."""
+    with target.scope(args):
+        abstract = args.abstract()
+        with timed("trace", target.user_file) as seconds:
+            traced = target.jitted.trace(*abstract)
+    return Traced(target, args, traced, seconds[0], abstract)
 
 
 @dataclass

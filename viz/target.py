@@ -3,13 +3,14 @@
 
     target = Target.from_settings(settings)   # what, where, how (viz.settings)
     args = target.args("f32[8,128], 3")       # the spec, parsed once
-    traced = target.trace(args)               # viz.stages.Traced, and on from there
+    traced = trace(target, args)              # viz.stages: Traced, and on from there
 
 `Target` decides, once for everyone (Explore, the cache lab, the lessons, the
 pass-by-pass view, the CLI): 64-bit mode, the device, the static and donated
-arguments, the compiler options, the mesh and the memory limit. A page's, a
-request's or the CLI's `Settings` come in through `Target.from_settings`;
-`Target.load` takes a function the caller holds (the lessons' own variants).
+arguments, the compiler options, the mesh and the memory limit, from the `Settings`
+it keeps whole. A page's, a request's, the CLI's or `viz.analyze`'s settings come in
+through `Target.from_settings`, the one way to make one (with the function itself
+where the caller holds it: `viz.analyze`, the lessons' own variants).
 
 x64: JAX truncates 64-bit dtypes to 32 bits unless x64 is on. `Target.x64` None
 (the default) turns it on exactly when the spec asks for a 64-bit dtype, so
@@ -24,12 +25,10 @@ import inspect
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from types import ModuleType
 from typing import Any
 
 import jax
 
-import viz
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError
 from viz.settings import Settings
 from viz.source import load_function
@@ -106,35 +105,19 @@ class Args:
 
 @dataclass
 class Target:
-    """A loaded function and how to compile it: static arguments, device, x64,
-    compiler options and the memory limit for running it. `expressions`: whether a
+    """A loaded function and how to compile it: the `Settings` it was made from, kept
+    whole (static and donated arguments, device, x64, compiler options, mesh, memory
+    limit), the names its spec resolves in and its source file. `expressions`: whether a
     spec may hold Python expressions (`jnp.ones(3)`); False takes the spec language
-    and the module's own names only (demo mode: the worker sets it)."""
+    and the module's own names only (demo mode: the worker sets it). Made by
+    `Target.from_settings`, and only there."""
 
     fn: Callable
+    settings: Settings = field(default_factory=Settings)
     namespace: dict[str, Any] = field(default_factory=dict)
     user_file: str | None = None
-    static: Sequence[str | int] = ()
-    device: str = "cpu"
-    x64: bool | None = None  # None: on when the spec uses a 64-bit dtype
-    compiler_options: dict[str, Any] = field(default_factory=dict)
-    memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT
-    donate: Sequence[str | int] = ()  # as donate_argnames / donate_argnums
     expressions: bool = True
-    mesh: str = ""  # `data=4, model=2` (viz.spec.mesh): the mesh `@ P(...)` splits over
-
-    @classmethod
-    def load(cls, fn: Callable, **settings: Any) -> Target:
-        """A target for `fn` whose spec names resolve in `fn`'s own module."""
-        settings.setdefault("namespace", getattr(fn, "__globals__", {}))
-        code = getattr(fn, "__code__", None)
-        settings.setdefault("user_file", getattr(code, "co_filename", None))
-        return cls(fn, **settings)
-
-    @classmethod
-    def in_module(cls, fn: Callable, module: ModuleType, **settings: Any) -> Target:
-        """A target for `fn` of a loaded user module (its names, its source file)."""
-        return cls(fn, namespace=vars(module), user_file=module.__file__, **settings)
+    default_memory_limit: int = DEFAULT_MEMORY_LIMIT  # where the settings name none
 
     @classmethod
     def from_settings(
@@ -142,44 +125,62 @@ class Target:
         settings: Settings,
         fn: Callable | None = None,
         *,
+        namespace: dict[str, Any] | None = None,
+        user_file: str | None = None,
         expressions: bool = True,
         memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT,
-        **where: Any,
     ) -> Target:
         """The target `settings` describe: their function loaded from their code (with
-        classified load errors), or `fn` when the caller holds it (`viz.analyze`; `where`:
-        its namespace and user_file, as `load` takes them). `memory_limit_bytes` applies
-        when the settings name no limit of their own."""
-        how = {
-            "static": tuple(settings.static),
-            "device": settings.device,
-            "x64": settings.x64,
-            "compiler_options": dict(settings.compiler_options),
-            "memory_limit_bytes": settings.memory_limit_bytes or memory_limit_bytes,
-            "donate": tuple(settings.donate),
-            "expressions": expressions,
-            "mesh": settings.mesh,
-        }
-        if fn is not None:
-            return cls.load(fn, **how, **where)
-        return cls.from_code(
-            settings.code, settings.function, settings.folder, settings.file, **how
-        )
+        classified load errors), or `fn` when the caller holds it (`viz.analyze`, a
+        lesson's variants), its spec's names `namespace` (default: `fn`'s module's) and
+        its source `user_file` (default: where `fn` was defined). `memory_limit_bytes`
+        applies when the settings name no limit of their own."""
+        if fn is None:
+            module, fn = load_function(
+                settings.code, settings.function, settings.folder, settings.file
+            )
+            namespace, user_file = vars(module), module.__file__
+        if namespace is None:
+            namespace = getattr(fn, "__globals__", {})
+        if user_file is None:
+            user_file = getattr(getattr(fn, "__code__", None), "co_filename", None)
+        return cls(fn, settings, namespace, user_file, expressions, memory_limit_bytes)
 
     @classmethod
-    def from_code(
-        cls,
-        code: str,
-        function: str | None,
-        folder: str | None = None,
-        file: str | None = None,
-        **settings: Any,
-    ) -> Target:
-        """A target for `function` of freshly loaded user code (classified load errors);
-        `folder`: where the code's file lives, put on sys.path for its imports; `file`:
-        the file as the user named it (None: the app's editor)."""
-        module, fn = load_function(code, function, folder, file)
-        return cls.in_module(fn, module, **settings)
+    def from_code(cls, code: str, function: str | None, *, static: Sequence[str] = ()) -> Target:
+        """`from_settings` of the settings that name `function` of `code` (and its
+        static arguments) alone."""
+        return cls.from_settings(Settings(code=code, function=function, static=list(static)))
+
+    @property
+    def static(self) -> list[str]:
+        return self.settings.static
+
+    @property
+    def donate(self) -> list[str]:
+        return self.settings.donate
+
+    @property
+    def device(self) -> str:
+        return self.settings.device
+
+    @property
+    def x64(self) -> bool | None:
+        """None: on when the spec uses a 64-bit dtype."""
+        return self.settings.x64
+
+    @property
+    def compiler_options(self) -> dict[str, Any]:
+        return self.settings.compiler_options
+
+    @property
+    def mesh(self) -> str:
+        """`data=4, model=2` (viz.spec.mesh): the mesh `@ P(...)` splits over."""
+        return self.settings.mesh
+
+    @property
+    def memory_limit_bytes(self) -> int:
+        return self.settings.memory_limit_bytes or self.default_memory_limit
 
     @property
     def name(self) -> str:
@@ -285,13 +286,3 @@ class Target:
             jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext(),
         ):
             yield
-
-    def trace(self, args: Args) -> viz.stages.Traced:
-        """The first stage (`viz.stages` holds its target: it is imported here)."""
-        import viz.stages
-
-        with self.scope(args):
-            abstract = args.abstract()
-            with viz.stages.timed("trace", self.user_file) as seconds:
-                traced = self.jitted.trace(*abstract)
-        return viz.stages.Traced(self, args, traced, seconds[0], abstract)

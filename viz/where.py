@@ -62,3 +62,14 @@ def notebook_cell(file: str) -> str | None:
         return None
     cell = _CELL.fullmatch(named[1])
     return f"In [{cell.group(1)}]" if cell else named[1]
+
+
+def place(where: str, source_file: str | None) -> str:
+    """`line 97` in the user's own file, else `file.py:97` (a path's last part) or the
+    where itself (`In [3], line 1`)."""
+    shown, line = split_where(where)
+    if line is None:
+        return where
+    if source_file and shown == shown_file(source_file):
+        return f"line {line}"
+    return f"{shown.rsplit('/', 1)[-1]}:{line}" if "/" in shown else where

@@ -16,7 +16,7 @@ import numpy as np
 from viz.cache.events import BucketRow, RoutedEvent
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError
 from viz.spec import resize
-from viz.stages import block
+from viz.stages import block, trace
 from viz.target import Target
 
 
@@ -51,7 +51,7 @@ class BucketRouter:
         self.buckets: dict[int, Bucket] = {}
         for size in sorted(set(sizes)):
             spec = resize(args, names, param, 0, size)
-            compiled = target.trace(target.args(spec)).lower().compile()
+            compiled = trace(target, target.args(spec)).lower().compile()
             self.buckets[size] = Bucket(size, compiled.seconds, compiled.compiled)
 
     def call(self, number: int, spec: str, x64: bool | None = None) -> RoutedEvent:

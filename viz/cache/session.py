@@ -22,6 +22,7 @@ from viz.cache.keys import call_signature
 from viz.cache.router import BucketRouter
 from viz.cache.signature import Reason, Signature, explain_miss
 from viz.errors import USER_EXITS, ErrorInfo
+from viz.settings import Settings
 from viz.sharding.build import device_mesh, platform_devices
 from viz.spec import NARROWED, SpecError, array_specs
 from viz.spec.mesh import MeshAxis, MeshSpec, parse_mesh
@@ -106,11 +107,10 @@ class CacheSession:
         device: str = "cpu",
         expressions: bool = True,  # False: specs take the spec language only (demo mode)
     ):
-        self.target = Target.load(
+        self.target = Target.from_settings(
+            Settings(static=list(static or ()), device=device),
             fn,
-            static=tuple(static or ()),
             namespace=namespace or {},
-            device=device,
             expressions=expressions,
         )
         self.fn = fn

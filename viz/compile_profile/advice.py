@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from viz.compile_profile.model import CompileProfileSection, XlaSpan
 from viz.units import seconds
-from viz.where import shown_file, split_where
+from viz.where import place
 
 REPEATED_SHARE = 0.25  # a fold or loop holding less of the program is not what drives it
 TRACE_SHARE = 0.25  # of trace + lower + compile: the trace is worth a word
@@ -28,17 +28,6 @@ class Driver:
     title: str
     text: str
     lesson: bool = False
-
-
-def place(where: str, source_file: str | None) -> str:
-    """`line 97` in the user's own file, else `file.py:97` (a path's last part) or the
-    where itself (`In [3], line 1`)."""
-    shown, line = split_where(where)
-    if line is None:
-        return where
-    if source_file and shown == shown_file(source_file):
-        return f"line {line}"
-    return f"{shown.rsplit('/', 1)[-1]}:{line}" if "/" in shown else where
 
 
 def what_drives_it(p: CompileProfileSection, source_file: str | None = None) -> list[Driver]:

@@ -47,14 +47,17 @@ from viz.compile_profile.repeated import repeated_groups
 from viz.compile_profile.sampler import INTERVAL_S, LineCounter, StackSampler
 from viz.compile_profile.spans import WINDOW, read_spans
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError
+from viz.found import Found
 from viz.fusion.profile import newest, trace_folder
 from viz.ir.model import Graph
-from viz.sections import Found
-from viz.stages import Compiled, Lowered, Traced
+from viz.stages import Compiled, Lowered, Traced, trace
 from viz.target import Args, Target
 
-Progress = Callable[[dict[str, Any]], None]
 STEPS = ("counted trace", "plain trace", "sampled trace", "lower", "profiled compile")
+
+
+# hears a `viz.progress.Progress` frame's JSON (that module reads the report: not here)
+OnProgress = Callable[[dict[str, Any]], None]
 
 
 def profile_compile(
@@ -62,7 +65,7 @@ def profile_compile(
     spec: str,
     *,
     jaxpr_graph: Graph | None = None,
-    progress: Progress | None = None,
+    progress: OnProgress | None = None,
     trace_dir: str | None = None,
 ) -> CompileProfileSection:
     """The compile profile of `target` on the args spec (see the module docstring).
@@ -84,7 +87,7 @@ def profile_compile(
         jax.clear_caches()
         gc.collect()  # as before the plain one: neither pays for the other's garbage
         with StackSampler(INTERVAL_S, user) as sampler:
-            traced = target.trace(args)
+            traced = trace(target, args)
         tell("lower")
         lowered = traced.lower()
         tell("profiled compile")
@@ -107,7 +110,7 @@ def profile_compile(
 class _Steps:
     """Progress frames, one per step of STEPS."""
 
-    def __init__(self, progress: Progress | None) -> None:
+    def __init__(self, progress: OnProgress | None) -> None:
         self.progress = progress
         self.done = 0
 
@@ -123,7 +126,7 @@ def _cold_trace(target: Target, args: Args, collect: bool = False) -> Traced:
     jax.clear_caches()
     if collect:
         gc.collect()
-    return target.trace(args)
+    return trace(target, args)
 
 
 @contextlib.contextmanager

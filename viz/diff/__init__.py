@@ -74,7 +74,8 @@ from viz.diff.model import (
 )
 from viz.diff.peak import PeakDiff
 from viz.diff.sharding import ArgChange, CollectiveDelta, ShardingDiff, diff_sharding
-from viz.diff.text import IRS, MAX_DIFF_LINES, comparable, diff_text, label
+from viz.diff.text import MAX_DIFF_LINES, comparable, diff_text, label
+from viz.ir.model import IRS
 
 __all__ = [
     "COST_KEYS",

@@ -22,7 +22,8 @@ from viz.diff.kernels import diff_kernels
 from viz.diff.model import Diff, DiffSide, Origin
 from viz.diff.peak import diff_peak
 from viz.diff.sharding import diff_sharding
-from viz.diff.text import IRS, diff_text
+from viz.diff.text import diff_text
+from viz.ir.model import IRS
 from viz.report import Report
 from viz.settings import Settings
 

@@ -11,15 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from viz.ir.model import IR
 from viz.plain import Plain
 from viz.report import Cost, Memory, Report, Timings
 
 COUNT_PATHS = {
-    "jaxpr.eqn_count": ("jaxpr", "eqn_count"),
-    "stablehlo.op_count": ("stablehlo", "op_count"),
-    "compiled.op_count": ("compiled", "op_count"),
-    "compiled.kernel_count": ("compiled", "kernel_count"),
-    "compiled.fusion_count": ("compiled", "fusion_count"),
+    "jaxpr.eqn_count": (IR.JAXPR, "eqn_count"),
+    "stablehlo.op_count": (IR.STABLEHLO, "op_count"),
+    "compiled.op_count": (IR.COMPILED, "op_count"),
+    "compiled.kernel_count": (IR.COMPILED, "kernel_count"),
+    "compiled.fusion_count": (IR.COMPILED, "fusion_count"),
 }
 
 
@@ -52,7 +53,7 @@ def numbers(report: Report) -> dict[str, Any]:
     compiled, stablehlo = report.compiled, report.stablehlo
     return {
         "counts": {
-            name: _value(getattr(report, ir), key) for name, (ir, key) in COUNT_PATHS.items()
+            name: _value(report.section(ir), key) for name, (ir, key) in COUNT_PATHS.items()
         },
         "timings": {k: _value(report.timings, k) for k in TIMING_KEYS},
         "cost": {k: _value(report.cost, k) for k in COST_KEYS},

@@ -12,9 +12,9 @@ import difflib
 import re
 
 from viz.diff.model import Origin, TextDiff
+from viz.ir.model import IR
 from viz.report import Report
 
-IRS = ("jaxpr", "stablehlo", "compiled")
 MAX_DIFF_LINES = 3000  # a diff of two 24-layer programs can be tens of thousands of lines
 
 _FRAME_TABLES = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"}
@@ -28,7 +28,7 @@ def label(report: Report, origin: Origin | None, fallback: str) -> str:
     return f"{prefix} {report.function or '?'}({report.args})"
 
 
-def comparable(ir: str, text: str) -> list[str]:
+def comparable(ir: IR, text: str) -> list[str]:
     """The lines of an IR worth diffing: optimized HLO loses source metadata and the
     stack-frame tables (numbered rows under FileNames, FunctionNames, ...)."""
     if ir != "compiled":
@@ -45,16 +45,16 @@ def comparable(ir: str, text: str) -> list[str]:
     return lines
 
 
-def _text(report: Report, ir: str, origin: Origin) -> str | None:
+def _text(report: Report, ir: IR, origin: Origin) -> str | None:
     """One IR's text, None when the report has no such section or is numbers only."""
-    section = getattr(report, ir)
+    section = report.section(ir)
     return section.text if section is not None and origin.full else None
 
 
 def diff_text(
     a: Report,
     b: Report,
-    ir: str,
+    ir: IR,
     context: int = 3,
     *,
     origins: tuple[Origin | None, Origin | None] = (None, None),

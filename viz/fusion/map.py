@@ -32,9 +32,9 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from viz.fusion.model import FusionEntry
 from viz.ir.kernels import KernelRef, kernel_names, kernel_refs
 from viz.ir.model import Graph, Node, Path, name_parts
-from viz.report import FusionEntry
 
 Parts = tuple[str, ...]
 Loc = tuple[str, int, int]

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from viz.found import Found
 from viz.fusion.map import FusionMap, Side, fusion_map
 from viz.fusion.profile import Profile
 from viz.ir.kernels import kernel_names
 from viz.ir.model import Graph
-from viz.sections import Found
 
 PROFILE_RUNS = 5
 

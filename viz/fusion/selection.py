@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from viz.fusion.model import FusionEntry
 from viz.fusion.view import line_kernels, ops_by_kernel
 from viz.ir.model import Graph, Node
-from viz.report import FusionEntry
 
 HIDDEN_OPS = ("stablehlo.constant", "func.call")  # not worth a row: constants, call shells
 

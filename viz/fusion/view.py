@@ -20,11 +20,10 @@ from typing import Any
 import plotly.graph_objects as go
 
 import viz.graph
+from viz.fusion.model import FusionCoverage, FusionEntry
 from viz.fusion.profile import Profile
 from viz.ir.kernels import kernel_of
 from viz.ir.model import Graph, Path
-from viz.report import FusionCoverage, FusionEntry, Report
-from viz.units import cell_text
 
 MAX_STRIPES = 6  # a group's fill shows at most this many kernels' colours
 NOT_FOUND = "#ffffff"
@@ -286,30 +285,3 @@ def coverage_text(coverage: FusionCoverage | None) -> str:
         + " · ".join(parts)
         + (f" · {folded} StableHLO ops folded into constants" if folded else "")
     )
-
-
-def html_section(report: Report) -> str:
-    """The offline HTML report's fusion map: coverage, the kernel-time chart when
-    profiled (plotly.js must already be on the page), and the kernel table."""
-    fusion_map = report.fusion_map
-    if not fusion_map:
-        return ""
-    profile = report.profile
-    parts = [
-        "<h2>Fusion map</h2>",
-        f"<p>{html.escape(coverage_text(report.fusion_map_coverage).replace('**', ''))}</p>",
-    ]
-    if profile and profile.kernels:
-        parts.append(
-            f"<p>Profiled with {html.escape(profile.source)}: {profile.runs} runs, "
-            f"{profile.step_s * 1e3:.3f} ms per step.</p>"
-        )
-        parts.append(kernel_time_chart(profile).to_html(full_html=False, include_plotlyjs=False))
-    rows = kernel_rows(fusion_map, profile)
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell_text(v))}</td>" for v in r.values()) + "</tr>"
-        for r in rows
-    )
-    parts.append(f'<table class="kernels"><tr>{head}</tr>{body}</table>')
-    return "".join(parts)

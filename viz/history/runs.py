@@ -9,7 +9,7 @@ pruned run's report is `skeleton(run)`, its numbers with no texts, kernels or gr
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from viz.diff import Origin
@@ -23,6 +23,7 @@ from viz.report import (
     Memory,
     Report,
     StableHLOSection,
+    Subject,
     Timings,
 )
 from viz.samples import Sample, get_sample, list_samples
@@ -111,12 +112,7 @@ def skeleton(run: Run) -> Report:
     return Report(
         ok=run.ok,
         error=None if run.ok else _kept_error(run.error_kind),
-        device=ran.device,
-        jax_version=run.jax_version,
-        function=ran.function or "",
-        args=ran.args,
-        static=list(ran.static),
-        compiler_options=dict(ran.compiler_options),
+        subject=replace(Subject.asked(ran), jax_version=run.jax_version),
         timings=s.timings or Timings(),
         cost=s.cost or Cost(),
         memory=s.memory or Memory(),

@@ -23,11 +23,24 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from viz.where import user_where
 
 Path = tuple[str, ...]
+
+
+class IR(StrEnum):
+    """An IR jitscope reads, its value its name in the report's JSON (a section's key, a
+    key of `Report.graphs` and `Report.graph_models`)."""
+
+    JAXPR = "jaxpr"  # as traced
+    STABLEHLO = "stablehlo"  # as lowered: what XLA is given
+    COMPILED = "compiled"  # the optimized HLO XLA runs
+
+
+IRS = tuple(IR)  # in the order JAX makes them
 # A value's producers, as the readers track them: node ids (several for a value merged
 # from regions or branches) and the value's type.
 Producers = tuple[tuple[str, ...], str]

@@ -1,13 +1,15 @@
 """Measurements behind the lesson pages; they run in the worker (they import jax).
 
-Each function takes its typed request (`viz.worker.protocol`) and measures the user's
-own code now into its typed reply, rows included (`viz.lessons.rows`):
+Each function takes its lesson's request's `Settings` (the code, the function, its args
+spec) and what the lesson sweeps (the worker's handler unpacks the request: this package
+never imports the worker, whose replies carry these rows) and measures the user's own
+code now into the lesson's typed rows (`viz.lessons.rows`):
 - `placement`: jit on the outer function, the inner one, both, or neither;
 - `scaling`: compile cost of a loop body repeated N times, unrolled vs
   `lax.scan` vs `lax.fori_loop`;
 - `shape_sweep`: compile and run time as one dimension of one argument grows;
 - `bucket_costs`: ahead-of-time compile and run time per batch-size bucket.
-`progress` is called with a `Progress` frame's JSON after each measurement.
+`progress` hears a `Progress` frame's JSON after each measurement (`viz.progress`).
 Everything compiles through `viz.stages` (x64, the device, the spec); `expressions`
 is the targets' (False in demo mode: the spec language and the code's own names).
 """
@@ -27,38 +29,29 @@ from viz.ir.hlo import read_hlo
 from viz.ir.kernels import kernel_count
 from viz.lessons.rows import BucketCostRow, PlacementRow, ScalingRow, ShapeRow, StageTimes
 from viz.lessons.verdicts import break_even, fit_exponent
+from viz.progress import OnProgress, Progress
+from viz.settings import Settings
 from viz.source import find_function, load_module
 from viz.spec import resize
-from viz.stages import Compiled, block
+from viz.stages import Compiled, block, trace
 from viz.target import Args, Target
 from viz.timing import time_calls
-from viz.worker.protocol import (
-    BucketCosts,
-    BucketCostsReply,
-    Placement,
-    PlacementReply,
-    Scaling,
-    ScalingReply,
-    ShapeSweep,
-    ShapeSweepReply,
-)
-from viz.worker.protocol import Progress as Step
-
-Progress = Callable[[dict[str, Any]], None]
 
 
 def _quick_time(call: Callable[[], Any], budget_s: float = 0.5) -> float:
     return time_calls(call, block, max_samples=7, budget_s=budget_s).median_s
 
 
-def _step(progress: Progress, done: int, total: int, label: str) -> None:
-    progress(Step(done, total, label).to_dict())
+def _step(progress: OnProgress, done: int, total: int, label: str) -> None:
+    progress(Progress(done, total, label).to_dict())
 
 
 # -- 1. where to put jit -------------------------------------------------------
-def placement(request: Placement, progress: Progress, expressions: bool = True) -> PlacementReply:
-    """Four strategies on the same outer(inner) program, measured end to end."""
-    code, outer, inner = request.code, request.outer, request.inner
+def placement(
+    settings: Settings, outer: str, inner: str, progress: OnProgress, expressions: bool = True
+) -> tuple[list[PlacementRow], str]:
+    """Four strategies on the same outer(inner) program (its settings' code; their args,
+    the outer function's), measured end to end: their rows and the recommendation."""
     strategies = [
         ("jit(outer)", True, False),
         ("jit(inner) only", False, True),
@@ -68,25 +61,30 @@ def placement(request: Placement, progress: Progress, expressions: bool = True) 
     rows = []
     for done, (label, jit_outer, jit_inner) in enumerate(strategies, 1):
         jax.clear_caches()  # every strategy starts cold (this worker serves lessons only)
-        target = _placement_target(code, outer, inner, jit_inner, expressions)
-        rows.append(_measure_placement(target, request.args, label, jit_outer))
+        target = _placement_target(settings, outer, inner, jit_inner, expressions)
+        rows.append(_measure_placement(target, settings.args, label, jit_outer))
         _step(progress, done, len(strategies), label)
-    return PlacementReply(
-        rows=rows, outer=outer, inner=inner, recommendation=_recommend(rows, outer, inner)
-    )
+    return rows, _recommend(rows, outer, inner)
 
 
 def _placement_target(
-    code: str, outer: str, inner: str, jit_inner: bool, expressions: bool
+    settings: Settings, outer: str, inner: str, jit_inner: bool, expressions: bool
 ) -> Target:
     """The outer function of a fresh module (so the inner rebinding stays local), its
     inner function jitted or not."""
+    code = settings.code
     module = load_module(code)
     inner_fn = find_function(module, code, inner)
     if jit_inner:
         setattr(module, inner, jax.jit(inner_fn))  # outer looks its callee up at call time
     outer_fn = find_function(module, code, outer)
-    return Target.in_module(outer_fn, module, expressions=expressions)
+    return Target.from_settings(
+        settings,
+        outer_fn,
+        namespace=vars(module),
+        user_file=module.__file__,
+        expressions=expressions,
+    )
 
 
 def _measure_placement(target: Target, args: str, label: str, jit_outer: bool) -> PlacementRow:
@@ -114,7 +112,7 @@ def _kernels_per_call(target: Target, parsed: Args, jit_outer: bool) -> int:
     """Kernels launched by one call of the outer function: the compiled program's kernels
     under jit; otherwise one per eagerly dispatched primitive, plus each jitted inner
     call's kernels."""
-    traced = target.trace(parsed)
+    traced = trace(target, parsed)
     if jit_outer:
         return kernel_count(read_hlo(traced.lower().compile().compiled))
     per_jaxpr: dict[int, int] = {}
@@ -133,11 +131,14 @@ def _kernels_per_call(target: Target, parsed: Args, jit_outer: bool) -> int:
 def _call_kernels(target: Target, parsed: Args, eqn: JaxprEqn) -> int:
     """Kernels of a jitted call that runs eagerly dispatched: its own executable, compiled
     from its jaxpr on its operands' shapes, with the outer target's device and x64."""
-    call = Target(
-        jaxpr_as_fun(eqn.params["jaxpr"]), device=target.device, user_file=target.user_file
+    call = Target.from_settings(
+        Settings(device=target.device),
+        jaxpr_as_fun(eqn.params["jaxpr"]),
+        namespace={},
+        user_file=target.user_file,
     )
     avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.invars]
-    compiled = call.trace(Args.of_avals(avals, parsed.x64)).lower().compile()
+    compiled = trace(call, Args.of_avals(avals, parsed.x64)).lower().compile()
     return kernel_count(read_hlo(compiled.compiled))
 
 
@@ -171,19 +172,25 @@ def loop_variants(step: Callable, n: int) -> dict[str, Callable]:
     return {"unrolled": unrolled, "scan": scanned, "fori_loop": fori}
 
 
-def scaling(request: Scaling, progress: Progress, expressions: bool = True) -> ScalingReply:
-    step_target = Target.from_code(request.code, request.step, expressions=expressions)
+def scaling(
+    settings: Settings, sizes: list[int], progress: OnProgress, expressions: bool = True
+) -> tuple[list[ScalingRow], dict[str, float | None]]:
+    """The settings' function (the step) unrolled, scanned and fori-looped N times for
+    each N of `sizes`: the rows, and each variant's fitted exponent of compile time
+    against N."""
+    step_target = Target.from_settings(settings, expressions=expressions)
     rows: list[ScalingRow] = []
-    total = len(request.sizes) * 3
-    for n in request.sizes:
+    total = len(sizes) * 3
+    for n in sizes:
         for variant, fn in loop_variants(step_target.fn, n).items():
-            target = Target.load(
+            target = Target.from_settings(
+                settings,
                 fn,
                 namespace=step_target.namespace,
                 user_file=step_target.user_file,
                 expressions=expressions,
             )
-            times, compiled = _stage_times(target, target.args(request.args))
+            times, compiled = _stage_times(target, target.args(settings.args))
             times.run_s = _run_time(compiled, 0.3)
             rows.append(ScalingRow(**vars(times), n=n, variant=variant))
             _step(progress, len(rows), total, f"{variant} N={n}")
@@ -194,13 +201,13 @@ def scaling(request: Scaling, progress: Progress, expressions: bool = True) -> S
         )
         for v in ("unrolled", "scan", "fori_loop")
     }
-    return ScalingReply(rows=rows, exponents=exponents)
+    return rows, exponents
 
 
 def _stage_times(target: Target, parsed: Args) -> tuple[StageTimes, Compiled]:
     """Trace, lower and compile once through the staged pipeline, each stage timed (the
     run time is the caller's to measure)."""
-    traced = target.trace(parsed)
+    traced = trace(target, parsed)
     lowered = traced.lower()
     compiled = lowered.compile()
     times = StageTimes(
@@ -225,14 +232,20 @@ def _run_time(compiled: Compiled, budget_s: float) -> float:
 
 # -- 3. shape sweep ---------------------------------------------------------------
 def shape_sweep(
-    request: ShapeSweep, progress: Progress, expressions: bool = True
-) -> ShapeSweepReply:
-    r = request
-    target = Target.from_code(r.code, r.function, static=tuple(r.static), expressions=expressions)
-    names = target.param_names(len(target.args(r.args).items))
+    settings: Settings,
+    param: str,
+    axis: int,
+    sizes: list[int],
+    progress: OnProgress,
+    expressions: bool = True,
+) -> list[ShapeRow]:
+    """Compile and run time as axis `axis` of parameter `param` takes each of `sizes`."""
+    args = settings.args
+    target = Target.from_settings(settings, expressions=expressions)
+    names = target.param_names(len(target.args(args).items))
     rows = []
-    for done, size in enumerate(r.sizes, 1):
-        spec = resize(r.args, names, r.param, r.axis, size)
+    for done, size in enumerate(sizes, 1):
+        spec = resize(args, names, param, axis, size)
         times, compiled = _stage_times(target, target.args(spec))
         times.run_s = run = _run_time(compiled, 0.4)
         eager = compiled.time_eager(7, 0.4).median_s
@@ -247,23 +260,27 @@ def shape_sweep(
                 rule_of_thumb=run >= 100 * overhead,
             )
         )
-        _step(progress, done, len(r.sizes), f"{r.param} axis {r.axis} = {size}")
-    return ShapeSweepReply(rows=rows)
+        _step(progress, done, len(sizes), f"{param} axis {axis} = {size}")
+    return rows
 
 
 # -- 4. batch-size buckets ----------------------------------------------------------
 def bucket_costs(
-    request: BucketCosts, progress: Progress, expressions: bool = True
-) -> BucketCostsReply:
-    """AOT-compile the function at each bucket size; compile and run time per bucket."""
-    r = request
-    target = Target.from_code(r.code, r.function, expressions=expressions)
-    names = target.param_names(len(target.args(r.args).items))
+    settings: Settings,
+    batch_arg: str,
+    buckets: list[int],
+    progress: OnProgress,
+    expressions: bool = True,
+) -> list[BucketCostRow]:
+    """AOT-compile the function at each bucket size of `batch_arg`'s first axis; compile
+    and run time per bucket."""
+    args = settings.args
+    target = Target.from_settings(settings, expressions=expressions)
+    names = target.param_names(len(target.args(args).items))
     rows = []
-    buckets = sorted(set(r.buckets))
-    for done, size in enumerate(buckets, 1):
-        parsed = target.args(resize(r.args, names, r.batch_arg, 0, size))
-        compiled = target.trace(parsed).lower().compile()
+    for done, size in enumerate(sorted(set(buckets)), 1):
+        parsed = target.args(resize(args, names, batch_arg, 0, size))
+        compiled = trace(target, parsed).lower().compile()
         rows.append(BucketCostRow(size, compiled.seconds, _run_time(compiled, 0.3)))
-        _step(progress, done, len(buckets), f"bucket {size}")
-    return BucketCostsReply(rows=rows)
+        _step(progress, done, len(set(buckets)), f"bucket {size}")
+    return rows

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from viz.compile_profile.advice import place
-from viz.memory.model import PeakBuffer, Residual
+from viz.memory.model import Memory, PeakBuffer, Residual
 from viz.memory.profile import OTHER, MemoryProfile
 from viz.memory.xla import PARAMETER
-from viz.report import Memory
 from viz.units import nbytes
+from viz.where import place
 
 ON_LINE = 3  # buffers the one-line summary names
 FILLERS = 3  # the buffers a sentence about the peak names

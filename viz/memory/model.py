@@ -78,3 +78,33 @@ class Residual(Plain):
     bytes: int  # its size
     source: str  # 'output of sin', 'the argument x', 'a literal', ...
     where: str = ""  # the line that made it, where JAX names one
+
+
+@dataclass
+class Memory(Plain):
+    """XLA's totals (`memory_analysis()`), and the memory profile (issue #54,
+    `viz.memory`): the bytes live at each step of the schedule, the peak and the
+    buffers live there, XLA's own peak beside it, and what a run must fit in."""
+
+    argument_bytes: int | None = None
+    output_bytes: int | None = None
+    temp_bytes: int | None = None
+    alias_bytes: int | None = None
+    generated_code_bytes: int | None = None
+    peak_bytes: int | None = None  # the most bytes live at one step of the schedule
+    peak_at: PeakAt | None = None  # that step
+    timeline: list[TimelinePoint] = field(default_factory=list)  # the bytes live at each step
+    at_peak: list[PeakBuffer] = field(default_factory=list)  # live at the peak, largest first
+    by_kind_at_peak: dict[str, int] = field(default_factory=dict)  # parameter, output, …
+    xla_peak_bytes: int | None = None  # peak_memory_in_bytes (on CPU: arguments + outputs)
+    limit_bytes: int | None = None  # the device's bytes_limit, else the worker's limit
+    limit_of: str = ""  # which of the two
+    library_kernels: list[str] = field(default_factory=list)  # their memory is their own
+    recomputed: list[str] = field(default_factory=list)  # kernels jax.checkpoint recomputes
+    residuals: list[Residual] = field(default_factory=list)  # saved for the backward pass
+    residuals_note: str = ""  # why the residuals are not listed, where they are not
+
+    @property
+    def arguments_at_peak(self) -> int:
+        """The bytes of the program's arguments live at the peak."""
+        return self.by_kind_at_peak.get("parameter", 0)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from typing import Any
 
+from viz.fusion.model import FusionEntry
 from viz.ir.model import Graph, SourceLoc
 from viz.memory.live import flatten, live_ranges
 from viz.memory.model import PeakAt, PeakBuffer, TimelinePoint
@@ -36,7 +37,6 @@ from viz.memory.xla import (
     read_assignment,
     read_module,
 )
-from viz.report import FusionEntry
 from viz.where import user_where
 
 AT_PEAK_ROWS = 12  # buffers listed one by one at the peak; the rest merge into `other`

@@ -20,9 +20,9 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from viz.fusion.model import FusionEntry
 from viz.ir.kernels import KernelRef, kernel_of
 from viz.ir.model import Graph, Node
-from viz.report import FusionEntry
 from viz.sharding.model import Collective
 from viz.spec.text import DTYPES
 

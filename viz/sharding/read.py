@@ -11,8 +11,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from viz.fusion.model import FusionEntry
 from viz.ir.model import Graph
-from viz.report import FusionEntry
 from viz.sharding.collectives import collectives
 from viz.sharding.model import ShardedArg, ShardedOutput, ShardingSection
 from viz.spec.mesh import MeshSpec

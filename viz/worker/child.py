@@ -89,7 +89,7 @@ def _handle(op: str, kwargs: dict[str, Any], progress: Callback) -> Wire:
     request decoded (and, in demo mode, admitted) into its type, handled with the
     user's prints captured beside the reply."""
     from viz import demo
-    from viz.worker import handlers, protocol
+    from viz.worker import admit, handlers, protocol
 
     try:
         request = protocol.decode_request(op, kwargs)
@@ -97,8 +97,8 @@ def _handle(op: str, kwargs: dict[str, Any], progress: Callback) -> Wire:
         return error_result("bad_request", str(exc), ""), iter(())
     if demo.enabled():  # the server checked too; this side loads samples from disk itself
         try:
-            request = demo.admit(request)
-        except demo.Refused as exc:
+            request = admit.admit(request)
+        except admit.Refused as exc:
             return error_result("demo_refused", str(exc), exc.hint), iter(())
     captured = io.StringIO()
     with contextlib.redirect_stdout(captured):

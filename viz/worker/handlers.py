@@ -16,22 +16,24 @@ import traceback
 import typing
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import jax
 
 from viz import demo
 from viz.errors import USER_EXITS, ErrorInfo, ErrorKind, UserCodeError, classify
+from viz.progress import STAGES, OnProgress
 from viz.report import Report, Subject
-from viz.sections import Sections
+from viz.sections import Sections, assemble
 from viz.settings import Settings
 from viz.source import load_function
+from viz.stages import trace
 from viz.target import DEFAULT_MEMORY_LIMIT, Target
 from viz.worker import protocol as p
 from viz.worker.modules import Modules
 
-Progress = Callable[[Any], None]
-Handler = Callable[[Progress, Any], p.Reply]
+Handler = Callable[[OnProgress, Any], p.Reply]
 H = TypeVar("H", bound=Handler)
 
 HANDLERS: dict[type[p.Request], Handler] = {}
@@ -47,7 +49,7 @@ def handles(handler: H) -> H:
 
 
 @handles
-def ping(progress: Progress, request: p.Ping) -> p.PingReply:
+def ping(progress: OnProgress, request: p.Ping) -> p.PingReply:
     """The worker is up; with `warm`, also run the pipeline once on a tiny program, so
     the first real Analyze neither waits for nor measures XLA's start-up."""
     if request.warm:
@@ -92,19 +94,17 @@ def _target_of(request: p.CodeRequest) -> Target:
 
 
 @handles
-def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
+def analyze(progress: OnProgress, request: p.Analyze) -> p.Analyzed:
     from viz.pipeline import analyze_target
 
     settings = request.settings
     on_stage = _stage_frames(progress) if request.stream else None
     if on_stage is not None:
-        loading = Subject(device=settings.device, function=settings.function or "")
-        on_stage("load", Report.assemble(loading, Sections()))
+        on_stage("load", assemble(Subject.asked(settings), Sections()))
     try:
         target = _target_of(request)
     except UserCodeError as exc:  # what a failed load knew of what it was to analyse
-        header = Subject.asked(settings).header(("device", "function", "args", "static"))
-        failed = Subject(**header, jax_version=jax.__version__)
+        failed = replace(Subject.asked(settings), jax_version=jax.__version__)
         return p.Analyzed.of(Report.failed(failed, exc.info))
     report = analyze_target(
         target,
@@ -118,10 +118,9 @@ def analyze(progress: Progress, request: p.Analyze) -> p.Analyzed:
     return p.Analyzed.of(report)
 
 
-def _stage_frames(progress: Progress) -> Callable[[str, Report], None]:
+def _stage_frames(progress: OnProgress) -> Callable[[str, Report], None]:
     """A streamed analysis's `on_stage`: each stage as a Progress frame (step k of the
     stages, labelled with the stage under way) carrying what is known so far."""
-    from viz.progress import STAGES
 
     def send(stage: str, known: Report) -> None:
         step = p.Progress(STAGES.index(stage), len(STAGES), stage, known)
@@ -161,7 +160,7 @@ def _memory_limit(default: int) -> int:
     return int(os.environ.get("JITSCOPE_MEMORY_LIMIT_BYTES", default))
 
 
-def handle(request: p.Request, progress: Progress) -> p.Reply:
+def handle(request: p.Request, progress: OnProgress) -> p.Reply:
     unusable = _backend_error()
     if unusable is not None:  # every request would fail inside JAX: say why, once
         return request.REPLY.failure(unusable, request)
@@ -277,7 +276,7 @@ def _session_of(request: p.CacheRequest) -> Any:
 
 
 @handles
-def cache_calls(progress: Progress, request: p.CacheCalls | p.CacheCall) -> p.CacheReply:
+def cache_calls(progress: OnProgress, request: p.CacheCalls | p.CacheCall) -> p.CacheReply:
     """A sweep or the story: many calls in one request (progress after each); or one
     call, whose reply's `event` is what it did."""
     calls = request.calls if isinstance(request, p.CacheCalls) else [request.settings.args]
@@ -294,7 +293,7 @@ def cache_calls(progress: Progress, request: p.CacheCalls | p.CacheCall) -> p.Ca
 
 
 @handles
-def cache_state(progress: Progress, request: p.CacheState) -> p.CacheReply:
+def cache_state(progress: OnProgress, request: p.CacheState) -> p.CacheReply:
     session = _session_of(request)
     if request.clear:
         session.clear()
@@ -302,7 +301,7 @@ def cache_state(progress: Progress, request: p.CacheState) -> p.CacheReply:
 
 
 @handles
-def cache_precompile(progress: Progress, request: p.CachePrecompile) -> p.CacheReply:
+def cache_precompile(progress: OnProgress, request: p.CachePrecompile) -> p.CacheReply:
     """Compile the session's function ahead of time at each batch-size bucket."""
     session = _session_of(request)
     session.precompile(request.param, request.sizes, request.settings.args)
@@ -312,46 +311,54 @@ def cache_precompile(progress: Progress, request: p.CachePrecompile) -> p.CacheR
 # -- lessons: heavy measurements with progress (served by a separate worker) ----
 # (the sample's name stays behind: in demo mode the code already came from it)
 @handles
-def placement(progress: Progress, request: p.Placement) -> p.PlacementReply:
+def placement(progress: OnProgress, request: p.Placement) -> p.PlacementReply:
     from viz.lessons import measure
 
-    return measure.placement(request, progress, _expressions())
+    r = request
+    rows, recommendation = measure.placement(r.settings, r.outer, r.inner, progress, _expressions())
+    return p.PlacementReply(rows=rows, outer=r.outer, inner=r.inner, recommendation=recommendation)
 
 
 @handles
-def scaling(progress: Progress, request: p.Scaling) -> p.ScalingReply:
+def scaling(progress: OnProgress, request: p.Scaling) -> p.ScalingReply:
     from viz.lessons import measure
 
-    return measure.scaling(request, progress, _expressions())
+    r = request
+    rows, exponents = measure.scaling(r.settings, r.sizes, progress, _expressions())
+    return p.ScalingReply(rows=rows, exponents=exponents)
 
 
 @handles
-def shape_sweep(progress: Progress, request: p.ShapeSweep) -> p.ShapeSweepReply:
+def shape_sweep(progress: OnProgress, request: p.ShapeSweep) -> p.ShapeSweepReply:
     from viz.lessons import measure
 
-    return measure.shape_sweep(request, progress, _expressions())
+    r = request
+    rows = measure.shape_sweep(r.settings, r.param, r.axis, r.sizes, progress, _expressions())
+    return p.ShapeSweepReply(rows=rows)
 
 
 @handles
-def bucket_costs(progress: Progress, request: p.BucketCosts) -> p.BucketCostsReply:
+def bucket_costs(progress: OnProgress, request: p.BucketCosts) -> p.BucketCostsReply:
     from viz.lessons import measure
 
-    return measure.bucket_costs(request, progress, _expressions())
+    r = request
+    rows = measure.bucket_costs(r.settings, r.batch_arg, r.buckets, progress, _expressions())
+    return p.BucketCostsReply(rows=rows)
 
 
 @handles
-def passes(progress: Progress, request: p.Passes) -> p.PassesReply:
+def passes(progress: OnProgress, request: p.Passes) -> p.PassesReply:
     """Op and fusion counts after every XLA pass that changed the program, compiled with
     the analysed run's settings."""
     from viz.passes import pass_by_pass
 
     target = _target_of(request)
-    steps = pass_by_pass(target.trace(target.args(request.settings.args)).lower())
+    steps = pass_by_pass(trace(target, target.args(request.settings.args)).lower())
     return p.PassesReply(steps=[p.PassStep.from_dict(s) for s in steps])
 
 
 @handles
-def compile_profile(progress: Progress, request: p.CompileProfile) -> p.CompileProfiled:
+def compile_profile(progress: OnProgress, request: p.CompileProfile) -> p.CompileProfiled:
     """Where the compile time went, traced, lowered and compiled once more with the
     analysed run's settings on cleared caches (served by the lessons worker: it
     clears JAX's caches)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from viz.errors import ErrorInfo, ErrorKind
 from viz.lessons.rows import BucketCostRow, PlacementRow, ScalingRow, ShapeRow  # in replies
+from viz.progress import Progress  # a long request's frames
 from viz.worker import replies
 from viz.worker.replies import (
     Analyzed,
@@ -26,7 +27,6 @@ from viz.worker.replies import (
     PassStep,
     PingReply,
     PlacementReply,
-    Progress,
     Reply,
     ScalingReply,
     ShapeSweepReply,

@@ -31,22 +31,6 @@ GRAPHS = ("compiled", "stablehlo", "jaxpr")
 
 
 @dataclass
-class Progress(Plain):
-    """How far a long request is: `done` of `total` steps, the last one's label. A
-    streamed analysis (`Analyze.stream`) labels each step with the stage under way
-    (`viz.progress.STAGES`) and sends what is known so far (`viz.progress.glimpse`)."""
-
-    done: int
-    total: int
-    label: str = ""
-    report: Report | None = None
-
-    @property
-    def share(self) -> float:
-        return self.done / max(self.total, 1)
-
-
-@dataclass
 class Reply(Plain):
     """What every answer carries: whether it worked and, if not, why."""
 
@@ -163,12 +147,12 @@ class Analyzed(Reply):
     @classmethod
     def decode(cls, data: dict[str, Any] | None, request: Request) -> Analyzed:
         """The answer to `request` from its JSON. A bare report (a failure the worker
-        itself saw) is named after what the request asked."""
+        itself saw: its `ok` and `error` alone) is named after what the request asked."""
         reply = cls.from_dict(data)
         if reply.report.function or not isinstance(request, Analyze):
             return reply
-        asked = Subject.asked(request.settings).header(Subject.ASKED)
-        return cls.of(replace(reply.report, **asked), reply.stdout)
+        asked = Subject.asked(request.settings)
+        return cls.of(replace(reply.report, subject=asked), reply.stdout)
 
 
 def _parts(later: list[tuple[str, Any]], models: Graphs, graphs: list[str]) -> Iterator[Part]:

@@ -32,7 +32,6 @@ class Request(Plain, Generic[ReplyT]):
     OP: ClassVar[str] = ""
     REPLY: ClassVar[type]  # a `viz.worker.replies.Reply`: ReplyT at run time
     DEMO: ClassVar[frozenset[str]] = frozenset()
-    FUNCTION_FIELDS: ClassVar[tuple[str, ...]] = ()  # fields that name a function of the code
 
     @classmethod
     def from_wire(cls, kwargs: dict[str, Any]) -> Self:
@@ -51,16 +50,15 @@ class Request(Plain, Generic[ReplyT]):
 
     def specs(self) -> list[str]:
         """The argument specs the request will evaluate (demo mode checks each)."""
-        spec = getattr(self, "args", None)
-        return [] if spec is None else [spec]  # not text: check_spec refuses it
+        return []
 
     def sample_name(self) -> str | None:
         """The built-in sample it names: in demo mode its code is read from that file."""
-        return getattr(self, "sample", None)
+        return None
 
     def running(self, code: str) -> Self:
         """This request with `code` as the code it runs (demo mode: the sample's)."""
-        return replace(self, code=code)
+        return self
 
     def options(self) -> dict[str, Any]:
         """The XLA compiler options it compiles with (demo mode checks each)."""
@@ -68,7 +66,7 @@ class Request(Plain, Generic[ReplyT]):
 
     def naming(self, sample: str | None) -> Self:
         """This request naming the built-in sample `sample` (see `sample_name`)."""
-        return replace(self, sample=sample) if "sample" in wire_names(type(self)) else self
+        return self
 
     def swept(self) -> list[int]:
         """The sizes a sweep will try (demo mode bounds them)."""
@@ -76,7 +74,7 @@ class Request(Plain, Generic[ReplyT]):
 
     def functions(self) -> list[str]:
         """The names of the code's functions the request uses."""
-        return [n for n in (getattr(self, f) for f in self.FUNCTION_FIELDS) if n is not None]
+        return []
 
 
 def _changed(data: Any) -> set[str]:
@@ -253,73 +251,58 @@ class CachePrecompile(CacheRequest):
 
 
 @dataclass
-class Placement(Request["viz.worker.replies.PlacementReply"]):
-    """Where to put jit: the outer function, the inner one, or both."""
+class Placement(CodeRequest["viz.worker.replies.PlacementReply"]):
+    """Where to put jit: the outer function, the inner one, or both (its settings' code,
+    and args: the outer function's)."""
 
-    code: str = ""
     outer: str = ""
     inner: str = ""
-    args: str = ""
-    sample: str | None = None
 
     OP = "placement"
     DEMO = frozenset({"sample", "code", "outer", "inner", "args"})
-    FUNCTION_FIELDS = ("outer", "inner")
+
+    def functions(self) -> list[str]:
+        return [self.outer, self.inner]
 
 
 @dataclass
-class Scaling(Request["viz.worker.replies.ScalingReply"]):
-    """Compile time against program size: a step unrolled, scanned and fori-looped N times."""
+class Scaling(CodeRequest["viz.worker.replies.ScalingReply"]):
+    """Compile time against program size: its settings' function (the step) unrolled,
+    scanned and fori-looped N times."""
 
-    code: str = ""
-    step: str = ""
-    args: str = ""
     sizes: list[int] = field(default_factory=list)  # loop lengths N
-    sample: str | None = None
 
     OP = "scaling"
-    DEMO = frozenset({"sample", "code", "step", "args", "sizes"})
-    FUNCTION_FIELDS = ("step",)
+    DEMO = frozenset({"sample", "code", "function", "args", "sizes"})
 
     def swept(self) -> list[int]:
         return list(self.sizes)
 
 
 @dataclass
-class ShapeSweep(Request["viz.worker.replies.ShapeSweepReply"]):
+class ShapeSweep(CodeRequest["viz.worker.replies.ShapeSweepReply"]):
     """Compile and run time as one axis of one argument grows."""
 
-    code: str = ""
-    function: str = ""
-    static: list[str] = field(default_factory=list)
-    sample: str | None = None
-    args: str = ""
     param: str = ""
     axis: int = 0
     sizes: list[int] = field(default_factory=list)
 
     OP = "shape_sweep"
     DEMO = frozenset({"sample", "code", "function", "static", "args", "param", "axis", "sizes"})
-    FUNCTION_FIELDS = ("function",)
 
     def swept(self) -> list[int]:
         return list(self.sizes)
 
 
 @dataclass
-class BucketCosts(Request["viz.worker.replies.BucketCostsReply"]):
+class BucketCosts(CodeRequest["viz.worker.replies.BucketCostsReply"]):
     """Compile and run time of the function AOT-compiled at each batch-size bucket."""
 
-    code: str = ""
-    function: str = ""
-    sample: str | None = None
-    args: str = ""
     batch_arg: str = ""
     buckets: list[int] = field(default_factory=list)
 
     OP = "bucket_costs"
     DEMO = frozenset({"sample", "code", "function", "args", "batch_arg", "buckets"})
-    FUNCTION_FIELDS = ("function",)
 
     def swept(self) -> list[int]:
         return list(self.buckets)
