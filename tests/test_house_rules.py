@@ -235,15 +235,7 @@ class Project:
             )
             for name in self.modules
         }
-        found, seen = [], set()
-        for start in sorted(edges):
-            if start in seen:
-                continue
-            loop = _loop_back(start, edges)
-            if loop:
-                found.append(loop)
-                seen |= set(loop)
-        return found
+        return _knots(edges)
 
     def package_of(self, name: str, whole_top: bool = False) -> str:
         """A module of viz/'s node in the graph of packages: its folder (`viz.cache` for
@@ -277,15 +269,7 @@ class Project:
     def package_cycles(self, whole_top: bool = False) -> list[list[str]]:
         """Cycles among viz/'s packages, one per knot, as `[a, b, a]`."""
         edges = self._package_edges(whole_top)
-        found, seen = [], set()
-        for start in sorted(edges):
-            if start in seen:
-                continue
-            loop = _loop_back(start, edges)
-            if loop:
-                found.append(loop)
-                seen |= set(loop)
-        return found
+        return _knots(edges)
 
     def _package_edges(self, whole_top: bool) -> dict[str, list[str]]:
         edges: dict[str, list[str]] = {
@@ -343,6 +327,19 @@ def _reaches(start: str, goal: str, edges: Mapping[str, Iterable[str]]) -> bool:
                 seen.add(nxt)
                 todo.append(nxt)
     return False
+
+
+def _knots(edges: dict[str, list[str]]) -> list[list[str]]:
+    """One cycle of `edges` per knot of nodes that reach each other, as `[a, b, a]`."""
+    found, seen = [], set()
+    for start in sorted(edges):
+        if start in seen:
+            continue
+        loop = _loop_back(start, edges)
+        if loop:
+            found.append(loop)
+            seen |= set(loop)
+    return found
 
 
 def _loop_back(start: str, edges: dict[str, list[str]]) -> list[str] | None:
