@@ -9,7 +9,7 @@ editor. Screenshots land in screenshots/ for a person to look at.
 from __future__ import annotations
 
 import pytest
-from serving import browser_marks, overview_charts
+from serving import browser_marks, overview_charts, running_server
 from test_browser import SHOTS, browser, editor, graph_nodes, page, server  # noqa: F401
 
 pytestmark = browser_marks()
@@ -28,6 +28,14 @@ def window(browser, server, request):  # noqa: F811
     tab.name = f"first_screen_{width}x{height}_{theme}"
     yield tab
     context.close()
+
+
+@pytest.fixture(scope="module")
+def demo_server(tmp_path_factory: pytest.TempPathFactory):
+    home = tmp_path_factory.mktemp("demo_home")
+    env = {"JITSCOPE_HOME": str(home), "JITSCOPE_DEMO": "1"}
+    with running_server(home / "server.log", env) as url:
+        yield url
 
 
 def in_view(tab, box: dict | None) -> bool:
@@ -140,3 +148,19 @@ def test_a_line_that_made_nothing_says_so(page) -> None:  # noqa: F811
     line = relu_line(page) + 1  # a comment
     follow_in_editor(page, line)
     page.get_by_text(f"line {line} → no jaxpr equation").first.wait_for()
+
+
+def test_demo_modes_note_leaves_the_first_screen_its_room(browser, demo_server) -> None:  # noqa: F811
+    """For a team watching a shared screen: the note sits in the sidebar, the result in view."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    tab = context.new_page()
+    tab.set_default_timeout(90_000)
+    try:
+        tab.goto(demo_server)
+        where = first_screen(tab)
+        SHOTS.mkdir(exist_ok=True)
+        tab.screenshot(path=str(SHOTS / "first_screen_1280x800_demo.png"))
+        assert all(in_view(tab, box) for box in where.values()), where
+        tab.get_by_test_id("stSidebar").get_by_text("Demo mode").wait_for()
+    finally:
+        context.close()

@@ -64,9 +64,10 @@ def restarted_elsewhere() -> None:
 
 
 def safety_notes() -> None:
-    """The demo-mode banner, or a plain warning when anyone on the network can run code."""
+    """The demo-mode note, or a plain warning when anyone on the network can run code;
+    in the sidebar, so that the first screen's result keeps its room at 1280×800."""
     if demo.enabled():
-        st.info(
+        st.sidebar.info(
             "**Demo mode** · only the built-in samples run, loaded from their files; "
             "arguments take the spec language and the sample's own names; sizes are bounded.",
             icon=":material/co_present:",
