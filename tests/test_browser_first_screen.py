@@ -12,6 +12,8 @@ import pytest
 from serving import browser_marks, overview_charts, running_server
 from test_browser import SHOTS, browser, editor, graph_nodes, page, server  # noqa: F401
 
+from viz.graph import render
+
 pytestmark = browser_marks()
 
 SIZES = [(1440, 900), (1280, 800)]
@@ -36,6 +38,18 @@ def demo_server(tmp_path_factory: pytest.TempPathFactory):
     env = {"JITSCOPE_HOME": str(home), "JITSCOPE_DEMO": "1"}
     with running_server(home / "server.log", env) as url:
         yield url
+
+
+def theme_of(name: str) -> str:
+    return name.rsplit("_", 1)[-1]
+
+
+def graph_theme(tab) -> str:
+    """The pan-and-zoom frame's theme: 'dark' draws the graph in dark colours."""
+    if render.dot_program() is None:
+        return theme_of(tab.name)  # Streamlit's own chart follows the page
+    stage = tab.frame_locator("[data-testid=stIFrame]").first.locator("#stage")
+    return stage.get_attribute("class")
 
 
 def in_view(tab, box: dict | None) -> bool:
@@ -78,6 +92,7 @@ def test_the_count_a_graph_node_and_a_chart_are_on_the_first_screen(window) -> N
     SHOTS.mkdir(exist_ok=True)
     tab.screenshot(path=str(SHOTS / f"{name}.png"))
     assert all(in_view(tab, box) for box in where.values()), where
+    assert graph_theme(tab) == theme_of(name)  # a dark page draws its graph dark
     tab.get_by_role("button", name="Analyze").click()
     picker = tab.locator("[data-testid=stSelectbox]").filter(has_text="Result")
     picker.wait_for()  # a second result: the picker shows it

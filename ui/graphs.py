@@ -148,7 +148,16 @@ def show_graph(dot: str, nodes: int, height: int = 680, box: Box | None = None) 
     svg = svg[svg.index("<svg") :]  # drop the XML prologue and doctype
     # the SVG is Graphviz's output (labels XML-escaped), never raw user HTML
     frame = PAN_ZOOM.read_text().replace("__BOX__", json.dumps(box)).replace("__SVG__", svg)
-    st.iframe(frame, height=height)
+    st.iframe(frame.replace("__THEME__", _theme()), height=height)
+
+
+def _theme() -> str:
+    """'dark' where the viewer's page is dark (the frame then draws the graph in dark
+    colours, as the page around it), else 'light'."""
+    try:
+        return "dark" if st.context.theme.type == "dark" else "light"
+    except AttributeError:  # a Streamlit without st.context.theme
+        return "light"
 
 
 def shared_box(dots: list[str]) -> Box | None:
