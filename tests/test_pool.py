@@ -172,7 +172,8 @@ def test_workers_share_one_memory_budget() -> None:
         assert first.budget.total == 4 * GIB
         assert first.budget.share() == 2 * GIB
         assert first.ask(Ping()).ok and second.ask(Ping()).ok
-        assert first.budget.others(first) == second.rss()
+        # two reads of a live process's RSS: a page or two may move between them
+        assert first.budget.others(first) == pytest.approx(second.rss(), abs=1 << 20)
     finally:
         pool.close()
 
