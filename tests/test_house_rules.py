@@ -223,19 +223,21 @@ class Project:
         or under `if TYPE_CHECKING:` (an import in a function body is the deliberate,
         lazy kind). A module importing its own package does not count. One circle per
         knot, as `[a, b, a]`."""
-        edges = {
-            name: sorted(
-                {
-                    i.target
-                    for i in self.imports(name)
-                    if not i.in_function
-                    and i.target in self.modules
-                    and not f"{name}.".startswith(f"{i.target}.")
-                }
-            )
+        return _knots({name: sorted(targets) for name, targets in self.module_edges().items()})
+
+    def module_edges(self) -> dict[str, set[str]]:
+        """Module → the project modules it imports at module level (or under `if
+        TYPE_CHECKING:`), its own enclosing packages left out."""
+        return {
+            name: {
+                i.target
+                for i in self.imports(name)
+                if not i.in_function
+                and i.target in self.modules
+                and not f"{name}.".startswith(f"{i.target}.")
+            }
             for name in self.modules
         }
-        return _knots(edges)
 
     def package_of(self, name: str, whole_top: bool = False) -> str:
         """A module of viz/'s node in the graph of packages: its folder (`viz.cache` for
@@ -285,16 +287,7 @@ class Project:
         through imports that run at module level (or under `if TYPE_CHECKING:`), module
         by module, or package by package (each folder, or each top folder, one node). Such
         an import hides a cycle from the rules above; it is allowed as a declared hook."""
-        modules = {
-            name: {
-                i.target
-                for i in self.imports(name)
-                if not i.in_function
-                and i.target in self.modules
-                and not f"{name}.".startswith(f"{i.target}.")
-            }
-            for name in self.modules
-        }
+        modules = self.module_edges()
         packages = {top: self._package_edges(top) for top in (False, True)}
         found = set()
         for module in self.in_folder(ENGINE):
