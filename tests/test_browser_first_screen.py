@@ -27,7 +27,7 @@ def window(browser, server, request):  # noqa: F811
     tab = context.new_page()
     tab.set_default_timeout(90_000)
     tab.base_url = server
-    tab.name = f"first_screen_{width}x{height}_{theme}"
+    tab.name, tab.theme = f"first_screen_{width}x{height}_{theme}", theme
     yield tab
     context.close()
 
@@ -40,14 +40,10 @@ def demo_server(tmp_path_factory: pytest.TempPathFactory):
         yield url
 
 
-def theme_of(name: str) -> str:
-    return name.rsplit("_", 1)[-1]
-
-
 def graph_theme(tab) -> str:
     """The pan-and-zoom frame's theme: 'dark' draws the graph in dark colours."""
     if render.dot_program() is None:
-        return theme_of(tab.name)  # Streamlit's own chart follows the page
+        return tab.theme  # Streamlit's own chart follows the page
     stage = tab.frame_locator("[data-testid=stIFrame]").first.locator("#stage")
     return stage.get_attribute("class")
 
@@ -92,7 +88,7 @@ def test_the_count_a_graph_node_and_a_chart_are_on_the_first_screen(window) -> N
     SHOTS.mkdir(exist_ok=True)
     tab.screenshot(path=str(SHOTS / f"{name}.png"))
     assert all(in_view(tab, box) for box in where.values()), where
-    assert graph_theme(tab) == theme_of(name)  # a dark page draws its graph dark
+    assert graph_theme(tab) == tab.theme  # a dark page draws its graph dark
     tab.get_by_role("button", name="Analyze").click()
     picker = tab.locator("[data-testid=stSelectbox]").filter(has_text="Result")
     picker.wait_for()  # a second result: the picker shows it
