@@ -57,10 +57,18 @@ MAX_ERROR_TEXT = 300  # characters of a recorder error's message kept
 
 
 @dataclass
+class _Earlier:
+    """An earlier detailed compile of a function: what it was called with, how, and by
+    which function object (weakly: None once that object is gone)."""
+
+    signature: Signature
+    convention: str  # '(x, y=…)'
+    owner: Callable[[], Any]
+
+
+@dataclass
 class _FunctionState:
-    signatures: list[Signature] = field(default_factory=list)  # of the detailed compiles
-    conventions: list[str] = field(default_factory=list)  # '(x, y=…)', one per signature
-    owners: list[Any] = field(default_factory=list)  # each signature's function object, weakly
+    earlier: list[_Earlier] = field(default_factory=list)  # the detailed compiles
     objects: list[Any] = field(default_factory=list)  # weak references to function objects
     jit_infos: list[int] = field(default_factory=list)  # ids of the jax.jit wrappers' settings
     compiles: int = 0
@@ -223,9 +231,8 @@ class Recorder:
                 self._write({"type": "count", **common})
                 return
             if described:
-                state.signatures.append(described.signature)
-                state.conventions.append(described.convention)
-                state.owners.append(_weak(call.fun if call else None))
+                owner = _weak(call.fun if call else None)
+                state.earlier.append(_Earlier(described.signature, described.convention, owner))
             compile = Compile(
                 seq=self._seq,
                 t_s=max(finished.started - self.program.started, 0.0),
@@ -333,8 +340,8 @@ class Recorder:
                     f"a new {what}, made at {made}",
                 )
             )
-        if described is not None and state.signatures:
-            reasons += _closest_differences(described, *_compared(state, call, new_object))
+        if described is not None and state.earlier:
+            reasons += _closest_differences(described, _compared(state, call, new_object))
         if not reasons and new_jit:
             reasons.append(
                 Reason("(jit)", "config", "other jax.jit settings", "new jax.jit settings")
@@ -358,15 +365,13 @@ def _peak(executable: Any) -> int | None:
 
 def _compared(
     state: _FunctionState, call: listener.Call | None, new_object: bool
-) -> tuple[list[Signature], list[str]]:
+) -> list[_Earlier]:
     """The earlier compiles to compare with: a function object that compiled before
     has a cache of its own (JAX keys it by the object), so its own compiles, where they
     are remembered; a new object, every compile of its function."""
     fun = None if call is None or new_object else call.fun
-    own = [i for i, ref in enumerate(state.owners) if fun is not None and ref() is fun]
-    if not own:
-        return state.signatures, state.conventions
-    return [state.signatures[i] for i in own], [state.conventions[i] for i in own]
+    own = [e for e in state.earlier if fun is not None and e.owner() is fun]
+    return own or state.earlier
 
 
 def _weak(fun: Any) -> Callable[[], Any]:
@@ -376,14 +381,13 @@ def _weak(fun: Any) -> Callable[[], Any]:
         return lambda: None
 
 
-def _closest_differences(
-    described: Described, signatures: list[Signature], conventions: list[str]
-) -> list[Reason]:
+def _closest_differences(described: Described, earlier: list[_Earlier]) -> list[Reason]:
     """Every difference from the closest earlier compile, the calling convention (`f(x, y)`
     against `f(x, y=…)`, which JAX keys apart) counted as one more."""
     best: list[Reason] | None = None
     names = {a.name for a in described.signature.args}
-    for old, convention in zip(reversed(signatures), reversed(conventions), strict=True):
+    for before in reversed(earlier):
+        old, convention = before.signature, before.convention
         if names.isdisjoint(a.name for a in old.args):
             # Nothing to pair (a transposed computation's `in[0]` against the call's own
             # names): only the settings, such as the transformation, compare.
