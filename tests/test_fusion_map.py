@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import pytest
 from conftest import sample_params
 
+import viz
 from viz import analyze
 from viz.fusion.map import counted_ops
 from viz.fusion.profile import _union, summarize
@@ -25,6 +26,7 @@ from viz.samples import Sample
 from viz.source import find_function, load_module
 
 HERE = str(Path(__file__).resolve())
+JITSCOPE = str(Path(viz.__file__).parent) + "/"  # where no location of the user's IR points
 TARGET = 0.9  # issue #12: ≥ 90 % of ops found in the optimized program
 # Most of that must come from XLA's metadata itself, not from the dataflow fallback:
 # if the readers stopped reading name stacks or locations this would fail.
@@ -236,6 +238,7 @@ def test_mlir_export_parses_back_with_its_locations() -> None:
         module = ir.Module.parse(report.mlir, context=ctx)
         text = module.operation.get_asm(enable_debug_info=True)
     assert HERE in text and "loc(" in text
+    assert JITSCOPE not in text  # the pipeline's frames are not the user's
     assert module.body.operations[0].operation.name == "func.func"
 
 
@@ -256,6 +259,7 @@ def test_cli_writes_the_profile_the_mlir_and_the_trace(tmp_path: Path) -> None:
     assert "kernel time per step" in done.stdout
     # locations point at the user's code (the worker's copy of it), line and column
     assert re.search(r'"[^"]*\.py":5:\d+', out["m.mlir"].read_text())
+    assert JITSCOPE not in out["m.mlir"].read_text()  # nor the worker's
     trace = json.loads(out["t.json"].read_text())
     assert any(e.get("name", "").startswith("sort") for e in trace["traceEvents"])
 

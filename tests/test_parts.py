@@ -76,14 +76,18 @@ def as_json(report: Report) -> str:
 def test_the_head_holds_what_the_first_screen_draws_and_the_rest_follows(whole) -> None:
     _request, report = whole
     head, parts = Analyzed.of(report).wire()
+    parts = list(parts)
     names = [name for name, _ in parts]
     assert names == head[PARTS]
     assert names[0] == "fusion_map"  # the Overview counts its kernels
     assert {"jaxpr.text", "stablehlo.text", "compiled.text", "mlir", "kernels"} <= set(names)
     assert next(n for n in names if n.startswith("graph_models.")) == "graph_models.compiled"
     assert head["jaxpr"]["eqn_count"] and head["graphs"] and "text" not in head["jaxpr"]
-    small, big = len(json.dumps(head)), len(as_json(report))
-    assert small < big / 3, (small, big)  # a 96-layer model: 0.4 MB of 23 (bench/round_trip.py)
+    # the parts grow with the program, the head with what is drawn first: on this small
+    # model the drawn graphs make the head half the parts' size; on a 96-layer model it
+    # is 0.4 MB of 23 (bench/round_trip.py)
+    small, rest = len(json.dumps(head)), sum(len(text) for _, text in parts)
+    assert small < rest * 0.75, (small, rest)
 
 
 def test_a_report_in_parts_reads_as_the_whole_report(whole) -> None:

@@ -12,6 +12,11 @@ What it reaches for, and why:
 - `jax._src.source_info_util.user_frame`: the innermost frame of the user's code in an
   equation's traceback (the line an op came from). No public API; without it, ops
   carry no line.
+- `jax._src.source_info_util.register_exclusion`: jitscope's own files are not the
+  user's code, so they stay out of the user frames JAX writes for each op (StableHLO's
+  locations, the compiled HLO's stack frames), as JAX's own files do. Without it, each
+  op's location ends in a chain of jitscope's frames (the worker, the pipeline); the
+  op's line is still found, and that chain is all that is lost.
 - `jax._src.core.DropVar` (jax < 0.10; `jax.extend.core.DropVar` after): the type of an
   output an equation drops (`_`), which makes no value.
 - `jax._src.core.jaxprs_in_params` (jax < 0.10; `jax.extend.core` after): the jaxprs
@@ -41,6 +46,7 @@ imports, and are guarded there (a frame not found leaves the compile unexplained
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -68,6 +74,16 @@ def user_frame(traceback: Any) -> Any | None:
     except ImportError:
         return None
     return source_info_util.user_frame(traceback)
+
+
+@functools.cache
+def hide_jitscope_frames() -> None:
+    """Take jitscope's package out of JAX's user frames (once per process)."""
+    try:
+        from jax._src import source_info_util
+    except ImportError:
+        return
+    source_info_util.register_exclusion(os.path.dirname(__file__) + os.sep)
 
 
 # The JAX from which a jaxpr's printer keeps its source map (`jaxpr_text`).

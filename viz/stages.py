@@ -26,7 +26,7 @@ from typing import Any
 
 import jax
 
-from viz import events
+from viz import events, jax_private
 from viz.errors import USER_EXITS, ErrorInfo, ErrorKind, UserCodeError, classify
 from viz.memory.display import peak_fillers
 from viz.memory.profile import (
@@ -38,6 +38,10 @@ from viz.memory.profile import (
 from viz.target import Args, Target, resolve_device
 from viz.timing import RunStats, time_calls
 from viz.units import nbytes
+
+# jitscope's own frames (the worker, the pipeline) are not the user's: kept out of every
+# op's location and of the tracebacks JAX filters
+jax_private.hide_jitscope_frames()
 
 DONATED_COPY_BYTES = 256 << 20  # fresh copies of donated inputs one timed sample may hold
 
