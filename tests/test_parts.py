@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest
 from viz.history import History
 from viz.ir.model import Graph
 from viz.pipeline import analyze_target
+from viz.plain import pending
 from viz.program import Program
 from viz.report import Report
 from viz.samples import get_sample
@@ -95,6 +96,24 @@ def test_a_report_in_parts_reads_as_the_whole_report(whole) -> None:
     arrived, _ = in_parts(request, report)
     assert as_json(arrived) == as_json(report)
     assert arrived.graph_models["compiled"] == report.graph_models["compiled"]
+
+
+def test_xla_analyses_are_made_after_the_head_is_sent(whole) -> None:
+    """The worker's report leaves its cost and memory to be made as their parts are
+    sent: the head does not wait for XLA's analyses, and they arrive whole."""
+    request, whole_report = whole
+    target = Target.from_settings(request.settings)
+    report = analyze_target(target, request.settings.args, 0, defer_analyses=True)
+    assert pending(report, "cost") and pending(report, "memory")
+    head, parts = Analyzed.of(report).wire()
+    assert head["cost"] is None and head["memory"] is None
+    assert head[PARTS][:2] == ["cost", "memory"]
+    assert pending(report, "memory")  # the head is out, the analyses not made yet
+    assert next(parts)[0] == "cost" and not pending(report, "cost")
+    arrived, _ = in_parts(request, report)
+    assert arrived.memory.peak_bytes == whole_report.memory.peak_bytes > 0
+    assert arrived.memory.at_peak[0].where == whole_report.memory.at_peak[0].where
+    assert arrived.cost == whole_report.cost and arrived.cost.flops
 
 
 def test_a_field_read_before_its_part_came_waits_for_it(whole) -> None:

@@ -51,7 +51,10 @@ def panel(res: Result, index: int) -> None:
         "otherwise (a GPU's peak is not the CPU's)."
     )
     if memory.peak_bytes is None:
-        st.info("XLA gave no buffer assignment for this executable: its totals only.")
+        st.info(
+            "XLA gave no buffer assignment for this executable: its totals only."
+            + (f" ({memory.profile_warning})" if memory.profile_warning else "")
+        )
     else:
         metrics(r)
         fits(r)

@@ -76,14 +76,21 @@ def user_frame(traceback: Any) -> Any | None:
     return source_info_util.user_frame(traceback)
 
 
-@functools.cache
-def hide_jitscope_frames() -> None:
-    """Take jitscope's package out of JAX's user frames (once per process)."""
+def hide_frames(*prefixes: str) -> None:
+    """Keep the frames of files whose names start with `prefixes` out of JAX's user
+    frames (the frames it writes for each op)."""
     try:
         from jax._src import source_info_util
     except ImportError:
         return
-    source_info_util.register_exclusion(os.path.dirname(__file__) + os.sep)
+    for prefix in prefixes:
+        source_info_util.register_exclusion(prefix)
+
+
+@functools.cache
+def hide_jitscope_frames() -> None:
+    """Take jitscope's package out of JAX's user frames (once per process)."""
+    hide_frames(os.path.dirname(__file__) + os.sep)
 
 
 # The JAX from which a jaxpr's printer keeps its source map (`jaxpr_text`).

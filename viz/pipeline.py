@@ -35,6 +35,7 @@ from viz.fusion.report import PROFILE_RUNS, fusion_map_section, profile_section
 from viz.hlo_dump import OptimizedHloDump
 from viz.ir.stablehlo import module_bytecode
 from viz.overlap import Background, CompileWindow, IdlePriority, gc_paused, reads_beside_compile
+from viz.plain import Later
 from viz.progress import OnStage, glimpse
 from viz.readers import Early
 from viz.report import Report, Subject
@@ -124,11 +125,16 @@ def analyze_target(
     mlir: bool = False,
     compile_profile: bool = False,
     on_stage: OnStage | None = None,
+    defer_analyses: bool = False,
 ) -> Report:
     """The Report of one target on one args spec (never raises for user-code problems).
     `on_stage(stage, known)`: told the stage under way and what is known so far (see
-    `_Stream`), from the calling thread and from the reader thread beside the compile."""
-    analysis = _Analysis(target, spec, on_stage)
+    `_Stream`), from the calling thread and from the reader thread beside the compile.
+    `defer_analyses`: the report's `cost` and `memory` (XLA's analyses of the
+    executable, 4-8 % of a transformer's analysis) are made where they are first read,
+    not before the report is returned: the worker sends the rest first
+    (`viz.worker.replies.DEFERRED`)."""
+    analysis = _Analysis(target, spec, on_stage, defer_analyses)
     try:
         analysis.run_stages(runs, budget_s, mlir=mlir, profile=profile)
     except UserCodeError as exc:
@@ -140,8 +146,8 @@ class _Analysis:
     """One analysis as it goes: what it is of (`subject`), the sections found so far
     (`found`), and the stages' objects as far as they got (for the specialization)."""
 
-    def __init__(self, target: Target, spec: str, on_stage: OnStage | None):
-        self.target, self.spec = target, spec
+    def __init__(self, target: Target, spec: str, on_stage: OnStage | None, defer: bool):
+        self.target, self.spec, self.defer = target, spec, defer
         self.subject = replace(  # what its settings ask, with what it is and where it ran
             Subject.asked(target.settings),
             function=target.name,
@@ -174,6 +180,7 @@ class _Analysis:
             compiled, found.graph("compiled"), found.fusion_entries
         )
         if runs > 0:
+            found.analysed()  # the memory check before the runs reads the profile, lines given
             stream.stage("run")  # the compiled program is all known: drawn before the runs
             found.runs, found.eager = _time_runs(compiled, runs, budget_s)
         if profile:  # with runs=0 there is nothing to profile: profile_section says so
@@ -228,15 +235,18 @@ class _Analysis:
         compiled, memory = self._compile(traced, lowered)
         found.seconds["compile"] = compiled.seconds
         dumped = self.early.compiled if self.early else None
-        found.executable = exe = readers.read_executable(compiled, dumped, memory)
+        found.executable = exe = readers.read_executable(compiled, dumped)
         if exe.shown.fusion_map is not None:  # made from the dump's graph, the one shown
             found.fusion_map = Found(exe.shown.fusion_map)
         else:
             sides = sides_of(found.irs())
             found.fusion_map = fusion_map_section(found.graphs(), self.target.user_file, sides)
-        found.executable = exe = readers.with_memory_profile(compiled, exe, found.fusion_entries)
+        graph, kernels = exe.shown.read.graph, found.fusion_entries
+        analyses = Later(lambda: readers.analyses_of(compiled, memory, graph, kernels))
+        found.analyses = analyses if self.defer else analyses.value()
         if self.target.donate and found.stablehlo is not None:
-            found.donation = readers.donation_of(compiled, found.stablehlo, exe)
+            alias_bytes = analyses.value().memory.alias_bytes
+            found.donation = readers.donation_of(compiled, found.stablehlo, exe, alias_bytes)
         return compiled
 
     def _compile(

@@ -25,20 +25,38 @@ def flat(omit: tuple[str, ...] = ()) -> dict[str, frozenset[str]]:
 
 
 class Later:
-    """A field's value still on its way (`Arriving`): `text` waits for its text (None:
-    it never came) and `decode` makes the value of it, once, where it is first read."""
+    """A field's value still to come (`Arriving`): `make()` makes it, once, where it is
+    first read. On the page, a part of a report the worker sends after its head,
+    decoded (`arrived`); in the worker, what the head does not wait for (XLA's analyses
+    of the executable), made as its part is sent."""
 
-    def __init__(self, text: Callable[[], str | None], decode: Callable[[str], Any], missing: Any):
-        self._text, self._decode, self._missing = text, decode, missing
+    def __init__(self, make: Callable[[], Any]):
+        self._make = make
         self._lock = threading.Lock()
-        self._value: Any = Later  # not read yet
+        self._value: Any = Later  # not made yet
+
+    @classmethod
+    def arrived(
+        cls, text: Callable[[], str | None], decode: Callable[[str], Any], missing: Any
+    ) -> Later:
+        """The value decoded from `text()` once it is in (`missing`: it never came)."""
+
+        def make() -> Any:
+            found = text()
+            return missing if found is None else decode(found)
+
+        return cls(make)
 
     def value(self) -> Any:
         with self._lock:
             if self._value is Later:
-                text = self._text()
-                self._value = self._missing if text is None else self._decode(text)
+                self._value = self._make()
             return self._value
+
+
+def pending(holder: Any, name: str) -> bool:
+    """Whether `holder.name` is a `Later` not read yet (reading it would wait for it)."""
+    return type(object.__getattribute__(holder, name)) is Later
 
 
 class Arriving:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from viz.plain import Plain
+from viz.plain import Plain, pending
 from viz.report import CompiledSection, JaxprSection, Report, StableHLOSection
 
 # load: the user's module run and the arguments made; run: the timed runs (and eager,
@@ -57,8 +57,8 @@ def glimpse(report: Report) -> Report:
         jaxpr=_untexted(report.jaxpr),
         stablehlo=_untexted(report.stablehlo),
         compiled=_untexted(report.compiled),
-        cost=report.cost,
-        memory=report.memory,
+        cost=None if pending(report, "cost") else report.cost,  # XLA's analyses, not
+        memory=None if pending(report, "memory") else report.memory,  # waited for
         graphs=dict(report.graphs),
     )
 

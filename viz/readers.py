@@ -28,6 +28,7 @@ from viz.memory.profile import MemoryProfile
 from viz.overlap import Background
 from viz.report import Cost, Donation, FusionEntry, GraphSummary, Kernel, Memory
 from viz.sections import (
+    Analyses,
     CompiledRead,
     Executable,
     Found,
@@ -175,45 +176,46 @@ def read_memory(compiled: Compiled) -> MemoryRead:
         return totals, Found.failed("could not read the memory profile", exc)
 
 
-def read_executable(
-    compiled: Compiled, dumped: CompiledRead | None, memory: Background[MemoryRead]
-) -> Executable:
-    """What the compile made, `memory` (XLA's analysis, under way) included: the
-    compiled HLO from XLA's dump where it says what the executable's text says
-    (`dumped`), else read from that text now."""
+def read_executable(compiled: Compiled, dumped: CompiledRead | None) -> Executable:
+    """What the compile made: the compiled HLO from XLA's dump where it says what the
+    executable's text says (`dumped`), else read from that text now."""
     from_disk, events = compiled.events.from_disk(), compiled.events.totals()
     text = compiled.text()
     shown = dumped
     if shown is None or not same_program(shown.text, text or ""):
         shown = read_compiled_text(text)
-    totals, layout = memory.result()
-    warnings = list(compiled.warnings)
-    if layout.warning:
-        warnings.append(layout.warning)
     return Executable(
         text=text or "",
         shown=shown,
-        cost=Cost(**compiled.cost()),
-        memory=Memory(**totals),  # the profile joins once the fusion map is made
-        warnings=warnings,
+        warnings=list(compiled.warnings),
         events=events,
         from_disk=from_disk,
     )
 
 
-def with_memory_profile(
-    compiled: Compiled, executable: Executable, kernels: list[FusionEntry]
-) -> Executable:
-    """The executable's memory section with the profile (read beside the compile), each
-    buffer's line from the compiled graph shown, else from the fusion map's `kernels`;
-    and the limit a run must fit in."""
+def analyses_of(
+    compiled: Compiled,
+    memory: Background[MemoryRead],
+    graph: model.Graph | None,
+    kernels: list[FusionEntry],
+) -> Analyses:
+    """XLA's cost and memory analyses (`memory`: under way), the memory profile's
+    buffers given their lines from the compiled `graph` shown, else from the fusion
+    map's `kernels`, and the limit a run must fit in. Never raises: the worker makes
+    them after the report's head is sent, and what could not be read says why."""
     try:
-        profile = compiled.memory_profile(executable.shown.read.graph, kernels)
-    except Exception:  # unreadable: read_memory's warning, in the report, says why
+        cost = Cost(**compiled.cost())
+        totals, layout = memory.result()
+        limit = compiled.memory_limit()
+    except Exception as exc:
+        failed = Found.failed("could not read XLA's cost and memory analyses", exc)
+        return Analyses(Cost(), Memory(profile_warning=failed.warning))
+    try:
+        profile = compiled.memory_profile(graph, kernels)
+    except Exception:  # unreadable: the layout's warning says why
         profile = None
-    limit = compiled.memory_limit()
-    memory = memory_section(executable.memory, profile, limit)
-    return replace(executable, memory=memory)
+    memory = memory_section(Memory(**totals), profile, limit)
+    return Analyses(cost, replace(memory, profile_warning=layout.warning))
 
 
 def memory_section(totals: Memory, profile: MemoryProfile | None, limit: tuple[int, str]) -> Memory:
@@ -235,9 +237,11 @@ def memory_section(totals: Memory, profile: MemoryProfile | None, limit: tuple[i
     return replace(totals, **found, limit_bytes=limit[0], limit_of=limit[1])
 
 
-def donation_of(compiled: Compiled, stablehlo: IRRead, executable: Executable) -> Donation | None:
-    """What became of the donated arguments, from both programs' graphs (None when a
-    reader failed: its warning is in the report already)."""
+def donation_of(
+    compiled: Compiled, stablehlo: IRRead, executable: Executable, alias_bytes: int | None
+) -> Donation | None:
+    """What became of the donated arguments, from both programs' graphs and the bytes
+    XLA aliased (None when a reader failed: its warning is in the report already)."""
     graph = executable.shown.read.graph
     if stablehlo.graph is None or graph is None:
         return None
@@ -247,7 +251,7 @@ def donation_of(compiled: Compiled, stablehlo: IRRead, executable: Executable) -
         stablehlo.graph,
         graph,
         [w for w in compiled.warnings if UNUSABLE_WARNING in w],
-        executable.memory.alias_bytes,
+        alias_bytes,
     )
 
 

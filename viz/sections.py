@@ -11,7 +11,7 @@ sections, its warnings in the order the stages ran. No jax.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -22,6 +22,7 @@ from viz.fusion.map import FusionMap, Side
 from viz.fusion.profile import Profile
 from viz.ir.model import Graph
 from viz.memory.model import Residual
+from viz.plain import Later
 from viz.report import (
     CompiledSection,
     Cost,
@@ -79,16 +80,23 @@ class CompiledRead:
 @dataclass(frozen=True)
 class Executable:
     """What the compile made, read once it returned: the executable's text, the
-    compiled HLO read shown (from XLA's dump where it says what that text says),
-    XLA's cost and memory analyses, and what JAX said about the compile."""
+    compiled HLO read shown (from XLA's dump where it says what that text says), and
+    what JAX said about the compile."""
 
     text: str
     shown: CompiledRead
-    cost: Cost
-    memory: Memory
     warnings: list[str] = field(default_factory=list)  # JAX's and XLA's, as they came
     events: dict[str, float] = field(default_factory=dict)  # JAX's compile events
     from_disk: bool = False  # JAX's persistent cache supplied the executable
+
+
+@dataclass(frozen=True)
+class Analyses:
+    """XLA's analyses of the executable: its cost, and its memory (the totals, the
+    profile and the limit a run must fit in)."""
+
+    cost: Cost
+    memory: Memory
 
 
 Specialized = tuple[list[SpecializedArg], list[ShapeOp]]
@@ -105,6 +113,9 @@ class Sections:
     stablehlo: IRRead | None = None
     mlir: str | None = None  # StableHLO with locations, when asked for
     executable: Executable | None = None
+    # XLA's analyses, or (in the worker) a `Later` that makes them once the report's
+    # head is sent: the first screen does not wait for them
+    analyses: Analyses | Later | None = None
     fusion_map: Found[FusionMap] | None = None
     donation: Donation | None = None
     sharding: Found[ShardingSection] | None = None
@@ -114,6 +125,12 @@ class Sections:
     specialization: Found[Specialized] | None = None
     compile_profile: Found[CompileProfileSection] | None = None
     residuals: Found[tuple[list[Residual], str]] | None = None  # what jax.checkpoint saves
+
+    def analysed(self) -> Analyses | None:
+        """XLA's analyses, made now where they were deferred."""
+        if isinstance(self.analyses, Later):
+            self.analyses = self.analyses.value()
+        return self.analyses
 
     def irs(self) -> list[IRRead]:
         """The IRs read so far, in the order of the stages."""
@@ -168,8 +185,8 @@ def assemble(subject: Subject, found: Sections) -> Report:
         jaxpr=None if found.jaxpr is None else _jaxpr(found.jaxpr),
         stablehlo=None if found.stablehlo is None else _stablehlo(found.stablehlo),
         compiled=None if exe is None else _compiled(exe),
-        cost=None if exe is None else exe.cost,
-        memory=None if exe is None else _memory(exe.memory, found),
+        cost=_analysed(found, lambda a: a.cost),
+        memory=_analysed(found, lambda a: _memory(a.memory, found)),
         graphs={r.name: r.view for r in found.irs() if r.view is not None},
         kernels=[] if exe is None or exe.shown.read.graph is None else exe.shown.kernels,
         run=None if found.runs is None else Runs(jit=found.runs, eager=_value(found.eager)),
@@ -186,6 +203,14 @@ def assemble(subject: Subject, found: Sections) -> Report:
         compile_profile=_value(found.compile_profile),
         graph_models=found.graphs(),
     )
+
+
+def _analysed(found: Sections, part: Callable[[Analyses], T]) -> T | Later | None:
+    """`part` of XLA's analyses: made now where they are, else once they are."""
+    analyses = found.analyses
+    if isinstance(analyses, Later):
+        return Later(lambda: part(analyses.value()))
+    return None if analyses is None else part(analyses)
 
 
 def _memory(memory: Memory, found: Sections) -> Memory:

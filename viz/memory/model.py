@@ -103,6 +103,7 @@ class Memory(Plain):
     recomputed: list[str] = field(default_factory=list)  # kernels jax.checkpoint recomputes
     residuals: list[Residual] = field(default_factory=list)  # saved for the backward pass
     residuals_note: str = ""  # why the residuals are not listed, where they are not
+    profile_warning: str = ""  # why there is no profile, where XLA's could not be read
 
     @property
     def arguments_at_peak(self) -> int:

@@ -10,12 +10,13 @@ import fcntl
 import gc
 import io
 import os
+import runpy
 import signal
 import threading
 from collections.abc import Iterator
 from typing import Any
 
-from viz import overlap
+from viz import jax_private, overlap
 from viz.worker.frames import (
     PROTOCOL_EXIT,
     Callback,
@@ -123,6 +124,9 @@ def serve() -> None:
     _become_subreaper()
     overlap.own_process()  # the collector and switch interval are ours to tune here
     from viz.worker import handlers  # noqa: F401  (import jax before the first request)
+
+    # what started the worker (`python -m viz.worker`) is no frame of the user's either
+    jax_private.hide_frames("<frozen runpy>", runpy.__file__)
 
     try:
         while True:

@@ -114,6 +114,7 @@ def analyze(progress: OnProgress, request: p.Analyze) -> p.Analyzed:
         mlir=request.mlir,
         compile_profile=request.compile_profile,
         on_stage=on_stage,
+        defer_analyses=True,  # XLA's analyses follow the report's head (`Analyzed.wire`)
     )
     return p.Analyzed.of(report)
 

@@ -15,7 +15,7 @@ from viz.compile_profile.model import CompileProfileSection
 from viz.errors import ErrorInfo
 from viz.ir.model import Graphs
 from viz.lessons.rows import BucketCostRow, PlacementRow, ScalingRow, ShapeRow
-from viz.plain import Later, Plain, decode
+from viz.plain import Later, Plain, decode, encode, pending
 from viz.report import Report, Subject
 from viz.worker.parts import Parts
 from viz.worker.requests import Analyze, Request
@@ -28,6 +28,9 @@ Part = tuple[str, str]  # (name, text)
 # them (the history keeps it). A section's text travels as it is, the rest as JSON.
 LATER = ("fusion_map", "kernels", "jaxpr.text", "stablehlo.text", "compiled.text", "mlir")
 GRAPHS = ("compiled", "stablehlo", "jaxpr")
+# What the worker's pipeline leaves to be made after the head is sent (XLA's analyses
+# of the executable: `viz.pipeline`): the Overview's last row reads them
+DEFERRED = ("cost", "memory")
 
 
 @dataclass
@@ -87,21 +90,25 @@ class Analyzed(Reply):
         return {**data, "stdout": self.stdout} if self.stdout else data
 
     def wire(self) -> tuple[dict[str, Any], Iterator[Part]]:
-        """The report without what its first screen does not draw (`LATER`), which
-        follows it, each part made when its turn to be sent comes."""
-        head = self.report.to_dict()
+        """The report without what its first screen does not draw (`LATER`) and what
+        the worker has not made yet (`DEFERRED`), which follow it, each part made when
+        its turn to be sent comes: the deferred ones first."""
+        report = self.report
+        deferred = [name for name in DEFERRED if pending(report, name)]
+        head = replace(report, **dict.fromkeys(deferred)).to_dict()
         later: list[tuple[str, Any]] = []
         for name in LATER:
             section, _, key = name.rpartition(".")
             holder = head[section] if section else head
             if holder and holder.get(key):
                 later.append((name, holder.pop(key)))
-        models = self.report.graph_models
+        models = report.graph_models
         graphs = sorted(models, key=lambda ir: GRAPHS.index(ir) if ir in GRAPHS else len(GRAPHS))
-        head[PARTS] = [name for name, _ in later] + [f"graph_models.{ir}" for ir in graphs]
+        names = deferred + [name for name, _ in later] + [f"graph_models.{ir}" for ir in graphs]
+        head[PARTS] = names
         if self.stdout:
             head["stdout"] = self.stdout
-        return head, _parts(later, models, graphs)
+        return head, _parts(report, deferred, later, graphs)
 
     def arriving(self, parts: Parts) -> Analyzed:
         """This reply with the parts its head named still to come: each field waits for
@@ -114,13 +121,14 @@ class Analyzed(Reply):
             if field_name == "graph_models":
                 graphs.append(key)
             elif key == "text" and getattr(report, field_name) is not None:
-                later = Later(text, str, "")
+                later = Later.arrived(text, str, "")
                 changes[field_name] = replace(getattr(report, field_name), text=later)
             elif field_name == "mlir":
-                changes[field_name] = Later(text, str, None)
+                changes[field_name] = Later.arrived(text, str, None)
             elif field_name in hints:
                 hint = hints[field_name]
-                changes[field_name] = Later(text, functools.partial(_json, hint), [])
+                missing = [] if typing.get_origin(hint) is list else None
+                changes[field_name] = Later.arrived(text, functools.partial(_json, hint), missing)
         graph_text = functools.partial(_graph_text, parts)
         graphs.sort(key=lambda ir: GRAPHS[::-1].index(ir) if ir in GRAPHS else len(GRAPHS))
         changes["graph_models"] = Graphs(names=graphs, text=graph_text)
@@ -155,13 +163,21 @@ class Analyzed(Reply):
         return cls.of(replace(reply.report, subject=asked), reply.stdout)
 
 
-def _parts(later: list[tuple[str, Any]], models: Graphs, graphs: list[str]) -> Iterator[Part]:
-    """The parts that follow a report's head, each made when its turn comes: texts as
-    they are, the rest as JSON."""
+def _parts(
+    report: Report, deferred: list[str], later: list[tuple[str, Any]], graphs: list[str]
+) -> Iterator[Part]:
+    """The parts that follow a report's head, each made when its turn comes: the
+    deferred sections (made now, from the executable), texts as they are, the rest as
+    JSON."""
+    for name in deferred:
+        yield name, json.dumps(encode(getattr(report, name)), separators=(",", ":"))
     for name, value in later:
         yield name, value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
     for ir in graphs:
-        yield f"graph_models.{ir}", json.dumps(models[ir].to_dict(), separators=(",", ":"))
+        yield (
+            f"graph_models.{ir}",
+            json.dumps(report.graph_models[ir].to_dict(), separators=(",", ":")),
+        )
 
 
 def _json(hint: Any, text: str) -> Any:
