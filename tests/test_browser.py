@@ -293,10 +293,11 @@ def test_the_cache_story_fills_the_table_and_draws_each_hit(page) -> None:
     page.get_by_text("2 compiled entries").first.wait_for()
     page.get_by_text("shape f32[256,512] → f32[128,512]").first.wait_for()  # call 3's reason
     chart = page.locator(".js-plotly-plot").first
-    chart.wait_for()
+    chart.locator(".legendtext").nth(2).wait_for()  # drawn after the chart's frame
     legend = chart.locator(".legendtext").all_text_contents()
     assert legend[:3] == ["miss: compile time", "hit: run time", "AOT bucket: run time"]
     hits = chart.locator(".scatterlayer .trace").nth(0).locator("path.point")
+    hits.nth(1).wait_for()
     assert hits.count() == 2  # calls 2 and 4, as green markers
     page.evaluate("document.activeElement.blur()")  # no tooltip over the shot
     page.mouse.move(1400, 880)
