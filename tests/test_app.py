@@ -160,6 +160,8 @@ def test_the_fusion_tab_maps_each_kernel_to_the_ops_it_absorbed() -> None:
     assert "dot_general" in absorbed and "add" in absorbed  # the program's two equations
     assert any(m.value.startswith("Found in the compiled program") for m in at.markdown)
     assert at.get("plotly_chart"), "no op-count chart"
+    assert at.session_state["results"][-1].report.fusion_map_coverage.stablehlo == 1
+    assert not [e for e in at.expander if "not found" in e.label]  # no empty "0 ops" list
 
 
 def test_the_timing_tab_shows_each_time_and_when_compiling_pays_off() -> None:

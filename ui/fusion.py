@@ -281,6 +281,8 @@ def details(fmap: list[FusionEntry], stablehlo: Graph, jaxpr: Graph, chosen: Sel
 
 def not_found(fmap: list[FusionEntry], stablehlo: Graph) -> None:
     missing = missing_ops(fmap, stablehlo)
+    if not missing:  # every op reached a kernel: nothing to list
+        return
     with st.expander(f"{len(missing)} StableHLO ops not found in the optimized program"):
         st.caption("XLA folded them into constants or removed them.")
         table(
