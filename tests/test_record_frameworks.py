@@ -115,11 +115,12 @@ for batch in (2, 3):
 
 
 class Linear(nnx.Module):
-    def __init__(self, rngs):
-        self.layer = nnx.Linear(4, 2, rngs=rngs)
+    def __init__(self, rngs, din=4):
+        self.layer = nnx.Linear(din, 2, rngs=rngs)
+        self.drop = nnx.Dropout(0.5, rngs=rngs)
 
     def __call__(self, x):
-        return self.layer(x)
+        return self.drop(self.layer(x))
 
 
 @nnx.jit
@@ -130,6 +131,9 @@ def predict(model, x):
 linear = Linear(nnx.Rngs(0))
 for batch in (2, 3):
     predict(linear, jnp.ones((batch, 4)))
+linear.eval()  # the dropout turns deterministic: a static attribute
+predict(linear, jnp.ones((3, 4)))
+predict(Linear(nnx.Rngs(0), din=8), jnp.ones((3, 8)))
 """
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
@@ -288,8 +292,23 @@ def test_flax_linen_apply_is_named_by_the_modules_call_and_its_parameters(flax_r
 @needs("flax")
 def test_flax_nnx_jit_is_a_layer_around_the_users_function(flax_run):
     data, _, _ = flax_run
-    first, second = of(data, "predict")
+    first, second, _, _ = of(data, "predict")
     assert first["wraps"] == ["nnx.jit"]
     assert first["defined_at"].endswith(f"model.py:{line_of(FLAX, '@nnx.jit')}")
     assert first["created_at"].endswith(f"model.py:{line_of(FLAX, '@nnx.jit')}")
     assert [(r["arg"], r["kind"]) for r in second["reasons"]] == [("x", "shape")]
+
+
+@needs("flax")
+def test_nnx_variables_and_static_attributes_are_named_by_their_paths_in_the_module(flax_run):
+    """nnx.jit hands JAX the variables without their paths and the modules' static
+    attributes inside one graph definition: each reads by its path in the user's module."""
+    data, _, _ = flax_run
+    first, _, evaluated, wider = of(data, "predict")
+    names = [leaf["arg"] for leaf in first["signature"]]
+    assert {"model.layer.kernel", "model.layer.bias", "model.drop.deterministic"} <= set(names)
+    assert not [n for n in names if "states" in n or re.search(r"model\[\d+\]", n)]
+    said = [(r["arg"], r["kind"], r["before"], r["after"]) for r in evaluated["reasons"]]
+    assert said[0] == ("model.drop.deterministic", "static_value", "False", "True")  # .eval()
+    changed = {(r["arg"], r["kind"]) for r in wider["reasons"]}
+    assert {("model.layer.kernel", "shape"), ("model.layer.in_features", "static_value")} <= changed

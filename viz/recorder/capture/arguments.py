@@ -40,12 +40,15 @@ def signature(
     cwd: str,
     is_static: Callable[[Any], bool] | None = None,
     avals: Mapping[str, Any] | None = None,
+    inside: list[frameworks.Inside] | None = None,
 ) -> Signature:
-    """The call as the jit cache keys it: each argument, and the x64 setting."""
+    """The call as the jit cache keys it: each argument, and the x64 setting.
+    `inside`: per argument, what a framework's split of it hides from JAX (nnx's
+    variables' paths, its modules' static attributes)."""
     args = [
         static_argument(name, value, cwd)
         if i in static
-        else _Reader(cwd, is_static, avals or {}).argument(name, value)
+        else _Reader(cwd, is_static, avals or {}, _at(inside, i)).argument(name, value)
         for i, (name, value) in enumerate(zip(names, values, strict=True))
     ]
     x64 = "on" if jax.config.jax_enable_x64 else "off"
@@ -80,23 +83,48 @@ def _key(said: Any) -> str:
     return "" if said.key == said.text else said.key
 
 
+def _at(inside: list[frameworks.Inside] | None, index: int) -> frameworks.Inside:
+    return inside[index] if inside and index < len(inside) else frameworks.Inside()
+
+
 class _Reader:
     """Reads one argument: its structure in text, its leaves (dynamic and static)."""
 
-    def __init__(self, cwd: str, is_static: Callable[[Any], bool] | None, avals: Mapping):
-        self.cwd, self.is_static, self.avals = cwd, is_static, avals
+    def __init__(
+        self,
+        cwd: str,
+        is_static: Callable[[Any], bool] | None,
+        avals: Mapping,
+        inside: frameworks.Inside,
+    ):
+        self.cwd, self.is_static, self.avals, self.inside = cwd, is_static, avals, inside
         self.leaves: list[LeafSig] = []
+        self.name = ""
 
     def argument(self, name: str, value: Any) -> ArgSig:
+        self.name = name
         paths, tree = jax.tree_util.tree_flatten_with_path(value)
         text = _tree_text(tree)
         if (self.is_static is None and "CustomNode(" not in text) or tree.num_nodes > MAX_NODES:
             self.leaves = [self.leaf(name + jax.tree_util.keystr(p), x) for p, x in paths]
         else:  # static leaves, or custom nodes whose static data the cache keys
             text = self.node(name, value)
-        return ArgSig(name, False, tree=text, leaves=tuple(self.leaves))
+        return ArgSig(name, False, tree=text, leaves=tuple(self._with_inside_static(name)))
+
+    def _with_inside_static(self, name: str) -> list[LeafSig]:
+        """The leaves, with the static attributes a framework's split hides placed before
+        the opaque static part that holds them (so a change reads by its attribute
+        first: `model.bn.use_running_average`, then nnx's graph definition)."""
+        attributes = [static_leaf(name + p, v, self.cwd) for p, v in self.inside.static]
+        at = next(
+            (i for i, leaf in enumerate(self.leaves) if leaf.path.endswith("(static part)")),
+            len(self.leaves),
+        )
+        return self.leaves[:at] + attributes + self.leaves[at:]
 
     def leaf(self, path: str, x: Any) -> LeafSig:
+        if id(x) in self.inside.paths:  # the user's path for a leaf the framework moved
+            path = self.name + self.inside.paths[id(x)]
         if self.is_static is not None and self.is_static(x):
             return static_leaf(path, x, self.cwd)
         if isinstance(x, jax.core.Tracer):

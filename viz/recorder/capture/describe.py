@@ -81,7 +81,8 @@ def describe(call: listener.Call | None, finished: listener.Finished, cwd: str) 
             described.spec, described.spec_reason = spec, reason
             described.convention = calling_convention(call)
             return described
-    sig = arguments.signature(names, values, set(static), cwd)
+    inside = call.user.inside if call.user is not None else None
+    sig = arguments.signature(names, values, set(static), cwd, inside=inside)
     if finished.transform or _has_tracers(values):
         sig = _under(sig, finished.transform or "a transformation")
     return Described(

@@ -8,11 +8,13 @@ the framework's function and its split of the arguments:
 - haiku's `transform` returns an `apply_fn` of its own (haiku/_src/transform.py);
 - flax linen's `jax.jit(model.apply)` is `Module.apply(variables, *args)`, the user's
   `__call__` (or `method=`) inside;
-- flax nnx's `jit` wraps the function in a `JitFn`.
+- flax nnx's `jit` wraps the function in a `JitFn`, called with a split of each module:
+  its graph as static data, its variables as lists of arrays without their paths.
 
 `user_call` reads the call as the user wrote it: their function, the framework's layers
 (`['filter_jit']`, `['haiku.transform']`), their parameter names and, for equinox, their
-arguments with the rule that makes a leaf static. `layer_name` names a framework's
+arguments with the rule that makes a leaf static; for nnx, each variable's path in the
+user's module and each module's static attributes. `layer_name` names a framework's
 wrapper objects for `viz.recorder.capture.unwrap`. No framework is imported here: each is
 recognized by its module's name on a frame or a function, and read through the attributes
 it sets (equinox's `_JitWrapper`, haiku's `_original_fn`), so this module is where a new
@@ -47,12 +49,23 @@ class UserCall:
     is_static: Callable[[Any], bool] | None = None  # a leaf the framework holds static
     renames: dict[str, str] = field(default_factory=dict)  # JAX's argument path → the user's
     keyed_fun: Any = None  # a callable object without arrays, keyed as one static value
+    inside: list[Inside] | None = None  # per argument, what JAX's split of it hides (nnx)
+
+
+@dataclass
+class Inside:
+    """What a framework's split of one argument hides from JAX's view of it: each array
+    leaf's path in the user's object, by the leaf's id (`.layer.kernel`), and the static
+    attributes the split keys as one opaque value (`.bn.use_running_average`)."""
+
+    paths: dict[int, str] = field(default_factory=dict)
+    static: list[tuple[str, Any]] = field(default_factory=list)
 
 
 def user_call(fun: Any, args: tuple, kwargs: dict, frame: FrameType | None) -> UserCall | None:
     """The call as the user wrote it, or None when `fun` is no framework's."""
     try:
-        return _equinox(fun, frame) or _haiku(fun) or _linen(fun, args, kwargs)
+        return _equinox(fun, frame) or _haiku(fun) or _linen(fun, args, kwargs) or _nnx(fun, frame)
     except Exception:  # a framework's internals changed, or a user object misbehaved
         return None
 
@@ -202,6 +215,77 @@ def _linen(fun: Any, args: tuple, kwargs: dict) -> UserCall | None:
         positional[i] if i < len(positional) else f"args[{i}]" for i in range(len(args) - 1)
     ]
     return UserCall(user_fun, ["linen.apply"], names + list(kwargs))
+
+
+# -- flax nnx --------------------------------------------------------------------------------
+def _nnx(fun: Any, frame: FrameType | None) -> UserCall | None:
+    """`nnx.jit`: JAX sees nnx's `JitFn` over a split of each module: its variables
+    without their paths (`model.states[0][1]`), its static attributes inside one graph
+    definition. The user's arguments are in the `__call__` frame of nnx's jit wrapper
+    above; each variable there is named by its path in them and matched to JAX's leaf by
+    identity (the split hands on the same arrays), and each module's static attributes
+    are read by their paths (`model.eval()` turns `.bn.use_running_average` on)."""
+    nnx = sys.modules.get("flax.nnx")
+    if nnx is None or layer_name(fun) != "nnx.jit":
+        return None
+    frame = _frame_of(frame, "flax.nnx.transforms.compilation", "__call__")
+    if frame is None:
+        return None
+    values = [*frame.f_locals.get("args", ()), *frame.f_locals.get("kwargs", {}).values()]
+    return UserCall(fun, [], inside=[_nnx_inside(nnx, value) for value in values])
+
+
+def _nnx_inside(nnx: Any, value: Any) -> Inside:
+    """Every nnx variable of the modules in `value` by its array's id, and every static
+    attribute of theirs, each with its path in `value`."""
+    inside = Inside()
+    is_node = nnx.graph.is_graph_node
+    for outer, node in jax.tree_util.tree_flatten_with_path(value, is_leaf=is_node)[0]:
+        if not is_node(node):
+            continue
+        prefix = _path_text(outer)
+        for inner, leaf in jax.tree_util.tree_flatten_with_path(nnx.state(node))[0]:
+            keys = list(inner)
+            if _key_part(keys[-1]) == "value":  # the Variable's own field
+                keys.pop()
+            inside.paths[id(leaf)] = prefix + _path_text(keys)
+        for parts, sub in nnx.iter_graph(node):
+            if is_node(sub):
+                where = prefix + "".join(map(_path_part, parts))
+                inside.static += [
+                    (where + _path_part(k), v) for k, v in _static_attributes(nnx, sub)
+                ]
+    return inside
+
+
+def _static_attributes(nnx: Any, node: Any) -> list[tuple[str, Any]]:
+    """A module's attributes that its graph definition holds as static data: neither a
+    node nor a variable nor an array (the split carries those apart), nor nnx's own."""
+    found = []
+    for name, value in sorted(getattr(node, "__dict__", {}).items()):
+        if name.startswith("_") or nnx.graph.is_graph_node(value):
+            continue
+        leaves = jax.tree_util.tree_leaves(value)
+        if not any(isinstance(leaf, (nnx.Variable, jax.Array)) for leaf in leaves):
+            found.append((name, value))
+    return found
+
+
+def _path_text(keys: Any) -> str:
+    return "".join(_path_part(_key_part(k)) for k in keys)
+
+
+def _key_part(key: Any) -> Any:
+    """A key path entry's name or index: DictKey's key, GetAttrKey's name, SequenceKey's
+    index."""
+    for field_name in ("key", "name", "idx"):
+        if hasattr(key, field_name):
+            return getattr(key, field_name)
+    return str(key)
+
+
+def _path_part(part: Any) -> str:
+    return f".{part}" if isinstance(part, str) and part.isidentifier() else f"[{part!r}]"
 
 
 # -- layers ------------------------------------------------------------------------------------
