@@ -164,6 +164,14 @@ def test_the_fusion_tab_maps_each_kernel_to_the_ops_it_absorbed() -> None:
     assert not [e for e in at.expander if "not found" in e.label]  # no empty "0 ops" list
 
 
+def test_the_overviews_link_opens_the_fusion_map() -> None:
+    at = open_tab("Overview")
+    at.button(key="ov_fusion").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["result_tab"] == "Fusion"
+    assert any(m.value.startswith("Found in the compiled program") for m in at.markdown)
+
+
 def test_the_timing_tab_shows_each_time_and_when_compiling_pays_off() -> None:
     at = open_tab("Timing")
     shown = {m.label: m.value for m in at.metric}

@@ -240,9 +240,16 @@ def wait_until_lit(page, what: str) -> None:
 
 
 def test_fusion_map_lights_up_a_kernel_and_profiles(page) -> None:
+    from playwright.sync_api import expect
+
     page.goto(f"{page.base_url}/?sample=transformer_block")
     page.get_by_text("jaxpr equations").first.wait_for()
     page.get_by_role("button", name="Open the fusion map").click()  # Overview's link
+    fusion = page.get_by_role("tab", name="Fusion")
+    try:  # the link sets the tab in Session State; the browser follows the server's tab
+        expect(fusion).to_have_attribute("aria-selected", "true", timeout=15_000)
+    except AssertionError:  # Streamlit's tabs, on a loaded machine, can miss that once
+        fusion.click()  # (seen in CI); the link itself is test_app.py's
     page.get_by_text("found in the compiled program").first.wait_for()
     frames = page.frame_locator("[data-testid=stIFrame]")
     frames.first.locator("svg g.node").first.wait_for()
