@@ -116,3 +116,19 @@ def test_the_html_page_is_self_contained_and_holds_every_part():
     for part in ("Summary", "<svg", "Functions, by compile time", "x dim 0 took 2 values"):
         assert part in page
     assert "Where compiles came from" in page and "<details" in page
+
+
+def test_a_compiles_signature_reads_its_arrays_before_its_static_leaves():
+    from viz.recorder.model import ArgLeaf, Compile
+
+    leaves = [
+        ArgLeaf("model.bn.epsilon", static_value="1e-05"),
+        ArgLeaf("model.layer.kernel", [8, 32], "f32"),
+        ArgLeaf("model.bn.use_running_average", static_value="False"),
+        ArgLeaf("x", [2, 8], "f32"),
+    ]
+    compile = Compile(1, 0.0, "step", "m.py:1", "m.py:9", signature=leaves)
+    assert compile.signature_text == (
+        "model.layer.kernel: f32[8,32] · x: f32[2,8] · model.bn.epsilon=1e-05"
+        " · model.bn.use_running_average=False"
+    )

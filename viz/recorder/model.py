@@ -129,6 +129,13 @@ class Compile:
         return self.trace_s + self.lower_s + self.compile_s
 
     @property
+    def signature_text(self) -> str:
+        """The leaves in one line, the arrays first: a framework's static leaves (an
+        equinox static part, an nnx module's attributes) can number dozens."""
+        leaves = sorted(self.signature, key=lambda leaf: leaf.static_value is not None)
+        return " · ".join(leaf.text for leaf in leaves)
+
+    @property
     def key(self) -> str:
         return function_key(self.function, self.defined_at)
 

@@ -201,7 +201,7 @@ def _compile_row(c: Compile, cwd: str) -> list[str]:
         _esc(f"{c.t_s:.2f} s"),
         _esc("; ".join(reason_words(r) for r in c.reasons)),
         _place(c.call_site, cwd),
-        _esc(" · ".join(leaf.text for leaf in c.signature) or "–"),
+        _esc(c.signature_text or "–"),
         _esc(seconds(c.trace_s)),
         _esc(seconds(c.lower_s)),
         _esc(seconds(c.compile_s)),

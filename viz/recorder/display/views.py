@@ -46,7 +46,7 @@ def compile_rows(compiles: list[Compile], cwd: str) -> list[dict[str, Any]]:
             "at": f"{c.t_s:.2f} s",
             "why": "; ".join(reason_words(r) for r in c.reasons),
             "called from": short_path(c.call_site, cwd),
-            "signature": " · ".join(leaf.text for leaf in c.signature),
+            "signature": c.signature_text,
             "trace": seconds(c.trace_s),
             "lower": seconds(c.lower_s),
             "compile": seconds(c.compile_s),
