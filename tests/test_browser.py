@@ -240,10 +240,23 @@ def shot_from(page, name: str, anchor) -> None:
 
 
 def pick(page, label: str, text: str) -> None:
-    """Choose the option containing `text` in the selectbox labelled `label`."""
-    page.get_by_label(label, exact=True).click()
-    page.keyboard.type(text)
-    page.get_by_role("option").filter(has_text=text).first.click()
+    """Choose the option containing `text` in the selectbox labelled `label`, until the
+    box shows it: a choice made while a run redraws the box can be lost (seen in CI on
+    a loaded machine), as a user would see and choose again."""
+    from playwright.sync_api import expect
+
+    box = page.get_by_label(label, exact=True)  # its input holds the chosen option
+    for attempt in range(3):
+        box.click()
+        page.keyboard.type(text)
+        page.get_by_role("option").filter(has_text=text).first.click()
+        try:
+            expect(box).to_have_value(re.compile(re.escape(text)), timeout=10_000)
+            break
+        except AssertionError:
+            if attempt == 2:
+                raise
+            page.keyboard.press("Escape")
     page.wait_for_timeout(1500)
 
 
