@@ -73,4 +73,8 @@ def test_a_kernel_of_the_profile_opens_in_the_fusion_map(page) -> None:  # noqa:
     kernel = open_first_rows_kernel(page, table)
     lit = page.get_by_text(f"kernel {kernel} lit")  # the map picked it: both graphs light it up
     lit.nth(1).wait_for()
-    tall_shot(page, "compile_time_kernel_in_fusion_map", page.get_by_role("tab", name="Fusion"))
+    tall_shot(
+        page,
+        "compile_time_kernel_in_fusion_map",
+        page.get_by_role("tab", name="Fusion", selected=True).first,
+    )

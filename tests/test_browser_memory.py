@@ -58,7 +58,11 @@ def test_a_buffer_at_the_peak_opens_its_kernel_in_the_fusion_map(page) -> None: 
     table.locator("td", has_text="f32[8,4,512,512]").first.wait_for(state="attached")
     kernel = open_first_rows_kernel(page, table)
     page.get_by_text(f"kernel {kernel} lit").nth(1).wait_for(timeout=120_000)
-    tall_shot(page, "memory_kernel_in_fusion_map", page.get_by_role("tab", name="Fusion"))
+    tall_shot(
+        page,
+        "memory_kernel_in_fusion_map",
+        page.get_by_role("tab", name="Fusion", selected=True).first,
+    )
 
 
 def test_donating_from_the_quick_variants_shows_what_it_saved_at_the_peak(page) -> None:  # noqa: F811

@@ -103,4 +103,8 @@ def test_profile_this_compile_opens_explore_on_its_compile_time(page) -> None:  
     page.get_by_role("heading", name="Trace · by line of your code").wait_for(timeout=180_000)
     page.get_by_role("heading", name="XLA compile · its own spans").wait_for()
     assert page.locator("[data-testid=stAlertContentError]").count() == 0
-    shot(page, "recordings_profiled_in_explore", page.get_by_role("tab", name="Compile time"))
+    shot(
+        page,
+        "recordings_profiled_in_explore",
+        page.get_by_role("tab", name="Compile time", selected=True).first,
+    )
