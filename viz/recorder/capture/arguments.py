@@ -31,6 +31,7 @@ from viz.recorder.capture.values import ADDRESS, words
 from viz.spec import dtype_name
 
 MAX_NODES = 10_000  # nodes walked in one argument: a larger one is read without static fields
+STATIC_PART = " (static part)"  # a custom node's static data read as one value
 
 
 def signature(
@@ -117,7 +118,7 @@ class _Reader:
         first: `model.bn.use_running_average`, then nnx's graph definition)."""
         attributes = [static_leaf(name + p, v, self.cwd) for p, v in self.inside.static]
         at = next(
-            (i for i, leaf in enumerate(self.leaves) if leaf.path.endswith("(static part)")),
+            (i for i, leaf in enumerate(self.leaves) if leaf.path.endswith(STATIC_PART)),
             len(self.leaves),
         )
         return self.leaves[:at] + attributes + self.leaves[at:]
@@ -155,7 +156,7 @@ class _Reader:
             return
         fields = frameworks.static_fields(kind, static_data)
         if fields is None:
-            self.leaves.append(static_leaf(f"{path} (static part)", static_data, self.cwd))
+            self.leaves.append(static_leaf(path + STATIC_PART, static_data, self.cwd))
             return
         for name, value in fields:
             self.leaves.append(static_leaf(f"{path}.{name}", value, self.cwd))
