@@ -11,6 +11,7 @@ from viz import charts, demo
 from viz.cache.events import CallEvent, FailedEvent
 from viz.cache.signature import reason_fix, reason_text
 from viz.cache.story import cache_story
+from viz.platforms import DeviceConfig
 from viz.spec import DTYPES, SpecError, array_item, array_item_parts, parse_sizes, resize
 from viz.worker.protocol import CacheCall, CacheCalls, CachePrecompile, CacheReply, CacheState
 
@@ -47,7 +48,7 @@ PLACEMENTS = ("default", "replicated", "sharded", "P('x')", "P(None, 'x')")
 
 def argument_controls() -> tuple[str, dict[str, str]]:
     """One row per parameter, with the control that fits it; returns (spec, placements)."""
-    multi = ui.device().partition(":")[2] not in ("", "1")
+    multi = (DeviceConfig.parse(ui.device()).devices or 1) > 1
     items, placements = [], {}
     for name, item in ui.spec_rows(prog.settings.code, prog.settings.function, prog.settings.args):
         cols = st.columns([1.2, 1, 2.2, 1.4, 1.6], vertical_alignment="bottom")

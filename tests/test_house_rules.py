@@ -864,6 +864,60 @@ def test_the_private_jax_rule_sees_imports_and_module_names(tmp_path: Path) -> N
     assert [u.split(": ")[0] for u in _private_jax_uses(source)] == ["2", "3", "4", "6"]
 
 
+# Platform internals: a platform's kernel names, flags, trace names, tools and library
+# live in viz/platforms/ alone (its modules say what each platform gives). A device's
+# name (cpu, gpu, tpu) in settings and help text is no internal.
+PLATFORM_INTERNALS = (
+    "__ynn_fusion",
+    "xla_cpu_",
+    "tpu_custom_call",
+    "/device:TPU:0",
+    "XLA::TPU",
+    "nvidia-smi",
+    "libtpu",
+)
+PLATFORMS_HOME = ROOT / "viz" / "platforms"
+# Files other issues were editing when the rule came (#59: viz/memory/): their strings
+# move into viz/platforms/ when those branches merge. Each must still hold one.
+PLATFORM_INTERNALS_KNOWN = {
+    "viz/memory/xla.py": "the CPU's library fusions (`__ynn_fusion`), read by #59's reader",
+}
+
+
+def _platform_internals(path: Path) -> list[str]:
+    """`line: string` for each platform internal a file writes (code, strings, comments)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [f"{n}: {s}" for n, line in enumerate(lines, 1) for s in PLATFORM_INTERNALS if s in line]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        p
+        for p in _python_files(("app.py", "pages", "ui", "viz"))
+        if not p.is_relative_to(PLATFORMS_HOME)
+    ],
+    ids=lambda p: p.relative_to(ROOT).as_posix(),
+)
+def test_platform_internals_live_in_viz_platforms_only(path: Path) -> None:
+    found = _platform_internals(path)
+    if path.relative_to(ROOT).as_posix() in PLATFORM_INTERNALS_KNOWN:
+        assert found, "a known exception that no longer holds an internal: remove it"
+        return
+    assert not found, f"{path.relative_to(ROOT)}: move into viz/platforms/: " + ", ".join(found)
+
+
+def test_the_platform_rule_sees_a_planted_internal(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text(
+        'DEVICE = "tpu"  # a device\'s name is no internal\n'
+        'flags = {"xla_cpu_enable_fast_math": True}\n'
+        "# the chip is held: libtpu's lockfile\n"
+    )
+    assert _platform_internals(source) == ["2: xla_cpu_", "3: libtpu"]
+    assert all((ROOT / known).is_file() for known in PLATFORM_INTERNALS_KNOWN)
+
+
 def _report_mappings() -> set[str]:
     """The names of the report's fields, at every level, that hold a mapping or a list
     of mappings (`graphs`, `graph_models`, `ops`, `by_kind_at_peak`, `jaxpr_eqns`, …):

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import pytest
 
+from viz.platforms import available
 from viz.settings import Settings
 from viz.worker import (
     LESSON_TIMEOUT_S,
     Worker,
     WorkerPool,
     WorkerStatus,
-    available_devices,
     protocol,
     worker_env,
 )
@@ -343,7 +343,7 @@ def test_a_gpu_worker_without_a_usable_gpu_says_so_for_every_request(monkeypatch
 
 
 def test_available_devices_always_include_cpu_and_cpu8():
-    assert {"cpu", "cpu:8"} <= set(available_devices())
+    assert {"cpu", "cpu:8"} <= set(available())
 
 
 # --------------------------------------------------------------------------- lifecycle

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from viz import demo
+from viz.platforms import NAMED_WAIT_S, available
 from viz.program import Program
 from viz.samples import default_sample, get_sample, list_samples
 from viz.source import list_functions
@@ -57,11 +58,9 @@ def functions_of(code: str) -> list[str]:
 def open_program(program: Program, device: str | None = None) -> None:
     """Make `program` Explore's current program, with fresh widgets and nothing run:
     Explore shows it and waits for Analyze (History and Recordings open runs this way)."""
-    from viz.worker import available_devices
-
     st.session_state.program = program
     reset_inputs(also=("sample_pick",))
     st.session_state.setdefault("results", [])  # Explore must not auto-analyze
     st.session_state.query_applied = True
-    if device in available_devices():
+    if device and (device in available() or device in available(wait_s=NAMED_WAIT_S)):
         st.session_state.device = device

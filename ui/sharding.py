@@ -22,6 +22,7 @@ from ui.results import Result
 from ui.tables import table
 from ui.variants import run_variant
 from viz.ir.model import IR
+from viz.platforms import DeviceConfig, available
 from viz.program import Program
 from viz.report import Report
 from viz.sharding import ShardingSection
@@ -37,7 +38,6 @@ from viz.sharding.display import (
     summary,
 )
 from viz.units import nbytes, seconds
-from viz.worker import available_devices
 
 TAB = "Sharding"
 MESH_HELP = (
@@ -61,7 +61,7 @@ def mesh_input(prog: Program, device: str) -> str | None:
     problem, needs = mesh_problem(prog.settings.mesh, device)
     if problem is None or needs is None:
         return problem
-    bigger = [d for d in available_devices() if d.startswith("cpu:") and int(d[4:]) >= needs]
+    bigger = [d for d in available() if (DeviceConfig.parse(d).count or 0) >= needs]
     st.warning(problem, icon=":material/grid_view:")
     if bigger:
         st.button(

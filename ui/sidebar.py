@@ -8,19 +8,23 @@ import streamlit as st
 
 from ui.workers import device, owner, pool, seen, worker
 from viz import demo
-from viz.worker import available_devices
+from viz.platforms import NAMED_WAIT_S, available
 
 
 def device_picker() -> None:
-    devices = available_devices()
-    if "device" not in st.session_state and st.query_params.get("device") in devices:
+    shared = st.query_params.get("device")
+    devices = available()
+    if "device" not in st.session_state and shared and shared not in devices:
+        devices = available(wait_s=NAMED_WAIT_S)  # an accelerator's name: JAX's answer
+    if "device" not in st.session_state and shared in devices:
         st.session_state.device = st.query_params["device"]  # a shared link's device
     with st.sidebar:
         st.selectbox(
             "Device",
             devices,
             key="device",
-            help="cpu:8 simulates 8 devices (XLA_FLAGS in the worker) for sharding",
+            help="cpu:8 simulates 8 devices (XLA_FLAGS in the worker) for sharding; "
+            "gpu and tpu appear when JAX sees one on this machine",
         )
 
 

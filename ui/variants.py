@@ -15,6 +15,7 @@ from ui.results import Result, add, record
 from ui.workers import ask
 from viz import demo
 from viz.options import COMMON_OPTIONS, OPTIONS_BY_KEY, parse_options
+from viz.platforms.cpu import EXAMPLE_OPTION
 from viz.program import Program
 from viz.report import Report
 from viz.variants import Variant, options_text, variants
@@ -66,7 +67,7 @@ def options_input(prog: Program) -> tuple[dict[str, Any], str | None]:
             "Other options, one `KEY=VALUE` per line",
             key=FREE_KEY,
             height=80,
-            placeholder="xla_cpu_use_thunk_runtime=False",
+            placeholder=EXAMPLE_OPTION,
             help="values parse as Python literals (True, 3, 0.5), else as text",
         )
         try:

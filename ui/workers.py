@@ -15,8 +15,8 @@ import streamlit as st
 
 from ui.navigation import navigation_from_the_start
 from ui.program import program
-from viz import demo
-from viz.worker import Worker, WorkerPool
+from viz import demo, platforms
+from viz.worker import LESSON_TIMEOUT_S, Worker, WorkerPool
 from viz.worker.protocol import Progress, ReplyT, Request
 
 
@@ -26,6 +26,7 @@ def pool() -> WorkerPool:
     by every session; each session is pinned to one of its workers."""
     workers = WorkerPool()
     workers.warm("cpu")  # the first Analyze should not wait for JAX to import
+    platforms.start_probe()  # which accelerators JAX sees, asked in a child meanwhile
     return workers
 
 
@@ -94,23 +95,36 @@ def ask(
     st.session_state.pop("worker_notice", None)
     target = worker(role)
     waiting = st.empty()
+    what = waited_for(device())
 
     def queued(ahead: int) -> None:
         if ahead:
             waiting.info(
-                f"Waiting for the worker: {ahead} request{'s' if ahead > 1 else ''} "
-                "ahead of yours…",
+                f"Waiting for {what}: {ahead} request{'s' if ahead > 1 else ''} ahead of yours…",
                 icon=":material/hourglass_top:",
             )
         else:
             waiting.empty()
 
     reply = target.ask(
-        request, on_progress=on_progress, on_queue=queued, client=owner(), on_tick=on_tick
+        request,
+        timeout_s=LESSON_TIMEOUT_S if role == "lessons" else None,  # a shared worker's too
+        on_progress=on_progress,
+        on_queue=queued,
+        client=owner(),
+        on_tick=on_tick,
     )
     waiting.empty()
     seen()[f"{device()}#{role}"] = target.generation  # its own failures show as errors
     return reply
+
+
+def waited_for(device: str) -> str:
+    """What a queued request waits for: the worker, or a device one process owns
+    (`the TPU`: every page's requests take turns in its one worker)."""
+    if WorkerPool.shared(device):
+        return f"the {platforms.DeviceConfig.parse(device).platform.upper()}"
+    return "the worker"
 
 
 def seen() -> dict[str, int]:

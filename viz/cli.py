@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from viz.cache.signature import reason_text
 from viz.locations import APP_SCRIPT, command_name
 from viz.memory.display import peak_line
 from viz.options import parse_option
+from viz.platforms import DeviceConfig, DeviceError, examples, held, written
 from viz.recorder import RECORDER_COMMANDS
 from viz.report import Report
 from viz.samples import get_sample
@@ -34,7 +36,9 @@ from viz.settings import Settings
 from viz.specialization import SpecializedArg
 from viz.units import nbytes, seconds
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
-from viz.worker.protocol import Analyze, CacheCalls, CacheReply
+from viz.worker.protocol import Analyze, CacheCalls, CacheReply, ReplyT, Request
+
+WAIT_POLL_S = 5.0  # how often --wait looks whether a held device is free
 
 
 def _target(text: str) -> Settings:
@@ -72,6 +76,13 @@ def _is_sample(file: Path) -> bool:
     return file.parent.name == "samples"
 
 
+def _device(text: str) -> str:
+    try:
+        return str(DeviceConfig.parse(text))
+    except DeviceError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _option(text: str) -> tuple[str, Any]:
     try:
         return parse_option(text)
@@ -94,7 +105,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="static parameters, by name or position (default: none, or the sample's)",
     )
-    common.add_argument("--device", default="cpu", help="cpu, cpu:8 (simulated) or gpu")
+    common.add_argument(
+        "--device",
+        default="cpu",
+        type=_device,
+        help=f"{written(examples())} (cpu:8 simulates 8 devices; an accelerator needs "
+        "JAX's plugin for it)",
+    )
     common.add_argument("--json", type=Path, metavar="OUT", help="write the JSON report here")
     common.add_argument(
         "--timeout",
@@ -154,6 +171,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument(
         "--no-history", action="store_true", help="do not record this run in the history"
+    )
+    analyze.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another process holds the device (a TPU chip: one process at a time), "
+        "wait until it is free instead of failing",
     )
     cache = sub.add_parser("cache", parents=[common], help="call repeatedly, explain cache misses")
     cache.add_argument(
@@ -381,7 +404,7 @@ def _analyze(args: argparse.Namespace, worker: Worker) -> None:
         mlir=args.mlir is not None,
         compile_profile=args.compile_profile,
     )
-    reply = worker.ask(request)
+    reply = ask_waiting(worker, request, args.wait)
     report = reply.report
     if not args.no_history:
         cli_history.record(reply.report, settings.code)
@@ -392,6 +415,24 @@ def _analyze(args: argparse.Namespace, worker: Worker) -> None:
         from viz.export import html_report
 
         args.html.write_text(html_report(report))
+
+
+def ask_waiting(
+    worker: Worker, request: Request[ReplyT], wait: bool, poll_s: float = WAIT_POLL_S
+) -> ReplyT:
+    """`worker`'s reply to `request`; with `wait`, while another process holds the
+    device, asked again (in a fresh worker: JAX tries a backend once per process)
+    every `poll_s`, saying once on stderr what it waits for."""
+    told = False
+    while True:
+        reply = worker.ask(request)
+        if not (wait and reply.error is not None and held(reply.error.message)):
+            return reply
+        if not told:
+            print(f"waiting: {reply.error.message}", file=sys.stderr, flush=True)
+            told = True
+        time.sleep(poll_s)
+        worker.restart(reason="waiting for a held device")
 
 
 def _cache(args: argparse.Namespace, worker: Worker) -> None:

@@ -12,6 +12,8 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
+from viz.platforms import cpu
+
 
 @dataclass(frozen=True)
 class CompilerOption:
@@ -26,21 +28,7 @@ COMMON_OPTIONS = (
         ("fusion", "fusion,cse", "algsimp"),
         "HLO passes to skip (comma-separated). `fusion`: every op becomes its own kernel.",
     ),
-    CompilerOption(
-        "xla_cpu_enable_fast_math",
-        (True, False),
-        "CPU: let LLVM reassociate and approximate floating point (faster, less exact).",
-    ),
-    CompilerOption(
-        "xla_cpu_fast_math_honor_nans",
-        (False, True),
-        "CPU fast math: whether NaNs must be honoured.",
-    ),
-    CompilerOption(
-        "xla_cpu_fast_math_honor_infs",
-        (False, True),
-        "CPU fast math: whether infinities must be honoured.",
-    ),
+    *(CompilerOption(*option) for option in cpu.COMPILER_OPTIONS),
     CompilerOption(
         "xla_backend_optimization_level",
         (0, 1, 2, 3),
@@ -51,18 +39,11 @@ COMMON_OPTIONS = (
         (True, False),
         "Skip LLVM's costliest passes: shorter compiles, possibly slower code.",
     ),
-    CompilerOption(
-        "xla_cpu_scheduler_type",
-        ("CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED", "CPU_SCHEDULER_TYPE_CONCURRENCY_OPTIMIZED"),
-        "CPU: the order XLA runs the program in. Memory-optimized keeps fewer buffers "
-        "live at once; the default favours running independent kernels side by side.",
-    ),
+    CompilerOption(*cpu.SCHEDULER_OPTION),
 )
 OPTIONS_BY_KEY = {option.key: option for option in COMMON_OPTIONS}
 FUSION_OFF = {"xla_disable_hlo_passes": "fusion"}
-# The CPU schedule that favours memory. (`xla_cpu_enable_concurrency_optimized_scheduler
-# =False` changed no schedule on jax 0.10's XLA, measured: the scheduler type does.)
-MEMORY_SCHEDULE = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
+MEMORY_SCHEDULE = cpu.MEMORY_SCHEDULE  # the CPU schedule that favours memory
 
 
 def parse_value(text: str) -> Any:

@@ -25,7 +25,7 @@ class Settings(Plain):
     args: str = ""  # the args spec (viz.spec)
     static: list[str] = field(default_factory=list)  # as static_argnames / static_argnums
     donate: list[str] = field(default_factory=list)  # as donate_argnames / donate_argnums
-    device: str = "cpu"  # cpu, cpu:8, gpu
+    device: str = "cpu"  # cpu, cpu:8, gpu, tpu: a DeviceConfig's text (viz.platforms)
     x64: bool | None = None  # None: on exactly when the spec uses a 64-bit dtype
     compiler_options: dict[str, Any] = field(default_factory=dict)  # as passed to XLA
     mesh: str = ""  # `data=4, model=2`: the device mesh `@ P(...)` splits over

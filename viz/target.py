@@ -30,6 +30,7 @@ from typing import Any
 import jax
 
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError
+from viz.platforms import DeviceConfig, DeviceError
 from viz.settings import Settings
 from viz.source import load_function
 from viz.spec import SpecError, abstract_args, concrete_args, input_bytes, parse_spec, uses_x64
@@ -44,33 +45,34 @@ def spec_error(message: str, hint: str = SPEC_HINT) -> UserCodeError:
 
 
 def resolve_device(device: str) -> jax.Device:
-    """The first device of a configuration such as 'cpu', 'cpu:8' or 'gpu'."""
-    platform, _, count = device.partition(":")
-    if count and not count.isdigit():
-        raise UserCodeError(
-            ErrorInfo(
-                ErrorKind.DEVICE_UNAVAILABLE,
-                f"`{device}` is not a device: write cpu, cpu:8 or gpu",
-                "pick a device the worker lists",
-                stage="spec",
-            )
-        )
+    """The first device of a configuration such as 'cpu', 'cpu:8', 'gpu' or 'tpu'."""
     try:
-        devices = jax.devices({"cuda": "gpu"}.get(platform, platform))
-    except RuntimeError as exc:
+        config = DeviceConfig.parse(device)
+    except DeviceError as exc:
         raise UserCodeError(
             ErrorInfo(
                 ErrorKind.DEVICE_UNAVAILABLE,
-                f"No {platform} device: {exc}",
+                str(exc),
                 "pick a device the worker lists",
                 stage="spec",
             )
         ) from None
-    if count and len(devices) < int(count):
+    try:
+        devices = jax.devices(config.jax_platform)
+    except RuntimeError as exc:
         raise UserCodeError(
             ErrorInfo(
                 ErrorKind.DEVICE_UNAVAILABLE,
-                f"{device} needs {count} devices but this process has {len(devices)}",
+                f"No {config.platform} device: {exc}",
+                "pick a device the worker lists",
+                stage="spec",
+            )
+        ) from None
+    if config.count and len(devices) < config.count:
+        raise UserCodeError(
+            ErrorInfo(
+                ErrorKind.DEVICE_UNAVAILABLE,
+                f"{device} needs {config.count} devices but this process has {len(devices)}",
                 "use the worker for cpu:N (it sets XLA_FLAGS before JAX starts)",
                 stage="spec",
             )

@@ -17,6 +17,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from viz import events
+from viz.cache import clears
 from viz.cache.events import CacheEvent, CallEvent, EntryRow, FailedEvent, RoutedEvent
 from viz.cache.keys import call_signature
 from viz.cache.router import BucketRouter
@@ -33,30 +34,31 @@ from viz.target import Args, Target, spec_error
 PLACEMENTS = ("default", "replicated", "sharded")  # plus 'device:N' and P(...)
 
 
-def partition_sharding(placement: str, platform: str, mesh: str = "") -> NamedSharding:
+def partition_sharding(placement: str, device: str, mesh: str = "") -> NamedSharding:
     """The NamedSharding of a placement written as the spec's suffix (`P('x', None)`,
     `@ P('x')`) on `mesh` (text, viz.spec.mesh; default: one axis `x` over every
-    device of `platform`); a spec_error for a partition or mesh that does not fit."""
+    device of `device`'s platform); a spec_error for a partition or mesh that does not fit."""
     try:
         partition = parse_partition(placement)
-        spec = parse_mesh(mesh) or MeshSpec((MeshAxis("x", len(platform_devices(platform))),))
+        spec = parse_mesh(mesh) or MeshSpec((MeshAxis("x", len(platform_devices(device))),))
     except SpecError as exc:
         raise spec_error(f"placement: {exc}") from None
     unknown = [a for a in partition.axes if a not in spec.sizes]
     if unknown:
         raise spec_error(f"placement {partition}: mesh axis '{unknown[0]}' is not in {spec}")
-    return NamedSharding(device_mesh(spec, platform), PartitionSpec(*partition.entries))
+    return NamedSharding(device_mesh(spec, device), PartitionSpec(*partition.entries))
 
 
-def place(value: Any, placement: str, platform: str = "cpu", mesh: str = "") -> Any:
-    """Put every array leaf of `value` where the user asked, on `platform`'s devices."""
+def place(value: Any, placement: str, device: str = "cpu", mesh: str = "") -> Any:
+    """Put every array leaf of `value` where the user asked, on the devices of
+    `device`'s platform."""
     if placement == "default":
         return value
-    devices = jax.devices({"cuda": "gpu"}.get(platform, platform))
+    devices = platform_devices(device)
     if placement.startswith("device:"):
         target: Any = devices[int(placement.split(":")[1])]
     elif placement.lstrip("@ ").startswith("P"):
-        target = partition_sharding(placement, platform, mesh)
+        target = partition_sharding(placement, device, mesh)
     else:
         mesh = Mesh(np.array(devices), ("x",))
         spec = PartitionSpec("x") if placement == "sharded" else PartitionSpec()
@@ -95,6 +97,13 @@ def x64_notes(args: Args) -> list[str]:
     return [f"{w} canonicalized to {NARROWED[w]}: x64 is off" for w in wide]
 
 
+def emptied_note(by: str, number: int) -> str:
+    return (
+        f"JAX's caches were emptied by {by} after call {number} (the same worker "
+        "serves it): the entries before are gone, so the table starts over here"
+    )
+
+
 class CacheSession:
     """One real jitted function (through the staged pipeline's `Target`), called
     again and again; its table has one row per jit cache entry."""
@@ -119,6 +128,17 @@ class CacheSession:
         self.entries: list[Entry] = []
         self.events: list[CacheEvent] = []
         self.router: BucketRouter | None = None
+        self.clears_seen = clears.CLEARS.count
+
+    def emptied_by(self) -> str | None:
+        """What emptied JAX's caches (this function's among them) since the last look,
+        or None; the table starts over then: its entries are gone."""
+        by = clears.since(self.clears_seen)
+        self.clears_seen = clears.CLEARS.count
+        if by is not None and self.entries:
+            self.entries.clear()
+            return by
+        return None
 
     def clear(self) -> None:
         self.jitted.clear_cache()
@@ -144,7 +164,7 @@ class CacheSession:
         names = self.target.param_names(len(values))
         placements = placements or {}
         return [
-            place(v, placements.get(n, "default"), self.target.device.partition(":")[0], mesh)
+            place(v, placements.get(n, "default"), self.target.device, mesh)
             if i not in self.static_nums
             else v
             for i, (n, v) in enumerate(zip(names, values, strict=True))
@@ -160,6 +180,7 @@ class CacheSession:
     ) -> CallEvent:
         """Call the jitted function once; `x64` None follows the spec, as Explore does;
         `mesh`: the mesh a `P(...)` placement splits over (default: `x` over every device)."""
+        emptied = self.emptied_by()
         args = self.target.args(spec, x64=x64)
         with self.target.scope(args):
             values = self.values(args, placements, mesh)
@@ -177,6 +198,8 @@ class CacheSession:
         hit = self.jitted._cache_size() == size_before
         event = self._record(spec, signature, hit, 0.0 if hit else found.compile_seconds(), wall)
         event.notes = x64_notes(args)
+        if emptied is not None:
+            event.notes.insert(0, emptied_note(emptied, number=len(self.events) - 1))
         if not hit and found.from_disk():
             event.from_disk = self.entries[-1].row.from_disk = True
         if fail_on_recompile and not hit and len(self.entries) > 1:

@@ -60,7 +60,7 @@ def placement(
     ]
     rows = []
     for done, (label, jit_outer, jit_inner) in enumerate(strategies, 1):
-        jax.clear_caches()  # every strategy starts cold (this worker serves lessons only)
+        jax.clear_caches()  # every strategy starts cold (a cache lab in this worker is told)
         target = _placement_target(settings, outer, inner, jit_inner, expressions)
         rows.append(_measure_placement(target, settings.args, label, jit_outer))
         _step(progress, done, len(strategies), label)

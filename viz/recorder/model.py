@@ -55,7 +55,7 @@ class KeyChange:
 
 
 def change_text(change: KeyChange) -> str:
-    """'xla_flags (`--xla_cpu_enable_fast_math=false` added)', 'computation'."""
+    """'xla_flags (`--xla_backend_optimization_level=1` added)', 'computation'."""
     if change.component != "xla_flags":
         if change.component in ("jaxlib", "backend", "compression", "hook"):
             return f"{change.component} ({change.before} → {change.after})"

@@ -8,13 +8,13 @@ import jax
 import numpy as np
 
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError
+from viz.platforms import DeviceConfig
 from viz.spec.mesh import MeshSpec
 
 
 def platform_devices(device: str) -> list[jax.Device]:
-    """Every device of the platform that `device` ('cpu', 'cpu:8', 'gpu') names."""
-    platform = device.partition(":")[0]
-    return jax.devices({"cuda": "gpu"}.get(platform, platform))
+    """Every device of the platform that `device` ('cpu', 'cpu:8', 'gpu', 'tpu') names."""
+    return jax.devices(DeviceConfig.parse(device).jax_platform)
 
 
 def device_mesh(spec: MeshSpec, device: str) -> jax.sharding.Mesh:
@@ -32,7 +32,7 @@ def device_mesh(spec: MeshSpec, device: str) -> jax.sharding.Mesh:
 
 
 def _too_few(spec: MeshSpec, device: str, have: int) -> ErrorInfo:
-    platform = device.partition(":")[0]
+    platform = DeviceConfig.parse(device).platform
     there = f"{device} has {have} device{'s' if have != 1 else ''}"
     hint = (
         f"pick {platform}:{spec.devices} or more as the device (the sidebar's Device, "

@@ -11,6 +11,7 @@ from viz import units
 from viz.fusion.profile import Profile
 from viz.graph import DotStyle, View, VisibleNode, default_view, neighbourhood
 from viz.ir.model import Graph
+from viz.platforms import DeviceConfig, DeviceError
 from viz.sharding.model import Collective, ShardedArg, ShardedOutput, ShardingSection
 from viz.spec import SpecError
 from viz.spec.mesh import parse_mesh
@@ -118,10 +119,10 @@ def collective_style(section: ShardingSection) -> DotStyle:
 
 def devices_of(device: str) -> int | None:
     """Devices a device configuration has: `cpu` 1, `cpu:8` 8 (None: not known here)."""
-    platform, _, count = device.partition(":")
-    if count.isdigit():
-        return int(count)
-    return 1 if platform == "cpu" else None
+    try:
+        return DeviceConfig.parse(device).devices
+    except DeviceError:
+        return None
 
 
 def mesh_problem(mesh: str, device: str) -> tuple[str | None, int | None]:

@@ -31,7 +31,7 @@ package does not import jax.
 
 from viz.worker.client import DEFAULT_TIMEOUT_S, LESSON_TIMEOUT_S, Worker, WorkerStatus, worker_env
 from viz.worker.limits import MemoryBudget, default_memory_limit
-from viz.worker.pool import WorkerPool, available_devices, default_pool_size
+from viz.worker.pool import WorkerPool, default_pool_size
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -40,7 +40,6 @@ __all__ = [
     "Worker",
     "WorkerPool",
     "WorkerStatus",
-    "available_devices",
     "default_memory_limit",
     "default_pool_size",
     "worker_env",

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from viz import demo as demo_mode  # the property `demo` is this worker's
+from viz.platforms import DeviceConfig
 from viz.worker import protocol
 from viz.worker.frames import (
     ATTACHED,
@@ -42,17 +43,10 @@ STARTUP_S = 120.0  # a fresh child's JAX import, not counted against a request's
 
 def worker_env(device: str, memory_limit: int, demo: bool = False) -> dict[str, str]:
     env = dict(os.environ)
-    platform, _, count = device.partition(":")
-    env["JAX_PLATFORMS"] = {"gpu": "cuda"}.get(platform, platform)
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
-    if platform == "cpu" and count:
-        flags.append(f"--xla_force_host_platform_device_count={int(count)}")
-    env["XLA_FLAGS"] = " ".join(flags)
+    DeviceConfig.parse(device).worker_env(env)  # JAX_PLATFORMS, and the platform's own
     env["JITSCOPE_MEMORY_LIMIT_BYTES"] = str(memory_limit)
     env["JITSCOPE_DEMO"] = "1" if demo else ""
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if platform == "gpu":  # JAX takes 75% of a GPU at start: a pool's second worker could not
-        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env

@@ -22,7 +22,9 @@ from typing import Any, TypeVar
 import jax
 
 from viz import demo
+from viz.cache import clears
 from viz.errors import USER_EXITS, ErrorInfo, ErrorKind, UserCodeError, classify
+from viz.platforms import PLATFORMS, DeviceConfig
 from viz.progress import STAGES, OnProgress
 from viz.report import Report, Subject
 from viz.sections import Sections, assemble
@@ -132,22 +134,24 @@ def _stage_frames(progress: OnProgress) -> Callable[[str, Report], None]:
 
 @functools.cache
 def _backend_error() -> ErrorInfo | None:
-    """Why this worker's JAX cannot run anything, or None. A `gpu` worker whose jaxlib
-    has no CUDA plugin (or sees no GPU) fails on first use, with an empty
-    AssertionError, wherever that is: loading the user's module, or tracing."""
+    """Why this worker's JAX cannot run anything, or None, in its platform's own terms
+    (`viz.platforms`). A `gpu` worker whose jaxlib has no CUDA plugin (or sees no GPU)
+    fails on first use, with an empty AssertionError, wherever that is: loading the
+    user's module, or tracing; a `tpu` worker fails when another process holds the chip."""
     try:
         jax.devices()
     except Exception as exc:
-        platform = os.environ.get("JAX_PLATFORMS", "") or "default"
-        return ErrorInfo(
-            ErrorKind.DEVICE_UNAVAILABLE,
-            f"JAX {jax.__version__} cannot start its {platform} backend in this worker"
-            f" ({type(exc).__name__}{': ' + str(exc) if str(exc) else ''})",
-            "on a GPU machine, install the CUDA plugin that matches jax "
-            "(pip install -r requirements-gpu.txt); else pick cpu",
-            stage="spec",
-        )
+        error = f"{type(exc).__name__}{': ' + str(exc) if str(exc) else ''}"
+        why = worker_platform().unavailable(jax.__version__, error)
+        return ErrorInfo(ErrorKind.DEVICE_UNAVAILABLE, why.message, why.hint, stage="spec")
     return None
+
+
+def worker_platform() -> DeviceConfig:
+    """The platform this worker was started for (its JAX_PLATFORMS), as a configuration."""
+    name = os.environ.get("JAX_PLATFORMS", "") or "cpu"
+    by_jax = {p.jax_platform: p.name for p in PLATFORMS.values()}
+    return DeviceConfig(by_jax.get(name, "cpu"))
 
 
 def _expressions() -> bool:
@@ -161,12 +165,26 @@ def _memory_limit(default: int) -> int:
     return int(os.environ.get("JITSCOPE_MEMORY_LIMIT_BYTES", default))
 
 
+# What each request is called where a cache lab says what emptied JAX's caches (those
+# that clear them on purpose; the user's own code may, in any request).
+CALLED: dict[type, str] = {
+    p.Analyze: "an analysis in Explore",
+    p.CompileProfile: "a compile profile in Explore",
+    p.Placement: "the lesson Where to put jit",
+    p.Scaling: "the lesson Compile time vs program size",
+    p.ShapeSweep: "the lesson Shape sweep",
+    p.BucketCosts: "the lesson Batch-size buckets",
+}
+
+
 def handle(request: p.Request, progress: OnProgress) -> p.Reply:
     unusable = _backend_error()
     if unusable is not None:  # every request would fail inside JAX: say why, once
         return request.REPLY.failure(unusable, request)
+    clears.watch()
     try:
-        return HANDLERS[type(request)](progress, request)
+        with clears.doing(CALLED.get(type(request), f"a {request.OP} request")):
+            return HANDLERS[type(request)](progress, request)
     except UserCodeError as exc:
         return request.REPLY.failure(exc.info)
     except USER_EXITS as exc:  # user code outside any stage (a lesson's loop): say what it did

@@ -1,15 +1,17 @@
 """A pool of workers per device: `JITSCOPE_WORKERS` main workers (plus a lessons
-worker each), one shared memory budget, and each browser session pinned to one."""
+worker each), one shared memory budget, and each browser session pinned to one. A
+device that one process owns (a TPU chip: `DeviceConfig.max_processes`) gets one
+worker for everything, Explore, the lessons and the cache lab in turn."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
 import os
-import shutil
 import threading
 from collections import OrderedDict
 
+from viz.platforms import DeviceConfig
 from viz.worker.client import DEFAULT_TIMEOUT_S, LESSON_TIMEOUT_S, Worker
 from viz.worker.limits import MemoryBudget, default_memory_limit
 from viz.worker.protocol import Ping
@@ -21,14 +23,6 @@ def default_pool_size() -> int:
     with contextlib.suppress(ValueError):  # unset or not a number: the default
         return max(1, int(os.environ.get("JITSCOPE_WORKERS", "")))
     return max(1, min(os.cpu_count() or 1, default_memory_limit() // (2 << 30), 4))
-
-
-def available_devices() -> list[str]:
-    """Device configurations the worker can serve on this machine."""
-    devices = ["cpu", "cpu:8"]
-    if shutil.which("nvidia-smi"):
-        devices.insert(0, "gpu")
-    return devices
 
 
 class WorkerPool:
@@ -59,11 +53,13 @@ class WorkerPool:
     def get(self, device: str, role: str = "main", slot: int = 0) -> Worker:
         """Slot `slot`'s worker for `device`; lessons get workers of their own (role
         'lessons') so that clearing caches for cold measurements never touches the
-        cache lab."""
+        cache lab. A device one process owns has one worker, every role's and slot's:
+        requests queue for it (and a cache lab is told when a lesson emptied its cache:
+        `viz.cache.clears`)."""
         with self._lock:
-            key = (device, role, slot % self.size)
+            key = self._key(device, role, slot)
             if key not in self._workers:
-                timeout = self.timeout_s if role == "main" else LESSON_TIMEOUT_S
+                timeout = self.timeout_s if key[1] == "main" else LESSON_TIMEOUT_S
                 worker = Worker(device, timeout, budget=self.budget, demo=self.demo)
                 self._workers[key] = worker
                 if role == "main" and device in self._warmed:
@@ -71,6 +67,16 @@ class WorkerPool:
                         target=worker.ask, args=(Ping(warm=True),), daemon=True
                     ).start()
             return self._workers[key]
+
+    def _key(self, device: str, role: str, slot: int) -> tuple[str, str, int]:
+        if self.shared(device):
+            return (device, "main", 0)
+        return (device, role, slot % self.size)
+
+    @staticmethod
+    def shared(device: str) -> bool:
+        """Whether one worker serves every session and role on `device`."""
+        return DeviceConfig.parse(device).max_processes == 1
 
     def slot(self, client: str) -> int:
         """The slot `client` is pinned to (assigned on first call)."""

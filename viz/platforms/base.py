@@ -1,0 +1,52 @@
+"""What a platform gives, server side: the `Platform` protocol each of `cpu`, `gpu` and
+`tpu` implements, and the words every platform shares. No jax here: the server reads
+these (the picker, the pool, a worker's environment); only `present()` runs in a child
+that has imported jax (`viz.platforms.probe`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from viz.platforms import DeviceConfig
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """Why a platform's backend cannot start, in that platform's own terms."""
+
+    message: str
+    hint: str
+    held: bool = False  # another process owns the device: waiting may help (`--wait`)
+
+
+class Platform(Protocol):
+    name: str  # what a user writes: cpu, gpu, tpu
+    jax_platform: str  # what JAX_PLATFORMS and jax.devices() call it
+    max_processes: int | None  # how many processes may open it at once (None: any)
+    offered: tuple[str, ...]  # the picker's device configurations on a machine that has it
+
+    def detect(self) -> bool:
+        """Whether this machine may have the device: cheap, without jax (a file, a
+        command). The probe child asks JAX only about the platforms that pass."""
+        ...
+
+    def present(self) -> bool:
+        """Whether JAX sees the device (in a child that imported jax); a device
+        another process holds counts as present."""
+        ...
+
+    def worker_env(self, config: DeviceConfig, env: dict[str, str]) -> None:
+        """Set what a worker for `config` needs in its environment before JAX starts."""
+        ...
+
+    def unavailable(self, version: str, error: str) -> Unavailable:
+        """Why JAX `version` could not start this backend (`error`: JAX's exception
+        text), and what to do about it."""
+        ...
+
+
+def backend_failed(name: str, version: str, error: str) -> str:
+    """The message every platform starts from: JAX could not start its backend."""
+    return f"JAX {version} cannot start its {name} backend in this worker ({error})"

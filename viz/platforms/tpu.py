@@ -1,0 +1,114 @@
+"""A Google TPU through libtpu. One process at a time owns a chip: a second one that
+opens it fails in about 2 s on libtpu's lockfile, so the pool gives a TPU one worker
+and a chip held by another process is said as such, with the holder when /proc shows
+it (a process with the chip's device file open)."""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from viz.platforms.base import Unavailable, backend_failed
+
+if TYPE_CHECKING:
+    from viz.platforms import DeviceConfig
+
+LIBRARY = "libtpu"
+LOCK_MARK = "multi-process lockfile"  # libtpu's words when another process holds the chip
+DEVICE_FILES = ("/dev/accel*", "/dev/vfio/[0-9]*")  # a chip's file (v4 and v5e / v5p)
+HELD = "Another process holds the TPU chip"
+
+
+@dataclass(frozen=True)
+class Holder:
+    pid: int
+    command: str
+
+    def __str__(self) -> str:
+        return f"pid {self.pid}: {self.command}" if self.command else f"pid {self.pid}"
+
+
+def _chip_file(target: str) -> bool:
+    return target.startswith("/dev/accel") or target.startswith("/dev/vfio/")
+
+
+def _command(proc: str, pid: str) -> str:
+    try:
+        with open(os.path.join(proc, pid, "cmdline"), "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _opens_chip(proc: str, pid: str) -> bool:
+    fds = os.path.join(proc, pid, "fd")
+    try:
+        names = os.listdir(fds)
+    except OSError:  # gone, or another user's
+        return False
+    for name in names:
+        try:
+            if _chip_file(os.readlink(os.path.join(fds, name))):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def holders(proc: str = "/proc", me: int | None = None) -> list[Holder]:
+    """The processes (other than `me`, default this one) with a TPU chip's device file
+    open, read from `proc`'s fd links: those /proc lets this user see."""
+    me = os.getpid() if me is None else me
+    try:
+        pids = sorted((p for p in os.listdir(proc) if p.isdigit()), key=int)
+    except OSError:
+        return []
+    return [
+        Holder(int(pid), _command(proc, pid))
+        for pid in pids
+        if int(pid) != me and _opens_chip(proc, pid)
+    ]
+
+
+def held_message(found: list[Holder]) -> str:
+    who = f" ({'; '.join(str(h) for h in found)})" if found else ""
+    return f"{HELD}{who}: one process at a time can open a TPU chip"
+
+
+class Tpu:
+    name = "tpu"
+    jax_platform = "tpu"
+    max_processes: int | None = 1
+    offered = ("tpu",)
+
+    def detect(self) -> bool:
+        return any(glob.glob(pattern) for pattern in DEVICE_FILES)
+
+    def present(self) -> bool:
+        import jax
+
+        try:
+            return bool(jax.devices(self.jax_platform))
+        except RuntimeError as exc:
+            return LOCK_MARK in str(exc)  # there, held by another process
+
+    def worker_env(self, config: DeviceConfig, env: dict[str, str]) -> None:
+        return None
+
+    def unavailable(self, version: str, error: str) -> Unavailable:
+        if LOCK_MARK in error:
+            return Unavailable(
+                held_message(holders()),
+                "wait until it ends (jitscope analyze --wait waits for the chip), or pick cpu",
+                held=True,
+            )
+        return Unavailable(
+            backend_failed(self.name, version, error),
+            f"check that {LIBRARY} matches jax (pip install 'jax[tpu]') and that this "
+            "machine has a TPU chip; else pick cpu",
+        )
+
+
+PLATFORM = Tpu()
