@@ -289,3 +289,23 @@ def test_a_clear_is_counted_with_what_made_it(monkeypatch) -> None:
     assert clears.since(count) == "the lesson Shape sweep"
     jax.clear_caches()
     assert clears.since(count + 1) == "code in this worker"
+
+
+# --------------------------------------------------------------------------- the app
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+@pytest.mark.usefixtures("navigation_mode", "plain_editor")
+def test_the_sidebar_offers_what_the_machine_has_and_names_a_shared_worker(monkeypatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv(platforms.ONE_PROCESS_ENV, "cpu")
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["device"] = "cpu:8"  # a shared link's device
+    at.run()
+    picker = at.sidebar.selectbox(key="device")
+    assert picker.options == platforms.available() == ["cpu", "cpu:8"]
+    assert picker.value == "cpu:8"
+    captions = " ".join(c.value for c in at.sidebar.caption)
+    assert "The cpu:8 worker (one process owns the device" in captions

@@ -35,8 +35,13 @@ def worker_status() -> None:
         memory = f"{status.rss_bytes / 2**20:.0f} MiB" if status.rss_bytes else "not started"
         state = "alive" if status.alive else "idle"
         queue = f" · {status.queued} waiting" if status.queued else ""
+        which = (
+            f"The {device()} worker (one process owns the device; every session takes turns)"
+            if pool().shared(device())
+            else f"Worker {pool().slot(owner()) + 1} of {pool().size}"
+        )
         st.caption(
-            f"Worker {pool().slot(owner()) + 1} of {pool().size} · {state} · {memory} · "
+            f"{which} · {state} · {memory} · "
             f"pool budget {status.memory_limit_bytes / 2**30:.0f} GiB · "
             f"{status.requests} requests · {status.restarts} restarts{queue}"
         )
@@ -53,7 +58,7 @@ def restarted_elsewhere() -> None:
     """Tell this session when one of its workers was replaced by someone else's
     request (a restart, timeout or crash): its jit caches and cache-lab state are gone.
     Runs before the page, so the page never shows a table from the old worker."""
-    for role in ("main", "lessons"):
+    for role in ("main",) if pool().shared(device()) else ("main", "lessons"):
         key, target = f"{device()}#{role}", worker(role)
         if key in seen() and seen()[key] != target.generation:
             seen()[key] = target.generation

@@ -4,7 +4,8 @@ A `Worker` is a client for one `python -m viz.worker` child whose environment is
 before JAX starts (`cpu:8` sets XLA_FLAGS to simulate 8 devices). A `WorkerPool`
 holds, per device, `JITSCOPE_WORKERS` such workers (plus one lessons worker each)
 and pins every browser session to one of them, so its cache lab sees one real jit
-cache and nobody else's restart.
+cache and nobody else's restart. A device one process owns (a TPU chip,
+`viz.platforms`) gets one worker that every session and role takes turns on.
 
 Frames are length-prefixed JSON in both directions. The server never unpickles
 what a child sends: a process that runs user code could craft a pickle that runs

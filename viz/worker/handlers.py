@@ -327,7 +327,8 @@ def cache_precompile(progress: OnProgress, request: p.CachePrecompile) -> p.Cach
     return _state(session)
 
 
-# -- lessons: heavy measurements with progress (served by a separate worker) ----
+# -- lessons: heavy measurements with progress (served by a separate worker; on a
+# device one process owns, by its one worker: a cache lab there hears of their clears)
 # (the sample's name stays behind: in demo mode the code already came from it)
 @handles
 def placement(progress: OnProgress, request: p.Placement) -> p.PlacementReply:
