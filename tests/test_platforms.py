@@ -191,7 +191,7 @@ class _HeldThenFree:
     """A worker whose device is held for the first `held` asks."""
 
     def __init__(self, held: int):
-        self.held, self.asks, self.restarts = held, 0, 0
+        self.held, self.asks = held, 0
 
     def ask(self, request: Ping) -> PingReply:
         self.asks += 1
@@ -200,18 +200,33 @@ class _HeldThenFree:
             return PingReply.failure(info, request)
         return PingReply(ok=True)
 
-    def restart(self, reason: str) -> None:
-        self.restarts += 1
 
-
-def test_wait_asks_again_in_a_fresh_worker_until_the_device_is_free(capsys) -> None:
+def test_wait_asks_again_until_the_device_is_free(capsys) -> None:
     worker = _HeldThenFree(held=2)
     assert ask_waiting(worker, Ping(), wait=True, poll_s=0).ok  # type: ignore[arg-type]
-    assert (worker.asks, worker.restarts) == (3, 2)
+    assert worker.asks == 3
     assert capsys.readouterr().err.count("waiting: Another process holds the TPU chip") == 1
     once = _HeldThenFree(held=2)
     assert not ask_waiting(once, Ping(), wait=False).ok  # type: ignore[arg-type]
     assert once.asks == 1
+
+
+def test_a_worker_that_found_its_device_held_ends_so_the_next_request_opens_it_afresh(
+    monkeypatch,
+) -> None:
+    from viz.worker.frames import error_result
+
+    worker = Worker("cpu", timeout_s=60)
+    held = error_result("device_unavailable", tpu.held_message([]), "wait")
+    killed: list[str] = []
+    monkeypatch.setattr(worker, "_run", lambda *args: dict(held))
+    monkeypatch.setattr(worker, "_kill", lambda reason="": killed.append(reason))
+    assert not worker.ask(Ping()).ok
+    assert killed == ["another process held the device"]
+    failed = error_result("device_unavailable", "No tpu device", "pick cpu")
+    monkeypatch.setattr(worker, "_run", lambda *args: dict(failed))
+    assert not worker.ask(Ping()).ok
+    assert killed == ["another process held the device"]  # any other failure: kept
 
 
 # --------------------------------------------------------------------------- one process

@@ -421,8 +421,8 @@ def ask_waiting(
     worker: Worker, request: Request[ReplyT], wait: bool, poll_s: float = WAIT_POLL_S
 ) -> ReplyT:
     """`worker`'s reply to `request`; with `wait`, while another process holds the
-    device, asked again (in a fresh worker: JAX tries a backend once per process)
-    every `poll_s`, saying once on stderr what it waits for."""
+    device, asked again every `poll_s` (the worker that found it held has ended: the
+    next opens it afresh), saying once on stderr what it waits for."""
     told = False
     while True:
         reply = worker.ask(request)
@@ -432,7 +432,6 @@ def ask_waiting(
             print(f"waiting: {reply.error.message}", file=sys.stderr, flush=True)
             told = True
         time.sleep(poll_s)
-        worker.restart(reason="waiting for a held device")
 
 
 def _cache(args: argparse.Namespace, worker: Worker) -> None:

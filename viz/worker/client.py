@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from viz import demo as demo_mode  # the property `demo` is this worker's
-from viz.platforms import DeviceConfig
+from viz.platforms import DeviceConfig, held
 from viz.worker import protocol
 from viz.worker.frames import (
     ATTACHED,
@@ -288,6 +288,8 @@ class Worker:
             payload = self._run(request, timeout, _progress_of(on_progress), ticket, tick)
             parts = _announced(payload)
             reply = _decoded(request, payload)
+            if reply.error is not None and held(reply.error.message):
+                self._kill("another process held the device")  # the next opens it afresh
             if parts is not None:
                 reply = typing.cast(protocol.ReplyT, reply.arriving(parts))
                 threading.Thread(
