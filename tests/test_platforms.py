@@ -68,6 +68,7 @@ def test_each_platforms_worker_environment() -> None:
     assert worker_env("tpu", 1 << 30)["JAX_PLATFORMS"] == "tpu"
     assert "device_count" not in worker_env("tpu", 1 << 30).get("XLA_FLAGS", "")
     assert worker_env("cpu:4", 1 << 30)["XLA_FLAGS"].endswith("device_count=4")
+    assert worker_env("gpu", 1 << 30)[platforms.DEVICE_ENV] == "gpu"
 
 
 # --------------------------------------------------------------------------- available

@@ -22,6 +22,7 @@ from viz.platforms.base import Platform, Unavailable
 PLATFORMS: dict[str, Platform] = {p.name: p for p in (cpu.PLATFORM, gpu.PLATFORM, tpu.PLATFORM)}
 # A test hook: platforms to treat as owned by one process (`cpu` in CI stands for a TPU).
 ONE_PROCESS_ENV = "JITSCOPE_ONE_PROCESS"
+DEVICE_ENV = "JITSCOPE_DEVICE"  # a worker's device configuration, set before it starts
 PROBE_TIMEOUT_S = 60.0  # a TPU takes 6-11 s to open
 # How long a page waits for JAX's answer when a link or a run names a device: only
 # an accelerator's name waits (the CPU's are known at once), and only once.
@@ -76,7 +77,13 @@ class DeviceConfig:
 
     def worker_env(self, env: dict[str, str]) -> None:
         env["JAX_PLATFORMS"] = self.jax_platform
+        env[DEVICE_ENV] = str(self)
         self.module.worker_env(self, env)
+
+    @classmethod
+    def of_worker(cls) -> DeviceConfig:
+        """The configuration this worker process was started for (`cpu` outside one)."""
+        return cls.parse(os.environ.get(DEVICE_ENV) or "cpu")
 
     def unavailable(self, version: str, error: str) -> Unavailable:
         return self.module.unavailable(version, error)

@@ -24,7 +24,7 @@ import jax
 from viz import demo
 from viz.cache import clears
 from viz.errors import USER_EXITS, ErrorInfo, ErrorKind, UserCodeError, classify
-from viz.platforms import PLATFORMS, DeviceConfig
+from viz.platforms import DeviceConfig
 from viz.progress import STAGES, OnProgress
 from viz.report import Report, Subject
 from viz.sections import Sections, assemble
@@ -142,16 +142,9 @@ def _backend_error() -> ErrorInfo | None:
         jax.devices()
     except Exception as exc:
         error = f"{type(exc).__name__}{': ' + str(exc) if str(exc) else ''}"
-        why = worker_platform().unavailable(jax.__version__, error)
+        why = DeviceConfig.of_worker().unavailable(jax.__version__, error)
         return ErrorInfo(ErrorKind.DEVICE_UNAVAILABLE, why.message, why.hint, stage="spec")
     return None
-
-
-def worker_platform() -> DeviceConfig:
-    """The platform this worker was started for (its JAX_PLATFORMS), as a configuration."""
-    name = os.environ.get("JAX_PLATFORMS", "") or "cpu"
-    by_jax = {p.jax_platform: p.name for p in PLATFORMS.values()}
-    return DeviceConfig(by_jax.get(name, "cpu"))
 
 
 def _expressions() -> bool:
