@@ -64,6 +64,12 @@ def test_one_process_owns_a_tpu_and_the_test_hook_marks_any_platform(monkeypatch
     assert DeviceConfig.parse("gpu").max_processes is None
 
 
+def test_only_the_cpu_offers_a_memory_first_schedule() -> None:
+    assert platforms.memory_schedule_of("cpu:8") == platforms.cpu.MEMORY_SCHEDULE
+    assert platforms.memory_schedule_of("tpu") == platforms.memory_schedule_of("gpu") == {}
+    assert platforms.memory_schedule_of("cuda") == {}  # an old run's text: no device
+
+
 def test_each_platforms_worker_environment() -> None:
     assert worker_env("tpu", 1 << 30)["JAX_PLATFORMS"] == "tpu"
     assert "device_count" not in worker_env("tpu", 1 << 30).get("XLA_FLAGS", "")

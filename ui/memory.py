@@ -26,6 +26,7 @@ from viz.memory.display import (
 from viz.memory.model import Memory
 from viz.memory.profile import OTHER
 from viz.options import MEMORY_SCHEDULE
+from viz.platforms import memory_schedule_of
 from viz.report import Report
 from viz.units import nbytes
 from viz.variants import options_text
@@ -173,7 +174,7 @@ def lower_it(r: Report) -> None:
             "read: the Quick variant **Donate the arrays** compiles it so and shows the "
             "two peaks in the diff."
         )
-    if r.device.startswith("cpu"):
+    if memory_schedule_of(r.device):
         st.markdown(
             f"- **Schedule**: the Quick variant **Memory-first schedule** compiles again "
             f"with {options_text(MEMORY_SCHEDULE)} (XLA's CPU scheduler that keeps fewer "

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from viz.options import FUSION_OFF, MEMORY_SCHEDULE
+from viz.platforms import memory_schedule_of
 from viz.program import join_spec, spec_rows
 from viz.worker.protocol import Analyze
 
@@ -70,14 +71,14 @@ def memory_schedule(request: Analyze) -> Variant:
     settings = request.settings
     options = settings.compiler_options
     done = all(options.get(k) == v for k, v in MEMORY_SCHEDULE.items())
-    cpu = settings.device.startswith("cpu")
+    offered = bool(memory_schedule_of(settings.device))
     return Variant(
         "Memory-first schedule",
         ":material/low_priority:",
         f"the same compile with {options_text(MEMORY_SCHEDULE)}: XLA orders the program "
         "to keep fewer buffers live; the diff shows both peaks",
         request.with_settings(compiler_options={**options, **MEMORY_SCHEDULE})
-        if cpu and not done
+        if offered and not done
         else None,
         "this result was compiled with it" if done else "an option of XLA's CPU compiler",
     )

@@ -105,6 +105,15 @@ def held(message: str) -> bool:
     return message.startswith(tpu.HELD)
 
 
+def memory_schedule_of(device: str) -> dict[str, str]:
+    """The options of `device`'s memory-first schedule ({}: its platform offers none, or
+    the text is no device, as an old run's may be)."""
+    try:
+        return dict(DeviceConfig.parse(device).module.memory_schedule)
+    except DeviceError:
+        return {}
+
+
 def platform_of(device: str | DeviceConfig) -> Platform:
     return (device if isinstance(device, DeviceConfig) else DeviceConfig.parse(device)).module
 
@@ -186,6 +195,7 @@ __all__ = [
     "available",
     "examples",
     "held",
+    "memory_schedule_of",
     "platform_of",
     "start_probe",
     "written",

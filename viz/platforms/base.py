@@ -26,6 +26,8 @@ class Platform(Protocol):
     jax_platform: str  # what JAX_PLATFORMS and jax.devices() call it
     max_processes: int | None  # how many processes may open it at once (None: any)
     offered: tuple[str, ...]  # the picker's device configurations on a machine that has it
+    # compiler options for XLA's schedule that keeps fewer buffers live (none: not offered)
+    memory_schedule: tuple[tuple[str, str], ...]
 
     def detect(self) -> bool:
         """Whether this machine may have the device: cheap, without jax (a file, a

@@ -48,6 +48,7 @@ class Cpu:
     jax_platform = "cpu"
     max_processes: int | None = None
     offered = ("cpu", "cpu:8")
+    memory_schedule = tuple(MEMORY_SCHEDULE.items())
 
     def detect(self) -> bool:
         return True

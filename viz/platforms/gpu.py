@@ -21,6 +21,7 @@ class Gpu:
     jax_platform = "cuda"
     max_processes: int | None = None
     offered = ("gpu",)
+    memory_schedule: tuple[tuple[str, str], ...] = ()
 
     def detect(self) -> bool:
         return shutil.which(SMI) is not None or any(os.path.exists(f) for f in DEVICE_FILES)

@@ -82,6 +82,7 @@ class Tpu:
     jax_platform = "tpu"
     max_processes: int | None = 1
     offered = ("tpu",)
+    memory_schedule: tuple[tuple[str, str], ...] = ()
 
     def detect(self) -> bool:
         return any(glob.glob(pattern) for pattern in DEVICE_FILES)
