@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 LIBRARY = "libtpu"
 LOCK_MARK = "multi-process lockfile"  # libtpu's words when another process holds the chip
 DEVICE_FILES = ("/dev/accel*", "/dev/vfio/[0-9]*")  # a chip's file (v4 and v5e / v5p)
+LOCKFILE = "/tmp/libtpu_lockfile"  # the file libtpu locks while a process holds the chip
 HELD = "Another process holds the TPU chip"
 
 
@@ -31,7 +32,7 @@ class Holder:
 
 
 def _chip_file(target: str) -> bool:
-    return target.startswith("/dev/accel") or target.startswith("/dev/vfio/")
+    return target.startswith(("/dev/accel", "/dev/vfio/")) or target == LOCKFILE
 
 
 def _command(proc: str, pid: str) -> str:
