@@ -91,3 +91,48 @@ def test_the_folders_of_processes_that_died_while_compiling_are_removed():
     hlo_dump._remove_orphans.__wrapped__()
     assert not dead.exists() and mine.exists()
     mine.rmdir()
+
+
+def sort_and_cumsum(x):
+    return jnp.cumsum(jnp.sort(x, axis=-1), axis=0)
+
+
+def test_the_dumps_hlo_proto_gives_the_profile_the_memory_analysis_gives():
+    """The TPU's path (its `memory_analysis()` holds no buffer assignment), forced on
+    the CPU: XLA's dump of the compile, read before the folder goes, gives the same
+    profile as the assignment the analysis holds."""
+    from viz.memory.profile import executable_profile, hlo_proto_profile
+
+    dump = OptimizedHloDump({}, environ={}, proto=True)
+    try:
+        lowered = jax.jit(sort_and_cumsum).lower(jax.ShapeDtypeStruct((512, 256), jnp.float32))
+        compiled = lowered.compile(compiler_options=dump.options)
+        dumped = dump.hlo_proto()
+    finally:
+        dump.close()
+    assert dumped and not os.path.exists(dump.folder)
+    executable = compiled.runtime_executable()
+    from_analysis = executable_profile(executable, compiled.memory_analysis())
+    from_dump = hlo_proto_profile(dumped)
+    assert from_dump.peak_bytes == from_analysis.peak_bytes > 512 * 256 * 4
+    assert from_dump.at_peak == from_analysis.at_peak
+    assert from_dump.timeline == from_analysis.timeline
+
+    class NoAssignment:  # a TPU's analysis
+        serialized_buffer_assignment_proto = b""
+
+    fallback = executable_profile(executable, NoAssignment(), dumped)
+    assert fallback.peak_bytes == from_analysis.peak_bytes
+
+
+def test_a_dump_asked_for_its_proto_keeps_the_buffer_assignment_whole():
+    proto = OptimizedHloDump({}, environ={}, proto=True)
+    text = OptimizedHloDump({}, environ={})
+    try:
+        assert proto.options["xla_dump_hlo_as_proto"] is True
+        assert "xla_dump_buffer_assignment_analysis" not in proto.options
+        assert proto.hlo_proto() is None  # nothing compiled yet
+        assert text.hlo_proto() is None  # not asked for
+    finally:
+        proto.close()
+        text.close()

@@ -25,7 +25,7 @@ from viz import cli_history
 from viz.cache.events import CacheEvent, FailedEvent, RoutedEvent
 from viz.cache.signature import reason_text
 from viz.locations import APP_SCRIPT, command_name
-from viz.memory.display import peak_line
+from viz.memory.display import padding_text, peak_line, spaces_text
 from viz.options import parse_option
 from viz.recorder import RECORDER_COMMANDS
 from viz.report import Report
@@ -206,7 +206,9 @@ def summarize_report(report: Report) -> str:
         )
     lines.extend(_fusion_lines(report))
     if report.memory:
-        lines.extend(filter(None, [peak_line(report.memory, report.source_file)]))
+        memory, source = report.memory, report.source_file
+        said = [peak_line(memory, source), padding_text(memory, source), spaces_text(memory)]
+        lines.extend(filter(None, said))
     lines.extend(_specialization_lines(report))
     lines.extend(_sharding_lines(report))
     lines.extend(_compile_profile_lines(report))

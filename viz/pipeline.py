@@ -34,6 +34,7 @@ from viz.errors import USER_EXITS, UserCodeError
 from viz.fusion.report import PROFILE_RUNS, fusion_map_section, profile_section
 from viz.hlo_dump import OptimizedHloDump
 from viz.ir.stablehlo import module_bytecode
+from viz.memory.profile import assignment_from_dump
 from viz.overlap import Background, CompileWindow, IdlePriority, gc_paused, reads_beside_compile
 from viz.plain import Later
 from viz.progress import OnStage, glimpse
@@ -265,8 +266,11 @@ class _Analysis:
         bytecode = module_bytecode(lowered.mlir_module())  # read from a copy (module_copy)
         if not reads_beside_compile():
             return self._compile_then_read(traced, lowered, bytecode)
+        proto = assignment_from_dump(traced.target.device)
         dump = OptimizedHloDump(
-            traced.target.compiler_options, wanted=len(bytecode) >= DUMP_FROM_BYTES
+            traced.target.compiler_options,
+            wanted=len(bytecode) >= DUMP_FROM_BYTES or proto,
+            proto=proto,
         )
         window = CompileWindow()  # the readers hold the GIL only while XLA does not
         # XLA generates code on every core: the readers take only the CPU it leaves idle,
@@ -290,6 +294,7 @@ class _Analysis:
             try:
                 window.open()
                 compiled = lowered.compile(dump.options)
+                compiled.dumped_hlo = dump.hlo_proto()  # read before the folder goes
                 # XLA's memory analysis releases the GIL (its text and cost analyses
                 # hardly do): it runs beside the rest of the reading, the dump's check
                 # too, and the memory profile is read from it there
@@ -308,12 +313,17 @@ class _Analysis:
     ) -> tuple[Compiled, Background[readers.MemoryRead]]:
         """XLA's compile with nothing beside it, then the IRs read on the calling thread
         while XLA's memory analysis runs (`viz.overlap.reads_beside_compile`: in a
-        process not jitscope's own). No dump: the compiled HLO is read from the
-        executable's text."""
+        process not jitscope's own). No dump of the text (of the buffer assignment
+        alone, where the platform needs it: `assignment_from_dump`): the compiled HLO is
+        read from the executable's text."""
+        proto = assignment_from_dump(traced.target.device)
+        dump = OptimizedHloDump(traced.target.compiler_options, wanted=proto, proto=proto)
         try:
-            compiled = lowered.compile()
+            compiled = lowered.compile(dump.options)
+            compiled.dumped_hlo = dump.hlo_proto()
             memory = Background(lambda: readers.read_memory(compiled), "xla")
         finally:  # a failed compile keeps what the readers find
+            dump.close()
             no_dump = OptimizedHloDump({}, wanted=False)
             user_file, told = self.target.user_file, self.stream.read
             self._keep(readers.read_early(traced, bytecode, no_dump, user_file, told))

@@ -61,6 +61,9 @@ class PeakBuffer(Plain):
     recomputed: bool = False  # made by an op jax.checkpoint recomputes
     buffers: int = 1  # buffers the row stands for (`other`: several)
     argument: str = ""  # a parameter's argument as the user wrote it: params['w']
+    note: str = ""  # how its line was found, or why it has none (a copy XLA inserted for layout)
+    logical_bytes: int = 0  # its elements' bytes (its shape's)
+    padded_bytes: int = 0  # as its layout's tiles lay it out (a TPU's): ≥ logical_bytes
 
     @property
     def type(self) -> str:
@@ -104,6 +107,9 @@ class Memory(Plain):
     residuals: list[Residual] = field(default_factory=list)  # saved for the backward pass
     residuals_note: str = ""  # why the residuals are not listed, where they are not
     profile_warning: str = ""  # why there is no profile, where XLA's could not be read
+    # bytes XLA allocated in memory spaces other than the device's memory, by space
+    # (an allocation's colour: a TPU's VMEM is 1), not in the peak
+    other_spaces: dict[str, int] = field(default_factory=dict)
 
     @property
     def arguments_at_peak(self) -> int:
