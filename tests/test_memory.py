@@ -360,6 +360,57 @@ def test_a_layout_copy_names_the_buffer_it_copies_and_its_line():
     assert found.where == f"{__file__}:{line_of('each row sorted')}"
 
 
+# ------------------------------------------ out of memory at compile: the estimate
+
+
+REFUSED_ABOVE = 1024  # the simulated device: a batch over this does not fit
+
+
+def _refusing(real):
+    def compile(self, *args, **kwargs):
+        (x, *_), _ = self.args_info
+        if x.shape[0] > REFUSED_ABOVE:
+            raise jax.errors.JaxRuntimeError(
+                "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required "
+                "for HLO temporaries (20.00G) exceeds available HBM (15.75G)."
+            )
+        return real(self, *args, **kwargs)
+
+    return compile
+
+
+def test_out_of_memory_at_compile_names_the_buffers_that_would_fill_it(monkeypatch):
+    """XLA refuses the compile (simulated: libtpu's message above a batch of 1024): the
+    same program compiled at 1024, 512 and 256, sizes taken back to 4096, comes within
+    VALIDATED_PCT of the real profile of the program that fits on this CPU."""
+    from viz.cli import summarize_report
+    from viz.memory.estimate import VALIDATED_PCT
+
+    real = analyze(sort_and_cumsum, "f32[4096,1024]", runs=0).memory
+    monkeypatch.setattr(jax.stages.Lowered, "compile", _refusing(jax.stages.Lowered.compile))
+    report = analyze(sort_and_cumsum, "f32[4096,1024]", runs=0)
+    error, memory = report.error, report.memory
+    assert error.kind == "out_of_memory" and error.stage == "compile"
+    assert "donate" in error.hint and "jax.checkpoint" in error.hint and "shard" in error.hint
+    assert memory.estimate.compiled_at == [1024, 512, 256]
+    off = abs(memory.peak_bytes - real.peak_bytes) / real.peak_bytes * 100
+    assert off <= VALIDATED_PCT, off
+    print(f"estimated peak {memory.peak_bytes}, real {real.peak_bytes}: {off:.3f} % off")
+    assert memory.estimate.checked_pct < 1  # the smallest batch: 0.13 % off the line
+    estimated = {(r.instruction, r.type): r.bytes for r in memory.at_peak}
+    assert estimated == {(r.instruction, r.type): r.bytes for r in real.at_peak}
+    assert f"{nbytes(memory.peak_bytes)} at its peak" in error.message
+    assert (
+        f"at test_memory.py:{line_of('summed down the columns')}, f32[4096,1024]" in error.message
+    )
+    assert memory.limit_bytes == round(15.75 * (1 << 30))  # as XLA's message gives it
+    said = fit_text(memory)  # the Memory tab's: with the method and how close it is
+    assert f"it fits ({memory.estimate.said})." in said and "estimated: XLA gave no" in said
+    assert "compiled at batch 1,024, 512, 256 (of 4,096)" in error.message
+    text = summarize_report(report)
+    assert "None" not in text and "compiled kernels –" in text
+
+
 # ---------------------------------------------------------- the truth: measured
 
 

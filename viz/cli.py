@@ -201,6 +201,7 @@ def summarize_report(report: Report) -> str:
             report.stablehlo.op_count if report.stablehlo else None,
             report.compiled.kernel_count if report.compiled else None,
         )
+        counts = tuple("–" if c is None else c for c in counts)  # a stage that did not run
         lines.append(
             f"jaxpr eqns {counts[0]} → StableHLO ops {counts[1]} → compiled kernels {counts[2]}"
         )

@@ -30,7 +30,7 @@ from typing import Any
 import jax
 
 from viz import readers
-from viz.errors import USER_EXITS, UserCodeError
+from viz.errors import USER_EXITS, ErrorKind, UserCodeError
 from viz.fusion.report import PROFILE_RUNS, fusion_map_section, profile_section
 from viz.hlo_dump import OptimizedHloDump
 from viz.ir.stablehlo import module_bytecode
@@ -39,8 +39,8 @@ from viz.overlap import Background, CompileWindow, IdlePriority, gc_paused, read
 from viz.plain import Later
 from viz.progress import OnStage, glimpse
 from viz.readers import Early
-from viz.report import Report, Subject
-from viz.sections import Found, IRRead, Sections, assemble, sides_of
+from viz.report import Cost, Report, Subject
+from viz.sections import Analyses, Found, IRRead, Sections, assemble, sides_of
 from viz.settings import Settings
 from viz.stages import Compiled, Lowered, Traced, block, trace
 from viz.target import DEFAULT_MEMORY_LIMIT, Args, Target
@@ -197,6 +197,12 @@ class _Analysis:
         if exc.seconds is not None and stage in ("trace", "lower", "compile"):
             self.found.seconds[stage] = exc.seconds
         self.found.error = exc.info
+        if exc.info.kind == ErrorKind.OUT_OF_MEMORY and self.traced is not None:
+            from viz.memory.estimate import out_of_memory_section
+
+            with self.target.scope(self.traced.args):
+                memory, error = out_of_memory_section(self.target, self.traced.abstract, exc.info)
+            self.found.analyses, self.found.error = Analyses(Cost(), memory), error
 
     def report(self, compile_profile: bool) -> Report:
         """The specialization, what jax.checkpoint saves (and the compile profile where

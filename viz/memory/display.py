@@ -64,10 +64,12 @@ def fit_text(memory: Memory, source_file: str | None = None) -> str | None:
     needs = f"Running needs {nbytes(memory.peak_bytes)} at its peak"
     if memory.at_peak:
         needs += f": {peak_fillers(memory, source_file)}"
+    how = f" ({memory.estimate.said})" if memory.estimate else ""
     if memory.limit_bytes is None:
-        return needs + "."
+        return f"{needs}{how}."
     verdict = "it does not fit" if memory.peak_bytes > memory.limit_bytes else "it fits"
-    return f"{needs}; {memory.limit_of or 'the limit'} is {nbytes(memory.limit_bytes)}: {verdict}."
+    limit = f"{memory.limit_of or 'the limit'} is {nbytes(memory.limit_bytes)}"
+    return f"{needs}; {limit}: {verdict}{how}."
 
 
 def buffer_rows(buffers: list[PeakBuffer], source_file: str | None) -> list[dict[str, Any]]:

@@ -84,6 +84,20 @@ class Residual(Plain):
 
 
 @dataclass
+class OomEstimate(Plain):
+    """How the profile of a program XLA refused to compile (out of memory) was found:
+    the same program compiled at smaller batches, sizes taken back to the full one
+    (`viz.memory.estimate`)."""
+
+    method: str  # 'scaled-down compile'
+    batch: int  # the arguments' leading dimension asked for
+    compiled_at: list[int] = field(default_factory=list)  # the batches compiled, largest first
+    checked_pct: float | None = None  # the third batch's peak off the line of the first two, %
+    validated_pct: float | None = None  # off the real peak on a program that fits (tests), %
+    said: str = ""  # the method and its closeness, in words
+
+
+@dataclass
 class Memory(Plain):
     """XLA's totals (`memory_analysis()`), and the memory profile (issue #54,
     `viz.memory`): the bytes live at each step of the schedule, the peak and the
@@ -110,6 +124,7 @@ class Memory(Plain):
     # bytes XLA allocated in memory spaces other than the device's memory, by space
     # (an allocation's colour: a TPU's VMEM is 1), not in the peak
     other_spaces: dict[str, int] = field(default_factory=dict)
+    estimate: OomEstimate | None = None  # the figures are estimated: XLA refused the compile
 
     @property
     def arguments_at_peak(self) -> int:
