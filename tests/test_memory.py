@@ -21,7 +21,7 @@ from conftest import TESTED_JAX
 
 from viz import analyze
 from viz.diff import diff_reports
-from viz.memory.display import fit_text, padding_text, peak_line, spaces_text, where_text
+from viz.memory.display import describe, fit_text, padding_text, peak_line, spaces_text, where_text
 from viz.memory.live import flatten, live_ranges
 from viz.memory.model import Memory, PeakBuffer
 from viz.memory.padding import logical_bytes, padded_bytes, parse_array, times_its_size
@@ -358,6 +358,11 @@ def test_a_layout_copy_names_the_buffer_it_copies_and_its_line():
     found = line_or_reason(kernels, copies[0])
     assert found.note.startswith("a copy XLA inserted for layout, of sort")
     assert found.where == f"{__file__}:{line_of('each row sorted')}"
+    row = PeakBuffer(copies[0], "fusion", [8], "f32", 32, "temporary", found.where, note=found.note)
+    assert describe(row) == (
+        f"the fusion {copies[0]} at test_memory.py:{line_of('each row sorted')} "
+        f"({found.note}), f32[8] 32 B"
+    )
 
 
 # ------------------------------------------ out of memory at compile: the estimate
@@ -397,6 +402,9 @@ def test_out_of_memory_at_compile_names_the_buffers_that_would_fill_it(monkeypat
     assert off <= VALIDATED_PCT, off
     print(f"estimated peak {memory.peak_bytes}, real {real.peak_bytes}: {off:.3f} % off")
     assert memory.estimate.checked_pct < 1  # the smallest batch: 0.13 % off the line
+    assert max(p.bytes for p in memory.timeline) == memory.peak_bytes
+    assert [p.bytes for p in memory.timeline] == [p.bytes for p in real.timeline]
+    assert memory.peak_at.instruction == real.peak_at.instruction
     estimated = {(r.instruction, r.type): r.bytes for r in memory.at_peak}
     assert estimated == {(r.instruction, r.type): r.bytes for r in real.at_peak}
     assert f"{nbytes(memory.peak_bytes)} at its peak" in error.message

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from viz.memory.lines import LAYOUT_COPY
 from viz.memory.model import Memory, PeakBuffer, Residual
 from viz.memory.padding import times_its_size
 from viz.memory.profile import OTHER, MemoryProfile
@@ -148,8 +149,8 @@ def describe(row: PeakBuffer, source_file: str | None = None) -> str:
     else:
         what = f"the {row.op} {row.instruction}"
     at = f" at {where_text(row.where, source_file)}" if row.where else ""
-    if not row.where and row.note:
-        at = f" ({row.note})"
+    if row.note and (not row.where or row.note.startswith(LAYOUT_COPY)):
+        at += f" ({row.note})"  # the line is the copied buffer's: say so
     return f"{what}{at}, {row.type} {nbytes(row.bytes)}"
 
 

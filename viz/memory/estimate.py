@@ -27,7 +27,7 @@ from viz.errors import ErrorInfo, out_of_memory
 from viz.hlo_dump import OptimizedHloDump
 from viz.ir.hlo import read_hlo_text
 from viz.memory.display import peak_fillers
-from viz.memory.model import Memory, OomEstimate, PeakBuffer
+from viz.memory.model import Memory, OomEstimate, PeakBuffer, TimelinePoint
 from viz.memory.profile import (
     OTHER,
     MemoryProfile,
@@ -178,7 +178,27 @@ def _extrapolated(first: Sized, second: Sized, full: int) -> MemoryProfile:
         for kind, v in first.profile.by_kind_at_peak.items()
     }
     peak = on_line(first.profile.peak_bytes, second.profile.peak_bytes)
-    return replace(first.profile, peak_bytes=peak, at_peak=rows, by_kind_at_peak=kinds, timeline=[])
+    timeline = _timeline(first.profile.timeline, second.profile.timeline, on_line, full / b1)
+    return replace(
+        first.profile, peak_bytes=peak, at_peak=rows, by_kind_at_peak=kinds, timeline=timeline
+    )
+
+
+def _timeline(
+    first: list[TimelinePoint],
+    second: list[TimelinePoint],
+    on_line: Callable[[int, int], int],
+    factor: float,
+) -> list[TimelinePoint]:
+    """The bytes at each step taken to the full size: on the line where both sizes ran
+    the same schedule, else in proportion."""
+    same = len(first) == len(second) and all(
+        a.instruction == b.instruction for a, b in zip(first, second, strict=True)
+    )
+    pairs = zip(first, second if same else first, strict=True)
+    value = on_line if same else (lambda v, _: round(v * factor))
+    kinds = ("bytes", "parameter", "output", "temporary", "constant")
+    return [replace(a, **{k: value(getattr(a, k), getattr(b, k)) for k in kinds}) for a, b in pairs]
 
 
 def _scaled(row: PeakBuffer, other: PeakBuffer, value: Callable[[int, int], int]) -> PeakBuffer:
@@ -235,6 +255,8 @@ def out_of_memory_section(
     limit = limit_in(error.message)
     memory = Memory(
         peak_bytes=profile.peak_bytes,
+        peak_at=profile.peak_at,
+        timeline=profile.timeline,
         at_peak=profile.at_peak,
         by_kind_at_peak=profile.by_kind_at_peak,
         other_spaces=profile.other_spaces,

@@ -26,6 +26,7 @@ from viz.ir.model import Graph, Node
 
 LAYOUT_OPS = frozenset(("copy", "transpose", "bitcast", "reshape", "parameter"))
 NO_LINE = "XLA kept no line for this kernel"
+LAYOUT_COPY = "a copy XLA inserted for layout"
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,9 @@ def line_or_reason(kernels: Kernels, kernel: str) -> Found:
     if kernels.is_layout_copy(kernel):
         source = _copied(kernels, kernel)
         if source is not None:
-            copied = f"a copy XLA inserted for layout, of {source}"
+            copied = f"{LAYOUT_COPY}, of {source}"
             return Found(kernels.line.get(source, ""), copied)
-        return Found("", "a copy XLA inserted for layout")
+        return Found("", LAYOUT_COPY)
     for operand in kernels.inputs.get(kernel, ()):
         node = kernels.nodes[operand]
         line = kernels.line.get(kernels.kernel[operand], "")
