@@ -419,6 +419,25 @@ def test_out_of_memory_at_compile_names_the_buffers_that_would_fill_it(monkeypat
     assert "None" not in text and "compiled kernels –" in text
 
 
+def test_no_estimate_where_no_smaller_batch_compiles_or_another_error_stops_it():
+    from viz.memory.estimate import estimate
+
+    tried: list[int] = []
+
+    def refused(target, abstract):
+        tried.append(abstract[0].shape[0])
+        raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Ran out of memory on HBM")
+
+    def broken(target, abstract):
+        raise TypeError("the function needs a batch of 8")
+
+    args = [S((8, 4), F32)]
+    assert estimate(None, args, compile_at=refused) is None
+    assert tried == [4, 2, 1]  # halved to a single row
+    assert estimate(None, args, compile_at=broken) is None
+    assert estimate(None, [S((), F32)], compile_at=broken) is None  # no batch to scale
+
+
 # ---------------------------------------------------------- the truth: measured
 
 

@@ -15,6 +15,12 @@ JSON (`same_program` checks that once the compile returns, and the pipeline read
 executable's `as_text()` instead where it does not hold). A user who dumps already
 (`xla_dump_to` in XLA_FLAGS or in the compiler options) keeps their dump: nothing is
 redirected then, and the compiled HLO is read after the compile as before.
+
+Where `memory_analysis()` holds no buffer assignment (a TPU's), the dump is asked for
+the optimized module with its buffer assignment as an HloProto too (`proto`: then every
+compile dumps, and the buffer-assignment dump is left whole), the memory profile's
+source there. The compile that asked for the dump reads it (`hlo_proto`) once it
+returns and before the folder is removed: nothing beside it reads a folder that is gone.
 """
 
 from __future__ import annotations

@@ -89,14 +89,14 @@ def compile_profile(target: Any, abstract: list[Any]) -> MemoryProfile:
 def estimate(
     target: Any,
     abstract: list[Any],
-    compile: Callable[[Any, list[Any]], MemoryProfile] = compile_profile,
+    compile_at: Callable[[Any, list[Any]], MemoryProfile] = compile_profile,
 ) -> tuple[MemoryProfile, OomEstimate] | None:
     """The profile at full size, estimated from the program compiled at smaller
     batches (None: no batch to scale, or no smaller batch compiles)."""
     full = batch_of(abstract)
     if full is None or full < 2:
         return None
-    sizes = _fitting(target, abstract, full, compile)
+    sizes = _fitting(target, abstract, full, compile_at)
     if len(sizes) < 2:
         return None
     first, second = sizes[0], sizes[1]
@@ -113,7 +113,12 @@ def estimate(
     )
 
 
-def _fitting(target: Any, abstract: list[Any], full: int, compile) -> list[Sized]:
+def _fitting(
+    target: Any,
+    abstract: list[Any],
+    full: int,
+    compile_at: Callable[[Any, list[Any]], MemoryProfile],
+) -> list[Sized]:
     """The profiles at the largest batch that compiles (halving from `full`), and at
     half and a quarter of it."""
     batch = full
@@ -122,7 +127,7 @@ def _fitting(target: Any, abstract: list[Any], full: int, compile) -> list[Sized
         if batch < 1:
             return []
         try:
-            first = compile(target, at_batch(abstract, full, batch))
+            first = compile_at(target, at_batch(abstract, full, batch))
         except Exception as exc:
             if out_of_memory(str(exc)):
                 continue
@@ -135,7 +140,7 @@ def _fitting(target: Any, abstract: list[Any], full: int, compile) -> list[Sized
         if smaller < 1:
             break
         try:
-            sizes.append(Sized(smaller, compile(target, at_batch(abstract, full, smaller))))
+            sizes.append(Sized(smaller, compile_at(target, at_batch(abstract, full, smaller))))
         except Exception:
             break
     return sizes
@@ -240,12 +245,12 @@ def _said(full: int, batches: list[int], checked: float | None) -> str:
 
 
 def out_of_memory_section(
-    target: Any, abstract: list[Any], error: ErrorInfo, compile=compile_profile
+    target: Any, abstract: list[Any], error: ErrorInfo
 ) -> tuple[Memory, ErrorInfo]:
     """The report's memory for a compile XLA refused for lack of memory (the estimate,
     where one can be made), and the error naming the buffers that would fill it."""
     try:
-        found = estimate(target, abstract, compile)
+        found = estimate(target, abstract)
     except Exception:  # the estimate is a bonus: the error stands without it
         found = None
     if found is None:
