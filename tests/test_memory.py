@@ -136,7 +136,7 @@ def test_only_the_devices_memory_space_counts_the_others_are_shown_apart():
     memory = Memory(peak_bytes=after.peak_bytes, other_spaces=after.other_spaces)
     assert spaces_text(memory) == (
         f"also in other memory spaces, not in the peak: {nbytes(block.size)} in space 1 "
-        "(a TPU's VMEM)"
+        "(VMEM, on a TPU)"
     )
 
 

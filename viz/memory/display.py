@@ -180,7 +180,7 @@ def _padding(row: PeakBuffer) -> int:
 
 def spaces_text(memory: Memory) -> str | None:
     """The memory spaces other than the device's memory, apart from the peak: `also
-    in other memory spaces, not in the peak: 4.0 MiB in space 1 (a TPU's VMEM)`."""
+    in other memory spaces, not in the peak: 4.0 MiB in space 1 (VMEM, on a TPU)`."""
     if not memory.other_spaces:
         return None
     said = [
@@ -190,4 +190,4 @@ def spaces_text(memory: Memory) -> str | None:
     return "also in other memory spaces, not in the peak: " + ", ".join(said)
 
 
-SPACE_NAMES = {"1": " (a TPU's VMEM)", "2": " (a TPU's chip-internal memory)"}
+SPACE_NAMES = {"1": " (VMEM, on a TPU)", "2": " (the chip's own memory, on a TPU)"}

@@ -51,8 +51,8 @@ class Kernels:
             kernel = inside[-1] if inside else node.id
             self.kernel[node.id] = kernel
             self.members[kernel].append(node)
-            if node.source is not None and where(node) and kernel not in self.line:
-                self.line[kernel] = where(node)
+            if node.source is not None and where(node):  # the last: its root's, as XLA
+                self.line[kernel] = where(node)  # names a fusion after its root
         self.inputs: dict[str, list[str]] = defaultdict(list)  # kernel → operand nodes
         self.users: dict[str, list[str]] = defaultdict(list)  # kernel → user kernels
         for edge in graph.edges:

@@ -356,7 +356,8 @@ def with_reasons(profile: MemoryProfile, graph: Graph | None) -> MemoryProfile:
     missing = [
         r for r in profile.at_peak if not r.where and r.kind != PARAMETER and r.instruction != OTHER
     ]
-    if graph is None or not missing:
+    at = profile.peak_at
+    if graph is None or not (missing or not at.where):
         return profile
     kernels = Kernels(graph, lambda node: where(node.source))
 
@@ -366,7 +367,8 @@ def with_reasons(profile: MemoryProfile, graph: Graph | None) -> MemoryProfile:
         found = line_or_reason(kernels, row.instruction)
         return replace(row, where=found.where, note=found.note)
 
-    return replace(profile, at_peak=[reasoned(r) for r in profile.at_peak])
+    peak_at = at if at.where else replace(at, where=line_or_reason(kernels, at.instruction).where)
+    return replace(profile, peak_at=peak_at, at_peak=[reasoned(r) for r in profile.at_peak])
 
 
 def with_kernel_lines(
