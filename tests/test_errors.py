@@ -303,3 +303,21 @@ def test_error_info_is_plain_data():
         "stage": "run",
         "detail": "",
     }
+
+
+def test_a_compile_xla_refuses_for_lack_of_memory_is_out_of_memory_with_its_fixes():
+    import jax
+
+    said = (
+        "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO "
+        "temporaries (20.00G) exceeds available HBM (15.75G)."
+    )
+    error = classify(jax.errors.JaxRuntimeError(said), "compile")
+    assert error.kind == ErrorKind.OUT_OF_MEMORY and error.stage == "compile"
+    assert said in error.message
+    for fix in ("donate", "jax.checkpoint", "smaller batch", "shard"):
+        assert fix in error.hint, fix
+    other = classify(jax.errors.JaxRuntimeError("INVALID_ARGUMENT: bad op"), "compile")
+    assert other.kind == ErrorKind.COMPILE_ERROR
+    ran = classify(jax.errors.JaxRuntimeError(said), "run")  # a run's: not the compile's
+    assert ran.kind == ErrorKind.RUNTIME_ERROR

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from viz.hlo_dump import OptimizedHloDump, same_program, written_whole
+from viz.units import nbytes
 
 MODULE = """HloModule jit_f, entry_computation_layout={(f32[4]{0})->f32[4]{0}}
 
@@ -91,3 +92,103 @@ def test_the_folders_of_processes_that_died_while_compiling_are_removed():
     hlo_dump._remove_orphans.__wrapped__()
     assert not dead.exists() and mine.exists()
     mine.rmdir()
+
+
+def sort_and_cumsum(x):
+    return jnp.cumsum(jnp.sort(x, axis=-1), axis=0)
+
+
+def test_the_dumps_hlo_proto_gives_the_profile_the_memory_analysis_gives():
+    """The TPU's path (its `memory_analysis()` holds no buffer assignment), forced on
+    the CPU: XLA's dump of the compile, read before the folder goes, gives the same
+    profile as the assignment the analysis holds."""
+    from viz.memory.profile import executable_profile, hlo_proto_profile
+
+    dump = OptimizedHloDump({}, environ={}, proto=True)
+    try:
+        lowered = jax.jit(sort_and_cumsum).lower(jax.ShapeDtypeStruct((512, 256), jnp.float32))
+        compiled = lowered.compile(compiler_options=dump.options)
+        dumped = dump.hlo_proto()
+    finally:
+        dump.close()
+    assert dumped and not os.path.exists(dump.folder)
+    executable = compiled.runtime_executable()
+    from_analysis = executable_profile(executable, compiled.memory_analysis())
+    from_dump = hlo_proto_profile(dumped)
+    assert from_dump.peak_bytes == from_analysis.peak_bytes > 512 * 256 * 4
+    assert from_dump.at_peak == from_analysis.at_peak
+    assert from_dump.timeline == from_analysis.timeline
+
+    class NoAssignment:  # a TPU's analysis
+        serialized_buffer_assignment_proto = b""
+
+    fallback = executable_profile(executable, NoAssignment(), dumped)
+    assert fallback.peak_bytes == from_analysis.peak_bytes
+
+
+def test_a_dump_asked_for_its_proto_keeps_the_buffer_assignment_whole():
+    proto = OptimizedHloDump({}, environ={}, proto=True)
+    text = OptimizedHloDump({}, environ={})
+    try:
+        assert proto.options["xla_dump_hlo_as_proto"] is True
+        assert "xla_dump_buffer_assignment_analysis" not in proto.options
+        assert proto.hlo_proto() is None  # nothing compiled yet
+        assert text.hlo_proto() is None  # not asked for
+    finally:
+        proto.close()
+        text.close()
+
+
+def narrow(x):
+    return jnp.sort(x, axis=0) * 2.0
+
+
+def _tiled_like_a_tpu(data: bytes, dims: list[int]) -> bytes:
+    """XLA's dump of a CPU compile, each array of `dims` given a TPU's layout,
+    `{1,0:T(8,128)}`, and its buffers the bytes those tiles take."""
+    from viz.memory.padding import padded_bytes, parse_array
+    from viz.memory.schema import parse
+
+    hlo = parse("HloProto", data)
+    module = parse("Module", hlo.module)
+    tiled: set[int] = set()
+    for computation in module.computations:
+        rebuilt = []
+        for raw in computation.instructions:
+            inst = parse("Instruction", raw)
+            if list(inst.shape.dimensions) == dims and inst.shape.element_type == 11:  # f32
+                inst.shape.layout.tiles.add().dimensions[:] = [8, 128]
+                tiled.add(inst.id)
+            rebuilt.append(inst.SerializeToString())
+        computation.instructions[:] = rebuilt
+    assignment = parse("Assignment", hlo.assignment)
+    padded = padded_bytes(*parse_array(f"f32[{','.join(map(str, dims))}]{{1,0:T(8,128)}}"))
+    for buffer in assignment.buffers:
+        if buffer.at.instruction in tiled and not buffer.at.index:
+            buffer.size = padded
+    hlo.module, hlo.assignment = module.SerializeToString(), assignment.SerializeToString()
+    return hlo.SerializeToString()
+
+
+def test_a_tpu_layout_in_the_dump_gives_each_buffer_its_padding_and_names_it():
+    """A crafted TPU dump: f32[65536,3] laid out in 8×128 tiles takes 43× its bytes."""
+    from viz.memory.display import padding_text
+    from viz.memory.model import Memory
+    from viz.memory.profile import hlo_proto_profile
+
+    dump = OptimizedHloDump({}, environ={}, proto=True)
+    try:
+        lowered = jax.jit(narrow).lower(jax.ShapeDtypeStruct((65536, 3), jnp.float32))
+        lowered.compile(compiler_options=dump.options)
+        dumped = dump.hlo_proto()
+    finally:
+        dump.close()
+    profile = hlo_proto_profile(_tiled_like_a_tpu(dumped, [65536, 3]))
+    narrow_rows = [r for r in profile.at_peak if r.shape == [65536, 3]]
+    assert narrow_rows
+    for row in narrow_rows:
+        assert (row.logical_bytes, row.padded_bytes) == (65536 * 3 * 4, 65536 * 128 * 4)
+    memory = Memory(peak_bytes=profile.peak_bytes, at_peak=profile.at_peak)
+    said = padding_text(memory)
+    assert said.startswith("padding: ") and f"of the {nbytes(profile.peak_bytes)} peak" in said
+    assert said.endswith("most from f32[65536,3] (43× its size): put the long axis last")

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import jax
@@ -20,13 +21,16 @@ from conftest import TESTED_JAX
 
 from viz import analyze
 from viz.diff import diff_reports
-from viz.memory.display import fit_text, peak_line
+from viz.memory.display import describe, fit_text, padding_text, peak_line, spaces_text, where_text
 from viz.memory.live import flatten, live_ranges
-from viz.memory.profile import OTHER
+from viz.memory.model import Memory, PeakBuffer
+from viz.memory.padding import logical_bytes, padded_bytes, parse_array, times_its_size
+from viz.memory.profile import OTHER, memory_profile
 from viz.memory.schema import parse
-from viz.memory.xla import read_assignment, read_module
+from viz.memory.xla import read_assignment, read_module, read_shape
 from viz.report import Report
 from viz.settings import Settings
+from viz.units import nbytes
 from viz.worker import Worker, protocol
 
 # XLA's exact figures for these programs: another jax's XLA fuses and schedules otherwise
@@ -50,6 +54,11 @@ def sort_then_scan(x):
     y = jnp.sort(x * 2.0, axis=1)  # the large sorted intermediate
     z = jnp.cumsum(y, axis=0)
     return (z * y).sum(axis=1)
+
+
+def sort_and_cumsum(x):
+    y = jnp.sort(x, axis=-1)  # each row sorted
+    return jnp.cumsum(y, axis=0)  # summed down the columns
 
 
 def scaled(x, y):
@@ -100,6 +109,96 @@ def test_the_schema_reads_the_fields_it_declares_and_skips_the_rest():
     record += bytes([0x20, 0x05])  # color 5: a field XLA writes that the schema leaves out
     buffer = parse("Buffer", record)
     assert (buffer.id, buffer.size, buffer.at.instruction, list(buffer.at.index)) == (7, 64, 3, [1])
+
+
+def _sort_protos() -> tuple[bytes, bytes]:
+    compiled = jax.jit(sort_then_scan).lower(S((256, 512), F32)).compile()
+    module = compiled.runtime_executable().hlo_modules()[0].as_serialized_hlo_module_proto()
+    return module, compiled.memory_analysis().serialized_buffer_assignment_proto
+
+
+def test_only_the_devices_memory_space_counts_the_others_are_shown_apart():
+    """A TPU colours each allocation with its memory space (0 HBM, 1 VMEM, 2 the chip's
+    own): a crafted assignment that puts the temporaries' block in VMEM."""
+    module, assignment = _sort_protos()
+    message = parse("Assignment", assignment)
+    (block,) = [
+        a
+        for a in message.allocations
+        if not (a.parameter or a.live_out or a.constant) and not a.thread_local and a.size > MiB
+    ]
+    block.color = 1
+    before = memory_profile(module, assignment)
+    after = memory_profile(module, message.SerializeToString())
+    assert after.other_spaces == {"1": block.size}
+    assert after.by_kind_at_peak["temporary"] == 0 < before.by_kind_at_peak["temporary"]
+    assert after.peak_bytes < before.peak_bytes
+    memory = Memory(peak_bytes=after.peak_bytes, other_spaces=after.other_spaces)
+    assert spaces_text(memory) == (
+        f"also in other memory spaces, not in the peak: {nbytes(block.size)} in space 1 "
+        "(VMEM, on a TPU)"
+    )
+
+
+# ------------------------------------------------------------------- padding
+
+
+@pytest.mark.parametrize(
+    ("text", "padded", "times"),
+    [
+        ("f32[65536,3]{1,0:T(8,128)}", 65536 * 128 * 4, "43×"),
+        ("f32[1024,8192]{1,0:T(8,128)}", 1024 * 8192 * 4, ""),  # whole tiles: none
+        ("f32[3,65536]{1,0:T(8,128)}", 8 * 65536 * 4, "3×"),  # the long axis last
+        ("f32[65536,3]{0,1:T(8,128)}", 8 * 65536 * 4, "3×"),  # laid out transposed
+        ("bf16[7,100]{1,0:T(8,128)(2,1)}", 8 * 128 * 2, "1×"),
+        ("f32[5]{0:T(256)}", 256 * 4, "51×"),
+        ("pred[4,4]{1,0}", 16, ""),
+        ("s32[9]{0}", 36, ""),
+    ],
+)
+def test_a_layouts_tiles_pad_its_array(text, padded, times):
+    dtype, dims, layout = parse_array(text)
+    assert padded_bytes(dtype, dims, layout) == padded
+    assert times_its_size(padded, logical_bytes(dtype, dims)) == times
+
+
+def test_the_padding_at_the_peak_is_named_and_the_cpu_says_nothing(sorted_report):
+    assert padding_text(sorted_report.memory) is None  # the CPU tiles nothing
+    dtype, dims, layout = parse_array("f32[65536,3]{1,0:T(8,128)}")
+    narrow = PeakBuffer(
+        instruction="concatenate.3",
+        op="concatenate",
+        shape=list(dims),
+        dtype=dtype,
+        bytes=padded_bytes(dtype, dims, layout),
+        kind="temporary",
+        where="/home/me/model.py:7",
+        logical_bytes=logical_bytes(dtype, dims),
+        padded_bytes=padded_bytes(dtype, dims, layout),
+    )
+    wide = replace(
+        narrow,
+        instruction="dot.1",
+        shape=[1024, 8192],
+        where="/home/me/model.py:9",
+        bytes=32 * MiB,
+        logical_bytes=32 * MiB,
+        padded_bytes=32 * MiB,
+    )
+    memory = Memory(peak_bytes=narrow.bytes + wide.bytes, at_peak=[narrow, wide])
+    assert padding_text(memory) == (
+        f"padding: {nbytes(narrow.bytes - narrow.logical_bytes)} of the 64.0 MiB peak, most "
+        "from f32[65536,3] at model.py:7 (43× its size): put the long axis last"
+    )
+
+
+def test_a_shape_read_from_the_module_proto_carries_its_tiles():
+    shape = parse("Shape", b"")
+    shape.element_type, shape.dimensions[:] = 11, [65536, 3]
+    shape.layout.minor_to_major[:] = [1, 0]
+    shape.layout.tiles.add().dimensions[:] = [8, 128]
+    read = read_shape(parse("Shape", shape.SerializeToString()))
+    assert (read.logical_bytes, read.padded_bytes) == (65536 * 3 * 4, 65536 * 128 * 4)
 
 
 # ------------------------------------------------ live ranges: XLA's own, exactly
@@ -227,6 +326,118 @@ def test_a_function_without_checkpoint_lists_no_residuals(sorted_report):
     assert sorted_report.memory.residuals == [] and not sorted_report.memory.residuals_note
 
 
+# ------------------------------------------------- every buffer: a line, or a reason
+
+
+def test_every_buffer_at_the_peak_has_a_file_and_line_or_a_reason():
+    report = analyze(sort_and_cumsum, "f32[2048,1024]", runs=0)
+    rows = [r for r in report.memory.at_peak if r.bytes > MiB]
+    assert len(rows) >= 3
+    for row in rows:
+        assert row.where or row.note or row.argument, row
+        if row.where:
+            assert re.fullmatch(r".*\.py:\d+", row.where), row.where
+    file = Path(__file__).name
+    summed = f"{file}:{line_of('summed down the columns')}"
+    (window,) = [r for r in rows if r.instruction == "wrapped_reduce-window"]
+    assert where_text(window.where) == summed and "no line" in window.note
+    assert peak_line(report.memory, report.source_file).startswith(
+        f"peak {nbytes(report.memory.peak_bytes)} at {report.memory.peak_at.instruction} ({summed})"
+    )
+
+
+def test_a_layout_copy_names_the_buffer_it_copies_and_its_line():
+    from viz.ir.hlo import read_hlo_text
+    from viz.memory.lines import Kernels, line_or_reason
+    from viz.memory.profile import where
+
+    compiled = jax.jit(sort_and_cumsum).lower(S((2048, 1024), F32)).compile()
+    kernels = Kernels(read_hlo_text(compiled.as_text()), lambda node: where(node.source))
+    copies = [k for k in kernels.members if kernels.is_layout_copy(k)]
+    assert copies, "XLA inserted no layout copy here"
+    found = line_or_reason(kernels, copies[0])
+    assert found.note.startswith("a copy XLA inserted for layout, of sort")
+    assert found.where == f"{__file__}:{line_of('each row sorted')}"
+    row = PeakBuffer(copies[0], "fusion", [8], "f32", 32, "temporary", found.where, note=found.note)
+    assert describe(row) == (
+        f"the fusion {copies[0]} at test_memory.py:{line_of('each row sorted')} "
+        f"({found.note}), f32[8] 32 B"
+    )
+
+
+# ------------------------------------------ out of memory at compile: the estimate
+
+
+REFUSED_ABOVE = 1024  # the simulated device: a batch over this does not fit
+
+
+def _refusing(real):
+    def compile(self, *args, **kwargs):
+        (x, *_), _ = self.args_info
+        if x.shape[0] > REFUSED_ABOVE:
+            raise jax.errors.JaxRuntimeError(
+                "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required "
+                "for HLO temporaries (20.00G) exceeds available HBM (15.75G)."
+            )
+        return real(self, *args, **kwargs)
+
+    return compile
+
+
+def test_out_of_memory_at_compile_names_the_buffers_that_would_fill_it(monkeypatch):
+    """XLA refuses the compile (simulated: libtpu's message above a batch of 1024): the
+    same program compiled at 1024, 512 and 256, sizes taken back to 4096, comes within
+    VALIDATED_PCT of the real profile of the program that fits on this CPU."""
+    from viz.cli import summarize_report
+    from viz.memory.estimate import VALIDATED_PCT
+
+    real = analyze(sort_and_cumsum, "f32[4096,1024]", runs=0).memory
+    monkeypatch.setattr(jax.stages.Lowered, "compile", _refusing(jax.stages.Lowered.compile))
+    report = analyze(sort_and_cumsum, "f32[4096,1024]", runs=0)
+    error, memory = report.error, report.memory
+    assert error.kind == "out_of_memory" and error.stage == "compile"
+    assert "donate" in error.hint and "jax.checkpoint" in error.hint and "shard" in error.hint
+    assert memory.estimate.compiled_at == [1024, 512, 256]
+    off = abs(memory.peak_bytes - real.peak_bytes) / real.peak_bytes * 100
+    assert off <= VALIDATED_PCT, off
+    print(f"estimated peak {memory.peak_bytes}, real {real.peak_bytes}: {off:.3f} % off")
+    assert memory.estimate.checked_pct < 1  # the smallest batch: 0.13 % off the line
+    assert max(p.bytes for p in memory.timeline) == memory.peak_bytes
+    assert [p.bytes for p in memory.timeline] == [p.bytes for p in real.timeline]
+    assert memory.peak_at.instruction == real.peak_at.instruction
+    estimated = {(r.instruction, r.type): r.bytes for r in memory.at_peak}
+    assert estimated == {(r.instruction, r.type): r.bytes for r in real.at_peak}
+    assert f"{nbytes(memory.peak_bytes)} at its peak" in error.message
+    assert (
+        f"at test_memory.py:{line_of('summed down the columns')}, f32[4096,1024]" in error.message
+    )
+    assert memory.limit_bytes == round(15.75 * (1 << 30))  # as XLA's message gives it
+    said = fit_text(memory)  # the Memory tab's: with the method and how close it is
+    assert f"it fits ({memory.estimate.said})." in said and "estimated: XLA gave no" in said
+    assert "compiled at batch 1,024, 512, 256 (of 4,096)" in error.message
+    text = summarize_report(report)
+    assert "None" not in text and "compiled kernels –" in text
+
+
+def test_no_estimate_where_no_smaller_batch_compiles_or_another_error_stops_it():
+    from viz.memory.estimate import estimate
+
+    tried: list[int] = []
+
+    def refused(target, abstract):
+        tried.append(abstract[0].shape[0])
+        raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Ran out of memory on HBM")
+
+    def broken(target, abstract):
+        raise TypeError("the function needs a batch of 8")
+
+    args = [S((8, 4), F32)]
+    assert estimate(None, args, compile_at=refused) is None
+    assert tried == [4, 2, 1]  # halved to a single row
+    assert estimate(None, args, compile_at=broken) is None
+    assert estimate(None, [S((), F32)], compile_at=broken) is None  # no batch to scale
+
+
 # ---------------------------------------------------------- the truth: measured
 
 
@@ -313,7 +524,9 @@ def test_a_peak_over_the_workers_limit_is_refused_before_running_naming_its_buff
     reply = small_worker.ask(protocol.Analyze(settings, runs=3))
     error = reply.report.error
     assert error is not None and error.kind == "memory" and error.stage == "run"
-    assert error.message.startswith("Running needs 2.0 GiB at its peak: the sort at line 6")
+    assert error.message.startswith(
+        "Running needs 2.0 GiB at its peak: the sort at your code, line 6"
+    )
     assert "f32[8192,16384] 512.0 MiB" in error.message
     assert "the worker's limit is 1.0 GiB" in error.message
     assert reply.report.timings.runs == 0  # nothing ran
@@ -327,9 +540,8 @@ def test_a_compile_only_analysis_says_whether_a_run_would_fit():
     report = analyze(sort_then_scan, "f32[2048,8192]", runs=0, memory_limit_bytes=128 * MiB)
     said = fit_text(report.memory, report.source_file)
     assert report.ok and report.memory.limit_of == "the worker's limit"
-    assert said.startswith(
-        f"Running needs 260.3 MiB at its peak: the sort at line {line_of('the large sorted')}"
-    )
+    sort = f"test_memory.py:{line_of('the large sorted')}"
+    assert said.startswith(f"Running needs 260.3 MiB at its peak: the sort at {sort}")
     assert said.endswith("the worker's limit is 128.0 MiB: it does not fit.")
 
 

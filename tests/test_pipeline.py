@@ -919,3 +919,46 @@ def test_analyze_in_the_callers_process_leaves_its_gc_and_switch_interval_alone(
     assert len(samples) > 50
     assert {s for s in samples} == {(True, interval)}
     assert {t.name for t in threading.enumerate()} == before
+
+
+def _sorted_and_summed(x):
+    return jnp.cumsum(jnp.sort(x, axis=-1), axis=0)
+
+
+class _NoAssignment:
+    """XLA's memory analysis as a TPU gives it: the totals, no buffer assignment."""
+
+    def __init__(self, analysis: Any):
+        self._analysis = analysis
+
+    serialized_buffer_assignment_proto = b""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._analysis, name)
+
+
+@pytest.mark.parametrize("own", [True, False], ids=["in the worker", "in the caller's process"])
+def test_where_memory_analysis_holds_no_assignment_the_profile_comes_from_the_dump(
+    monkeypatch: pytest.MonkeyPatch, own: bool
+):
+    """The TPU's path, forced on the CPU: the compile asks XLA to dump its buffer
+    assignment, reads it before the folder goes, and the profile is the same."""
+    import viz.overlap
+    import viz.pipeline
+    import viz.stages
+
+    expected = analyze(_sorted_and_summed, "f32[256,512]", runs=0).memory
+    monkeypatch.setattr(viz.pipeline, "assignment_from_dump", lambda device: True)
+    analysis = viz.stages.Compiled._analysis
+    monkeypatch.setattr(viz.stages.Compiled, "_analysis", lambda c: _NoAssignment(analysis(c)))
+    viz.overlap.own_process(own)
+    try:
+        report = analyze(_sorted_and_summed, "f32[256,512]", runs=0)
+    finally:
+        viz.overlap.own_process(False)
+    memory = report.memory
+    assert report.ok and not memory.profile_warning
+    assert memory.peak_bytes == expected.peak_bytes and memory.at_peak == expected.at_peak
+    monkeypatch.setattr(viz.pipeline, "assignment_from_dump", lambda device: False)
+    without = analyze(_sorted_and_summed, "f32[256,512]", runs=0).memory
+    assert without.peak_bytes is None and "no buffer assignment" in without.profile_warning

@@ -20,7 +20,9 @@ from viz.memory.display import (
     buffer_rows,
     fit_text,
     kinds_text,
+    padding_text,
     residual_rows,
+    spaces_text,
     where_text,
 )
 from viz.memory.model import Memory
@@ -110,6 +112,8 @@ def fits(r: Report) -> None:
         st.error(said, icon=":material/memory:")
     else:
         st.success(said, icon=":material/memory:")
+    for note in filter(None, (padding_text(memory, r.source_file), spaces_text(memory))):
+        st.caption(note)
     if memory.library_kernels:
         st.caption(
             f"{len(memory.library_kernels)} kernel(s) run in a library (YNNPACK on CPU: "

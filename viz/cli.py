@@ -26,7 +26,7 @@ from viz import cli_history
 from viz.cache.events import CacheEvent, FailedEvent, RoutedEvent
 from viz.cache.signature import reason_text
 from viz.locations import APP_SCRIPT, command_name
-from viz.memory.display import peak_line
+from viz.memory.display import padding_text, peak_line, spaces_text
 from viz.options import parse_option
 from viz.platforms import DeviceConfig, DeviceError, examples, held, written
 from viz.recorder import RECORDER_COMMANDS
@@ -224,12 +224,15 @@ def summarize_report(report: Report) -> str:
             report.stablehlo.op_count if report.stablehlo else None,
             report.compiled.kernel_count if report.compiled else None,
         )
+        counts = tuple("–" if c is None else c for c in counts)  # a stage that did not run
         lines.append(
             f"jaxpr eqns {counts[0]} → StableHLO ops {counts[1]} → compiled kernels {counts[2]}"
         )
     lines.extend(_fusion_lines(report))
     if report.memory:
-        lines.extend(filter(None, [peak_line(report.memory, report.source_file)]))
+        memory, source = report.memory, report.source_file
+        said = [peak_line(memory, source), padding_text(memory, source), spaces_text(memory)]
+        lines.extend(filter(None, said))
     lines.extend(_specialization_lines(report))
     lines.extend(_sharding_lines(report))
     lines.extend(_compile_profile_lines(report))

@@ -31,6 +31,7 @@ class ErrorKind(StrEnum):
     VALUE_DEPENDENT_SHAPE = "value_dependent_shape"
     SHAPE_MISMATCH = "shape_mismatch"
     COMPILE_ERROR = "compile_error"
+    OUT_OF_MEMORY = "out_of_memory"  # XLA refused to compile: the program does not fit
     RUNTIME_ERROR = "runtime_error"
     USER_EXCEPTION = "user_exception"
     TIMEOUT = "timeout"
@@ -182,6 +183,21 @@ def _tracer_error(exc: BaseException, message: str) -> tuple[str, str, str]:
     )
 
 
+# XLA's refusal to compile a program that does not fit (libtpu: "RESOURCE_EXHAUSTED:
+# Ran out of memory in memory space hbm …", "… exceeds available HBM (15.75G)")
+_OUT_OF_MEMORY = re.compile(r"RESOURCE_EXHAUSTED.*(out of memory|exceeds available)", re.I | re.S)
+OUT_OF_MEMORY_FIX = (
+    "lower the peak: donate the arguments the program no longer needs (donate_argnums), "
+    "recompute with jax.checkpoint instead of keeping activations, use a smaller batch, "
+    "or shard the arrays over more chips"
+)
+
+
+def out_of_memory(message: str) -> bool:
+    """Whether XLA's error says the program does not fit in the device's memory."""
+    return _OUT_OF_MEMORY.search(message) is not None
+
+
 # What user code may raise that is no Exception: uncaught, either would end the worker
 # and read as a crash. Every place that runs user code catches them with Exception.
 USER_EXITS = (SystemExit, KeyboardInterrupt)
@@ -233,6 +249,16 @@ def classify(exc: BaseException, stage: str, user_file: str | None = None) -> Er
             _first_line(message),
             "static arguments must be hashable (tuples, not lists or arrays); "
             "pass arrays as dynamic arguments",
+            line,
+            None,
+            stage,
+            detail,
+        )
+    if stage == "compile" and out_of_memory(message):
+        return ErrorInfo(
+            "out_of_memory",
+            f"The program does not fit in the device's memory: {_first_line(message)}",
+            OUT_OF_MEMORY_FIX,
             line,
             None,
             stage,

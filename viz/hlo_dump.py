@@ -15,6 +15,12 @@ JSON (`same_program` checks that once the compile returns, and the pipeline read
 executable's `as_text()` instead where it does not hold). A user who dumps already
 (`xla_dump_to` in XLA_FLAGS or in the compiler options) keeps their dump: nothing is
 redirected then, and the compiled HLO is read after the compile as before.
+
+Where `memory_analysis()` holds no buffer assignment (a TPU's), the dump is asked for
+the optimized module with its buffer assignment as an HloProto too (`proto`: then every
+compile dumps, and the buffer-assignment dump is left whole), the memory profile's
+source there. The compile that asked for the dump reads it (`hlo_proto`) once it
+returns and before the folder is removed: nothing beside it reads a folder that is gone.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any
 POLL_S = 0.005  # how often the reader thread looks for the dump while XLA compiles
 _PREFIX = "jitscope-hlo-"  # then the pid of the process that compiles
 _SUFFIX = "after_optimizations.txt"  # cpu_after_optimizations.txt, gpu_..., ...
+_PROTO_SUFFIX = "after_optimizations.hlo.pb"  # the HloProto: module and buffer assignment
 _CONFIG = re.compile(r", backend_config=.*")  # to the end of its line
 
 
@@ -53,9 +60,13 @@ class OptimizedHloDump:
         compiler_options: Mapping[str, Any],
         environ: Mapping[str, str] = os.environ,
         wanted: bool = True,
+        proto: bool = False,
     ):
         """`wanted`: False where the program is too small for a dump to pay (no folder,
-        no options, as for a user who dumps already)."""
+        no options, as for a user who dumps already). `proto`: XLA also dumps the
+        optimized module with its buffer assignment as an HloProto (`hlo_proto`), for
+        the memory profile where `memory_analysis()` holds no assignment (a TPU's)."""
+        self.proto = proto
         dumping = any(k.startswith("xla_dump") for k in compiler_options)
         dumping |= "xla_dump_to" in environ.get("XLA_FLAGS", "")
         ours = wanted and not dumping
@@ -70,7 +81,9 @@ class OptimizedHloDump:
         if self.folder is None:
             return {}
         options: dict[str, Any] = {"xla_dump_to": self.folder, "xla_dump_hlo_as_text": True}
-        if _xla_trims_dumps():
+        if self.proto:  # the buffer assignment's dump stays whole: the profile reads it
+            options["xla_dump_hlo_as_proto"] = True
+        elif _xla_trims_dumps():
             # the buffers' values and live ranges, which nothing reads: on a 12-layer
             # transformer they took the dump's cost from 6.9 % of the compile to 5.3 %
             options["xla_dump_buffer_assignment_analysis"] = False
@@ -100,6 +113,19 @@ class OptimizedHloDump:
         with open(found[0], encoding="utf-8") as file:
             text = file.read()
         return text if written_whole(text) else None
+
+    def hlo_proto(self) -> bytes | None:
+        """The optimized module and its buffer assignment (an HloProto's bytes), read
+        once the compile returned and before `close()`: the compile that asked for the
+        dump reads it, so nothing reads the folder once it is gone. None where XLA
+        wrote none (not asked for, a failed compile, several modules)."""
+        if self.folder is None or not self.proto:
+            return None
+        found = [e.path for e in os.scandir(self.folder) if e.name.endswith(_PROTO_SUFFIX)]
+        if len(found) != 1:
+            return None
+        with open(found[0], "rb") as file:
+            return file.read()
 
     def close(self) -> None:
         if self.folder is not None:

@@ -30,16 +30,17 @@ from typing import Any
 import jax
 
 from viz import readers
-from viz.errors import USER_EXITS, UserCodeError
+from viz.errors import USER_EXITS, ErrorKind, UserCodeError
 from viz.fusion.report import PROFILE_RUNS, fusion_map_section, profile_section
 from viz.hlo_dump import OptimizedHloDump
 from viz.ir.stablehlo import module_bytecode
+from viz.memory.profile import assignment_from_dump
 from viz.overlap import Background, CompileWindow, IdlePriority, gc_paused, reads_beside_compile
 from viz.plain import Later
 from viz.progress import OnStage, glimpse
 from viz.readers import Early
-from viz.report import Report, Subject
-from viz.sections import Found, IRRead, Sections, assemble, sides_of
+from viz.report import Cost, Report, Subject
+from viz.sections import Analyses, Found, IRRead, Sections, assemble, sides_of
 from viz.settings import Settings
 from viz.stages import Compiled, Lowered, Traced, block, trace
 from viz.target import DEFAULT_MEMORY_LIMIT, Args, Target
@@ -196,6 +197,12 @@ class _Analysis:
         if exc.seconds is not None and stage in ("trace", "lower", "compile"):
             self.found.seconds[stage] = exc.seconds
         self.found.error = exc.info
+        if exc.info.kind == ErrorKind.OUT_OF_MEMORY and self.traced is not None:
+            from viz.memory.estimate import out_of_memory_section
+
+            with self.target.scope(self.traced.args):
+                memory, error = out_of_memory_section(self.target, self.traced.abstract, exc.info)
+            self.found.analyses, self.found.error = Analyses(Cost(), memory), error
 
     def report(self, compile_profile: bool) -> Report:
         """The specialization, what jax.checkpoint saves (and the compile profile where
@@ -265,8 +272,11 @@ class _Analysis:
         bytecode = module_bytecode(lowered.mlir_module())  # read from a copy (module_copy)
         if not reads_beside_compile():
             return self._compile_then_read(traced, lowered, bytecode)
+        proto = assignment_from_dump(traced.target.device)
         dump = OptimizedHloDump(
-            traced.target.compiler_options, wanted=len(bytecode) >= DUMP_FROM_BYTES
+            traced.target.compiler_options,
+            wanted=len(bytecode) >= DUMP_FROM_BYTES or proto,
+            proto=proto,
         )
         window = CompileWindow()  # the readers hold the GIL only while XLA does not
         # XLA generates code on every core: the readers take only the CPU it leaves idle,
@@ -290,6 +300,7 @@ class _Analysis:
             try:
                 window.open()
                 compiled = lowered.compile(dump.options)
+                compiled.dumped_hlo = dump.hlo_proto()  # read before the folder goes
                 # XLA's memory analysis releases the GIL (its text and cost analyses
                 # hardly do): it runs beside the rest of the reading, the dump's check
                 # too, and the memory profile is read from it there
@@ -308,12 +319,17 @@ class _Analysis:
     ) -> tuple[Compiled, Background[readers.MemoryRead]]:
         """XLA's compile with nothing beside it, then the IRs read on the calling thread
         while XLA's memory analysis runs (`viz.overlap.reads_beside_compile`: in a
-        process not jitscope's own). No dump: the compiled HLO is read from the
-        executable's text."""
+        process not jitscope's own). No dump of the text (of the buffer assignment
+        alone, where the platform needs it: `assignment_from_dump`): the compiled HLO is
+        read from the executable's text."""
+        proto = assignment_from_dump(traced.target.device)
+        dump = OptimizedHloDump(traced.target.compiler_options, wanted=proto, proto=proto)
         try:
-            compiled = lowered.compile()
+            compiled = lowered.compile(dump.options)
+            compiled.dumped_hlo = dump.hlo_proto()
             memory = Background(lambda: readers.read_memory(compiled), "xla")
         finally:  # a failed compile keeps what the readers find
+            dump.close()
             no_dump = OptimizedHloDump({}, wanted=False)
             user_file, told = self.target.user_file, self.stream.read
             self._keep(readers.read_early(traced, bytecode, no_dump, user_file, told))

@@ -232,6 +232,7 @@ def memory_section(totals: Memory, profile: MemoryProfile | None, limit: tuple[i
                 "by_kind_at_peak",
                 "library_kernels",
                 "recomputed",
+                "other_spaces",
             )
         }
     return replace(totals, **found, limit_bytes=limit[0], limit_of=limit[1])

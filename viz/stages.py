@@ -34,6 +34,7 @@ from viz.memory.profile import (
     executable_profile,
     with_kernel_lines,
     with_origins,
+    with_reasons,
 )
 from viz.target import Args, Target, resolve_device
 from viz.timing import RunStats, time_calls
@@ -173,6 +174,9 @@ class Compiled:
     events: events.CompileEvents
     warnings: list[str] = field(default_factory=list)  # JAX's warnings, lower and compile
     arg_names: tuple[str, ...] = ()  # handed on from the trace
+    # XLA's dump of the optimized module and its buffer assignment (an HloProto), where
+    # the compile asked for one (`viz.hlo_dump`): the memory profile's source on a TPU
+    dumped_hlo: bytes | None = None
     # XLA's memory analysis, once: it takes 80 ms on a 96-layer model, and the report,
     # the donation panel and the memory check before running all read it
     _memory: dict[str, int | None] | None = field(default=None, init=False, repr=False)
@@ -240,7 +244,7 @@ class Compiled:
         buffer assignment."""
         if self._layout is None:
             executable = self.compiled.runtime_executable()
-            self._layout = executable_profile(executable, self._analysis())
+            self._layout = executable_profile(executable, self._analysis(), self.dumped_hlo)
         return self._layout
 
     def memory_profile(self, graph: Any = None, kernels: Sequence[Any] = ()) -> MemoryProfile:
@@ -249,7 +253,8 @@ class Compiled:
         kept for the memory check before running."""
         if self._profile is None:
             found = with_origins(self.memory_layout(), graph)
-            self._profile = with_kernel_lines(found, list(kernels), self.target.user_file)
+            found = with_kernel_lines(found, list(kernels), self.target.user_file)
+            self._profile = with_reasons(found, graph)
         return self._profile
 
     def memory_limit(self) -> tuple[int, str]:

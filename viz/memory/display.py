@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from viz.memory.lines import LAYOUT_COPY
 from viz.memory.model import Memory, PeakBuffer, Residual
+from viz.memory.padding import times_its_size
 from viz.memory.profile import OTHER, MemoryProfile
 from viz.memory.xla import PARAMETER
 from viz.units import nbytes
-from viz.where import place
+from viz.where import split_where
 
 ON_LINE = 3  # buffers the one-line summary names
 FILLERS = 3  # the buffers a sentence about the peak names
@@ -24,9 +26,15 @@ KIND_LABELS = {
 }
 
 
-def where_text(where: str, source_file: str | None) -> str:
-    """`line 12` in the user's own file, else `file.py:12`; '' where XLA names none."""
-    return place(where, source_file) if where else ""
+def where_text(where: str, source_file: str | None = None) -> str:
+    """A line as the user knows its file: `model.py:12` (a path's last part), `your
+    code, line 12`, `In [3], line 1`; '' where XLA names none. (`source_file`, the
+    user's own file, is named like any other: a message read on its own must say
+    which file.)"""
+    shown, line = split_where(where)
+    if line is None or "/" not in shown:
+        return where
+    return f"{shown.rsplit('/', 1)[-1]}:{line}"
 
 
 def peak_line(memory: Memory, source_file: str | None = None) -> str | None:
@@ -57,10 +65,12 @@ def fit_text(memory: Memory, source_file: str | None = None) -> str | None:
     needs = f"Running needs {nbytes(memory.peak_bytes)} at its peak"
     if memory.at_peak:
         needs += f": {peak_fillers(memory, source_file)}"
+    how = f" ({memory.estimate.said})" if memory.estimate else ""
     if memory.limit_bytes is None:
-        return needs + "."
+        return f"{needs}{how}."
     verdict = "it does not fit" if memory.peak_bytes > memory.limit_bytes else "it fits"
-    return f"{needs}; {memory.limit_of or 'the limit'} is {nbytes(memory.limit_bytes)}: {verdict}."
+    limit = f"{memory.limit_of or 'the limit'} is {nbytes(memory.limit_bytes)}"
+    return f"{needs}; {limit}: {verdict}{how}."
 
 
 def buffer_rows(buffers: list[PeakBuffer], source_file: str | None) -> list[dict[str, Any]]:
@@ -72,12 +82,21 @@ def buffer_rows(buffers: list[PeakBuffer], source_file: str | None) -> list[dict
             "type": r.type or f"{r.buffers} buffers",
             "kind": r.kind,
             "made by": describe_made_by(r),
-            "line": where_text(r.where, source_file),
+            "line": line_text(r, source_file),
             "live": f"{r.live[0]}–{r.live[1]}" if r.live else "",
             "recomputed": "yes" if r.recomputed else "",
         }
         for r in buffers
     ]
+
+
+def line_text(row: PeakBuffer, source_file: str | None = None) -> str:
+    """The buffer's line, and how it was found where XLA gave none: `memcase.py:4 (a
+    copy XLA inserted for layout, of sort.0)`."""
+    line = where_text(row.where, source_file)
+    if not row.note:
+        return line
+    return f"{line} ({row.note})" if line else row.note
 
 
 def describe_made_by(row: PeakBuffer) -> str:
@@ -130,4 +149,45 @@ def describe(row: PeakBuffer, source_file: str | None = None) -> str:
     else:
         what = f"the {row.op} {row.instruction}"
     at = f" at {where_text(row.where, source_file)}" if row.where else ""
+    if row.note and (not row.where or row.note.startswith(LAYOUT_COPY)):
+        at += f" ({row.note})"  # the line is the copied buffer's: say so
     return f"{what}{at}, {row.type} {nbytes(row.bytes)}"
+
+
+def padding_text(memory: Memory, source_file: str | None = None) -> str | None:
+    """`padding: 1.2 GiB of the 3.0 GiB peak, most from f32[65536,3] at model.py:7 (43×
+    its size): put the long axis last`; None where the layouts pad nothing (CPU)."""
+    rows = [r for r in memory.at_peak if r.padded_bytes > r.logical_bytes]
+    if memory.peak_bytes is None or not rows:
+        return None
+    padding = sum(_padding(r) for r in rows)
+    worst = max(rows, key=_padding)
+    named = worst.type or f"{worst.buffers} smaller buffers"
+    at = f" at {where_text(worst.where, source_file)}" if worst.where else ""
+    times = times_its_size(worst.padded_bytes, worst.logical_bytes)
+    return (
+        f"padding: {nbytes(padding)} of the {nbytes(memory.peak_bytes)} peak, most from "
+        f"{named}{at} ({times} its size): put the long axis last"
+    )
+
+
+def _padding(row: PeakBuffer) -> int:
+    """The padding of the bytes the row holds at the peak (all of its buffer's, but
+    for a slot it shares)."""
+    share = row.bytes / row.padded_bytes if row.padded_bytes else 0
+    return round((row.padded_bytes - row.logical_bytes) * min(share, 1.0))
+
+
+def spaces_text(memory: Memory) -> str | None:
+    """The memory spaces other than the device's memory, apart from the peak: `also
+    in other memory spaces, not in the peak: 4.0 MiB in space 1 (VMEM, on a TPU)`."""
+    if not memory.other_spaces:
+        return None
+    said = [
+        f"{nbytes(size)} in space {space}{SPACE_NAMES.get(space, '')}"
+        for space, size in sorted(memory.other_spaces.items())
+    ]
+    return "also in other memory spaces, not in the peak: " + ", ".join(said)
+
+
+SPACE_NAMES = {"1": " (VMEM, on a TPU)", "2": " (the chip's own memory, on a TPU)"}

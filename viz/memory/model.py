@@ -61,6 +61,9 @@ class PeakBuffer(Plain):
     recomputed: bool = False  # made by an op jax.checkpoint recomputes
     buffers: int = 1  # buffers the row stands for (`other`: several)
     argument: str = ""  # a parameter's argument as the user wrote it: params['w']
+    note: str = ""  # how its line was found, or why it has none (a copy XLA inserted for layout)
+    logical_bytes: int = 0  # its elements' bytes (its shape's)
+    padded_bytes: int = 0  # as its layout's tiles lay it out (a TPU's): ≥ logical_bytes
 
     @property
     def type(self) -> str:
@@ -78,6 +81,20 @@ class Residual(Plain):
     bytes: int  # its size
     source: str  # 'output of sin', 'the argument x', 'a literal', ...
     where: str = ""  # the line that made it, where JAX names one
+
+
+@dataclass
+class OomEstimate(Plain):
+    """How the profile of a program XLA refused to compile (out of memory) was found:
+    the same program compiled at smaller batches, sizes taken back to the full one
+    (`viz.memory.estimate`)."""
+
+    method: str  # 'scaled-down compile'
+    batch: int  # the arguments' leading dimension asked for
+    compiled_at: list[int] = field(default_factory=list)  # the batches compiled, largest first
+    checked_pct: float | None = None  # the third batch's peak off the line of the first two, %
+    validated_pct: float | None = None  # off the real peak on a program that fits (tests), %
+    said: str = ""  # the method and its closeness, in words
 
 
 @dataclass
@@ -104,6 +121,10 @@ class Memory(Plain):
     residuals: list[Residual] = field(default_factory=list)  # saved for the backward pass
     residuals_note: str = ""  # why the residuals are not listed, where they are not
     profile_warning: str = ""  # why there is no profile, where XLA's could not be read
+    # bytes XLA allocated in memory spaces other than the device's memory, by space
+    # (an allocation's colour: a TPU's VMEM is 1), not in the peak
+    other_spaces: dict[str, int] = field(default_factory=dict)
+    estimate: OomEstimate | None = None  # the figures are estimated: XLA refused the compile
 
     @property
     def arguments_at_peak(self) -> int:

@@ -24,8 +24,10 @@ from typing import Any
 
 from viz.fusion.model import FusionEntry
 from viz.ir.model import Graph, SourceLoc
+from viz.memory.lines import Kernels, line_or_reason
 from viz.memory.live import flatten, live_ranges
 from viz.memory.model import PeakAt, PeakBuffer, TimelinePoint
+from viz.memory.schema import parse
 from viz.memory.xla import (
     KINDS,
     OUTPUT,
@@ -66,6 +68,7 @@ class MemoryProfile:
     library_kernels: list[str] = field(default_factory=list)
     recomputed: list[str] = field(default_factory=list)
     schedule: list[str] = field(default_factory=list)  # instruction names, in order
+    other_spaces: dict[str, int] = field(default_factory=dict)  # memory space → bytes
 
 
 def memory_profile(module_proto: bytes, assignment_proto: bytes) -> MemoryProfile:
@@ -95,16 +98,44 @@ def memory_profile(module_proto: bytes, assignment_proto: bytes) -> MemoryProfil
         by_kind_at_peak={k: getattr(timeline[peak], k) for k in KINDS},
         library_kernels=[i.name for i in scheduled if i.library],
         schedule=names,
+        other_spaces={str(space): size for space, size in assignment.other_spaces.items()},
     )
 
 
-def executable_profile(executable: Any, analysis: Any = None) -> MemoryProfile:
+# Platforms whose `memory_analysis()` holds XLA's buffer assignment: elsewhere (a
+# TPU's) the profile is read from XLA's dump of the compile (`hlo_proto_profile`)
+ASSIGNMENT_IN_ANALYSIS = frozenset(("cpu",))
+
+
+def assignment_from_dump(device: str) -> bool:
+    """Whether a compile for `device` (`cpu`, `tpu:0`, …) asks XLA to dump its buffer
+    assignment (`viz.hlo_dump`), the memory profile's source there."""
+    return device.partition(":")[0] not in ASSIGNMENT_IN_ANALYSIS
+
+
+def hlo_proto_profile(data: bytes) -> MemoryProfile:
+    """The profile from XLA's dump of the optimized module (`*after_optimizations.hlo.pb`,
+    written with `xla_dump_hlo_as_proto`): an HloProto, the scheduled module and its
+    buffer assignment in one (what a TPU gives where `memory_analysis()` holds none)."""
+    hlo = parse("HloProto", data)
+    if not hlo.module or not hlo.assignment:
+        raise ValueError("XLA's dump holds no buffer assignment")
+    return memory_profile(hlo.module, hlo.assignment)
+
+
+def executable_profile(
+    executable: Any, analysis: Any = None, dumped: bytes | None = None
+) -> MemoryProfile:
     """The profile of a loaded XLA executable (`Compiled.runtime_executable()`, or what
     jit's compiling frame holds), from its memory stats (`analysis`, where already
-    asked for) and its first HLO module. ValueError where XLA gives no assignment."""
+    asked for) and its first HLO module; where the stats hold no buffer assignment (a
+    TPU's), from XLA's dump of the compile (`dumped`: the HloProto, `hlo_proto_profile`).
+    ValueError where neither gives one."""
     stats = analysis if analysis is not None else executable.get_compiled_memory_stats()
     assignment = getattr(stats, "serialized_buffer_assignment_proto", b"")
     modules = executable.hlo_modules()
+    if (not assignment or not modules) and dumped:
+        return hlo_proto_profile(dumped)
     if not assignment or not modules:
         raise ValueError("XLA gives no buffer assignment for this executable")
     return memory_profile(modules[0].as_serialized_hlo_module_proto(), assignment)
@@ -255,6 +286,8 @@ def _at_peak(
                 kind=kinds[bid],
                 live=[start, end],
                 index=list(buffer.index),
+                logical_bytes=shape.logical_bytes,
+                padded_bytes=shape.padded_bytes,
             )
         )
     rows.sort(key=lambda r: (-r.bytes, r.instruction, r.index))
@@ -277,6 +310,8 @@ def _merge_small(rows: list[PeakBuffer], peak: int) -> list[PeakBuffer]:
         kind=kinds.pop() if len(kinds) == 1 else "mixed",
         live=[min(r.live[0] for r in rest), max(r.live[1] for r in rest)],
         buffers=len(rest),
+        logical_bytes=sum(r.logical_bytes for r in rest),
+        padded_bytes=sum(r.padded_bytes for r in rest),
     )
     return [*keep, other]
 
@@ -315,6 +350,27 @@ def _recomputes(attrs: dict[str, str]) -> bool:
     return REMAT_SCOPE in attrs.get("op_name", "")
 
 
+def with_reasons(profile: MemoryProfile, graph: Graph | None) -> MemoryProfile:
+    """The profile with a line, or the reason for none, for each buffer still without
+    one (but an argument's, named by its argument): `viz.memory.lines`' rules."""
+    missing = [
+        r for r in profile.at_peak if not r.where and r.kind != PARAMETER and r.instruction != OTHER
+    ]
+    at = profile.peak_at
+    if graph is None or not (missing or not at.where):
+        return profile
+    kernels = Kernels(graph, lambda node: where(node.source))
+
+    def reasoned(row: PeakBuffer) -> PeakBuffer:
+        if row not in missing:
+            return row
+        found = line_or_reason(kernels, row.instruction)
+        return replace(row, where=found.where, note=found.note)
+
+    peak_at = at if at.where else replace(at, where=line_or_reason(kernels, at.instruction).where)
+    return replace(profile, peak_at=peak_at, at_peak=[reasoned(r) for r in profile.at_peak])
+
+
 def with_kernel_lines(
     profile: MemoryProfile, entries: list[FusionEntry], source_file: str | None
 ) -> MemoryProfile:
@@ -326,11 +382,19 @@ def with_kernel_lines(
         return profile
 
     def lined(instruction: str, where: str) -> str:
-        return where or (f"{source_file}:{lines[instruction]}" if instruction in lines else "")
+        if where or instruction not in lines:
+            return where
+        return user_where(source_file, lines[instruction])
+
+    def row_lined(row: PeakBuffer) -> PeakBuffer:
+        if row.where or row.instruction not in lines:
+            return row
+        note = "XLA kept no line: the fusion map's, from the ops it fused"
+        return replace(row, where=lined(row.instruction, ""), note=note)
 
     at = profile.peak_at
     return replace(
         profile,
         peak_at=replace(at, where=lined(at.instruction, at.where)),
-        at_peak=[replace(r, where=lined(r.instruction, r.where)) for r in profile.at_peak],
+        at_peak=[row_lined(r) for r in profile.at_peak],
     )

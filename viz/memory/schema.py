@@ -16,7 +16,9 @@ transformer's 3 MB module parses in a few milliseconds.
     HloInstructionProto name(1), opcode(2), shape(3), parameter_number(9),
                         tuple_index(13), id(35), operand_ids(36),
                         called_computation_ids(38), backend_config(43)
-    ShapeProto          element_type(2), dimensions(3), tuple_shapes(4)
+    ShapeProto          element_type(2), dimensions(3), tuple_shapes(4), layout(5)
+    LayoutProto         minor_to_major(1), tiles(6): {dimensions(1)},
+                        element_size_in_bits(7)
     HloScheduleProto    sequences(1): map<computation id, {instruction_ids(1)}>
     HloInputOutputAliasProto entries(1): {parameter_number(2), parameter_shape_index(3)}
     BufferAssignmentProto logical_buffers(1), buffer_aliases(2), buffer_allocations(3)
@@ -24,8 +26,10 @@ transformer's 3 MB module parses in a few milliseconds.
     BufferAlias         source_buffer_id(1), location(2)
     BufferAllocationProto index(1), size(2), is_thread_local(3),
                         is_entry_computation_parameter(5), maybe_live_out(7),
-                        assigned(9): {logical_buffer_id(1), offset(2), size(3)},
-                        is_constant(12)
+                        color(8), assigned(9): {logical_buffer_id(1), offset(2),
+                        size(3)}, is_constant(12)
+    HloProto            hlo_module(1), buffer_assignment(3) (what XLA's dump writes to
+                        `*after_optimizations.hlo.pb` with `xla_dump_hlo_as_proto`)
 No jax.
 """
 
@@ -69,7 +73,14 @@ MESSAGES: dict[str, dict[str, tuple[int, str, bool]]] = {
         "element_type": (2, "int64", False),
         "dimensions": (3, "int64", True),
         "elements": (4, "Shape", True),
+        "layout": (5, "Layout", False),
     },
+    "Layout": {
+        "minor_to_major": (1, "int64", True),
+        "tiles": (6, "Tile", True),
+        "element_bits": (7, "int64", False),
+    },
+    "Tile": {"dimensions": (1, "int64", True)},
     "Schedule": {"sequences": (1, "Sequence", True)},  # a map: (key, value) entries
     "Sequence": {"computation": (1, "int64", False), "order": (2, "Order", False)},
     "Order": {"instructions": (1, "int64", True)},
@@ -89,10 +100,12 @@ MESSAGES: dict[str, dict[str, tuple[int, str, bool]]] = {
         "thread_local": (3, "bool", False),
         "parameter": (5, "bool", False),
         "live_out": (7, "bool", False),
+        "color": (8, "int64", False),
         "assigned": (9, "Assigned", True),
         "constant": (12, "bool", False),
     },
     "Assigned": {"buffer": (1, "int64", False), "offset": (2, "int64", False)},
+    "HloProto": {"module": (1, "bytes", False), "assignment": (3, "bytes", False)},
 }
 _PACKAGE = "jitscope.xla"
 

@@ -23,6 +23,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
+from viz.memory.padding import UNTILED, Layout, logical_bytes, padded_bytes
 from viz.memory.schema import parse
 
 ShapeIndex = tuple[int, ...]
@@ -63,6 +64,7 @@ class Shape:
     dtype: str = ""  # '' for a tuple or a token
     dims: tuple[int, ...] = ()
     elements: tuple[Shape, ...] | None = None  # a tuple's
+    layout: Layout = UNTILED  # its tiles, where the platform tiles (a TPU's)
 
     def at(self, index: ShapeIndex) -> Shape:
         """The subshape at a shape index ({} is the shape itself)."""
@@ -80,6 +82,16 @@ class Shape:
             found += [(i, *rest) for rest in element.indices()]
         return found
 
+    @property
+    def logical_bytes(self) -> int:
+        """Its elements' bytes (0 for a tuple)."""
+        return logical_bytes(self.dtype, self.dims) if self.elements is None else 0
+
+    @property
+    def padded_bytes(self) -> int:
+        """The bytes its layout's tiles take (its logical bytes where untiled)."""
+        return padded_bytes(self.dtype, self.dims, self.layout) if self.elements is None else 0
+
     def __str__(self) -> str:
         if self.elements is not None:
             return "(" + ", ".join(map(str, self.elements)) + ")"
@@ -96,7 +108,13 @@ def read_shape(message: Any) -> Shape:
         return Shape(elements=tuple(read_shape(e) for e in message.elements))
     if kind == TOKEN:
         return Shape("token")
-    return Shape(DTYPES.get(kind, f"type{kind}"), tuple(message.dimensions))
+    layout = message.layout
+    found = Layout(
+        tuple(layout.minor_to_major),
+        tuple(tuple(t.dimensions) for t in layout.tiles),
+        layout.element_bits,
+    )
+    return Shape(DTYPES.get(kind, f"type{kind}"), tuple(message.dimensions), layout=found)
 
 
 @dataclass
@@ -199,6 +217,9 @@ PARAMETER, OUTPUT, TEMPORARY, CONSTANT, THREAD_LOCAL = (
     "thread_local",
 )
 KINDS = (PARAMETER, OUTPUT, TEMPORARY, CONSTANT)
+# The memory space (an allocation's colour) of the device's own memory: a TPU's HBM, a
+# GPU's, the CPU's RAM; a TPU also places buffers in VMEM (1) and chip-internal memory (2)
+DEVICE_MEMORY = 0
 
 
 @dataclass
@@ -222,16 +243,26 @@ class Assignment:
 
     buffers: dict[int, Buffer]
     shared: list[tuple[int, int]]  # (buffer, buffer defined at an aliasing location)
-    allocation_bytes: dict[str, int]  # kind → bytes of its allocations
+    allocation_bytes: dict[str, int]  # kind → bytes of its allocations (device memory)
+    # memory space (colour) → bytes of its allocations, for the spaces other than the
+    # device's memory (a TPU's VMEM, 1, and its chip-internal space, 2)
+    other_spaces: dict[int, int] = field(default_factory=dict)
 
 
 def read_assignment(data: bytes) -> Assignment:
+    """The buffer assignment; an allocation in a memory space other than the device's
+    memory is counted in `other_spaces`, and its buffers placed nowhere (as a
+    thread-local's: no live range, no bytes at any step)."""
     message = parse("Assignment", data)
     buffers = {
         b.id: Buffer(b.id, b.at.instruction, tuple(b.at.index), b.size) for b in message.buffers
     }
     totals = dict.fromkeys((*KINDS, THREAD_LOCAL), 0)
+    other_spaces: dict[int, int] = {}
     for allocation in message.allocations:
+        if allocation.color != DEVICE_MEMORY:  # counted apart, its buffers not placed
+            other_spaces[allocation.color] = other_spaces.get(allocation.color, 0) + allocation.size
+            continue
         kind = _kind(allocation)
         totals[kind] += allocation.size
         if kind == THREAD_LOCAL:  # a reducer's scalars, on a stack: no slot of the program's
@@ -251,7 +282,7 @@ def read_assignment(data: bytes) -> Assignment:
         if (at := (alias.at.instruction, tuple(alias.at.index))) in defined
         and alias.source in buffers
     ]
-    return Assignment(buffers, shared, totals)
+    return Assignment(buffers, shared, totals, other_spaces)
 
 
 def _kind(allocation: Any) -> str:
