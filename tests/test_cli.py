@@ -19,7 +19,7 @@ from conftest import REPO, check_error_contract, check_report_contract, sample_p
 
 from viz.cache.events import CallEvent, FailedEvent
 from viz.cache.signature import Reason
-from viz.cli import summarize_cache
+from viz.cli import main, summarize_cache
 from viz.errors import ErrorInfo
 from viz.export import html_report
 from viz.report import Report, Subject
@@ -408,6 +408,13 @@ def test_each_command_names_itself_as_called_and_has_a_version():
     version = cli("--version", timeout=60)
     assert version.returncode == 0
     assert re.fullmatch(r"jitscope \S+ · jax \S+ · jaxlib \S+\n", version.stdout)
+
+
+def test_the_console_script_names_itself_jitscope(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/jitscope", "record", "--help"])
+    with pytest.raises(SystemExit):
+        main(["record", "--help"])
+    assert capsys.readouterr().out.startswith("usage: jitscope record [--json OUT]")
 
 
 def test_help_lists_the_samples():

@@ -6,7 +6,9 @@ parameters are the defaults.
 
 User code runs in the worker (time and memory limits, crash isolation, and
 `cpu:8` really gets 8 devices). Exit status 0 when the analysis ran, even if
-the user's function failed (that is a result, in `error`); 2 for CLI misuse.
+the user's function failed (that is a result, in `error`); 2 for CLI misuse, a
+function whose required parameters the args spec leaves without values included (read
+from its code before anything runs).
 Every `analyze` is recorded in the run history unless `--no-history`.
 """
 
@@ -475,12 +477,7 @@ def summarize_cache(events: list[CacheEvent]) -> str:
 def _write_json(path: Path | None, data: Any, what: str) -> None:
     if path:
         path.write_text(json.dumps(data, indent=2, default=str))
-        _wrote(what, path)
-
-
-def _wrote(what: str, path: Path) -> None:
-    """`wrote the JSON report: out.json (12.3 KiB)`, on stderr beside `recorded as #N`."""
-    print(f"wrote {what}: {path} ({nbytes(path.stat().st_size)})", file=sys.stderr)
+        cli_history.wrote(what, path)
 
 
 def _write_exports(args: argparse.Namespace, report: Report) -> None:
@@ -488,7 +485,7 @@ def _write_exports(args: argparse.Namespace, report: Report) -> None:
     if args.mlir:
         if report.mlir:
             args.mlir.write_text(report.mlir)
-            _wrote("the StableHLO with locations", args.mlir)
+            cli_history.wrote("the StableHLO with locations", args.mlir)
         else:
             print("no StableHLO to write (the function did not lower)", file=sys.stderr)
     if args.trace:
@@ -499,7 +496,7 @@ def _write_exports(args: argparse.Namespace, report: Report) -> None:
         except (FileNotFoundError, OSError) as exc:
             print(f"no trace written: {exc}", file=sys.stderr)
         else:
-            _wrote("the kernel trace for Perfetto", args.trace)
+            cli_history.wrote("the kernel trace for Perfetto", args.trace)
 
 
 def cache_json(reply: CacheReply) -> dict[str, Any]:
@@ -531,7 +528,7 @@ def _analyze(args: argparse.Namespace, worker: Worker) -> None:
         from viz.export import html_report
 
         args.html.write_text(html_report(report))
-        _wrote("the HTML report", args.html)
+        cli_history.wrote("the HTML report", args.html)
 
 
 def _cache(args: argparse.Namespace, worker: Worker) -> None:
