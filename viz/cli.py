@@ -88,7 +88,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=invoked_name(), description=__doc__.splitlines()[0], epilog=_samples_help()
     )
-    parser.add_argument("--version", action="version", version=version_text())
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=version_text(),
+        help="print jitscope's, jax's and jaxlib's versions and exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
