@@ -19,15 +19,18 @@ from conftest import REPO, check_error_contract, check_report_contract, sample_p
 
 from viz.cache.events import CallEvent, FailedEvent
 from viz.cache.signature import Reason
-from viz.cli import summarize_cache
+from viz.cli import main, summarize_cache
 from viz.errors import ErrorInfo
 from viz.export import html_report
 from viz.report import Report, Subject
-from viz.samples import Sample, get_sample
+from viz.samples import Sample, get_sample, list_samples
+from viz.units import nbytes
 
 
-def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def cli(
+    *args: str, timeout: float = 180, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "viz", *args],
         cwd=REPO,
@@ -376,3 +379,77 @@ def test_file_func_names_the_users_file_as_given_never_a_copy(tmp_path: Path) ->
     for name in ("ok.json", "error.json"):
         text = (tmp_path / name).read_text()
         assert not re.search(r"user_[0-9a-f]{16}|/src/|<your code>", text), name
+
+
+# --------------------------------------------------------------------------- what it says (#62)
+
+
+def test_a_function_without_its_args_is_misuse_named_with_the_fix_and_not_recorded(tmp_path):
+    source = tmp_path / "train.py"
+    source.write_text("params = {'w': 1.0}\n\n\ndef step(params, x, lr=0.1):\n    return x\n")
+    env = {"JITSCOPE_HOME": str(tmp_path / "home")}
+    proc = cli("analyze", str(source), timeout=60, env=env)
+    assert proc.returncode == 2, proc.stdout
+    assert "step() needs values for params, x: no --args" in proc.stderr
+    assert 'fix: --args "params, f32[8]"' in proc.stderr  # a name the module defines, kept
+    part = cli("cache", f"{source}::step", "--call", "f32[3]", timeout=60, env=env)
+    assert part.returncode == 2
+    assert "needs a value for x: --call gives 1 of 2 (params, x)" in part.stderr
+    history = cli("history", "--json", "-", timeout=60, env=env)
+    assert json.loads(history.stdout) == []  # nothing ran, nothing was recorded
+
+
+def test_each_command_names_itself_as_called_and_has_a_version():
+    record = cli("record", "--help", timeout=60)
+    assert record.returncode == 0
+    assert record.stdout.startswith("usage: python -m viz record [--json OUT]")
+    assert "python -m viz record --recover" in record.stdout
+    assert cli("analyze", "--help", timeout=60).stdout.startswith("usage: python -m viz analyze")
+    version = cli("--version", timeout=60)
+    assert version.returncode == 0
+    assert re.fullmatch(r"jitscope \S+ · jax \S+ · jaxlib \S+\n", version.stdout)
+
+
+def test_the_console_script_names_itself_jitscope(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/jitscope", "record", "--help"])
+    with pytest.raises(SystemExit):
+        main(["record", "--help"])
+    assert capsys.readouterr().out.startswith("usage: jitscope record [--json OUT]")
+
+
+def test_help_lists_the_samples():
+    for argv in (["--help"], ["analyze", "--help"], ["cache", "--help"]):
+        text = " ".join(cli(*argv, timeout=60).stdout.split())
+        assert "samples (sample:NAME, with their own args):" in text
+        assert all(s.name in text for s in list_samples())
+
+
+def test_the_exports_say_what_they_wrote_and_the_html_is_small(tmp_path):
+    """The mlp sample's --html under 1.5 MB: charts as HTML and inline SVG, no plotly.js."""
+    out = {ext: tmp_path / f"mlp.{ext}" for ext in ("json", "html", "mlir", "json.gz")}
+    proc = cli(
+        "analyze", "sample:mlp", "--runs", "3", "--no-history", "--json", str(out["json"]),
+        "--html", str(out["html"]), "--mlir", str(out["mlir"]), "--trace", str(out["json.gz"]),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for what, ext in [
+        ("the JSON report", "json"),
+        ("the HTML report", "html"),
+        ("the StableHLO with locations", "mlir"),
+        ("the kernel trace for Perfetto", "json.gz"),
+    ]:
+        size = nbytes(out[ext].stat().st_size)
+        assert f"wrote {what}: {out[ext]} ({size})\n" in proc.stderr
+    page = out["html"].read_text()
+    assert out["html"].stat().st_size < 1_500_000
+    assert "<script" not in page and "Memory over program order" in page
+    assert "Kernel time per step" in page and "<svg" in page
+
+
+def test_donation_is_in_the_printed_summary(tmp_path):
+    proc = cli(
+        "analyze", "sample:elementwise_chain", "--args", "f32[64,64]", "--donate", "x",
+        "--runs", "0", "--no-history",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "donated: x → output #0 (aliased) · 16.0 KiB written in place" in proc.stdout

@@ -86,6 +86,7 @@ def test_diff_by_ids_and_by_files_gives_b_minus_a(two_runs, tmp_path):
     by_id = cli(home, "diff", str(ids[0]), f"#{ids[1]}", "--json", str(out))
     assert by_id.returncode == 0, by_id.stderr
     assert by_id.stdout.startswith(f"A: #{ids[0]} chain(f32[512,512])")
+    assert f"wrote the JSON: {out} (" in by_id.stderr
     diff = json.loads(out.read_text())
     by_file = json.loads(cli(home, "diff", str(a_json), str(b_json), "--json", "-").stdout)
     for d in (diff, by_file):

@@ -6,13 +6,16 @@ parameters are the defaults.
 
 User code runs in the worker (time and memory limits, crash isolation, and
 `cpu:8` really gets 8 devices). Exit status 0 when the analysis ran, even if
-the user's function failed (that is a result, in `error`); 2 for CLI misuse.
+the user's function failed (that is a result, in `error`); 2 for CLI misuse, a
+function whose required parameters the args spec leaves without values included (read
+from its code before anything runs).
 Every `analyze` is recorded in the run history unless `--no-history`.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import sys
@@ -25,14 +28,16 @@ from typing import Any
 from viz import cli_history
 from viz.cache.events import CacheEvent, FailedEvent, RoutedEvent
 from viz.cache.signature import reason_text
-from viz.locations import APP_SCRIPT, command_name
+from viz.locations import APP_SCRIPT, invoked_name
 from viz.memory.display import padding_text, peak_line, spaces_text
 from viz.options import parse_option
 from viz.platforms import DeviceConfig, DeviceError, examples, held, written
 from viz.recorder import RECORDER_COMMANDS
 from viz.report import Report
-from viz.samples import get_sample
+from viz.samples import get_sample, list_samples
 from viz.settings import Settings
+from viz.source import parse_python
+from viz.spec.text import SpecError, split_spec
 from viz.specialization import SpecializedArg
 from viz.units import nbytes, seconds
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
@@ -91,13 +96,21 @@ def _option(text: str) -> tuple[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=command_name(), description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog=invoked_name(), description=__doc__.splitlines()[0], epilog=_samples_help()
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=version_text(),
+        help="print jitscope's, jax's and jaxlib's versions and exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "target",
         type=_target,
-        help="PATH::FUNC (FUNC defaults to the last one), or sample:NAME",
+        help="PATH::FUNC (FUNC defaults to the last one), or sample:NAME (see below)",
     )
     common.add_argument(
         "--static",
@@ -119,7 +132,9 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_TIMEOUT_S,
         help="seconds before the worker is stopped",
     )
-    analyze = sub.add_parser("analyze", parents=[common], help="trace, lower, compile, run")
+    analyze = sub.add_parser(
+        "analyze", parents=[common], help="trace, lower, compile, run", epilog=_samples_help()
+    )
     analyze.add_argument(
         "--args",
         metavar="SPEC",
@@ -178,7 +193,12 @@ def _parser() -> argparse.ArgumentParser:
         help="when another process holds the device (a TPU chip: one process at a time), "
         "wait until it is free instead of failing",
     )
-    cache = sub.add_parser("cache", parents=[common], help="call repeatedly, explain cache misses")
+    cache = sub.add_parser(
+        "cache",
+        parents=[common],
+        help="call repeatedly, explain cache misses",
+        epilog=_samples_help(),
+    )
     cache.add_argument(
         "--call",
         action="append",
@@ -194,6 +214,104 @@ def _parser() -> argparse.ArgumentParser:
         help="start the app (Streamlit's own options pass through, e.g. --server.port 8502)",
     )
     return parser
+
+
+def _samples_help() -> str:
+    """The samples a target can name, for `--help`."""
+    names = ", ".join(s.name for s in list_samples())
+    return f"samples (sample:NAME, with their own args): {names or 'none installed'}"
+
+
+def version_text() -> str:
+    """`jitscope 0.1.0 · jax 0.10.2 · jaxlib 0.10.2`, from the installed packages' metadata
+    (jax is not imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return f"{name} {version(name)}"
+        except PackageNotFoundError:
+            return f"{name} (not installed)"
+
+    return " · ".join(installed(name) for name in ("jitscope", "jax", "jaxlib"))
+
+
+def missing_args(settings: Settings, specs: list[str], flag: str = "--args") -> str | None:
+    """What is wrong when one of `specs` (the args specs to call with) gives fewer items
+    than the function has required positional parameters, read from its code with `ast`
+    before anything runs; None when they are enough or the code does not say (a function
+    made by a call, `step = jax.jit(f)`, or a spec that does not split)."""
+    definition = _definition(settings.code, settings.function)
+    if definition is None:
+        return None
+    params = _required_params(definition)
+    for spec in specs:
+        items = _spec_items(spec)
+        if items is not None and len(items) < len(params):
+            return _missing_text(definition.name, params, items, flag, settings)
+    return None
+
+
+def _spec_items(spec: str) -> list[str] | None:
+    """The spec's top-level items (None: it does not split; the worker will say why)."""
+    try:
+        return split_spec(spec) if spec.strip() else []
+    except SpecError:
+        return None
+
+
+def _missing_text(
+    function: str, params: list[str], items: list[str], flag: str, settings: Settings
+) -> str:
+    """`step() needs values for params, x: …` and the fix, with an example spec."""
+    missing = params[len(items) :]
+    names = _module_names(settings.code)
+    example = ", ".join([*items, *(_example_item(p, names, settings.static) for p in missing)])
+    given = ", ".join(params)
+    told = f"{flag} gives {len(items)} of {len(params)} ({given})" if items else f"no {flag}"
+    value = "a value" if len(missing) == 1 else "values"
+    return (
+        f"{function}() needs {value} for {', '.join(missing)}: {told}\n"
+        f'fix: {flag} "{example}" (one spec item per parameter, in order: an array '
+        "dtype[shape], a name your module defines, or a Python literal)"
+    )
+
+
+def _definition(code: str, function: str | None) -> ast.FunctionDef | None:
+    """The top-level `def` the target names (None: FUNC's last one), or None."""
+    try:
+        tree = parse_python(code)
+    except (SyntaxError, ValueError):
+        return None
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    named = [d for d in defs if d.name == function] if function else defs[-1:]
+    return named[-1] if named else None
+
+
+def _required_params(definition: ast.FunctionDef) -> list[str]:
+    """The positional parameters without a default value."""
+    a = definition.args
+    positional = [*a.posonlyargs, *a.args]
+    return [p.arg for p in positional[: len(positional) - len(a.defaults)]]
+
+
+def _module_names(code: str) -> set[str]:
+    """The names the module assigns at its top level (`params = init(...)`)."""
+    return {
+        t.id
+        for node in parse_python(code).body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
+
+
+def _example_item(param: str, names: set[str], static: list[str]) -> str:
+    """A parameter's example spec item: its own name when the module defines it
+    (`params`), a number for a static one, else a small array."""
+    if param in names:
+        return param
+    return "8" if param in static else "f32[8]"
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -233,6 +351,7 @@ def summarize_report(report: Report) -> str:
         memory, source = report.memory, report.source_file
         said = [peak_line(memory, source), padding_text(memory, source), spaces_text(memory)]
         lines.extend(filter(None, said))
+    lines.extend(_donation_lines(report))
     lines.extend(_specialization_lines(report))
     lines.extend(_sharding_lines(report))
     lines.extend(_compile_profile_lines(report))
@@ -264,6 +383,24 @@ def _fusion_lines(report: Report) -> list[str]:
         top = ", ".join(f"{k.name} {seconds(k.mean_s)} ({k.share:.0%})" for k in prof.kernels[:3])
         lines.append(f"kernel time per step {seconds(prof.step_s)}: {top}")
     return lines
+
+
+def _donation_lines(report: Report) -> list[str]:
+    """`donated: x → output #0 (aliased) · y not reused (no output of its shape and dtype)
+    · 4.0 MiB written in place`, from the report's donation section."""
+    donation = report.donation
+    donated = [a for a in donation.args if a.donated] if donation else []
+    if not donated:
+        return []
+    leaves = [
+        f"{a.name} → output #{a.aliased_output} (aliased)"
+        if a.aliased_output is not None
+        else f"{a.name} not reused ({a.reason or 'XLA kept its buffer'})"
+        for a in donated
+    ]
+    saved = donation.saved_bytes
+    tail = f" · {nbytes(saved)} written in place" if saved else ""
+    return ["donated: " + " · ".join(leaves) + tail]
 
 
 SHOWN_LEAVES = 6  # the summary's specialization line names this many leaves
@@ -368,9 +505,10 @@ def summarize_cache(events: list[CacheEvent]) -> str:
     return "\n".join(lines)
 
 
-def _write_json(path: Path | None, data: Any) -> None:
+def _write_json(path: Path | None, data: Any, what: str) -> None:
     if path:
         path.write_text(json.dumps(data, indent=2, default=str))
+        cli_history.wrote(what, path)
 
 
 def _write_exports(args: argparse.Namespace, report: Report) -> None:
@@ -378,6 +516,7 @@ def _write_exports(args: argparse.Namespace, report: Report) -> None:
     if args.mlir:
         if report.mlir:
             args.mlir.write_text(report.mlir)
+            cli_history.wrote("the StableHLO with locations", args.mlir)
         else:
             print("no StableHLO to write (the function did not lower)", file=sys.stderr)
     if args.trace:
@@ -387,6 +526,8 @@ def _write_exports(args: argparse.Namespace, report: Report) -> None:
             save_trace(report.profile or {}, args.trace)
         except (FileNotFoundError, OSError) as exc:
             print(f"no trace written: {exc}", file=sys.stderr)
+        else:
+            cli_history.wrote("the kernel trace for Perfetto", args.trace)
 
 
 def cache_json(reply: CacheReply) -> dict[str, Any]:
@@ -413,11 +554,12 @@ def _analyze(args: argparse.Namespace, worker: Worker) -> None:
         cli_history.record(reply.report, settings.code)
     print(summarize_report(report))
     _write_exports(args, report)
-    _write_json(args.json, report.public_dict())
+    _write_json(args.json, report.public_dict(), "the JSON report")
     if args.html:
         from viz.export import html_report
 
         args.html.write_text(html_report(report))
+        cli_history.wrote("the HTML report", args.html)
 
 
 def ask_waiting(
@@ -443,7 +585,7 @@ def _cache(args: argparse.Namespace, worker: Worker) -> None:
     if reply.error:  # the worker itself failed (a call's error is an event)
         print(f"error: {reply.error.message}", file=sys.stderr)
     print(summarize_cache(reply.events))
-    _write_json(args.json, cache_json(reply))
+    _write_json(args.json, cache_json(reply), "the cache JSON")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -456,6 +598,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in ("history", "diff"):
         return cli_history.main(args)
+    settings = _settings(args)
+    if args.command == "cache":
+        problem = missing_args(settings, args.call, "--call")
+    else:
+        problem = missing_args(settings, [settings.args])
+    if problem:  # misuse: nothing runs, nothing is recorded
+        print(f"{invoked_name()} {args.command}: error: {problem}", file=sys.stderr)
+        return 2
     worker = Worker(args.device, timeout_s=args.timeout)
     try:
         (_analyze if args.command == "analyze" else _cache)(args, worker)

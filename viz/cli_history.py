@@ -127,6 +127,13 @@ def _emit(data: Any, out: str | None, text: Any) -> None:
     print(text())
     if out:
         Path(out).write_text(json.dumps(data, indent=2, default=str))
+        wrote("the JSON", Path(out))
+
+
+def wrote(what: str, path: Path) -> None:
+    """`wrote the JSON report: out.json (12.3 KiB)`: every file the CLI writes is said on
+    stderr, beside `recorded as #N`."""
+    print(f"wrote {what}: {path} ({units.nbytes(path.stat().st_size)})", file=sys.stderr)
 
 
 def history_table(runs: list[Run]) -> str:

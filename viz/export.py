@@ -1,8 +1,9 @@
 """One standalone, offline HTML report: texts, graphs and charts of an analysis.
 
-plotly.js is inlined once and the graphs are inline SVG (rendered with the
-graphviz `dot` binary; without it the DOT source is embedded instead), so the
-file opens anywhere without a network.
+No script: the charts are HTML bars and inline SVG (`viz.html_charts`, not plotly.js,
+which alone would be 4.8 MB) and the graphs inline SVG (laid out by `dot`; without it
+the DOT source is embedded instead), so the file is small and opens anywhere without a
+network.
 """
 
 from __future__ import annotations
@@ -12,15 +13,16 @@ import json
 from typing import Any
 
 import viz.graph
-from viz import charts
+from viz import html_charts
 from viz.errors import ErrorInfo
-from viz.fusion.view import coverage_text, kernel_rows, kernel_time_chart
+from viz.fusion.view import coverage_text, kernel_rows
 from viz.ir.model import Graph
 from viz.memory.display import buffer_rows, fit_text
 from viz.report import GraphSummary, Report
 from viz.units import cell_text, seconds
 
-_STYLE = """
+_STYLE = (
+    """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
 max-width:1200px;color:#1f2430}
 h1{margin-bottom:0} .sub{color:#666;margin-top:4px}
@@ -32,6 +34,8 @@ table.kernels{border-collapse:collapse;font-size:12px} table.kernels td,table.ke
 border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 .error{background:#fdecea;border:1px solid #f5c2c0;padding:12px;border-radius:8px}
 """
+    + html_charts.STYLE
+)
 
 
 def _metric(label: str, value: Any) -> str:
@@ -69,9 +73,7 @@ def _memory_section(report: Report) -> list[str]:
         f'<p class="sub">XLA\'s figures for this compile on {html.escape(report.device)}: '
         "its buffer assignment and schedule.</p>",
         f"<p>{html.escape(fit_text(memory, report.source_file) or '')}</p>",
-        charts.memory_timeline(report, report.source_file).to_html(
-            full_html=False, include_plotlyjs=False
-        ),
+        html_charts.memory_timeline(report),
     ]
     rows = buffer_rows(memory.at_peak, report.source_file)
     head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0]) if rows else ""
@@ -117,14 +119,12 @@ def html_report(report: Report) -> str:
         ("run median", seconds(t.run_median_s)),
     ]
     parts.append('<div class="metrics">' + "".join(_metric(k, v) for k, v in counts) + "</div>")
-    figures = [
-        charts.count_chain(report),
-        charts.stage_waterfall(report),
-        charts.op_counts(report),
-        charts.run_distribution(report),
+    parts += [
+        html_charts.count_chain(report),
+        html_charts.stage_waterfall(report),
+        html_charts.op_counts(report),
+        html_charts.run_distribution(report),
     ]
-    for i, fig in enumerate(figures):
-        parts.append(fig.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False))
     parts.extend(_memory_section(report))
     parts.append(_fusion_section(report))  # issue #12: the map and kernel times
     parts.extend(_ir_sections(report))
@@ -142,7 +142,7 @@ def html_report(report: Report) -> str:
 
 def _fusion_section(report: Report) -> str:
     """The offline HTML report's fusion map: coverage, the kernel-time chart when
-    profiled (plotly.js must already be on the page), and the kernel table."""
+    profiled, and the kernel table."""
     fusion_map = report.fusion_map
     if not fusion_map:
         return ""
@@ -154,9 +154,9 @@ def _fusion_section(report: Report) -> str:
     if profile and profile.kernels:
         parts.append(
             f"<p>Profiled with {html.escape(profile.source)}: {profile.runs} runs, "
-            f"{profile.step_s * 1e3:.3f} ms per step.</p>"
+            f"{seconds(profile.step_s)} per step.</p>"
         )
-        parts.append(kernel_time_chart(profile).to_html(full_html=False, include_plotlyjs=False))
+        parts.append(html_charts.kernel_times(profile))
     rows = kernel_rows(fusion_map, profile)
     head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
     body = "".join(

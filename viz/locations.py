@@ -30,6 +30,13 @@ def command_name() -> str:
     return sys.argv[0] if typed else "python -m viz"
 
 
+def invoked_name() -> str:
+    """This command as it was called, for its `--help`: `jitscope` run as the console
+    script, else `python -m viz`."""
+    script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return "jitscope" if script == "jitscope" else "python -m viz"
+
+
 def app_command() -> str:
     """How to open the app from the current folder."""
     return f"{command_name()} app"

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from viz.history import HistoryError
-from viz.locations import command_name
+from viz.locations import command_name, invoked_name
 from viz.recorder.display.divergence import Member, processes_text
 from viz.recorder.display.job import JobError, JobView, from_history, job_view
 from viz.recorder.display.job_views import ended_first_text
@@ -24,7 +24,7 @@ from viz.recorder.model import Recording
 from viz.recorder.storage.recordings import Recordings, recording_id
 from viz.units import seconds
 
-USAGE = "python -m viz job [REC ...] [--json OUT]   (REC: a recording JSON file or rec:N)"
+USAGE = "%(prog)s [REC ...] [--json OUT]   (REC: a recording JSON file or rec:N)"
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +36,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
 
 def _options() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m viz job", usage=USAGE, description=__doc__.splitlines()[0]
+        prog=f"{invoked_name()} job", usage=USAGE, description=__doc__.splitlines()[0]
     )
     parser.add_argument(
         "recordings",

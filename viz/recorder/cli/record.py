@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from viz.history import HistoryError
-from viz.locations import app_command
+from viz.locations import app_command, invoked_name
 from viz.recorder.capture.run import BOOT, CONFIG_ENV
 from viz.recorder.display.html import recording_html
 from viz.recorder.display.summary import summary_text
@@ -34,9 +34,9 @@ from viz.recorder.storage.orphans import journal_path, recover_orphans
 from viz.recorder.storage.recordings import save
 
 USAGE = (
-    "python -m viz record [--json OUT] [--html OUT] [--no-history] [--eager] [--name NAME] "
+    "%(prog)s [--json OUT] [--html OUT] [--no-history] [--eager] [--name NAME] "
     "[--details N] [--persistent-cache DIR] -- SCRIPT [ARGS ...]  (or: ... [--] -m MODULE "
-    "[ARGS ...]);  python -m viz record --recover"
+    "[ARGS ...]);  %(prog)s --recover"
 )
 
 
@@ -50,7 +50,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
 
 def _options() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m viz record", usage=USAGE, description=__doc__.splitlines()[0]
+        prog=f"{invoked_name()} record", usage=USAGE, description=__doc__.splitlines()[0]
     )
     parser.add_argument(
         "--json",
