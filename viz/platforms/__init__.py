@@ -1,0 +1,1 @@
+"""What each platform (cpu, tpu, gpu) gives, behind one seam."""
