@@ -24,6 +24,9 @@ from typing import Any
 from viz import cli_history
 from viz.cache.events import CacheEvent, FailedEvent, RoutedEvent
 from viz.cache.signature import reason_text
+from viz.device_time import device_time_words
+from viz.fusion.profile import Profile
+from viz.fusion.roofline import peaks_words, point_words, roofline
 from viz.locations import APP_SCRIPT, command_name
 from viz.memory.display import peak_line
 from viz.options import parse_option
@@ -32,7 +35,7 @@ from viz.report import Report
 from viz.samples import get_sample
 from viz.settings import Settings
 from viz.specialization import SpecializedArg
-from viz.units import nbytes, seconds
+from viz.units import count, nbytes, seconds
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
 from viz.worker.protocol import Analyze, CacheCalls, CacheReply
 
@@ -196,11 +199,14 @@ def summarize_report(report: Report) -> str:
     lines = [f"{report.function}({report.args}) on {report.device} · jax {report.jax_version}"]
     t = report.timings
     if report.jaxpr:
-        counts = (
-            report.jaxpr.eqn_count,
-            report.stablehlo.op_count if report.stablehlo else None,
-            report.compiled.kernel_count if report.compiled else None,
-        )
+        counts = [
+            count(c)
+            for c in (
+                report.jaxpr.eqn_count,
+                report.stablehlo.op_count if report.stablehlo else None,
+                report.compiled.kernel_count if report.compiled else None,
+            )
+        ]
         lines.append(
             f"jaxpr eqns {counts[0]} → StableHLO ops {counts[1]} → compiled kernels {counts[2]}"
         )
@@ -215,6 +221,8 @@ def summarize_report(report: Report) -> str:
         f"compile {seconds(t.compile_s)} · run median "
         f"{seconds(t.run_median_s)} (eager {seconds(t.eager_median_s)})"
     )
+    if t.run_median_s is not None:
+        lines.extend(filter(None, [device_time_words(t, report.device)]))
     error = report.error
     if error:
         where = f" (line {error.line})" if error.line else ""
@@ -235,9 +243,33 @@ def _fusion_lines(report: Report) -> list[str]:
         )
     prof = report.profile
     if prof and prof.kernels:
-        top = ", ".join(f"{k.name} {seconds(k.mean_s)} ({k.share:.0%})" for k in prof.kernels[:3])
-        lines.append(f"kernel time per step {seconds(prof.step_s)}: {top}")
+        titles = {e.kernel: e.title for e in report.fusion_map if e.title}
+        top = ", ".join(
+            f"{_kernel_title(k.name, titles)} {seconds(k.mean_s)} ({k.share:.0%})"
+            for k in prof.kernels[:3]
+        )
+        lines.append(f"kernel time per step {seconds(prof.busy_step_s)}: {top}")
+        lines.extend(_roofline_lines(prof, titles))
     return lines
+
+
+TOP_KERNELS = 5  # the roofline lines of the CLI's summary
+
+
+def _kernel_title(name: str, titles: dict[str, str]) -> str:
+    return f"{name} ({titles[name]})" if name in titles else name
+
+
+def _roofline_lines(prof: Profile, titles: dict[str, str]) -> list[str]:
+    line = roofline(prof)
+    head = f"roofline on {peaks_words(line.peaks)}" if line.peaks else "roofline"
+    if line.note:
+        head += f" · {line.note}"
+    slowest = sorted(line.points, key=lambda p: -p.seconds)[:TOP_KERNELS]
+    return [head] + [
+        f"  {_kernel_title(p.kernel, titles)} {seconds(p.seconds)}: {point_words(p)}"
+        for p in slowest
+    ]
 
 
 SHOWN_LEAVES = 6  # the summary's specialization line names this many leaves
