@@ -262,9 +262,7 @@ def _kernel_title(name: str, titles: dict[str, str]) -> str:
 
 def _roofline_lines(prof: Profile, titles: dict[str, str]) -> list[str]:
     line = roofline(prof)
-    head = f"roofline on {peaks_words(line.peaks)}" if line.peaks else "roofline"
-    if line.note:
-        head += f" · {line.note}"
+    head = f"roofline on {peaks_words(line.peaks)}" if line.peaks else f"roofline: {line.note}"
     slowest = sorted(line.points, key=lambda p: -p.seconds)[:TOP_KERNELS]
     return [head] + [
         f"  {_kernel_title(p.kernel, titles)} {seconds(p.seconds)}: {point_words(p)}"

@@ -181,8 +181,9 @@ def fusion_map(
         direct = _match(index, side)
         folded = {i for i in side.constant if not direct[i]}
         ops = [o for o in side.ops if o.id not in folded] if folded else side.ops
-        found = _absorbed(side, ops, direct)
-        in_kernel = _through_kernels(side, found)
+        seeded, in_kernel = _into_kernels(side, direct)
+        found = _absorbed(side, ops, seeded)
+        _calls_from_bodies(side, found)
         mapped = sum(1 for o in ops if found[o.id])
         by_metadata = sum(1 for o in ops if direct[o.id])
         counts[ir] = {
@@ -390,19 +391,29 @@ def _title_kernels(
             entries[refs[0].name].title = title
 
 
-def _through_kernels(side: Side, found: dict[str, list[KernelRef]]) -> set[str]:
-    """A kernel's body ops not found take the kernel of its call; a call not found takes
-    the kernels its body went into. Returns the body ops found through their call."""
+def _into_kernels(
+    side: Side, direct: dict[str, list[KernelRef]]
+) -> tuple[dict[str, list[KernelRef]], set[str]]:
+    """The body ops of a kernel whose call was found by its metadata run in the call's
+    kernel (before dataflow could place them by their neighbours); returns the ops
+    found so far, and those found through their call."""
+    seeded = dict(direct)
     through = set()
+    for call, body in side.kernel_bodies.items():
+        for op in body:
+            if direct.get(call) and not direct.get(op):
+                seeded[op] = direct[call]
+                through.add(op)
+    return seeded, through
+
+
+def _calls_from_bodies(side: Side, found: dict[str, list[KernelRef]]) -> None:
+    """A kernel call no instruction names (its body inlined: Pallas's interpret mode)
+    is found where its body went."""
     for call, body in side.kernel_bodies.items():
         if not found.get(call):
             refs = [r for op in body for r in found.get(op, ())]
             found[call] = list({id(r): r for r in refs}.values())
-        for op in body:
-            if not found.get(op) and found[call]:
-                found[op] = found[call]
-                through.add(op)
-    return through
 
 
 def constant_only(graph: Graph) -> dict[str, bool]:

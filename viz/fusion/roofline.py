@@ -80,7 +80,7 @@ def roofline(profile: Profile) -> Roofline:
     if not points:
         where = profile.platform or "this platform"
         return Roofline(
-            peaks, [], f"no roofline: the {where} trace carries no FLOPs or bytes per kernel"
+            peaks, [], f"the {where} trace carries no FLOPs or bytes per kernel: none is placed"
         )
     if peaks is None:
         kind = profile.device_kind or profile.platform or "this device"
