@@ -344,3 +344,18 @@ def test_a_failed_compile_prints_a_dash_for_its_kernel_count() -> None:
     assert report.error is not None and report.compiled is None
     summary = summarize_report(report)
     assert "compiled kernels –" in summary and "None" not in summary
+
+
+def test_the_roofline_chart_draws_the_roof_and_each_kernel() -> None:
+    from viz.charts import roofline_chart
+
+    fig = roofline_chart(roofline(tpu_profile()))
+    roof, *kernels = fig.data
+    assert list(roof.x)[1] == pytest.approx(TPU_V5E.ridge)
+    assert max(roof.y) == pytest.approx(TPU_V5E.flops_per_s)
+    assert sorted(name for trace in kernels for name in trace.text) == [
+        "custom-call.1",
+        "fusion",
+        "fusion.3",
+    ]
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
