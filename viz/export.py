@@ -13,6 +13,7 @@ from typing import Any
 
 import viz.graph
 from viz import charts
+from viz.device_time import device_time_words
 from viz.errors import ErrorInfo
 from viz.fusion.view import coverage_text, kernel_rows, kernel_time_chart
 from viz.ir.model import Graph
@@ -117,6 +118,8 @@ def html_report(report: Report) -> str:
         ("run median", seconds(t.run_median_s)),
     ]
     parts.append('<div class="metrics">' + "".join(_metric(k, v) for k, v in counts) + "</div>")
+    if t.run_median_s is not None and (said := device_time_words(t, report.device)):
+        parts.append(f'<p class="sub">{html.escape(said)}</p>')
     figures = [
         charts.count_chain(report),
         charts.stage_waterfall(report),
