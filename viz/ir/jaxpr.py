@@ -238,7 +238,8 @@ def _read_kernel(
     label = _container_label(eqn)
     group = reader.graph.unique_path(scope, label)
     reader.graph.add_group(group, "kernel", None, label=label)
-    reader.graph.groups[group].attrs["kernel"] = label.partition(": ")[2]
+    attrs = reader.graph.groups[group].attrs
+    attrs["kernel"], attrs["colour"] = label.partition(": ")[2], "custom"  # as a custom call
     call = _read_op(reader, eqn, env, group, source, label)
     first = len(reader.graph.nodes)
     _read_sub(reader, body, [_lookup(env, v) for v in eqn.invars], group, source)
