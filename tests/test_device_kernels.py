@@ -359,3 +359,19 @@ def test_the_roofline_chart_draws_the_roof_and_each_kernel() -> None:
         "fusion.3",
     ]
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+
+
+def test_the_clis_top_kernels_sit_on_the_tpu_roofline_with_the_pallas_title() -> None:
+    from viz.fusion.model import FusionEntry
+    from viz.report import Report, Subject
+
+    timings = Timings(run_median_s=100e-6, device_s=20e-6, device_clock="device")
+    titled = FusionEntry("custom-call.1", "custom-call", title="add_kernel")
+    report = Report(profile=tpu_profile(), fusion_map=[titled], timings=timings,
+                    subject=Subject(device="tpu"))  # fmt: skip
+    summary = summarize_report(report)
+    assert "kernel time per step 20 µs: fusion.3 8 µs (40%)" in summary
+    assert "roofline on TPU v5e: 197.00 TFLOP/s bf16, 819.00 GB/s HBM, ridge 241 FLOP/B" in summary
+    assert "  custom-call.1 (add_kernel) 6 µs: 341.33 MFLOP/s · 2.05 GB/s" in summary
+    assert "memory-bound" in summary
+    assert "device 20 µs per call · host and dispatch: 80 µs of 100 µs" in summary
