@@ -13,6 +13,8 @@ the clone; one process at a time, since one process owns a TPU chip):
 - the compile profile has XLA's spans (on TPU `XLA::TPU emitting for <kernel>`);
 - a Pallas kernel (`pl.pallas_call`, interpreted on CPU) is named by its function,
   with its device time, and the fusion map counts its body as found;
+- the same through the API: `viz.analyze(..., device=D, profile=True)` in the user's
+  own process, on the Pallas program;
 - a second process on a held chip waits or names the holder.
 Every item is caught and reported: item, PASS/FAIL/SKIP (with the reason), seconds.
 
@@ -210,6 +212,32 @@ class Check:
         seen += f"; {titled[0].kernel} (add_kernel) {timed_kernel.mean_s * 1e6:.1f} µs"
         return cov == 1.0, seen
 
+    def api(self) -> Outcome:
+        """`viz.analyze` in the user's own process, on the Pallas program."""
+        script = (
+            "import json, sys; sys.path.insert(0, sys.argv[1]); import viz; "
+            "from pallas_forward import forward; "
+            f"r = viz.analyze(forward, {PALLAS_ARGS!r}, device=sys.argv[2], runs=3, "
+            "profile=True); p = r.profile; "
+            "print(json.dumps({'error': r.error and r.error.message, "
+            "'kernels': len(p.kernels) if p else 0, 'device_s': r.timings.device_s, "
+            "'clock': r.timings.device_clock}))"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(self.folder), self.device],
+            cwd=self.folder,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+        if proc.returncode != 0:
+            return False, (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        seen = json.loads(proc.stdout.strip().splitlines()[-1])
+        clock_ok = seen["clock"] == "host" if self.platform == "cpu" else seen["device_s"]
+        return not seen["error"] and seen["kernels"] > 0 and bool(clock_ok), str(seen)
+
     def second_process(self) -> Outcome:
         if self.platform != "tpu":
             return None, f"{self.platform} is not owned by one process"
@@ -245,6 +273,7 @@ def run_items(check: Check) -> list[Row]:
         timed(f"device time beside wall time on {d}", check.device_beside_wall),
         timed(f"compile profile on {d} has XLA's spans", check.compile_spans),
         timed("a Pallas kernel named, timed, its body found", check.pallas_kernel),
+        timed(f"the API: viz.analyze(..., device={d!r}, profile=True)", check.api),
         timed("a second process on a held chip", check.second_process),
     ]
 

@@ -41,6 +41,7 @@ def test_every_item_runs_on_the_cpu_and_the_recorded_fixtures_read_back(tmp_path
         "device time beside wall time on cpu",
         "compile profile on cpu has XLA's spans",
         "a Pallas kernel named, timed, its body found",
+        "the API: viz.analyze(..., device='cpu', profile=True)",
         "record pallas_forward",
     ):
         assert found[item] == "PASS", (item, out.stdout)
