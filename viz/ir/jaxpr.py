@@ -17,7 +17,8 @@ Not containers:
   holding one op node for the call itself (`op` pallas_call, the user's line, its
   name stack: what the compiled program's custom call is matched on) and the kernel's
   body inside. Its body reads and writes refs: the kernel's inputs are bound to its
-  input refs, and its outputs are produced by the body's writes (`swap`, `addupdate`).
+  input refs, and its outputs are produced by the body's writes (`swap`, `addupdate`;
+  a kernel with several outputs has each of them read from all its writes).
 
 Inputs (`in0`, ... or the given argument names), outputs and closed-over
 constants are nodes of kind 'input' / 'output' / 'constant' and are not ops.
