@@ -24,6 +24,7 @@ from ui import (
 )
 from ui.results import FULL_RESULTS, Result
 from viz import charts, demo, share, vega
+from viz.device_time import device_time_words
 from viz.history import History, HistoryError
 from viz.ir.model import IR
 from viz.progress import STAGES
@@ -134,6 +135,8 @@ def overview(r: Report, key: str = "ov", res: Result | None = None) -> None:
         help="steady-state time per call of the compiled program",
     )
     m[2].metric("fusions", c and c.fusion_count, help=r.definition(Count.FUSIONS))
+    if r.timings.run_median_s is not None and (said := device_time_words(r.timings, r.device)):
+        st.caption(said)
     flops = r.cost.flops if r.cost else None
     m = st.columns(3)
     m[0].metric("FLOPs", ui.si(flops), help="XLA's cost analysis of the program")

@@ -86,6 +86,8 @@ def test_explore_opens_on_the_default_sample_already_analyzed() -> None:
     assert any(m.value.startswith("**After fusion: compiled HLO**") for m in at.markdown)
     # its charts are Vega-Lite: the first screen never loads Plotly's 4.7 MB bundle
     assert len(at.get("vega_lite_chart")) == 2 and not at.get("plotly_chart")
+    # the run's device time beside its wall time: on the CPU, one clock
+    assert "device time: the same clock as the wall time" in texts(at)
 
 
 @pytest.mark.parametrize(

@@ -232,3 +232,5 @@ def test_profile_kernels_keeps_its_answer_beside_the_report():
     (result,) = at.session_state["results"]
     assert result.profile and result.profile["runs"] >= 1
     assert result.report.get("profile") is None  # the first report stays as it came
+    # the profile's roofline says why the CPU has none (its trace has no FLOPs)
+    assert any("Roofline: the cpu trace carries no FLOPs" in c.value for c in at.caption)

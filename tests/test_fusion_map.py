@@ -21,6 +21,7 @@ from viz.fusion.map import counted_ops
 from viz.fusion.profile import _union, summarize
 from viz.fusion.view import ops_by_kernel
 from viz.ir.kernels import kernel_names
+from viz.platforms.trace import KernelEvent
 from viz.report import Report
 from viz.samples import Sample
 from viz.source import find_function, load_module
@@ -171,7 +172,7 @@ def test_report_json_carries_the_map() -> None:
     assert data["fusion_map_coverage"]["stablehlo"] >= TARGET
     assert {"fusion_map", "fusion_map_coverage", "profile"} <= set(data)
     entry = data["fusion_map"][0]
-    assert set(entry) == {"kernel", "kind", "stablehlo_ops", "jaxpr_eqns", "lines"}
+    assert set(entry) == {"kernel", "kind", "stablehlo_ops", "jaxpr_eqns", "lines", "title"}
     json.dumps(data, allow_nan=False)
 
 
@@ -215,7 +216,8 @@ def test_no_runs_means_no_profile_and_a_warning() -> None:
 
 def test_overlapping_events_count_once() -> None:
     assert _union([(0, 10), (5, 20), (30, 40)]) == [(0, 20), (30, 40)]
-    profile = summarize({"k": [(0, 10), (5, 20)]}, runs=1, step_s=40e-9)
+    events = [KernelEvent("k", 0, 10), KernelEvent("k", 5, 20)]
+    profile = summarize({"k": events}, runs=1, step_s=40e-9)
     assert profile.kernels[0].total_s == pytest.approx(20e-9)
     assert profile.kernels[0].share == pytest.approx(0.5)
     assert profile.unattributed_s == pytest.approx(20e-9)

@@ -20,9 +20,12 @@ from ui.graphs import show_graph
 from ui.results import Result
 from ui.tables import table
 from ui.workers import ask
+from viz.charts import roofline_chart
 from viz.fusion.model import FusionEntry
 from viz.fusion.profile import Profile
 from viz.fusion.report import PROFILE_RUNS
+from viz.fusion.roofline import peaks_words, roofline
+from viz.fusion.roofline import rows as roofline_rows
 from viz.fusion.selection import (
     Picked,
     Selection,
@@ -65,9 +68,12 @@ def profile_button(res: Result, index: int) -> None:
     analysed run's settings (another compile would have other kernels)."""
     p = res.kernel_profile
     if p:
+        on_device = (
+            "" if p.device_step_s is None else f" ({seconds(p.device_step_s)} on the device)"
+        )
         st.caption(
             f"Profiled with {p.source}: {p.runs} runs, "
-            f"{seconds(p.step_s)} per step, {seconds(p.unattributed_s)} outside "
+            f"{seconds(p.step_s)} per step{on_device}, {seconds(p.unattributed_s)} outside "
             "any kernel"
             + (" · kernels overlapped: shares add up to more than 1" if p.concurrent else "")
         )
@@ -302,6 +308,8 @@ def kernel_table(profile: Profile | None, fmap: list[FusionEntry], device: str, 
         )
     elif profile:
         st.info(f"{device} emitted no per-kernel events in the trace.")
+    if profile and profile.kernels:
+        roofline_view(profile, index)
     rows = viz.fusion.view.kernel_rows(fmap, profile)
     kernels = sum(1 for e in fmap if e.is_kernel)
     st.markdown(
@@ -309,3 +317,15 @@ def kernel_table(profile: Profile | None, fmap: list[FusionEntry], device: str, 
         "and the source lines they came from" + (" · slowest first" if profile else "")
     )
     table(rows, height=min(38 + 35 * len(rows), 460))
+
+
+def roofline_view(profile: Profile, index: int) -> None:
+    """The kernels on the chip's roofline, or why there is none."""
+    line = roofline(profile)
+    if line.points:
+        st.plotly_chart(roofline_chart(line), width="stretch", key=f"fm_roofline_{index}")
+        table(roofline_rows(line), height=min(38 + 35 * len(line.points), 320))
+    if line.peaks is not None:
+        st.caption(f"Peaks of the {peaks_words(line.peaks)} ({line.peaks.source})")
+    if line.note:
+        st.caption(f"Roofline: {line.note}.")

@@ -16,6 +16,7 @@ from viz import units
 from viz.cache.events import CacheEvent, CallEvent, RoutedEvent
 from viz.cache.planner import BucketPlan
 from viz.compile_profile.model import CompileProfileSection
+from viz.fusion.roofline import Roofline, attainable
 from viz.lessons.verdicts import break_even
 from viz.report import Report
 from viz.worker.protocol import PassStep, PlacementRow, ScalingRow, ShapeRow
@@ -488,3 +489,40 @@ def compile_spans_chart(profile: CompileProfileSection, max_depth: int = 6) -> g
     )
     title = "XLA's compile, span by span: colour = share of the compile (click a box to zoom)"
     return layout(fig, title, height=520)
+
+
+BOUND_COLOURS = {"memory": "#4C78A8", "compute": "#E45756", "": "#888888"}
+
+
+def roofline_chart(line: Roofline) -> go.Figure:
+    """Each kernel's achieved FLOP/s against its arithmetic intensity (log-log), under
+    the chip's roof: its bandwidth slope up to the ridge point, then its compute peak."""
+    fig = go.Figure()
+    points = [p for p in line.points if p.intensity is not None and p.flops_per_s > 0]
+    intensities = [p.intensity for p in points if p.intensity is not None]
+    peaks = line.peaks
+    if peaks is not None:
+        xs = [min([peaks.ridge / 100, *intensities]), peaks.ridge]
+        xs.append(max([peaks.ridge * 10, *intensities]))
+        fig.add_scatter(
+            x=xs,
+            y=[attainable(x, peaks) for x in xs],
+            name=f"{peaks.chip} roof",
+            mode="lines",
+            line={"color": "#333333", "width": 2},
+            hovertemplate="%{x:.3g} FLOP/B: at most %{y:.3s}FLOP/s<extra></extra>",
+        )
+    for bound in dict.fromkeys(p.bound for p in points):
+        mine = [p for p in points if p.bound == bound]
+        fig.add_scatter(
+            x=[p.intensity for p in mine],
+            y=[p.flops_per_s for p in mine],
+            name=f"{bound}-bound" if bound else "kernels",
+            mode="markers",
+            marker={"color": BOUND_COLOURS[bound], "size": 9},
+            text=[p.kernel for p in mine],
+            hovertemplate="%{text}: %{x:.3g} FLOP/B, %{y:.3s}FLOP/s<extra></extra>",
+        )
+    fig.update_xaxes(type="log", title="arithmetic intensity (FLOPs per byte)")
+    fig.update_yaxes(type="log", title="achieved FLOP/s")
+    return layout(fig, "Roofline: each kernel's FLOP/s against its intensity", 380)

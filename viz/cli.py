@@ -28,6 +28,9 @@ from typing import Any
 from viz import cli_history
 from viz.cache.events import CacheEvent, FailedEvent, RoutedEvent
 from viz.cache.signature import reason_text
+from viz.device_time import device_time_words
+from viz.fusion.profile import Profile
+from viz.fusion.roofline import peaks_words, point_words, roofline
 from viz.locations import APP_SCRIPT, invoked_name
 from viz.memory.display import padding_text, peak_line, spaces_text
 from viz.options import parse_option
@@ -39,7 +42,7 @@ from viz.settings import Settings
 from viz.source import parse_python
 from viz.spec.text import SpecError, split_spec
 from viz.specialization import SpecializedArg
-from viz.units import nbytes, seconds
+from viz.units import count, nbytes, seconds
 from viz.worker import DEFAULT_TIMEOUT_S, Worker
 from viz.worker.protocol import Analyze, CacheCalls, CacheReply, ReplyT, Request
 
@@ -337,12 +340,14 @@ def summarize_report(report: Report) -> str:
     lines = [f"{report.function}({report.args}) on {report.device} · jax {report.jax_version}"]
     t = report.timings
     if report.jaxpr:
-        counts = (
-            report.jaxpr.eqn_count,
-            report.stablehlo.op_count if report.stablehlo else None,
-            report.compiled.kernel_count if report.compiled else None,
-        )
-        counts = tuple("–" if c is None else c for c in counts)  # a stage that did not run
+        counts = [
+            count(c)
+            for c in (
+                report.jaxpr.eqn_count,
+                report.stablehlo.op_count if report.stablehlo else None,
+                report.compiled.kernel_count if report.compiled else None,
+            )
+        ]
         lines.append(
             f"jaxpr eqns {counts[0]} → StableHLO ops {counts[1]} → compiled kernels {counts[2]}"
         )
@@ -360,6 +365,8 @@ def summarize_report(report: Report) -> str:
         f"compile {seconds(t.compile_s)} · run median "
         f"{seconds(t.run_median_s)} (eager {seconds(t.eager_median_s)})"
     )
+    if t.run_median_s is not None:
+        lines.extend(filter(None, [device_time_words(t, report.device)]))
     error = report.error
     if error:
         where = f" (line {error.line})" if error.line else ""
@@ -380,8 +387,13 @@ def _fusion_lines(report: Report) -> list[str]:
         )
     prof = report.profile
     if prof and prof.kernels:
-        top = ", ".join(f"{k.name} {seconds(k.mean_s)} ({k.share:.0%})" for k in prof.kernels[:3])
-        lines.append(f"kernel time per step {seconds(prof.step_s)}: {top}")
+        titles = {e.kernel: e.title for e in report.fusion_map if e.title}
+        top = ", ".join(
+            f"{_kernel_title(k.name, titles)} {seconds(k.mean_s)} ({k.share:.0%})"
+            for k in prof.kernels[:3]
+        )
+        lines.append(f"kernel time per step {seconds(prof.busy_step_s)}: {top}")
+        lines.extend(_roofline_lines(prof, titles))
     return lines
 
 
@@ -401,6 +413,23 @@ def _donation_lines(report: Report) -> list[str]:
     saved = donation.saved_bytes
     tail = f" · {nbytes(saved)} written in place" if saved else ""
     return ["donated: " + " · ".join(leaves) + tail]
+
+
+TOP_KERNELS = 5  # the roofline lines of the CLI's summary
+
+
+def _kernel_title(name: str, titles: dict[str, str]) -> str:
+    return f"{name} ({titles[name]})" if name in titles else name
+
+
+def _roofline_lines(prof: Profile, titles: dict[str, str]) -> list[str]:
+    line = roofline(prof)
+    head = f"roofline on {peaks_words(line.peaks)}" if line.peaks else f"roofline: {line.note}"
+    slowest = sorted(line.points, key=lambda p: -p.seconds)[:TOP_KERNELS]
+    return [head] + [
+        f"  {_kernel_title(p.kernel, titles)} {seconds(p.seconds)}: {point_words(p)}"
+        for p in slowest
+    ]
 
 
 SHOWN_LEAVES = 6  # the summary's specialization line names this many leaves

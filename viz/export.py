@@ -14,6 +14,7 @@ from typing import Any
 
 import viz.graph
 from viz import html_charts
+from viz.device_time import device_time_words
 from viz.errors import ErrorInfo
 from viz.fusion.view import coverage_text, kernel_rows
 from viz.ir.model import Graph
@@ -119,6 +120,8 @@ def html_report(report: Report) -> str:
         ("run median", seconds(t.run_median_s)),
     ]
     parts.append('<div class="metrics">' + "".join(_metric(k, v) for k, v in counts) + "</div>")
+    if t.run_median_s is not None and (said := device_time_words(t, report.device)):
+        parts.append(f'<p class="sub">{html.escape(said)}</p>')
     parts += [
         html_charts.count_chain(report),
         html_charts.stage_waterfall(report),

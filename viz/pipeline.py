@@ -33,6 +33,7 @@ from viz import readers
 from viz.errors import USER_EXITS, ErrorKind, UserCodeError
 from viz.fusion.report import PROFILE_RUNS, fusion_map_section, profile_section
 from viz.hlo_dump import OptimizedHloDump
+from viz.ir.hlo_text import module_name
 from viz.ir.stablehlo import module_bytecode
 from viz.memory.profile import assignment_from_dump
 from viz.overlap import Background, CompileWindow, IdlePriority, gc_paused, reads_beside_compile
@@ -186,8 +187,9 @@ class _Analysis:
             found.runs, found.eager = _time_runs(compiled, runs, budget_s)
         if profile:  # with runs=0 there is nothing to profile: profile_section says so
             call = compiled.runner(PROFILE_RUNS + 1) if runs > 0 else (lambda: None)
+            program = module_name(found.executable.text) if found.executable else None
             found.profile = profile_section(
-                found.graph("compiled"), call, block, runs, self.target.device
+                found.graph("compiled"), call, block, runs, self.target.device, program
             )
 
     def stop(self, exc: UserCodeError) -> None:

@@ -67,6 +67,10 @@ class Timings(Plain):
     runs: int = 0
     eager_median_s: float | None = None
     compile_from_disk: bool = False  # JAX's persistent cache supplied the executable
+    # the program's own time per call on the device (from the kernel profile's trace:
+    # its `XLA Modules` runs); None: not profiled, or the device has no clock of its own
+    device_s: float | None = None  # per call, on the device's clock (the profile's trace)
+    device_clock: str = ""  # device: a clock of its own; host: the wall clock (cpu)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from viz.fusion.profile import Profile
 from viz.ir.model import Graph
 from viz.memory.model import Residual
 from viz.plain import Later
+from viz.platforms.trace import rules as trace_rules
 from viz.report import (
     CompiledSection,
     Cost,
@@ -181,7 +182,7 @@ def assemble(subject: Subject, found: Sections) -> Report:
         ok=found.error is None,
         error=found.error,
         subject=subject,
-        timings=_timings(found),
+        timings=_timings(found, subject.device),
         jaxpr=None if found.jaxpr is None else _jaxpr(found.jaxpr),
         stablehlo=None if found.stablehlo is None else _stablehlo(found.stablehlo),
         compiled=None if exe is None else _compiled(exe),
@@ -223,13 +224,17 @@ def _value(found: Found[T] | None) -> T | None:
     return None if found is None else found.value
 
 
-def _timings(found: Sections) -> Timings:
-    """Each stage's time, and the runs' where they ran."""
+def _timings(found: Sections, device: str) -> Timings:
+    """Each stage's time, the runs' where they ran, and the program's device time
+    where the kernel profile read it."""
+    profile = _value(found.profile)
     stages = Timings(
         trace_s=found.seconds.get("trace"),
         lower_s=found.seconds.get("lower"),
         compile_s=found.seconds.get("compile"),
         compile_from_disk=found.executable is not None and found.executable.from_disk,
+        device_s=None if profile is None else profile.device_step_s,
+        device_clock="device" if trace_rules(device).device_clock else "host",
     )
     stats, eager = found.runs, _value(found.eager)
     if stats is None:

@@ -12,7 +12,7 @@ MISSING = "–"
 
 _SECONDS = (("s", 1.0, 2), ("ms", 1e-3, 1), ("µs", 1e-6, 0))  # unit, scale, decimals
 _BYTES = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
-_SI = (("G", 1e9), ("M", 1e6), ("k", 1e3))
+_SI = (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3))
 
 
 def _sign(value: float, signed: bool) -> str:
@@ -36,7 +36,7 @@ def nbytes(value: float | None, signed: bool = False) -> str:
 
 
 def si(value: float | None, signed: bool = False) -> str:
-    """FLOPs and the like: 1.23 G, 45.60 M, 789."""
+    """FLOPs and the like: 1.97 T, 1.23 G, 45.60 M, 789."""
     return _scaled(value, signed, _SI, 2, "")
 
 

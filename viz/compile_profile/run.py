@@ -165,7 +165,7 @@ def _profiled_compile(lowered: Lowered, trace_dir: str | None) -> CompileProfile
     profile = CompileProfileSection(compile_s=compiled.seconds)
     trace = newest(folder, "perfetto_trace.json.gz")
     profile.trace_file = str(trace) if trace else None
-    _read_xla(profile, newest(folder, "*.xplane.pb"), compiled.seconds)
+    _read_xla(profile, trace, compiled.seconds, lowered.target.device)
     return profile
 
 
@@ -174,17 +174,33 @@ def _compile_in_window(lowered: Lowered) -> Compiled:
         return lowered.compile()
 
 
-def _read_xla(profile: CompileProfileSection, xplane: Path | None, compile_s: float) -> None:
-    if xplane is None:
-        profile.error = _unreadable("the profiler wrote no .xplane.pb trace")
+def _read_xla(
+    profile: CompileProfileSection, trace: Path | None, compile_s: float, device: str
+) -> None:
+    """XLA's spans into the profile; what the platform did not emit is said in words
+    (the exception itself goes to the error's `detail`, never to its message)."""
+    if trace is None:
+        profile.error = _unreadable("the profiler wrote no trace file")
         return
     try:
-        tree = read_spans(xplane, compile_s)
+        tree = read_spans(trace, compile_s, device)
+    except ValueError as exc:  # no window: the compile left no span of ours in the trace
+        profile.error = _unreadable(
+            f"the profiler's trace holds no `{WINDOW}` span around the compile", exc
+        )
+        return
     except Exception as exc:  # a trace this jax writes differently: the lines stay
-        profile.error = _unreadable(f"{type(exc).__name__}: {exc}")
+        profile.error = _unreadable(
+            "the profiler's trace is not in the form jitscope reads (open it in Perfetto)", exc
+        )
         return
     profile.xla, profile.xla_covered = tree.spans, tree.covered
     profile.kernels, profile.xla_spans = tree.kernels, tree.count
+    if not tree.count:
+        profile.warnings.append(
+            f"XLA emitted no spans of its own for this compile on {device}: only the "
+            "compile's total time is known"
+        )
 
 
 def _profiler_error(exc: Exception) -> ErrorInfo:
@@ -199,12 +215,13 @@ def _profiler_error(exc: Exception) -> ErrorInfo:
     )
 
 
-def _unreadable(why: str) -> ErrorInfo:
+def _unreadable(why: str, exc: Exception | None = None) -> ErrorInfo:
     return ErrorInfo(
         ErrorKind.PROFILER_UNAVAILABLE,
-        f"The profiler's trace of the compile could not be read: {why}",
+        f"XLA's spans of the compile are missing: {why}",
         "the trace lines do not need it; open the trace file in Perfetto instead",
         stage="compile",
+        detail="" if exc is None else f"{type(exc).__name__}: {exc}",
     )
 
 

@@ -1,5 +1,5 @@
 """XLA's own spans of one compile, read back from the trace `jax.profiler` wrote (its
-`.xplane.pb`, through `jax.profiler.ProfileData`) as a tree.
+Perfetto JSON, through `viz.platforms.trace`, the one reader of a trace) as a tree.
 
 The compile runs inside a span of ours (`WINDOW`), on the calling thread. XLA works on
 threads of its own: on CPU, `PjRtCpuClient::Compile` → `CpuCompiler::RunBackend` on a
@@ -9,7 +9,12 @@ span hangs under the span that was innermost on a driving thread (the calling th
 then the compiler thread: the one with the longest span) when it started, which is
 the span that handed it the work. Spans of one name under the same parents merge into
 one node (`XlaSpan.count`). On CPU the part of `backend_compile_and_load` before XLA's
-first span is the StableHLO → HLO conversion, which XLA does not span.
+first span is the StableHLO → HLO conversion, which XLA does not span. Which span
+generates which kernel is the platform's (`viz.platforms.trace.rules`: on CPU a
+`FusionCompiler::Compile` span, on TPU `XLA::TPU emitting for <kernel>`).
+
+A thread none of whose spans falls inside the compile is left out (a TPU's trace holds
+`main/…` and `Grpc*` threads busy only before or after it).
 
 `ThreadpoolListener` events (thread-pool bookkeeping) are left out, and so are the
 Python tracer's (`$file.py:line name`), which the profile turns off.
@@ -20,14 +25,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from viz.compile_profile.model import KernelCodegen, XlaSpan
+from viz.platforms.trace import TraceEvent, TraceRules, read_trace, rules
 
 WINDOW = "jitscope: compile"  # the span the profile puts around the compile
 NOISE = ("ThreadpoolListener::", "$")
-KERNEL_SPAN = "FusionCompiler::Compile"
-KERNEL_SUFFIX = "_kernel_module"
+HOST_PREFIX = "/host:"
 
 
 @dataclass
@@ -57,15 +61,20 @@ class SpanTree:
     count: int
 
 
-def read_spans(xplane: Path, compile_s: float) -> SpanTree:
-    """The spans inside `WINDOW` of the trace at `xplane` (ValueError: no window)."""
-    from jax.profiler import ProfileData
+def read_spans(trace: Path, compile_s: float, platform: str = "cpu") -> SpanTree:
+    """The spans inside `WINDOW` of the Perfetto JSON trace at `trace`, read by
+    `platform`'s rules (ValueError: no window)."""
+    return spans_of(read_trace(trace), compile_s, platform)
 
-    lines = _host_lines(ProfileData.from_file(str(xplane)))
+
+def spans_of(events: list[TraceEvent], compile_s: float, platform: str = "cpu") -> SpanTree:
+    """`read_spans` of a trace's events already read."""
+    lines = _host_lines(events, rules(platform))
     window = next((s for spans in lines.values() for s in spans if s.name == WINDOW), None)
     if window is None:
         raise ValueError(f"the profiler's trace has no `{WINDOW}` span")
-    lines = {thread: _inside(spans, window) for thread, spans in lines.items()}
+    inside = {thread: _inside(spans, window) for thread, spans in lines.items()}
+    lines = {thread: spans for thread, spans in inside.items() if spans}
     top = _tree(lines, window.thread)
     return SpanTree(
         _merged(top),
@@ -75,35 +84,26 @@ def read_spans(xplane: Path, compile_s: float) -> SpanTree:
     )
 
 
-def _host_lines(data: Any) -> dict[str, list[_Span]]:
-    """thread → its spans, from the host planes (a device plane holds kernels run,
+def _host_lines(events: list[TraceEvent], platform: TraceRules) -> dict[str, list[_Span]]:
+    """thread → its spans, from the host processes (a device's holds kernels run,
     not compiled)."""
     lines: dict[str, list[_Span]] = {}
-    for plane in data.planes:
-        if not plane.name.startswith("/host:"):
+    for event in events:
+        if not event.process.startswith(HOST_PREFIX) or event.name.startswith(NOISE):
             continue
-        for k, line in enumerate(plane.lines):
-            thread = f"{plane.name}/{k}:{line.name}"
-            spans = [
-                _span(event, thread) for event in line.events if not event.name.startswith(NOISE)
-            ]
-            if spans:
-                lines[thread] = spans
+        thread = f"{event.process}/{event.tid}:{event.thread}"
+        lines.setdefault(thread, []).append(_span(event, thread, platform))
     return lines
 
 
-def _span(event: Any, thread: str) -> _Span:
-    name = event.name
-    start = int(event.start_ns)
-    span = _Span(name, start, start + int(event.duration_ns), thread)
-    if name == KERNEL_SPAN or name.startswith("XlaPass"):
-        stats = dict(event.stats)
-        module = str(stats.get("module", ""))
-        if module.endswith(KERNEL_SUFFIX):
-            span.kernel = module.removesuffix(KERNEL_SUFFIX)
-        if name.startswith("XlaPass") and "name" in stats:  # GPU: one range per HLO pass
-            span.name = f"XlaPass {stats['name']}"
-    return span
+def _span(event: TraceEvent, thread: str, platform: TraceRules) -> _Span:
+    return _Span(
+        platform.span_name(event),
+        event.start_ns,
+        event.end_ns,
+        thread,
+        kernel=platform.codegen_kernel(event),
+    )
 
 
 def _inside(spans: list[_Span], window: _Span) -> list[_Span]:

@@ -16,6 +16,13 @@ alone decides. Among those, instructions of the same kind of op are preferred
 unrolled Python loop without name scopes) they pair up in program order. Each
 matched instruction runs in one kernel: its outermost fusion, or itself.
 
+A kernel the user wrote (a `pallas_call`: a 'kernel' group of the jaxpr's graph, its
+call a node of its own) runs as one instruction (on TPU a custom call): its call is
+matched as any op is, and its body's equations, which no instruction names, are found
+in the kernel of their call (`via: kernel`); where the platform inlined the body
+instead (Pallas's interpret mode on CPU), the body's equations are matched as any op
+and the call is found where its body went.
+
 `fusion_map_coverage`: per IR, the share of ops found in the optimized program
 (in a kernel or in a `no_kernel` instruction such as a bitcast). Constants,
 `func.call` nodes of shared functions and jaxpr container equations (pjit, scan,
@@ -29,7 +36,7 @@ Pure functions over `viz.ir.model.Graph`; no jax, no streamlit.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from viz.fusion.model import FusionEntry
@@ -116,6 +123,8 @@ class Side:
     constant: list[str]  # ids of the ops whose value depends on constants only
     users: dict[str, list[str]]  # op id → the nodes reading its value, edge order
     producers: dict[str, list[str]]  # op id → the nodes producing its operands
+    # a kernel's call node id → its body's op ids (jaxpr: `pallas_call`)
+    kernel_bodies: dict[str, list[str]] = field(default_factory=dict)
 
 
 def prepare(graph: Graph, ir: str) -> Side:
@@ -132,7 +141,20 @@ def prepare(graph: Graph, ir: str) -> Side:
         if edge.dst in ids:
             producers.setdefault(edge.dst, []).append(edge.src)
     constant = constant_only(graph)
-    return Side(ir, ops, keys, [op.id for op in ops if constant.get(op.id)], users, producers)
+    constants = [op.id for op in ops if constant.get(op.id)]
+    return Side(ir, ops, keys, constants, users, producers, kernel_bodies(graph, ops))
+
+
+def kernel_bodies(graph: Graph, ops: list[Node]) -> dict[str, list[str]]:
+    """Each kernel group's call node → the ops of its body (the group's other ops)."""
+    kernels = [path for path, group in graph.groups.items() if group.kind == "kernel"]
+    bodies: dict[str, list[str]] = {}
+    for path in kernels:
+        inside = [op for op in ops if op.scope[: len(path)] == path]
+        call = next((op for op in inside if op.scope == path), None)
+        if call is not None:
+            bodies[call.id] = [op.id for op in inside if op is not call]
+    return bodies
 
 
 def fusion_map(
@@ -159,7 +181,9 @@ def fusion_map(
         direct = _match(index, side)
         folded = {i for i in side.constant if not direct[i]}
         ops = [o for o in side.ops if o.id not in folded] if folded else side.ops
-        found = _absorbed(side, ops, direct)
+        seeded, in_kernel = _into_kernels(side, direct)
+        found = _absorbed(side, ops, seeded)
+        _calls_from_bodies(side, found)
         mapped = sum(1 for o in ops if found[o.id])
         by_metadata = sum(1 for o in ops if direct[o.id])
         counts[ir] = {
@@ -169,7 +193,8 @@ def fusion_map(
             "folded": len(folded),
         }
         coverage[ir] = mapped / len(ops) if ops else None
-        _add_ops(entries, ir, ops, direct, found, user_file)
+        _add_ops(entries, ir, ops, direct, found, user_file, in_kernel)
+        _title_kernels(entries, side, direct)
     _fill_kernels(entries, compiled, index, user_file)
     coverage["counts"] = counts
     return FusionMap(list(entries.values()), coverage)
@@ -182,6 +207,7 @@ def _add_ops(
     direct: dict[str, list[KernelRef]],
     found: dict[str, list[KernelRef]],
     user_file: str | None,
+    in_kernel: set[str],
 ) -> None:
     """Each op into the entry of every kernel it went into (thousands of ops on a big
     model: the loop keeps to plain look-ups)."""
@@ -192,7 +218,7 @@ def _add_ops(
         refs = found[op_id]
         if not refs:  # not found: in no entry
             continue
-        via = "metadata" if direct[op_id] else "dataflow"
+        via = "metadata" if direct[op_id] else "kernel" if op_id in in_kernel else "dataflow"
         line = _user_line(op, user_file)
         for ref in refs:
             name = ref.name
@@ -350,6 +376,44 @@ def _absorbed(
             if refs:
                 found[op_id] = list(dict.fromkeys(refs))
     return found
+
+
+def _title_kernels(
+    entries: dict[str, FusionEntry], side: Side, direct: dict[str, list[KernelRef]]
+) -> None:
+    """The kernel a user's kernel call became (matched by its own metadata: a custom
+    call) is titled by the user's kernel function."""
+    labels = {op.id: op.label for op in side.ops if op.id in side.kernel_bodies}
+    for call, label in labels.items():
+        refs = direct.get(call, ())
+        title = label.partition(": ")[2]
+        if len(refs) == 1 and title and refs[0].name in entries:
+            entries[refs[0].name].title = title
+
+
+def _into_kernels(
+    side: Side, direct: dict[str, list[KernelRef]]
+) -> tuple[dict[str, list[KernelRef]], set[str]]:
+    """The body ops of a kernel whose call was found by its metadata run in the call's
+    kernel (before dataflow could place them by their neighbours); returns the ops
+    found so far, and those found through their call."""
+    seeded = dict(direct)
+    through = set()
+    for call, body in side.kernel_bodies.items():
+        for op in body:
+            if direct.get(call) and not direct.get(op):
+                seeded[op] = direct[call]
+                through.add(op)
+    return seeded, through
+
+
+def _calls_from_bodies(side: Side, found: dict[str, list[KernelRef]]) -> None:
+    """A kernel call no instruction names (its body inlined: Pallas's interpret mode)
+    is found where its body went."""
+    for call, body in side.kernel_bodies.items():
+        if not found.get(call):
+            refs = [r for op in body for r in found.get(op, ())]
+            found[call] = list({id(r): r for r in refs}.values())
 
 
 def constant_only(graph: Graph) -> dict[str, bool]:

@@ -17,6 +17,7 @@ class FusionEntry(Plain):
     stablehlo_ops: list[dict[str, str]] = field(default_factory=list)  # {id, name}
     jaxpr_eqns: list[dict[str, str]] = field(default_factory=list)  # {id, primitive}
     lines: list[int] = field(default_factory=list)
+    title: str = ""  # the name the user gave the kernel: a Pallas kernel's function
 
     @property
     def is_kernel(self) -> bool:

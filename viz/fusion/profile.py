@@ -1,24 +1,32 @@
 """Per-kernel time: run the compiled function under `jax.profiler` and read the
-trace back with `jax.profiler.ProfileData`.
+Perfetto trace it writes through `viz.platforms.trace` (the one reader of a trace).
 
-XLA names each kernel's trace event exactly as the HLO instruction: on CPU the
-thunk executor emits one event per kernel it runs (`sort.0`, `ynn_fusion.2`); on
-GPU the device planes carry the kernels launched for each instruction under
-the same names. So the events are picked by name, from the device planes when
-any of them names a kernel, else from the host planes. A kernel's events may
-overlap (the same kernel seen on two threads, a kernel split across a thread
-pool); its time is the length of the union of its events, so nothing is counted
-twice.
+Which events are kernels is the platform's (`viz.platforms.trace.rules`): on CPU the
+thunk executor emits one event per kernel it runs, named exactly as the HLO
+instruction (`sort.0`, `ynn_fusion.2`); on GPU the device processes carry the kernels
+launched for each instruction under the same names; on TPU the thread `XLA Ops` of
+`/device:TPU:0` has one event per executed instruction, named by its whole text, with
+its device time, FLOPs and bytes. A kernel's events may overlap (the same kernel seen on
+two threads, a kernel split across a thread pool); its time is the length of the union
+of its events, so nothing is counted twice.
 
-`profile`: {source, runs, step_s, kernels[{name, calls, mean_s, total_s, share}],
-unattributed_s, per_kernel_events, concurrent, trace_file}
+`profile`: {source, runs, step_s, kernels[{name, calls, mean_s, total_s, share, flops,
+bytes_accessed, category}], unattributed_s, per_kernel_events, concurrent, trace_file,
+platform, device_kind, device_step_s}
 - step_s: mean wall time of one call while profiled (perf_counter around each
   call, waiting for its result);
 - total_s: the kernel's time over all runs; mean_s = total_s / runs, its time per
   step; calls: its events (merged where they overlap) over all runs;
-- share = mean_s / step_s. Kernels that run at the same time can make the
-  shares add up to more than 1; `concurrent` says so;
-- unattributed_s = step_s minus the kernels' time per step, or 0.
+- flops, bytes_accessed: the kernel's per step, where the platform's trace carries them
+  (TPU: `model_flops`, `bytes_accessed`); None where it does not (CPU);
+- share = mean_s / step_s (device_step_s where the platform has a device clock).
+  Kernels that run at the same time can make the shares add up to more than 1;
+  `concurrent` says so;
+- unattributed_s = the step (device_step_s where known) minus the kernels' time per
+  step, or 0;
+- device_step_s: the program's own time per call on the device's clock (the trace's
+  `XLA Modules` runs); None where the platform has no device clock (CPU: the program
+  runs on the host, the wall clock is its clock) or the trace holds none.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from viz.plain import Plain
+from viz.platforms.trace import KernelEvent, TraceEvent, read_trace, rules
 
 SOURCE = "jax.profiler"
 
@@ -45,6 +54,9 @@ class KernelTime(Plain):
     mean_s: float
     total_s: float
     share: float
+    flops: float | None = None  # per step; None: the platform's trace does not say
+    bytes_accessed: float | None = None  # per step
+    category: str = ""  # the platform's class of the kernel (TPU: hlo_category)
 
 
 @dataclass
@@ -57,6 +69,14 @@ class Profile(Plain):
     per_kernel_events: bool = True  # False: the platform emitted none by kernel name
     concurrent: bool = False  # shares add up to more than 1
     trace_file: str | None = None  # the Chrome JSON trace (gzip) JAX's profiler wrote
+    platform: str = ""  # cpu, gpu, tpu
+    device_kind: str = ""  # as JAX names it: "TPU v5 lite", "cpu"
+    device_step_s: float | None = None  # the program's time per call on the device's clock
+
+    @property
+    def busy_step_s(self) -> float:
+        """The step the kernels' shares are of: the device's where it has a clock."""
+        return self.device_step_s if self.device_step_s is not None else self.step_s
 
 
 def profile_kernels(
@@ -65,16 +85,21 @@ def profile_kernels(
     kernel_names: Iterable[str],
     runs: int = 5,
     trace_dir: str | None = None,
+    device: str = "cpu",
+    program: str | None = None,
 ) -> Profile:
     """Run `call` (already compiled and warmed up) `runs` times under the profiler.
 
-    `kernel_names`: the compiled program's kernels (instruction names). The
-    Perfetto trace JAX writes is kept under `trace_dir` (a temporary folder when
-    None; `trace_file` names it). Raises what the profiler raises.
+    `kernel_names`: the compiled program's kernels (instruction names); `device`: the
+    device configuration it runs on (`cpu`, `cpu:8`, `tpu`); `program`: its HLO
+    module's name (the trace's program runs are picked by it). The Perfetto trace JAX
+    writes is kept under `trace_dir` (a temporary folder when None; `trace_file` names
+    it). Raises what the profiler raises.
     """
     import jax
 
-    names = set(kernel_names)
+    from viz.target import resolve_device
+
     folder = Path(trace_dir or trace_folder())
     block(call())  # warm: the first call may allocate
     steps = []
@@ -86,11 +111,31 @@ def profile_kernels(
             steps.append(time.perf_counter() - start)
     finally:
         jax.profiler.stop_trace()
-    xplane = newest(folder, "*.xplane.pb")
-    events = read_events(xplane, names) if xplane else {}
     trace = newest(folder, "perfetto_trace.json.gz")
-    result = summarize(events, runs, sum(steps) / len(steps))
+    events = read_trace(trace) if trace else []
+    result = profile_of(events, set(kernel_names), runs, sum(steps) / len(steps), device, program)
     result.trace_file = str(trace) if trace else None
+    result.device_kind = resolve_device(device).device_kind
+    return result
+
+
+def profile_of(
+    events: list[TraceEvent],
+    names: set[str],
+    runs: int,
+    step_s: float,
+    device: str = "cpu",
+    program: str | None = None,
+) -> Profile:
+    """The Profile of a trace's events over `runs` calls of `program` on `device`."""
+    platform = rules(device)
+    times = platform.device_times(events, program)
+    device_step = sum(times) / runs if times and runs else None
+    by_kernel: dict[str, list[KernelEvent]] = {}
+    for event in platform.kernel_events(events, names, program):
+        by_kernel.setdefault(event.name, []).append(event)
+    result = summarize(by_kernel, runs, step_s, device_step)
+    result.platform = device.partition(":")[0]
     return result
 
 
@@ -114,33 +159,16 @@ def newest(folder: Path, pattern: str) -> Path | None:
     return found[-1] if found else None
 
 
-def read_events(xplane: Path, names: set[str]) -> dict[str, list[tuple[int, int]]]:
-    """kernel name → its (start_ns, end_ns) events, from the device planes when any
-    of them names a kernel, else from the host planes."""
-    from jax.profiler import ProfileData
-
-    data = ProfileData.from_file(str(xplane))
-    device: dict[str, list[tuple[int, int]]] = {}
-    host: dict[str, list[tuple[int, int]]] = {}
-    for plane in data.planes:
-        into = device if plane.name.startswith("/device:") else host
-        for line in plane.lines:
-            for event in line.events:
-                if event.name in names:
-                    start = int(event.start_ns)
-                    into.setdefault(event.name, []).append((start, start + int(event.duration_ns)))
-    return device or host
-
-
-def summarize(events: dict[str, list[tuple[int, int]]], runs: int, step_s: float) -> Profile:
-    """The Profile of per-kernel events gathered over `runs` calls."""
-    kernels = []
-    for name, spans in events.items():
-        merged = _union(spans)
-        total = sum(end - start for start, end in merged) / 1e9
-        mean = total / runs
-        share = mean / step_s if step_s > 0 else 0.0
-        kernels.append(KernelTime(name, len(merged), mean, total, share))
+def summarize(
+    events: dict[str, list[KernelEvent]],
+    runs: int,
+    step_s: float,
+    device_step_s: float | None = None,
+) -> Profile:
+    """The Profile of per-kernel events gathered over `runs` calls; `device_step_s`:
+    the program's time per call on the device's clock, where the platform has one."""
+    step = device_step_s if device_step_s is not None else step_s
+    kernels = [_kernel_time(name, runs_of, runs, step) for name, runs_of in events.items()]
     kernels.sort(key=lambda k: k.total_s, reverse=True)
     busy = sum(k.mean_s for k in kernels)
     return Profile(
@@ -148,10 +176,33 @@ def summarize(events: dict[str, list[tuple[int, int]]], runs: int, step_s: float
         runs,
         step_s,
         kernels,
-        unattributed_s=max(step_s - busy, 0.0),
+        unattributed_s=max(step - busy, 0.0),
         per_kernel_events=bool(kernels),
-        concurrent=busy > step_s,
+        concurrent=busy > step,
+        device_step_s=device_step_s,
     )
+
+
+def _kernel_time(name: str, events: list[KernelEvent], runs: int, step_s: float) -> KernelTime:
+    merged = _union([(e.start_ns, e.end_ns) for e in events])
+    total = sum(end - start for start, end in merged) / 1e9
+    mean = total / runs
+    return KernelTime(
+        name,
+        len(merged),
+        mean,
+        total,
+        mean / step_s if step_s > 0 else 0.0,
+        _per_step([e.flops for e in events], runs),
+        _per_step([e.bytes_accessed for e in events], runs),
+        next((e.category for e in events if e.category), ""),
+    )
+
+
+def _per_step(values: list[float | None], runs: int) -> float | None:
+    """The sum of the events' values per run; None when none of them says."""
+    known = [v for v in values if v is not None]
+    return sum(known) / runs if known and runs else None
 
 
 def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

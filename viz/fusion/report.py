@@ -42,9 +42,11 @@ def profile_section(
     block: Callable[[Any], Any],
     runs: int,
     device: str,
+    program: str | None = None,
 ) -> Found[Profile] | None:
     """`profile`: per-kernel time of `runs` (at most PROFILE_RUNS) profiled calls of the
-    `compiled` graph's kernels on `device` (None: no compiled graph to profile)."""
+    `compiled` graph's kernels on `device` (None: no compiled graph to profile);
+    `program`: the HLO module's name (the trace's runs of it are picked by it)."""
     if runs <= 0:
         return Found(
             warning="profile: nothing to profile with runs=0 (compile only); analyze with runs > 0"
@@ -54,7 +56,14 @@ def profile_section(
     from viz.fusion.profile import profile_kernels
 
     try:
-        result = profile_kernels(call, block, kernel_names(compiled), min(runs, PROFILE_RUNS))
+        result = profile_kernels(
+            call,
+            block,
+            kernel_names(compiled),
+            min(runs, PROFILE_RUNS),
+            device=device,
+            program=program,
+        )
     except Exception as exc:  # e.g. another profiler session is running
         return Found.failed("profile failed", exc)
     if not result.per_kernel_events:

@@ -222,7 +222,7 @@ def kernel_rows(fusion_map: list[FusionEntry], profile: Profile | None) -> list[
         ops = Counter(o["name"].removeprefix("stablehlo.") for o in entry.stablehlo_ops)
         eqns = Counter(e["primitive"] for e in entry.jaxpr_eqns)
         row: dict[str, Any] = {
-            "kernel": entry.kernel,
+            "kernel": f"{entry.kernel} ({entry.title})" if entry.title else entry.kernel,
             "kind": entry.kind,
             "StableHLO ops": ", ".join(f"{op} ×{n}" for op, n in ops.most_common()),
             "jaxpr eqns": ", ".join(f"{p} ×{n}" for p, n in eqns.most_common()),
@@ -232,6 +232,8 @@ def kernel_rows(fusion_map: list[FusionEntry], profile: Profile | None) -> list[
             t = times.get(entry.kernel)
             row["time / step (ms)"] = round(t.mean_s * 1e3, 4) if t else None
             row["share"] = round(t.share, 4) if t else None
+            row["FLOPs"] = t.flops if t else None
+            row["bytes"] = t.bytes_accessed if t else None
         rows.append(row)
     if profile:
         rows.sort(key=lambda r: -(r["time / step (ms)"] or 0))

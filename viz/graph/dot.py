@@ -28,6 +28,7 @@ COLOURS = {  # fusion colour classes → fill colours
     "dot": "#c9efc9",
 }
 GROUP_FILL = "#eeeeee"
+KERNEL_GROUPS = ("fusion", "kernel")  # a compiled fusion; a kernel the user wrote (Pallas)
 _HEAD = "digraph G {"
 HIGHLIGHT = "#d7263d"
 
@@ -201,7 +202,7 @@ def _matches(count: int) -> str:
 
 
 def _cluster_attrs(group: Group | None) -> dict[str, str]:
-    if group is not None and group.kind == "fusion":
+    if group is not None and group.kind in KERNEL_GROUPS:
         fill = COLOURS.get(group.attrs.get("colour", ""), COLOURS["loop"])
         return {"style": "rounded,filled", "fillcolor": fill, "color": "#7a7a7a"}
     if group is not None and group.attrs.get(SYNTHETIC):
@@ -240,7 +241,8 @@ def _group_attrs(item: VisibleNode) -> dict[str, str]:
         label = item.label
     if item.matches:  # search results inside the box
         label += "\n" + _matches(item.matches).removeprefix(" · ")
-    fill = COLOURS.get(item.colour, COLOURS["loop"]) if item.group_kind == "fusion" else GROUP_FILL
+    kernel = item.group_kind in KERNEL_GROUPS
+    fill = COLOURS.get(item.colour, COLOURS["loop"]) if kernel else GROUP_FILL
     return {"label": label, "shape": "box", "style": "filled,bold", "fillcolor": fill}
 
 

@@ -76,6 +76,13 @@ def module_texts(text: str) -> list[str]:
     return [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
 
 
+def module_name(text: str) -> str | None:
+    """The name on a module text's `HloModule` line (`HloModule jit_f, ...` → `jit_f`)."""
+    if not text.startswith("HloModule "):
+        return None
+    return text[len("HloModule ") :].split(None, 1)[0].rstrip(",") or None
+
+
 def output_aliases(text: str) -> dict[int, int]:
     """parameter number → flat output index, from the `input_output_alias` of a module
     text's `HloModule` line: `{0}: (1, {}, may-alias)` says output 0 may reuse

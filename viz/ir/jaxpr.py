@@ -3,11 +3,22 @@
 Counts on the result (`model.op_histogram`) count equations the way the program
 is written, at every nesting level: each plain equation is one 'op' node, and
 each container equation (`jit`/`pjit`, `closed_call`, `scan`, `while`, `cond`,
-`custom_jvp_call`, `custom_vjp_call`, `remat`, `shard_map`, ... — any equation
-whose params hold a jaxpr) is one group whose `op` is the primitive name, with
-its sub-jaxprs' equations inside. So `sum(op_histogram(g).values())` equals the
-number of equations found by recursing through every sub-jaxpr, and a jaxpr
-that jax shares between two call sites is counted at each site.
+`custom_jvp_call`, `custom_vjp_call`, `remat`, `shard_map`, ... — an equation
+whose params hold a jaxpr it calls on its operands) is one group whose `op` is the
+primitive name, with its sub-jaxprs' equations inside. So `sum(op_histogram(g).values())`
+equals the number of equations found by recursing through every called sub-jaxpr, and
+a jaxpr that jax shares between two call sites is counted at each site.
+
+Not containers:
+- an equation whose jaxpr is a computation it applies inside itself (`reduce` and
+  `reduce_window` with a Python reducer, the `update_jaxpr` of a `scatter-add`): one
+  op node, as its StableHLO op is one op with a region;
+- a kernel (`pallas_call`): a group of kind 'kernel' labelled by its kernel function,
+  holding one op node for the call itself (`op` pallas_call, the user's line, its
+  name stack: what the compiled program's custom call is matched on) and the kernel's
+  body inside. Its body reads and writes refs: the kernel's inputs are bound to its
+  input refs, and its outputs are produced by the body's writes (`swap`, `addupdate`;
+  a kernel with several outputs has each of them read from all its writes).
 
 Inputs (`in0`, ... or the given argument names), outputs and closed-over
 constants are nodes of kind 'input' / 'output' / 'constant' and are not ops.
@@ -46,6 +57,12 @@ from viz.jax_private import drop_var_type, jaxpr_text, user_frame
 # whose params hold a jaxpr becomes a 'call' group.
 LOOP_PRIMITIVES = frozenset({"scan", "while"})
 BRANCH_PRIMITIVES = frozenset({"cond"})
+# Their jaxpr is a computation applied inside the op (a reducer, a scatter's update)
+APPLIED_PRIMITIVES = frozenset({"reduce", "reduce_window", "select_and_scatter"})
+APPLIED_PARAMS = frozenset({"update_jaxpr"})
+# One kernel each: the body runs inside it, on refs
+KERNEL_PRIMITIVES = frozenset({"pallas_call"})
+REF_WRITES = frozenset({"swap", "addupdate"})
 
 Env = dict[Any, Producers]
 _DROPPED = drop_var_type()  # an output an equation drops (`_`): no value
@@ -157,7 +174,9 @@ def _read_eqns(
         source = _source(eqn) or parent_src
         scope = path + _name_scopes(eqn)
         subs = _sub_jaxprs(eqn.params)
-        if subs:
+        if eqn.primitive.name in KERNEL_PRIMITIVES and len(subs) == 1:
+            outs = _read_kernel(reader, eqn, subs[0][1], env, scope, source)
+        elif subs and eqn.primitive.name not in APPLIED_PRIMITIVES:
             outs = _read_container(reader, eqn, subs, env, scope, source)
         else:
             outs = _read_op(reader, eqn, env, scope, source)
@@ -168,10 +187,15 @@ def _read_eqns(
 
 
 def _read_op(
-    reader: _Reader, eqn: Any, env: Env, scope: Path, source: SourceLoc | None
+    reader: _Reader,
+    eqn: Any,
+    env: Env,
+    scope: Path,
+    source: SourceLoc | None,
+    label: str = "",
 ) -> list[Producers]:
     types = [_aval_str(v) for v in eqn.outvars]  # (rendering an aval takes a while)
-    node = Node(reader.new_id(), eqn.primitive.name, "", ", ".join(types), scope, source)
+    node = Node(reader.new_id(), eqn.primitive.name, label, ", ".join(types), scope, source)
     stack = str(eqn.source_info.name_stack)
     if stack:  # the raw name stack (transforms kept): the fusion map matches on it
         node.attrs["name_stack"] = stack
@@ -205,6 +229,23 @@ def _read_container(
             sub_path = reader.graph.add_group((*group, label), kind, label=label)
         results.append(_read_sub(reader, sub, inputs, sub_path, source))
     return _bind_outputs(eqn, subs, results)
+
+
+def _read_kernel(
+    reader: _Reader, eqn: Any, body: Any, env: Env, scope: Path, source: SourceLoc | None
+) -> list[Producers]:
+    """A kernel equation (`pallas_call`): a 'kernel' group holding the call's own node
+    and the body; its outputs are what the body writes into its refs."""
+    label = _container_label(eqn)
+    group = reader.graph.unique_path(scope, label)
+    reader.graph.add_group(group, "kernel", None, label=label)
+    attrs = reader.graph.groups[group].attrs
+    attrs["kernel"], attrs["colour"] = label.partition(": ")[2], "custom"  # as a custom call
+    call = _read_op(reader, eqn, env, group, source, label)
+    first = len(reader.graph.nodes)
+    _read_sub(reader, body, [_lookup(env, v) for v in eqn.invars], group, source)
+    writes = tuple(n.id for n in reader.graph.nodes[first:] if n.op in REF_WRITES)
+    return [(writes, type_) for _, type_ in call] if writes else call
 
 
 def _read_sub(
@@ -255,6 +296,8 @@ def _sub_jaxprs(params: dict[str, Any]) -> list[tuple[str, Any]]:
     """(label, jaxpr) for every Jaxpr/ClosedJaxpr held in an eqn's params."""
     found = []
     for key, value in params.items():
+        if key in APPLIED_PARAMS:
+            continue
         if _is_jaxpr(value):
             found.append((_param_label(key), value))
         elif isinstance(value, (tuple, list)) and value and all(_is_jaxpr(v) for v in value):

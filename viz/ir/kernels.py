@@ -103,16 +103,39 @@ def kernel_count(graph: Graph) -> int:
     return fusion_count(graph) + unfused
 
 
+CUSTOM_CALL = "custom-call"
+
+
 def kernels(graph: Graph) -> list[dict[str, Any]]:
-    """For each fusion: name, kind, colour, fused-op histogram, source lines."""
+    """For each fusion, then each custom call outside fusions (a library's kernel, a
+    Pallas kernel's): name, kind, colour, op histogram, source lines."""
     fusions = _top_level_fusions(graph)
     members: dict[Path, list[Node]] = {p: [] for p in fusions}
     outermost = _outermost(set(fusions))
+    custom_calls = []
     for node in graph.nodes:
+        if node.kind != "op":
+            continue
         path = outermost(node.scope)
-        if path is not None and node.kind == "op":
+        if path is not None:
             members[path].append(node)
-    return [_kernel(graph.groups[p], members[p]) for p in fusions]
+        elif node.op == CUSTOM_CALL:
+            custom_calls.append(node)
+    listed = [_kernel(graph.groups[p], members[p]) for p in fusions]
+    return listed + [_custom_call(node) for node in custom_calls]
+
+
+def _custom_call(node: Node) -> dict[str, Any]:
+    """An unfused custom call as a kernel of its own."""
+    source = node.source
+    return {
+        "name": node.id,
+        "kind": CUSTOM_CALL,
+        "colour": "custom",
+        "ops": {CUSTOM_CALL: 1},
+        "lines": [source.line] if source else [],
+        "sources": [str(source)] if source else [],
+    }
 
 
 def _outermost(paths: set[Path]) -> Callable[[Path], Path | None]:

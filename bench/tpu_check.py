@@ -1,0 +1,426 @@
+"""The prepared TPU check (issue #58): one run on a real chip that goes through every
+acceptance item of the issue and prints a table of what works; `--record DIR` also
+saves the chip's real artifacts as test fixtures.
+
+Items, each in a process of its own as a user runs them (the CLI from a folder outside
+the clone; one process at a time, since one process owns a TPU chip):
+- the picker offers the device: `python -m viz analyze --help` names `tpu`;
+- `--profile` on the 24-layer sample times >= 100 kernels, each with FLOPs and bytes,
+  each placed on the chip's roofline, and >= 90 % of the program's device time lands
+  on named kernels;
+- the run's device time is shown beside its wall time (the JSON's `timings.device_s`
+  and the CLI's "host and dispatch" line; on CPU: "the same clock");
+- the compile profile has XLA's spans (on TPU `XLA::TPU emitting for <kernel>`);
+- a Pallas kernel (`pl.pallas_call`, interpreted on CPU) is named by its function,
+  with its device time, and the fusion map counts its body as found;
+- the same through the API: `viz.analyze(..., device=D, profile=True)` in the user's
+  own process, on the Pallas program;
+- a second process on a held chip waits or names the holder.
+Every item is caught and reported: item, PASS/FAIL/SKIP (with the reason), seconds.
+
+`--record DIR` (after the items, the chip free again): for the 24-layer sample, the
+Pallas program and an out-of-memory compile, under DIR/<program>/: the profiler's
+Perfetto trace (trace.json.gz), the jaxpr, the StableHLO, the compiled HLO text, XLA's
+dump files (dump/), the out-of-memory message (oom.txt) and a manifest.json with the
+versions that made them; the fixtures the TPU readers' tests read
+(tests/fixtures/tpu_v5e/<program>/).
+
+Usage:
+  python bench/tpu_check.py                          on tpu
+  python bench/tpu_check.py --device cpu --sample mlp   every item on the CPU (the
+                                                     TPU-only ones skipped, with why)
+  python bench/tpu_check.py --record tests/fixtures/tpu_v5e
+Exit status: 1 when an item failed, else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from anywhere, installed or not
+sys.path.insert(0, str(ROOT / "bench"))
+
+from gpu_check import Outcome, Row, print_table, timed  # noqa: E402
+
+from viz.fusion.profile import Profile  # noqa: E402
+from viz.fusion.roofline import roofline  # noqa: E402
+from viz.report import Report  # noqa: E402
+
+MIN_KERNELS = 100  # timed kernels on the 24-layer sample
+ON_NAMED = 0.90  # of the program's device time
+TIMEOUT_S = 600.0  # per process: opening a chip takes 6-11 s, the 24-layer compile a minute
+PROFILE_SAMPLE = "transformer_24"
+PALLAS_ARGS = "f32[256,512], f32[256,512]"
+PALLAS_CODE = """\
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+import jax
+
+
+def add_kernel(x_ref, y_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2.0 + y_ref[...]
+
+
+def forward(x, y):
+    out = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    z = pl.pallas_call(add_kernel, out_shape=out, interpret={interpret})(x, y)
+    return jnp.tanh(z @ y.T)
+"""
+OOM_CODE = """\
+import jax.numpy as jnp
+
+
+def too_big(x):
+    return jnp.cumsum(jnp.sort(x, axis=1), axis=1)
+"""
+OOM_ARGS = "f32[5,1073741824]"  # 20 GiB: more than a v5e's 15.75 GiB of HBM
+NOT_OUT_OF_MEMORY = 3  # a record child's exit status: the program compiled (on the CPU)
+
+
+class Check:
+    """One run of the items on a device, from a scratch folder outside the clone."""
+
+    def __init__(self, device: str, sample: str) -> None:
+        self.device, self.sample = device, sample
+        self.platform = device.partition(":")[0]
+        self.folder = Path(tempfile.mkdtemp(prefix="jitscope-tpu-check-"))
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "JITSCOPE_HOME": str(self.folder)}
+        self.pallas = self.folder / "pallas_forward.py"
+        self.pallas.write_text(PALLAS_CODE.format(interpret=self.platform == "cpu"))
+        self.reports: dict[str, Report] = {}
+        self.stdout: dict[str, str] = {}
+
+    def cli(self, *argv: str, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "viz", *argv],
+            cwd=self.folder,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def analyze(self, name: str, target: str, *extra: str) -> Report:
+        """`jitscope analyze TARGET --device D --json` (kept by `name`)."""
+        out = self.folder / f"{name}.json"
+        proc = self.cli("analyze", target, "--device", self.device, "--json", str(out), *extra)
+        if not out.is_file():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise RuntimeError(f"no report (exit {proc.returncode}): {' / '.join(tail)}")
+        self.stdout[name] = proc.stdout
+        self.reports[name] = Report.from_dict(json.loads(out.read_text()))
+        return self.reports[name]
+
+    # -- the items ---------------------------------------------------------------------
+
+    def picker(self) -> Outcome:
+        said = self.cli("analyze", "--help", timeout=60).stdout
+        line = next((x.strip() for x in said.splitlines() if x.strip().startswith("--device")), "")
+        return "tpu" in said, f"--device help: {line[:120]}"
+
+    def profiled(self) -> Report:
+        report = self.reports.get("profile")
+        if report is None:
+            target = f"sample:{self.sample}"
+            report = self.analyze("profile", target, "--profile", "--runs", "5")
+        if report.error is not None:
+            raise RuntimeError(f"{report.error.kind}: {report.error.message[:200]}")
+        return report
+
+    def kernels_timed(self) -> Outcome:
+        profile = self.profiled().profile
+        if profile is None or not profile.kernels:
+            return False, "no kernel timed: " + "; ".join(self.profiled().warnings)[:200]
+        least = MIN_KERNELS if self.sample == PROFILE_SAMPLE else 1
+        top = ", ".join(f"{k.name} {k.share:.0%}" for k in profile.kernels[:3])
+        return len(profile.kernels) >= least, f"{len(profile.kernels)} kernels timed ({top})"
+
+    def flops_and_bytes(self) -> Outcome:
+        profile = self._profile()
+        known = [k for k in profile.kernels if k.flops is not None and k.bytes_accessed is not None]
+        if self.platform == "cpu":
+            return None, f"the cpu trace carries no FLOPs or bytes ({len(known)} kernels have them)"
+        return len(known) == len(profile.kernels), f"{len(known)} of {len(profile.kernels)}"
+
+    def on_roofline(self) -> Outcome:
+        line = roofline(self._profile())
+        if self.platform == "cpu":
+            return None, f"no peaks or FLOPs on cpu: {line.note}"
+        bounds = {b: sum(p.bound == b for p in line.points) for b in ("memory", "compute")}
+        peaks = line.peaks.chip if line.peaks else f"no peaks ({line.note})"
+        seen = f"{len(line.points)} kernels on the {peaks} roofline: {bounds}"
+        return line.peaks is not None and len(line.points) == len(self._profile().kernels), seen
+
+    def device_time_named(self) -> Outcome:
+        profile = self._profile()
+        if profile.device_step_s is None:
+            if self.platform == "cpu":
+                return None, "no device clock on cpu: the step is the wall time"
+            return False, "the trace gave no program device time (XLA Modules)"
+        named = sum(k.mean_s for k in profile.kernels) / profile.device_step_s
+        return named >= ON_NAMED, f"{named:.0%} of {profile.device_step_s * 1e3:.3f} ms named"
+
+    def device_beside_wall(self) -> Outcome:
+        t = self.profiled().timings
+        said = [x for x in self.stdout["profile"].splitlines() if "clock" in x or "device" in x]
+        line = said[-1] if said else "(no device line printed)"
+        if self.platform == "cpu":
+            return t.device_clock == "host" and "same clock" in line, line
+        return t.device_s is not None and "host and dispatch" in line, line
+
+    def compile_spans(self) -> Outcome:
+        report = self.analyze("compile", "sample:mlp", "--runs", "0", "--compile-profile")
+        p = report.compile_profile
+        if p is None:
+            return False, "no compile profile: " + "; ".join(report.warnings)[:200]
+        if p.error is not None:
+            return False, p.error.message[:200]
+        seen = f"{p.xla_spans} spans, {p.depth} levels, {len(p.kernels)} kernels' codegen"
+        seen += f", {(p.xla_covered or 0):.0%} covered"
+        return bool(p.xla) and p.depth >= 2, seen
+
+    def pallas_kernel(self) -> Outcome:
+        report = self.analyze(
+            "pallas", f"{self.pallas}::forward", "--args", PALLAS_ARGS, "--profile", "--runs", "5"
+        )
+        if report.error is not None:
+            return False, f"{report.error.kind}: {report.error.message[:200]}"
+        cov = report.fusion_map_coverage.jaxpr if report.fusion_map_coverage else None
+        titled = [e for e in report.fusion_map if e.title == "add_kernel"]
+        seen = f"{(cov or 0):.0%} of jaxpr eqns found"
+        if self.platform == "cpu":
+            return cov == 1.0, seen + " (interpreted on cpu: its body is inlined, no custom call)"
+        if not titled:
+            return False, seen + "; no kernel titled add_kernel"
+        times = {k.name: k for k in (report.profile.kernels if report.profile else [])}
+        timed_kernel = times.get(titled[0].kernel)
+        if timed_kernel is None:
+            return False, seen + f"; {titled[0].kernel} (add_kernel) not timed"
+        seen += f"; {titled[0].kernel} (add_kernel) {timed_kernel.mean_s * 1e6:.1f} µs"
+        return cov == 1.0, seen
+
+    def api(self) -> Outcome:
+        """`viz.analyze` in the user's own process, on the Pallas program."""
+        script = (
+            "import json, sys; sys.path.insert(0, sys.argv[1]); import viz; "
+            "from pallas_forward import forward; "
+            f"r = viz.analyze(forward, {PALLAS_ARGS!r}, device=sys.argv[2], runs=3, "
+            "profile=True); p = r.profile; "
+            "print(json.dumps({'error': r.error and r.error.message, "
+            "'kernels': len(p.kernels) if p else 0, 'device_s': r.timings.device_s, "
+            "'clock': r.timings.device_clock}))"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(self.folder), self.device],
+            cwd=self.folder,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+        if proc.returncode != 0:
+            return False, (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        seen = json.loads(proc.stdout.strip().splitlines()[-1])
+        clock_ok = seen["clock"] == "host" if self.platform == "cpu" else seen["device_s"]
+        return not seen["error"] and seen["kernels"] > 0 and bool(clock_ok), str(seen)
+
+    def second_process(self) -> Outcome:
+        if self.platform != "tpu":
+            return None, f"{self.platform} is not owned by one process"
+        hold = "import jax, time; jax.devices('tpu'); print('held', flush=True); time.sleep(600)"
+        holder = subprocess.Popen(
+            [sys.executable, "-c", hold], env=self.env, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            holder.stdout.readline()  # type: ignore[union-attr]  # the chip is held
+            proc = self.cli("analyze", "sample:mlp", "--device", "tpu", "--runs", "0", timeout=120)
+        finally:
+            holder.kill()
+            holder.wait()
+        said = (proc.stdout + proc.stderr).strip()
+        named = str(holder.pid) in said or "wait" in said.lower()
+        return named, said.splitlines()[-1][:200] if said else "nothing said"
+
+    def _profile(self) -> Profile:
+        profile = self.profiled().profile
+        if profile is None:
+            raise RuntimeError("no profile in the report")
+        return profile
+
+
+def run_items(check: Check) -> list[Row]:
+    d = check.device
+    return [
+        timed("the picker offers tpu (analyze --help)", check.picker),
+        timed(f"--profile {check.sample}: kernels timed", check.kernels_timed),
+        timed("every timed kernel has FLOPs and bytes", check.flops_and_bytes),
+        timed("every timed kernel on the roofline", check.on_roofline),
+        timed(f">= {ON_NAMED:.0%} of the device time on named kernels", check.device_time_named),
+        timed(f"device time beside wall time on {d}", check.device_beside_wall),
+        timed(f"compile profile on {d} has XLA's spans", check.compile_spans),
+        timed("a Pallas kernel named, timed, its body found", check.pallas_kernel),
+        timed(f"the API: viz.analyze(..., device={d!r}, profile=True)", check.api),
+        timed("a second process on a held chip", check.second_process),
+    ]
+
+
+# -- recording the fixtures -------------------------------------------------------------
+def record(check: Check, out: Path) -> list[Row]:
+    """Each program recorded by a child process of its own (the chip is one process's)."""
+    programs = {
+        PROFILE_SAMPLE: ("sample", PROFILE_SAMPLE, ""),
+        "pallas_forward": (str(check.pallas), "forward", PALLAS_ARGS),
+        "oom": ("code", OOM_CODE, OOM_ARGS),
+    }
+    rows = []
+    for name, (kind, what, spec) in programs.items():
+        folder = out / name
+        argv = [sys.executable, __file__, "--record-child", name, kind, what, spec, str(folder)]
+        argv += ["--device", check.device]
+
+        def child(argv: list[str] = argv, folder: Path = folder) -> Outcome:
+            proc = subprocess.run(
+                argv, env=check.env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+            )
+            if proc.returncode == NOT_OUT_OF_MEMORY:
+                return None, f"{check.device} compiled {OOM_ARGS} without running out of memory"
+            if proc.returncode != 0:
+                return False, (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+            files = sorted(p.name for p in folder.iterdir())
+            return True, f"{folder}: {', '.join(files)[:160]}"
+
+        rows.append(timed(f"record {name}", child))
+    return rows
+
+
+def record_child(name: str, kind: str, what: str, spec: str, folder: Path, device: str) -> None:
+    """Record one program's artifacts into `folder` (in this process's own JAX)."""
+    from viz.samples import get_sample
+    from viz.settings import Settings
+    from viz.stages import block, trace
+    from viz.target import Target
+
+    if kind == "sample":
+        sample = get_sample(what)
+        settings = Settings(code=sample.code, function=sample.function, static=list(sample.static))
+        spec = sample.args
+    elif kind == "code":
+        settings = Settings(code=what, function=None)
+    else:
+        settings = Settings(code=Path(kind).read_text(), function=what)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    target = Target.from_settings(replace_device(settings, device))
+    traced = trace(target, target.args(spec))
+    (folder / "jaxpr.txt").write_text(str(traced.jaxpr))
+    lowered = traced.lower()
+    (folder / "stablehlo.mlir").write_text(lowered.text())
+    dump = {"xla_dump_to": str(folder / "dump"), "xla_dump_hlo_as_text": True}
+    dump["xla_dump_hlo_as_proto"] = True
+    try:
+        compiled = lowered.compile(dump)
+    except Exception as exc:  # the out-of-memory case: its message is the artifact
+        (folder / "oom.txt").write_text(f"{type(exc).__name__}: {exc}\n")
+        write_manifest(folder, name, device, spec)
+        return
+    if kind == "code":  # the out-of-memory program compiled: nothing of it to keep
+        shutil.rmtree(folder)
+        sys.exit(NOT_OUT_OF_MEMORY)
+    (folder / "compiled.hlo.txt").write_text(compiled.text())
+    profile_trace(compiled.runner(6), block, folder)
+    write_manifest(folder, name, device, spec)
+
+
+def replace_device(settings: Any, device: str) -> Any:
+    from dataclasses import replace
+
+    return replace(settings, device=device)
+
+
+def profile_trace(call: Any, block: Any, folder: Path) -> None:
+    """Five calls under jax.profiler; its Perfetto trace kept as trace.json.gz."""
+    import jax
+
+    from viz.fusion.profile import newest
+
+    block(call())
+    raw = folder / "profiler"
+    jax.profiler.start_trace(str(raw), create_perfetto_trace=True)
+    try:
+        for _ in range(5):
+            block(call())
+    finally:
+        jax.profiler.stop_trace()
+    found = newest(raw, "perfetto_trace.json.gz")
+    if found is not None:
+        shutil.copyfile(found, folder / "trace.json.gz")
+    shutil.rmtree(raw, ignore_errors=True)
+
+
+def write_manifest(folder: Path, name: str, device: str, spec: str) -> None:
+    import jax
+
+    def version(package: str) -> str | None:
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    first = jax.devices(device.partition(":")[0])[0]
+    manifest = {
+        "program": name,
+        "args": spec,
+        "device": device,
+        "device_kind": first.device_kind,
+        "platform": first.platform,
+        "versions": {p: version(p) for p in ("jax", "jaxlib", "libtpu", "libtpu-nightly")},
+        "recorded": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "by": "bench/tpu_check.py --record",
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+def main() -> int:
+    args = parse_args()
+    if args.record_child:
+        name, kind, what, spec, folder = args.record_child
+        record_child(name, kind, what, spec, Path(folder), args.device)
+        return 0
+    check = Check(args.device, args.sample or (PROFILE_SAMPLE if args.device == "tpu" else "mlp"))
+    rows = run_items(check)
+    if args.record:
+        rows += record(check, Path(args.record).resolve())
+    print_table(rows, f"TPU check on {args.device} ({check.folder})")
+    return 1 if any(r.status == "FAIL" for r in rows) else 0
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=textwrap.dedent(__doc__.split("Usage:")[1]),
+    )
+    parser.add_argument("--device", default="tpu", help="tpu (default), or cpu to try it here")
+    parser.add_argument("--sample", help=f"the sample to profile (default {PROFILE_SAMPLE} on tpu)")
+    parser.add_argument("--record", metavar="DIR", help="also record the fixtures under DIR")
+    parser.add_argument("--record-child", nargs=5, help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
