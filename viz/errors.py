@@ -183,7 +183,7 @@ def _tracer_error(exc: BaseException, message: str) -> tuple[str, str, str]:
     )
 
 
-# XLA's refusal to compile a program that does not fit (libtpu: "RESOURCE_EXHAUSTED:
+# XLA's refusal to compile a program that does not fit (the TPU runtime: "RESOURCE_EXHAUSTED:
 # Ran out of memory in memory space hbm …", "… exceeds available HBM (15.75G)")
 _OUT_OF_MEMORY = re.compile(r"RESOURCE_EXHAUSTED.*(out of memory|exceeds available)", re.I | re.S)
 OUT_OF_MEMORY_FIX = (

@@ -11,7 +11,7 @@ the span that handed it the work. Spans of one name under the same parents merge
 one node (`XlaSpan.count`). On CPU the part of `backend_compile_and_load` before XLA's
 first span is the StableHLO → HLO conversion, which XLA does not span. Which span
 generates which kernel is the platform's (`viz.platforms.trace.rules`: on CPU a
-`FusionCompiler::Compile` span, on TPU `XLA::TPU emitting for <kernel>`).
+`FusionCompiler::Compile` span, on TPU the emitter's span named for the kernel).
 
 A thread none of whose spans falls inside the compile is left out (a TPU's trace holds
 `main/…` and `Grpc*` threads busy only before or after it).

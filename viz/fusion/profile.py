@@ -4,8 +4,8 @@ Perfetto trace it writes through `viz.platforms.trace` (the one reader of a trac
 Which events are kernels is the platform's (`viz.platforms.trace.rules`): on CPU the
 thunk executor emits one event per kernel it runs, named exactly as the HLO
 instruction (`sort.0`, `ynn_fusion.2`); on GPU the device processes carry the kernels
-launched for each instruction under the same names; on TPU the thread `XLA Ops` of
-`/device:TPU:0` has one event per executed instruction, named by its whole text, with
+launched for each instruction under the same names; on TPU the thread `XLA Ops` of the
+chip's device process has one event per executed instruction, named by its whole text, with
 its device time, FLOPs and bytes. A kernel's events may overlap (the same kernel seen on
 two threads, a kernel split across a thread pool); its time is the length of the union
 of its events, so nothing is counted twice.

@@ -1,6 +1,6 @@
 """Which buffers would fill the device, when XLA refuses to compile for lack of memory.
 
-libtpu aborts the compile at the first sign (`RESOURCE_EXHAUSTED: Ran out of memory on
+The TPU runtime aborts the compile at the first sign (`RESOURCE_EXHAUSTED: Ran out of memory on
 HBM, the total memory required for HLO temporaries (20.00G) exceeds available HBM
 (15.75G)`), before it lists any allocation; XProf needs a program that ran. So the same
 program is compiled at a smaller batch: the arguments' leading dimension (the largest
