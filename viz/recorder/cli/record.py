@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from viz.history import HistoryError
-from viz.locations import app_command
+from viz.locations import command_name
 from viz.recorder.capture.run import BOOT, CONFIG_ENV
 from viz.recorder.display.html import recording_html
 from viz.recorder.display.summary import summary_text
@@ -173,7 +173,7 @@ def _finish(journal: Path, args: argparse.Namespace, status: int, wall_s: float)
         message = f"jitscope: not saved ({exc}); the journal stays at {journal}"
         print(tagged(message, process), file=sys.stderr)
         return exit_code
-    where = [f"recording #{saved} ({app_command()} → Recordings)"] if saved else []
+    where = [f"recording #{saved} ({app_named()} → Recordings)"] if saved else []
     if out and out != "-":
         where.append(out)
     if html:
@@ -182,6 +182,13 @@ def _finish(journal: Path, args: argparse.Namespace, status: int, wall_s: float)
         print(tagged(f"jitscope: saved as {' and '.join(where)}", process), file=sys.stderr)
     journal.unlink(missing_ok=True)
     return exit_code
+
+
+def app_named() -> str:
+    """'jitscope app', as the command was called: by its name, never by a full path
+    (a venv's `…/bin/jitscope` typed whole)."""
+    name = command_name()
+    return f"{Path(name).name if os.sep in name else name} app"
 
 
 # -- one process of a multi-process job --------------------------------------------------

@@ -128,6 +128,9 @@ def _job_marks(fig: go.Figure, view: JobView, rows: dict[int, str]) -> None:
         )
 
 
+CALL_ROW_PX = 34  # one frame of the call-site chart: a line of text
+
+
 def call_tree_chart(nodes: list[TreeNode]) -> go.Figure:
     """The call-site trie as an icicle: each code path sized by the compile time under it."""
     fig = go.Figure(
@@ -139,14 +142,16 @@ def call_tree_chart(nodes: list[TreeNode]) -> go.Figure:
             branchvalues="total",
             customdata=[[n.compiles, units.seconds(n.seconds)] for n in nodes],
             hovertemplate="%{label}<br>%{customdata[0]} compiles, %{customdata[1]}<extra></extra>",
-            texttemplate="%{label}<br>%{customdata[0]} compiles · %{customdata[1]}",
-            tiling={"orientation": "v"},
+            texttemplate="%{label} · %{customdata[0]} compiles · %{customdata[1]}",
+            textfont={"size": 13, "color": "#1f1f1f"},
+            insidetextanchor="middle",
+            tiling={"orientation": "v", "pad": 1},
             root={"color": "#f4f4f4"},
         )
     )
     depth = max((n.id.count(" ← ") for n in nodes), default=0) + 1
-    return layout(
+    return layout(  # one line of text per frame: compact rows
         fig,
         "Where compiles came from (call sites, outermost first)",
-        height=min(120 + 70 * depth, 640),
+        height=min(90 + CALL_ROW_PX * depth, 560),
     )
