@@ -217,7 +217,7 @@ def _compile_row(c: Compile, cwd: str | tuple[str, ...]) -> list[str]:
         _esc(need_words(c)),
         _esc(plain("; ".join(reason_words(r) for r in c.reasons))),
         _place(c.call_site, cwd),
-        _esc(c.signature_text or "–"),
+        _esc(plain(c.signature_text) or "–"),
         _esc(seconds(c.trace_s)),
         _esc(seconds(c.lower_s)),
         _esc(seconds(c.compile_s)),

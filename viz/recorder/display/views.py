@@ -90,7 +90,7 @@ def compile_rows(compiles: list[Compile], cwd: str | tuple[str, ...]) -> list[di
             "need": need_words(c),
             "why": plain("; ".join(reason_words(r) for r in c.reasons)),
             "called from": short_path(c.call_site, cwd),
-            "signature": c.signature_text,
+            "signature": plain(c.signature_text),
             "trace": seconds(c.trace_s),
             "lower": seconds(c.lower_s),
             "compile": seconds(c.compile_s),
