@@ -144,7 +144,6 @@ def call_tree_chart(nodes: list[TreeNode]) -> go.Figure:
             hovertemplate="%{label}<br>%{customdata[0]} compiles, %{customdata[1]}<extra></extra>",
             texttemplate="%{label} · %{customdata[0]} compiles · %{customdata[1]}",
             textfont={"size": 13, "color": "#1f1f1f"},
-            insidetextanchor="middle",
             tiling={"orientation": "v", "pad": 1},
             root={"color": "#f4f4f4"},
         )
