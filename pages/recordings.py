@@ -61,6 +61,11 @@ def list_table(rows: list[RecordingRow]) -> list[dict[str, object]]:
     ]
 
 
+def wide(*columns: str) -> dict[str, object]:
+    """Columns of sentences, wide enough to read: the rest of a cell shows on hover."""
+    return {c: st.column_config.TextColumn(width="large") for c in columns}
+
+
 def overview(rec: Recording) -> None:
     s, program = rec.summary, rec.program
     cols = st.columns(6)
@@ -97,7 +102,7 @@ def overview(rec: Recording) -> None:
 
 def functions(rec: Recording) -> str | None:
     st.subheader("Functions, by compile time")
-    ui.table(function_rows(rec))
+    ui.table(function_rows(rec), column_config=wide("why", "advice"))
     keys = [f.key for f in rec.functions]
     if not keys:
         return None
@@ -127,7 +132,7 @@ def compiles_of(rec: Recording, key: str) -> list[Compile]:
         )
     if stats:
         st.caption(f"Defined at `{short_path(stats.defined_at, rec.program.folders)}`")
-    ui.table(compile_rows(mine, rec.program.folders))
+    ui.table(compile_rows(mine, rec.program.folders), column_config=wide("need", "why"))
     return mine
 
 

@@ -28,16 +28,16 @@ from viz.settings import Settings
 from viz.source import list_functions
 from viz.units import nbytes, seconds
 
-# a reason's kind in words, for a function's totals ('a new function object ×2')
+# what differed, by a reason's kind, in a function's totals ('shape ×2')
 KIND_WORDS = {
     "new_function": "new function object",
-    "static_value": "static value changed",
-    "shape": "shape changed",
-    "dtype": "dtype changed",
-    "weak_type": "weak type changed",
-    "pytree": "argument structure changed",
-    "sharding": "sharding changed",
-    "device": "device changed",
+    "static_value": "static value",
+    "shape": "shape",
+    "dtype": "dtype",
+    "weak_type": "weak type",
+    "pytree": "argument structure",
+    "sharding": "sharding",
+    "device": "device",
     "config": "setting or cache",
 }
 
@@ -66,7 +66,7 @@ def avoidable_text(count: int, took: float) -> str:
 
 
 def why_text(f: FunctionStats) -> str:
-    """'first compile, shape changed ×2': the reasons of its compiles in words (a first
+    """'first compile, shape ×2': the reasons of its compiles in words (a first
     compile is counted as a new function object)."""
     kinds = dict(f.reasons)
     new = kinds.pop("new_function", 0)
