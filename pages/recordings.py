@@ -24,6 +24,7 @@ from viz.recorder import (
     diff_text,
     explore_target,
     function_rows,
+    need_text,
     orphans,
     recording_html,
     recording_timeline,
@@ -60,6 +61,11 @@ def list_table(rows: list[RecordingRow]) -> list[dict[str, object]]:
     ]
 
 
+def wide(*columns: str) -> dict[str, object]:
+    """Columns of sentences, wide enough to read: the rest of a cell shows on hover."""
+    return {c: st.column_config.TextColumn(width="large") for c in columns}
+
+
 def overview(rec: Recording) -> None:
     s, program = rec.summary, rec.program
     cols = st.columns(6)
@@ -84,6 +90,11 @@ def overview(rec: Recording) -> None:
         else ""
     )
     st.caption(f"`{' '.join(program.argv)}` in `{program.cwd}` · {ended}{extra}")
+    if s.compiles > s.functions:  # recompiles: how many had new inputs, how many did not
+        st.caption(
+            f"{need_text(s)}: a needed compile had new inputs (or was the function's "
+            "first), an avoidable one the same inputs as an earlier compile."
+        )
     if program.process is not None:
         p = program.process
         st.caption(f"Process {p.index} of {p.count} of job `{p.job}` on {p.host}: Show → a job.")
@@ -91,7 +102,7 @@ def overview(rec: Recording) -> None:
 
 def functions(rec: Recording) -> str | None:
     st.subheader("Functions, by compile time")
-    ui.table(function_rows(rec))
+    ui.table(function_rows(rec), column_config=wide("why", "advice"))
     keys = [f.key for f in rec.functions]
     if not keys:
         return None
@@ -101,7 +112,7 @@ def functions(rec: Recording) -> str | None:
         keys,
         format_func=lambda k: (
             f"{by_key[k].name} · {by_key[k].compiles} compiles · "
-            f"{short_path(by_key[k].defined_at, rec.program.cwd)}"
+            f"{short_path(by_key[k].defined_at, rec.program.folders)}"
         ),
         key="rec_function",
     )
@@ -120,8 +131,8 @@ def compiles_of(rec: Recording, key: str) -> list[Compile]:
             f"{stats.compiles - len(mine)} later compiles are counted but kept without details."
         )
     if stats:
-        st.caption(f"Defined at `{stats.defined_at}`")
-    ui.table(compile_rows(mine, rec.program.cwd))
+        st.caption(f"Defined at `{short_path(stats.defined_at, rec.program.folders)}`")
+    ui.table(compile_rows(mine, rec.program.folders), column_config=wide("need", "why"))
     return mine
 
 

@@ -132,3 +132,45 @@ def test_a_compiles_signature_reads_its_arrays_before_its_static_leaves():
         "model.layer.kernel: f32[8,32] · x: f32[2,8] · model.bn.epsilon=1e-05"
         " · model.bn.use_running_average=False"
     )
+
+
+def test_a_cut_eager_list_says_how_many_more_and_their_compiles():
+    eager = [
+        FunctionStats(f"op{i}", "/site-packages/jax/_src/dispatch.py:101", i + 1, 0.1, eager=True)
+        for i in range(15)
+    ]
+    text = summary_text(recording([FunctionStats("step", "/w/t.py:3", 1, 0.2), *eager]))
+    cut = eager[12:]  # the list shows 12
+    assert f"… and 3 more ({sum(f.compiles for f in cut)} compiles)" in text
+    assert "op12" not in text and "op11" in text
+
+
+def test_the_summary_splits_needed_and_avoidable_compiles():
+    step = FunctionStats("step", "/w/t.py:3", 3, 1.5, avoidable=1, avoidable_s=1.2)
+    text = summary_text(recording([step]))
+    assert "3 compiles: 2 needed, 1 avoidable (1.20 s)" in text
+
+
+def test_a_path_is_shown_from_the_programs_folder_when_it_runs_from_another():
+    program = ProcessRun(argv=["p.py"], cwd="/tmp/run", started=0.0, path="/home/me/proj")
+    assert short_path("/home/me/proj/p.py:4", program.folders) == "p.py:4"
+    assert short_path("/tmp/run/data.py:2", program.folders) == "data.py:2"
+
+
+def test_a_cut_value_keeps_its_functions_file_name_and_line():
+    from viz.cache.signature import around_difference, keep_place
+
+    long = "a new function `solve.<locals>.<lambda>` (/home/me/a/very/long/folder/fr/model.py:23)"
+    assert keep_place(long, 60).endswith("(…/model.py:23)")
+    before, after = around_difference("x" * 90 + " (model.py:4)", "y" * 90 + " (model.py:4)")
+    assert before.endswith("(model.py:4)") and after.endswith("(model.py:4)")
+
+
+def test_the_saved_line_names_the_app_command_without_a_path(monkeypatch):
+    from viz.locations import app_command
+
+    monkeypatch.setattr("sys.argv", ["/home/me/venv/bin/jitscope", "record", "--", "t.py"])
+    monkeypatch.setattr("shutil.which", lambda name: None)  # the venv is not activated
+    assert app_command() == "jitscope app"
+    monkeypatch.setattr("sys.argv", ["/home/me/venv/lib/python3.11/site-packages/viz/__main__.py"])
+    assert app_command() == "python -m viz app"

@@ -289,3 +289,17 @@ def test_a_recorder_failure_is_counted_named_and_never_reaches_the_program(monke
     summary = rec.summary()
     assert "1 compile(s) the recorder failed to describe" in summary
     assert "×1 RuntimeError: describe failed" in summary
+
+
+def test_a_closure_is_read_by_its_data_not_its_identity():
+    """Three lambdas, each a new jit: the second closes over other arrays with the same
+    values (avoidable: the same inputs), the third over other values (new data)."""
+    with viz.recording() as rec:
+        for held in (jnp.ones(3), jnp.ones(3), jnp.zeros(3)):
+            jax.jit(lambda x, held=held: x + held)(jnp.ones(3))
+    made = [c for c in rec.compiles if c.function == "<lambda>"]
+    assert [c.need for c in made] == ["first", "avoidable", "needed"]
+    assert made[1].need_why == "a new function object, the same code and data"
+    assert made[2].need_why.startswith("new ")
+    summary = rec.recording().summary
+    assert (summary.needed, summary.avoidable) == (2, 1)

@@ -19,15 +19,12 @@ SAMPLES_DIR = APP_DIR / "samples"
 
 
 def command_name() -> str:
-    """This command as the user can type it again: `jitscope` where that is on PATH (an
-    activated venv; also from `python -m viz` or a notebook), the script's path where it
-    was typed so but is not on PATH, else `python -m viz`."""
-    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
-    on_path = shutil.which("jitscope")
-    typed = script.name == "jitscope"
-    if on_path and (not typed or Path(on_path).resolve() == script.resolve()):
-        return "jitscope"
-    return sys.argv[0] if typed else "python -m viz"
+    """This command as the user can type it again, by its name, never a full path (a
+    venv's `…/bin/jitscope` typed whole reads `jitscope`): `jitscope` where it was
+    called so or is on PATH (an activated venv; also from `python -m viz` or a
+    notebook), else `python -m viz`."""
+    script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return "jitscope" if script == "jitscope" or shutil.which("jitscope") else "python -m viz"
 
 
 def invoked_name() -> str:

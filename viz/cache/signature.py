@@ -13,6 +13,7 @@ closest, *every* field that differs. Plain data only: the worker builds signatur
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -164,8 +165,26 @@ def _window(text: str, start: int, width: int) -> str:
     head = CUT if start else ""
     body = text[start : start + width - len(head)]
     if start + len(body) < len(text):
-        body = body[:-1] + CUT
+        return keep_place(head + text[start:], width)
     return head + body
+
+
+_PLACE = re.compile(r" \([^()]*:\d+\)$")  # a function's place at the end of its words
+
+
+def keep_place(text: str, width: int) -> str:
+    """`text` in `width` characters, cut before its end: a value's words that end with
+    a function's place ('… (model.py:4)') keep that place whole, cut before it."""
+    if len(text) <= width:
+        return text
+    place = _PLACE.search(text)
+    tail = place.group(0) if place else ""
+    if len(tail) >= width // 2:  # a long path: its file name and line, never cut
+        tail = f" ({CUT}/{tail[2:-1].rsplit('/', 1)[-1]})"
+    head = text[: place.start()] if place else text
+    if len(head) + len(tail) <= width:
+        return head + tail
+    return head[: width - len(tail) - 1] + CUT + tail
 
 
 def _leaf_reasons(name: str, old: LeafSig, new: LeafSig) -> list[Reason]:

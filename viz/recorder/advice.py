@@ -7,14 +7,19 @@ is no fault of anyone's.
 
 from __future__ import annotations
 
+import linecache
+import os
 import re
 from collections import Counter
 
 from viz.cache.signature import NEW, Reason
 from viz.recorder.model import (
+    AVOIDABLE,
     CACHE,
     CLEARED,
     FIRST_COMPILE,
+    INSTALLED,
+    LOOP_LAYERS,
     Compile,
     FunctionStats,
     jitted,
@@ -42,12 +47,20 @@ def recompile_kinds(stats: FunctionStats) -> Counter[str]:
     return +kinds
 
 
-def advise(stats: FunctionStats, compiles: list[Compile], cwd: str) -> str:
-    """'x dim 0 took 3 values (8, 9, 10) → pad to buckets (…)', or '' for one compile."""
+LIBRARY_KINDS = frozenset({"new_function", "static_value", "config"})  # a new object's
+
+
+def advise(stats: FunctionStats, compiles: list[Compile], cwd: str | tuple[str, ...]) -> str:
+    """'x dim 0 took 3 values (8, 9, 10) → pad to buckets (…)', or '' for one compile.
+    A jit that a library builds is spoken of as the library's: the user is told what
+    they can change, or that it is not in their code."""
     kinds = recompile_kinds(stats)
     if stats.compiles <= 1 or not kinds:
         return ""
     kind = kinds.most_common(1)[0][0]
+    library = _library_text(stats, compiles) if kind in LIBRARY_KINDS else ""
+    if library:
+        return library
     cache = [r for c in compiles for r in c.reasons if r.arg == CACHE]
     if kind == "config" and cache:
         return _cache_text(cache, stats)
@@ -60,6 +73,10 @@ def advise(stats: FunctionStats, compiles: list[Compile], cwd: str) -> str:
     what = _describe(kind, stats, compiles, cwd)
     if kind == "config" and _transformed(compiles):
         return f"{what} → {TRANSFORM_FIX}"
+    if kind == "new_function" and any(c.wraps[:1] and c.wraps[0] in LOOP_LAYERS for c in compiles):
+        outer = next((_enclosing(c) for c in compiles if _enclosing(c)), "")
+        where = f"outside `{outer}`" if outer else "once"
+        return f"{what} → define it {where} and pass the same function each time"
     return f"{what} → {FIXES[kind]}" if kind in FIXES else what
 
 
@@ -98,6 +115,43 @@ def _describe(kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str
     return f"{kind.replace('_', ' ')} of {arg} changed"
 
 
+def _library_text(stats: FunctionStats, compiles: list[Compile]) -> str:
+    """'fakelib builds a new jit wrapper for each `fakelib.run`: each call compiles once
+    (1 of 3 avoidable); it is not in your code', where a library made the jit (its
+    `created_at` is the library's, `called_from` the user's line) and what is new on
+    each call is the library's; '' otherwise."""
+    made = [c for c in compiles if c.called_from and c.created_at]
+    library = _package(made[-1].created_at or "") if made else ""
+    if not library:
+        return ""
+    new_objects = [r.after for c in compiles for r in c.reasons if r.after.startswith(NEW)]
+    if any(f"({library}/" not in text for text in new_objects if "(" in text):
+        return ""  # a new object of the user's: the usual advice says where
+    call = _called_expression(made[-1].called_from or "")
+    each = f"each `{call}`" if call else "each call"
+    avoidable = sum(c.need == AVOIDABLE for c in compiles)
+    split = f" ({avoidable} of {stats.compiles} avoidable)" if avoidable else ""
+    return (
+        f"{library} builds a new jit wrapper for {each}: each call compiles once{split}; "
+        "it is not in your code"
+    )
+
+
+def _package(location: str) -> str:
+    """'numpyro' for '/…/site-packages/numpyro/util.py:416', '' outside installed packages."""
+    parts = location.rpartition(":")[0].split(os.sep)
+    installed = [i for i, part in enumerate(parts) if part in INSTALLED]
+    return parts[installed[-1] + 1] if installed and installed[-1] + 2 < len(parts) else ""
+
+
+def _called_expression(location: str) -> str:
+    """'mcmc.run' for the user's line 'mcmc.run(key, X, y)' at `location`, or ''."""
+    path, _, line = location.rpartition(":")
+    text = linecache.getline(path, int(line)) if line.isdigit() else ""
+    match = re.search(r"([A-Za-z_][\w.]*)\s*\(", text)
+    return match.group(1) if match else ""
+
+
 def _new_object_text(arg: str, ours: list[Reason], stats: FunctionStats) -> str:
     """'`terms.vector_field`: a new function `solve.<locals>.<lambda>` (model.py:4) on every
     call → define it once, outside `solve`': a static value made anew for each call."""
@@ -129,7 +183,14 @@ def _cache_text(reasons: list[Reason], stats: FunctionStats) -> str:
 
 
 def _new_jit_text(stats: FunctionStats, compiles: list[Compile], cwd: str) -> str:
-    """'a new jit(jacfwd(partial(safe_norm))) is made on each call at test.py:110'."""
+    """'a new jit(jacfwd(partial(safe_norm))) is made on each call at test.py:110'; a
+    function under a lax loop: 'a new `<lambda>` runs under lax.scan on each call of
+    `accumulate`'."""
+    loop = next((c for c in compiles if c.wraps and c.wraps[0] in LOOP_LAYERS), None)
+    if loop is not None:
+        outer = _enclosing(loop)
+        of = f" of `{outer}`" if outer else ""
+        return f"a new `{stats.name}` runs under {loop.wraps[0]} on each call{of}"
     made = Counter(
         (tuple(c.wraps), c.created_at or stats.defined_at)
         for c in compiles
@@ -137,6 +198,16 @@ def _new_jit_text(stats: FunctionStats, compiles: list[Compile], cwd: str) -> st
     )
     layers, where = made.most_common(1)[0][0] if made else ((), stats.defined_at)
     return f"a new {jitted(layers, stats.name)} is made on each call at {short_path(where, cwd)}"
+
+
+def _enclosing(compile: Compile) -> str:
+    """The user's function whose line made the loop's function ('accumulate'), or ''."""
+    file = compile.defined_at.rpartition(":")[0]
+    for frame in reversed(compile.stack):
+        location, _, function = frame.partition(" in ")
+        if location.rpartition(":")[0] == file and function not in ("<module>", "<lambda>"):
+            return function
+    return ""
 
 
 def _shape_text(arg: str, compiles: list[Compile]) -> str:

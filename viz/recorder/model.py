@@ -21,6 +21,9 @@ FIRST_COMPILE = "not compiled before"  # `before` of the first compile's new_fun
 CACHE = "(cache)"  # the argument of a reason that is about the jit cache itself
 CLEARED = "jax.clear_caches() emptied it"  # `after` of a recompile after a clear that was seen
 NOT_FOUND = "no difference found"  # `after` when jitscope found nothing that differs
+# A compile's need (`Compile.need`): its function's first, one with inputs no earlier
+# compile had (new data), or one with the same inputs as an earlier compile
+FIRST, NEEDED, AVOIDABLE = "first", "needed", "avoidable"
 
 
 @dataclass(frozen=True)
@@ -118,11 +121,14 @@ class Compile:
     persistent_cache: bool = False  # the persistent compilation cache served the executable
     eager: bool = False  # JAX's own op-by-op compile (a primitive or a JAX helper)
     thread: str = ""
-    created_at: str | None = None  # 'path:line' where jax.jit(...) was called, when seen
+    created_at: str | None = None  # 'path:line' that called jax.jit(...) (a library's too)
+    called_from: str | None = None  # the user's 'path:line' that led a library to make it
     wraps: list[str] = field(default_factory=list)  # layers around the function: jacfwd, partial
     transform: str | None = None  # compiled under a transformation: 'vmap', 'grad', …
     persistent: Persistent = field(default_factory=Persistent)
     peak_bytes: int | None = None  # the memory profile's peak, where the executable was seen
+    need: str = FIRST  # 'first', 'needed' (new inputs) or 'avoidable' (inputs seen before)
+    need_why: str = ""  # in words: what was new, or why the same inputs compiled again
 
     @property
     def total_s(self) -> float:
@@ -168,8 +174,10 @@ def hidden_eager() -> FunctionStats:
     return FunctionStats("(op-by-op)", "", eager=True)
 
 
+# a lax loop run outside jit: JAX compiles the loop, with the user's function inside
+LOOP_LAYERS = frozenset({"lax.scan", "lax.while_loop", "lax.cond"})
 # layers that are a jit themselves (a framework's): the program is that layer, not jit(it)
-JIT_LAYERS = frozenset({"jit", "filter_jit", "nnx.jit"})
+JIT_LAYERS = frozenset({"jit", "filter_jit", "nnx.jit"}) | LOOP_LAYERS
 
 
 def jitted(layers: list[str] | tuple[str, ...], name: str) -> str:
@@ -196,6 +204,8 @@ class FunctionStats:
     eager: bool = False
     persistent_hits: int = 0  # compiles the persistent cache served from disk
     peak_bytes: int | None = None  # the largest memory peak among its compiles
+    avoidable: int = 0  # compiles with the same inputs as an earlier one
+    avoidable_s: float = 0.0  # their compile time
 
     @property
     def key(self) -> str:
@@ -207,9 +217,13 @@ class FunctionStats:
         kinds: list[str],
         disk_hit: bool = False,
         peak_bytes: int | None = None,
+        need: str = FIRST,
     ) -> None:
         self.compiles += 1
         self.compile_s += compile_s
+        if need == AVOIDABLE:
+            self.avoidable += 1
+            self.avoidable_s += compile_s
         self.persistent_hits += int(disk_hit)
         if peak_bytes is not None:
             self.peak_bytes = max(self.peak_bytes or 0, peak_bytes)
@@ -243,6 +257,12 @@ class ProcessRun:
     signal: str | None = None  # 'SIGKILL' when a signal ended it
     process: Process | None = None  # None: the program never initialized jax.distributed
 
+    @property
+    def folders(self) -> tuple[str, ...]:
+        """The folders a path is written from (`short_path`): the working folder, then
+        the script's (a program run from elsewhere: `python ~/proj/train.py`)."""
+        return (self.cwd, self.path) if self.path else (self.cwd,)
+
     def __post_init__(self) -> None:
         if isinstance(self.process, dict):  # read back from JSON
             known = Process.__dataclass_fields__
@@ -263,6 +283,9 @@ class Summary:
     persistent_misses: int = 0  # compiles that looked in it and compiled
     persistent_saved_s: float = 0.0  # compile time the hits saved
     largest_peak: dict[str, Any] | None = None  # {function, defined_at, bytes}: the most memory
+    needed: int = 0  # compiles of new inputs (first compiles included)
+    avoidable: int = 0  # compiles of inputs an earlier compile had
+    avoidable_s: float = 0.0
 
 
 @dataclass
@@ -298,6 +321,9 @@ class Recording:
             ),
             persistent_saved_s=sum(c.persistent.saved_s for c in self.compiles if not c.eager),
             largest_peak=_largest_peak(jitted),
+            needed=sum(f.compiles - f.avoidable for f in jitted),
+            avoidable=sum(f.avoidable for f in jitted),
+            avoidable_s=sum(f.avoidable_s for f in jitted),
         )
 
     def function(self, key: str) -> FunctionStats | None:
@@ -346,21 +372,26 @@ def _largest_peak(functions: list[FunctionStats]) -> dict[str, Any] | None:
     return {"function": top.name, "defined_at": top.defined_at, "bytes": top.peak_bytes}
 
 
-_INSTALLED = ("site-packages", "dist-packages")  # folders pip installs packages into
+INSTALLED = ("site-packages", "dist-packages")  # folders pip installs packages into
 
 
-def short_path(location: str, cwd: str) -> str:
-    """'path:line' relative to the program's folder when it lies inside it, or from its
-    package when it was installed (`optax/_src/numerics.py:106`); else unchanged."""
+def short_path(location: str, cwd: str | tuple[str, ...]) -> str:
+    """'path:line' as the user knows the file: from its package's top when it was
+    installed (`optax/_src/numerics.py:106`), else relative to the first of the
+    program's folders (`cwd`: the working folder, or it and the script's folder,
+    `ProcessRun.folders`) that holds it; else unchanged."""
     path, sep, line = location.rpartition(":")
     if not sep:
         return location
     parts = path.split(os.sep)
-    installed = [i for i, part in enumerate(parts) if part in _INSTALLED]
+    installed = [i for i, part in enumerate(parts) if part in INSTALLED]
     if installed and installed[-1] + 1 < len(parts):
         return f"{os.sep.join(parts[installed[-1] + 1 :])}:{line}"
-    try:
-        rel = os.path.relpath(path, cwd)
-    except ValueError:
-        return location
-    return f"{rel}:{line}" if not rel.startswith("..") else location
+    for folder in (cwd,) if isinstance(cwd, str) else cwd:
+        try:
+            rel = os.path.relpath(path, folder)
+        except ValueError:
+            continue
+        if folder and not rel.startswith(".."):
+            return f"{rel}:{line}"
+    return location

@@ -56,6 +56,7 @@ class Tally:
             [r.kind for r in compile.reasons],
             compile.persistent.state == "hit",
             compile.peak_bytes,
+            compile.need,
         )
 
     def add_count(self, line: dict[str, Any]) -> None:
@@ -69,6 +70,7 @@ class Tally:
             list(line.get("kinds", [])),
             bool(line.get("disk_hit")),
             line.get("peak_bytes"),
+            str(line.get("need", "")),
         )
         if line.get("error"):
             self._error(str(line["error"]))
@@ -95,7 +97,7 @@ class Tally:
         ranked = []
         for stats in functions:
             copy = FunctionStats(**asdict(stats))
-            copy.advice = advise(copy, by_key.get(copy.key, []), self.program.cwd)
+            copy.advice = advise(copy, by_key.get(copy.key, []), self.program.folders)
             ranked.append(copy)
         return Recording(
             program=ProcessRun(**asdict(self.program)),

@@ -20,12 +20,12 @@ Four cases:
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jax
 
-from viz.cache.signature import ArgSig, LeafSig, Signature
+from viz.cache.signature import ArgSig, LeafSig, Signature, keep_place
 from viz.recorder.capture import arguments, frameworks, listener
 from viz.recorder.model import ArgLeaf
 from viz.spec import dtype_name
@@ -43,6 +43,7 @@ class Described:
     spec_reason: str | None
     static: list[str]
     convention: str  # '(x, y)' or '(x, y=…)': how the arguments were passed ('' unseen)
+    static_values: dict[str, Any] = field(default_factory=dict)  # the static values, by name
 
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -80,14 +81,16 @@ def describe(call: listener.Call | None, finished: listener.Finished, cwd: str) 
         if described is not None:
             described.spec, described.spec_reason = spec, reason
             described.convention = calling_convention(call)
+            described.static_values = {names[i]: values[i] for i in static}
             return described
     inside = call.user.inside if call.user is not None else None
     sig = arguments.signature(names, values, set(static), cwd, inside=inside)
     if finished.transform or _has_tracers(values):
         sig = _under(sig, finished.transform or "a transformation")
     return Described(
-        sig, _leaves(sig), spec, reason, [names[i] for i in static], calling_convention(call)
-    )
+        sig, _leaves(sig), spec, reason, [names[i] for i in static], calling_convention(call),
+        {names[i]: values[i] for i in static},
+    )  # fmt: skip
 
 
 def _jax_names(call: listener.Call, positional: list[str]) -> list[str]:
@@ -208,4 +211,4 @@ def _from_compiled(
 
 
 def _truncate(text: str) -> str:
-    return text if len(text) <= MAX_VALUE_TEXT else text[: MAX_VALUE_TEXT - 1] + "…"
+    return keep_place(text, MAX_VALUE_TEXT)

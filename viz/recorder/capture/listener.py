@@ -58,6 +58,7 @@ _JAX_PACKAGES = tuple(
     os.path.join(_JAX_DIR, name) + os.sep for name in ("jax", "jaxlib", "jax_plugins")
 )
 _VIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_INSTALLED = tuple(os.sep + name + os.sep for name in ("site-packages", "dist-packages"))
 _LIBRARY_DIRS = tuple(
     {
         os.path.realpath(p) + os.sep
@@ -117,8 +118,18 @@ class Finished:
     transform: str | None = None  # 'vmap', 'linearize', 'jvp', 'transpose', …
     cache: CacheContext | None = None  # when the persistent cache was looked in
     saved_s: float | None = None  # JAX's figure for the compile time a disk hit saved
-    jit_made: tuple[str, bool] | None = None  # (where jax.jit was called, in user code)
+    jit_made: JitMade | None = None  # where jax.jit was called, and from which user line
     executable: Any = None  # XLA's executable, where the compiling frame holds it
+
+
+@dataclass(frozen=True)
+class JitMade:
+    """Where a jit was made: the line that called `jax.jit` (a library's, when a library
+    built it), whether that line is the user's, and the user's line that led there."""
+
+    at: str  # 'path:line'
+    by_user: bool
+    called_from: str | None = None  # the innermost user frame, when `at` is a library's
 
 
 @dataclass
@@ -324,29 +335,48 @@ def _watch_jit_creation() -> None:
 
 
 def _note_made(jitted: Any, frame: FrameType | None) -> None:
-    """(where jax.jit was called: the innermost user frame's 'path:line', whether by the
-    user's own code rather than by JAX or a library) on the jitted function. A jit that a
-    framework makes (equinox's `filter_jit`) is placed where the framework was called,
-    in a library too (diffrax's `@eqx.filter_jit`). Never raises."""
+    """Where jax.jit was called, on the jitted function: the line that called it, past
+    jax.jit's own frames and a library's jit helpers (numpyro's `maybe_jit`), so that a
+    jit a library builds is placed in the library, with the user's line that led there.
+    A jit that a framework makes for the user (equinox's `filter_jit`) is placed where
+    the framework was called, in a library too (diffrax's `@eqx.filter_jit`). Never
+    raises."""
     while frame is not None and _is_jit_itself(frame.f_code):
         frame = frame.f_back
     wrapped = False
     while frame is not None and frameworks.is_jit_maker(frame):
         frame, wrapped = frame.f_back, True
-    by_user = frame is not None and is_user_file(frame.f_code.co_filename)
-    while frame is not None and not (wrapped or is_user_file(frame.f_code.co_filename)):
+    while frame is not None and not wrapped and _is_jit_helper(frame.f_code):
         frame = frame.f_back
     if frame is None:
         return
+    by_user = is_user_file(frame.f_code.co_filename)
+    user = frame
+    while user is not None and not is_user_file(user.f_code.co_filename):
+        user = user.f_back
     try:
         setattr(
             jitted,
             _MADE,
-            (f"{os.path.abspath(frame.f_code.co_filename)}:{frame.f_lineno}", by_user),
+            JitMade(
+                _place(frame),
+                by_user,
+                None if by_user or user is None else _place(user),
+            ),
         )
         _jits[id(jitted._jit_info)] = jitted
     except (AttributeError, TypeError):
         pass
+
+
+def _place(frame: FrameType) -> str:
+    return f"{os.path.abspath(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def _is_jit_helper(code: Any) -> bool:
+    """A library's own function that only calls jax.jit (numpyro's `maybe_jit`): the
+    jit is made where the helper is called."""
+    return code.co_name.endswith("_jit") and not is_user_file(code.co_filename)
 
 
 _JIT_ITSELF = ("jit", "<lambda>", "pjit", "make_jit", "reraise_with_filtered_traceback")
@@ -379,7 +409,7 @@ def clears() -> Clears:
     return _state.clears
 
 
-def jit_made(jit_info: Any) -> tuple[str, bool] | None:
+def jit_made(jit_info: Any) -> JitMade | None:
     """Where the jit with these settings was made, and whether by the user's own code."""
     jitted = _jits.get(id(jit_info))
     if jitted is None or getattr(jitted, "_jit_info", None) is not jit_info:
@@ -414,11 +444,16 @@ _user_files: dict[str, bool] = {}
 
 
 def is_user_file(filename: str) -> bool:
-    """Outside JAX, site-packages, the standard library and jitscope itself."""
+    """Outside JAX, the standard library, jitscope itself and any folder that packages
+    are installed into (site-packages of this or another environment)."""
     known = _user_files.get(filename)
     if known is None:
         real = os.path.realpath(filename)
-        known = not (filename.startswith("<") or real.startswith(_LIBRARY_DIRS))
+        known = not (
+            filename.startswith("<")
+            or real.startswith(_LIBRARY_DIRS)
+            or any(folder in real for folder in _INSTALLED)  # any environment's packages
+        )
         _user_files[filename] = known
     return known
 
@@ -436,3 +471,47 @@ def user_frames(frame: FrameType | None) -> list[tuple[str, int, str]]:
 
 def is_jax_code(filename: str) -> bool:
     return os.path.realpath(filename).startswith(_JAX_PACKAGES)
+
+
+# -- the user's function under a control-flow primitive run outside jit ----------------
+_BODIES = {  # a control-flow primitive → its params that hold the user's function, first best
+    "scan": ("jaxpr",),
+    "while": ("body_jaxpr", "cond_jaxpr"),
+    "cond": ("branches",),
+}
+# the primitive as the user's code calls it (fori_loop runs as a scan or a while)
+_LAX_NAMES = {"scan": "lax.scan", "while": "lax.while_loop", "cond": "lax.cond"}
+
+
+@dataclass(frozen=True)
+class LoopBody:
+    """The user's function that a `lax.scan`/`fori_loop`/`while_loop`/`cond` compiled
+    op by op runs: its name and place as JAX's debug info gives them."""
+
+    primitive: str  # 'lax.scan', 'lax.while_loop', 'lax.cond'
+    name: str  # '<lambda>', 'body'
+    defined_at: str  # 'path:line'
+
+
+def loop_body(call: Call | None) -> LoopBody | None:
+    """The user's function inside an op-by-op compile of a control-flow primitive (JAX's
+    dispatch jits `prim.bind` with the primitive's params in its closure), or None when
+    the compile is not one or its function is not the user's."""
+    fun = call.fun if call is not None else None
+    if not getattr(fun, "_apply_primitive", False):
+        return None
+    cells = dict(zip(fun.__code__.co_freevars, fun.__closure__ or (), strict=False))
+    try:
+        prim, params = cells["prim"].cell_contents, cells["params"].cell_contents
+    except (KeyError, ValueError):
+        return None
+    for key in _BODIES.get(getattr(prim, "name", ""), ()):
+        held = params.get(key)
+        for closed in reversed(held) if isinstance(held, tuple) else (held,):
+            info = getattr(getattr(closed, "jaxpr", closed), "debug_info", None)
+            name, _, place = str(getattr(info, "func_src_info", "") or "").partition(" at ")
+            path, _, line = place.rpartition(":")
+            if path and is_user_file(path):
+                where = f"{os.path.abspath(path)}:{line}"
+                return LoopBody(_LAX_NAMES[prim.name], name, where)
+    return None

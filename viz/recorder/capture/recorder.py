@@ -28,16 +28,22 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from viz.cache.signature import Reason, Signature, diff
+from viz.cache.signature import NEW, Reason, Signature, diff
 from viz.memory.profile import executable_profile
 from viz.recorder.capture import listener, persistent
 from viz.recorder.capture.describe import TRANSFORMATION, Described, describe
 from viz.recorder.capture.distributed import ProcessWatch
+from viz.recorder.capture.inputs import Inputs, inputs
 from viz.recorder.capture.unwrap import defined_at, unwrap
 from viz.recorder.display.summary import summary_text
 from viz.recorder.model import (
+    AVOIDABLE,
+    CACHE,
+    CLEARED,
     DEFAULT_DETAILS,
+    FIRST,
     FIRST_COMPILE,
+    NEEDED,
     Compile,
     Persistent,
     Process,
@@ -73,6 +79,7 @@ class _FunctionState:
     jit_infos: list[int] = field(default_factory=list)  # ids of the jax.jit wrappers' settings
     compiles: int = 0
     clears: int = 0  # jax.clear_caches() calls seen before its latest compile
+    inputs: list[Inputs] = field(default_factory=list)  # the compiles' inputs, by content
 
 
 class Recorder:
@@ -198,18 +205,24 @@ class Recorder:
 
     def _record(self, finished: listener.Finished) -> None:
         call = finished.call
-        where = self._where(finished)
-        made_at, by_user = finished.jit_made or (None, False)
-        eager = (call is None and not finished.frames) or (
-            _is_jax_function(call, where.fun, where.defined_at) and not by_user
+        body = listener.loop_body(call)  # the user's function under a lax loop, op by op
+        made = (None if body else finished.jit_made) or listener.JitMade("", bool(body))
+        where = _Where(body.name, body.defined_at, None, [body.primitive]) if body else None
+        where = where or self._where(finished)
+        eager = not body and (
+            (call is None and not finished.frames)
+            or (_is_jax_function(call, where.fun, where.defined_at) and not made.by_user)
         )
         frames = [f for f in finished.frames if f[0] not in self._hidden]
         call_site = f"{frames[-1][0]}:{frames[-1][1]}" if frames else "?"
-        described = describe(call, finished, self.program.cwd)
+        described = describe(call, finished, self.program.folders)
         with self._lock:
             key = function_key(where.name, where.defined_at)
             state = self._state.setdefault(key, _FunctionState())
-            reasons = self._reasons(state, call, described, where, made_at)
+            reasons = self._reasons(state, call, described, where, made.at or None)
+            hidden = eager and not self.keep_eager
+            found = None if hidden else _inputs_of(call, described, where)
+            need, need_why = _need(state, found, reasons)
             state.compiles += 1
             disk = self._persistent(finished, where, described)
             common = {
@@ -220,8 +233,9 @@ class Recorder:
                 "eager": eager,
                 "disk_hit": disk.state == "hit",
                 "peak_bytes": None if eager else _peak(finished.executable),
+                "need": need,
             }
-            if eager and not self.keep_eager:
+            if hidden:
                 self.tally.add_count({**common, "hidden": True})
                 self._write({"type": "count", **common, "hidden": True})
                 return
@@ -251,11 +265,14 @@ class Recorder:
                 persistent_cache=finished.persistent_cache,
                 eager=eager,
                 thread=finished.thread,
-                created_at=made_at,
+                created_at=made.at or None,
+                called_from=made.called_from,
                 wraps=where.layers,
                 transform=_transform(described),
                 persistent=disk,
                 peak_bytes=common["peak_bytes"],
+                need=need,
+                need_why=need_why,
             )
             self.tally.add_compile(compile)
             self._write({"type": "compile", **compile.to_dict()})
@@ -330,7 +347,7 @@ class Recorder:
             return [Reason("(function)", "new_function", FIRST_COMPILE, "first compile")]
         reasons: list[Reason] = []
         if new_object:
-            made = short_path(made_at or where.defined_at, self.program.cwd)
+            made = short_path(made_at or where.defined_at, self.program.folders)
             what = jitted(where.layers, where.name) if where.layers else "function object"
             reasons.append(
                 Reason(
@@ -347,9 +364,92 @@ class Recorder:
                 Reason("(jit)", "config", "other jax.jit settings", "new jax.jit settings")
             )
         elif not reasons:  # a cleared cache only when one was seen: never a guess
-            where = short_path(clears.last_at, self.program.cwd) if clears.last_at else ""
+            where = short_path(clears.last_at, self.program.folders) if clears.last_at else ""
             reasons.append(cache_reason(cleared, where))
         return reasons
+
+
+def _inputs_of(
+    call: listener.Call | None, described: Described | None, where: _Where
+) -> Inputs | None:
+    """The compile's inputs by content; None where the call was not seen."""
+    if call is None or described is None:
+        return None
+    arrays = [leaf.text for leaf in described.leaves if leaf.static_value is None]
+    # a framework's static leaves by what the cache compares of them (identity included)
+    arrays += [
+        f"{leaf.path}={leaf.value_key or leaf.value}"
+        for arg in described.signature.args
+        for leaf in arg.leaves
+        if leaf.value is not None
+    ]
+    return inputs(where.fun or call.fun, arrays, described.static_values, _transform(described))
+
+
+DATA_KINDS = frozenset({"shape", "dtype", "weak_type", "pytree", "sharding", "device"})
+
+
+def _need(state: _FunctionState, found: Inputs | None, reasons: list[Reason]) -> tuple[str, str]:
+    """FIRST, NEEDED or AVOIDABLE, with why in words: inputs no earlier compile had are
+    new data; the same inputs as an earlier compile compiled again for a reason of JAX's
+    cache (a new object, a new wrapper, a cleared cache)."""
+    earlier = list(state.inputs)
+    if found is not None:
+        state.inputs[:] = [*earlier[1 - MAX_IDENTITIES :], found]
+    if state.compiles == 0:
+        return FIRST, ""
+    data = [r for r in reasons if _is_new_data(r)]
+    same = next((e for e in reversed(earlier) if found and e.key == found.key), None)
+    if data or (found is not None and same is None):
+        return NEEDED, _new_data_text(data, found, earlier)
+    if found is None and not any(r.arg == CACHE or r.after.startswith(NEW) for r in reasons):
+        return NEEDED, "a new function object; what it holds could not be read"
+    return AVOIDABLE, _avoidable_text(reasons, found, same)
+
+
+def _is_new_data(reason: Reason) -> bool:
+    """A difference in what the computation reads: an array's type, a static value
+    (one that reads differently, not the same words in a new object), a transformation."""
+    if reason.kind in DATA_KINDS:
+        return True
+    if reason.kind == "static_value":
+        return not reason.after.startswith(NEW)
+    return reason.arg == TRANSFORMATION
+
+
+def _new_data_text(data: list[Reason], found: Inputs | None, earlier: list[Inputs]) -> str:
+    """'x: f32[8] → f32[9]', or the closure's data that changed: 'in the closure: data
+    f32[200,3] → f32[500,3]'."""
+    if data:
+        return f"new data: {data[0].arg} {data[0].before} → {data[0].after}"
+    before = earlier[-1].data if earlier else {}
+    now = found.data if found else {}
+    changed = [(k, before[k], v) for k, v in now.items() if k in before and before[k] != v]
+    if changed:
+        name, old, new = changed[0]
+        return f"new data in the closure: {name} {old} → {new}"
+    if now:
+        return f"new data in the closure: other arrays in {', '.join(list(now)[:3])}"
+    return "new code or data: a function that reads other code or data"
+
+
+def _avoidable_text(reasons: list[Reason], found: Inputs | None, same: Inputs | None) -> str:
+    """Why the same inputs compiled again, in words."""
+    if any(r.arg == CACHE and r.after.startswith(CLEARED) for r in reasons):
+        return "jax.clear_caches() emptied the cache"
+    for r in reasons:
+        if r.kind == "static_value" and r.after.startswith(NEW) and found and same:
+            now, then = found.functions.get(r.arg), same.functions.get(r.arg)
+            name = r.after.removeprefix(NEW).removeprefix("function ")
+            if now and then and now[0] == then[0]:
+                wrapper = f"{now[1]} wrapper" if now[1] else "wrapper"
+                return f"{r.arg}: a new {wrapper} around the same function {name}"
+            return f"{r.arg}: a new function {name}, the same code and data"
+    if any(r.kind == "new_function" for r in reasons):
+        return "a new function object, the same code and data"
+    if any(r.arg == "(jit)" for r in reasons):
+        return "a new jax.jit wrapper around the same function"
+    return "no difference found in the inputs"
 
 
 def _peak(executable: Any) -> int | None:

@@ -197,5 +197,11 @@ def _token(value: Any) -> str:
         return f"#{number}"
 
 
+def token(value: Any) -> str:
+    """The value's identity token ('#17'): for a reader of values by content
+    (`viz.recorder.capture.inputs`) where content cannot be read."""
+    return _token(value)
+
+
 def _forget(key: int, _: Any) -> None:
     _tokens.pop(key, None)

@@ -5,6 +5,7 @@ The Explore and lesson charts are `viz.charts`, whose layout these share.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import plotly.graph_objects as go
@@ -128,25 +129,38 @@ def _job_marks(fig: go.Figure, view: JobView, rows: dict[int, str]) -> None:
         )
 
 
+CALL_ROW_PX = 34  # one frame of the call-site chart: a line of text
+ALL_SITES = "(all call sites)"  # the chart's root, over the program's outermost frames
+
+
 def call_tree_chart(nodes: list[TreeNode]) -> go.Figure:
-    """The call-site trie as an icicle: each code path sized by the compile time under it."""
+    """The call-site trie as an icicle: each code path sized by the compile time under it,
+    its place in one line of dark text (its function, compiles and seconds on hover); a
+    frame too narrow for its place at a readable size keeps it for its hover."""
+    roots = [n for n in nodes if not n.parent]
+    compiles, took = sum(n.compiles for n in roots), sum(n.seconds for n in roots)
+    top = TreeNode(ALL_SITES, "", f"{ALL_SITES}: {compiles} compiles", compiles, took)
+    shown = [top, *(replace(n, parent=n.parent or ALL_SITES) for n in nodes)]
     fig = go.Figure(
         go.Icicle(
-            ids=[n.id for n in nodes],
-            parents=[n.parent for n in nodes],
-            labels=[n.label for n in nodes],
-            values=[n.seconds for n in nodes],
+            ids=[n.id for n in shown],
+            parents=[n.parent for n in shown],
+            labels=[n.label for n in shown],
+            text=[n.label.partition(" in ")[0] for n in shown],  # the place; its function on hover
+            values=[n.seconds for n in shown],
             branchvalues="total",
-            customdata=[[n.compiles, units.seconds(n.seconds)] for n in nodes],
+            customdata=[[n.compiles, units.seconds(n.seconds)] for n in shown],
             hovertemplate="%{label}<br>%{customdata[0]} compiles, %{customdata[1]}<extra></extra>",
-            texttemplate="%{label}<br>%{customdata[0]} compiles · %{customdata[1]}",
-            tiling={"orientation": "v"},
+            texttemplate="%{text}",
+            textfont={"size": 13, "color": "#1f1f1f"},
+            tiling={"orientation": "v", "pad": 1},
             root={"color": "#f4f4f4"},
         )
     )
-    depth = max((n.id.count(" ← ") for n in nodes), default=0) + 1
-    return layout(
+    fig.update_layout(uniformtext={"minsize": 10, "mode": "hide"})
+    depth = max((n.id.count(" ← ") for n in nodes), default=0) + 2
+    return layout(  # one line of text per frame: compact rows
         fig,
         "Where compiles came from (call sites, outermost first)",
-        height=min(120 + 70 * depth, 640),
+        height=min(90 + CALL_ROW_PX * depth, 560),
     )

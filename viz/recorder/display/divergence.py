@@ -92,7 +92,7 @@ class JobFunction:
 
 
 def function_id(recording: Recording, name: str, defined_at: str) -> FunctionId:
-    return name, short_path(defined_at, recording.program.cwd)
+    return name, short_path(defined_at, recording.program.folders)
 
 
 def job_functions(members: list[Member]) -> dict[FunctionId, JobFunction]:
@@ -346,7 +346,7 @@ def _instead(model: Member, at: Compile, other: Member) -> CallSite:
 
 
 def _site(member: Member, compile: Compile, note: str) -> CallSite:
-    cwd = member.recording.program.cwd
+    cwd = member.recording.program.folders
     return CallSite(
         process=member.index,
         function=compile.function,

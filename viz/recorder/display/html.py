@@ -15,7 +15,17 @@ import html
 from collections import defaultdict
 
 from viz.recorder.display.summary import summary_text
-from viz.recorder.display.views import TreeNode, call_tree, disk_text, jit_text, reason_words
+from viz.recorder.display.views import (
+    TreeNode,
+    avoidable_text,
+    call_tree,
+    disk_text,
+    jit_text,
+    need_words,
+    plain,
+    reason_words,
+    why_text,
+)
 from viz.recorder.model import Compile, Recording, short_path
 from viz.units import seconds
 
@@ -83,7 +93,7 @@ def _esc(value: object) -> str:
     return html.escape(str(value))
 
 
-def _place(location: str, cwd: str) -> str:
+def _place(location: str, cwd: str | tuple[str, ...]) -> str:
     """The short path, with the full one as hover text."""
     return f'<span title="{_esc(location)}">{_esc(short_path(location, cwd))}</span>'
 
@@ -110,6 +120,8 @@ def _metrics(recording: Recording) -> str:
         ("functions", s.functions),
         ("op-by-op compiles", s.eager_compiles),
     ]
+    if s.compiles > s.functions:
+        values.insert(1, ("needed · avoidable", f"{s.needed} · {s.avoidable}"))
     if s.persistent_hits + s.persistent_misses:
         values.append(
             ("from disk", f"{s.persistent_hits} of {s.persistent_hits + s.persistent_misses}")
@@ -158,25 +170,27 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _functions(recording: Recording) -> str:
-    cwd = recording.program.cwd
+    cwd = recording.program.folders
     rows = [
         [
             _esc(f.name),
             _place(f.defined_at, cwd),
             _esc(f.compiles),
             _esc(seconds(f.compile_s)),
+            _esc(avoidable_text(f.avoidable, f.avoidable_s)),
             _esc(f.persistent_hits),
-            _esc(", ".join(f"{kind} ×{n}" for kind, n in sorted(f.reasons.items()))),
-            f'<span class="advice">{_esc(f.advice)}</span>' if f.advice else "–",
+            _esc(why_text(f)),
+            f'<span class="advice">{_esc(plain(f.advice))}</span>' if f.advice else "–",
         ]
         for f in recording.functions
     ]
-    header = ["function", "defined at", "compiles", "compile time", "from disk", "why", "advice"]
+    header = ["function", "defined at", "compiles", "compile time", "avoidable", "from disk"]
+    header += ["why", "advice"]
     return _table(header, rows)
 
 
 def _compiles(recording: Recording) -> str:
-    cwd = recording.program.cwd
+    cwd = recording.program.folders
     parts = []
     for f in recording.functions:  # the top function's compiles open
         mine = recording.compiles_of(f.key)
@@ -185,7 +199,8 @@ def _compiles(recording: Recording) -> str:
         more = f.compiles - len(mine)
         note = f' <span class="muted">({more} more counted without details)</span>' if more else ""
         rows = [_compile_row(c, cwd) for c in mine]
-        header = ["#", "at", "why", "called from", "signature", "trace", "lower", "compile"]
+        header = ["#", "at", "need", "why", "called from", "signature", "trace", "lower"]
+        header += ["compile"]
         header += ["disk cache", "jit"]
         opened = " open" if not parts else ""
         parts.append(
@@ -195,13 +210,14 @@ def _compiles(recording: Recording) -> str:
     return "\n".join(parts) or '<p class="muted">No compile was kept with details.</p>'
 
 
-def _compile_row(c: Compile, cwd: str) -> list[str]:
+def _compile_row(c: Compile, cwd: str | tuple[str, ...]) -> list[str]:
     return [
         _esc(c.seq),
         _esc(f"{c.t_s:.2f} s"),
-        _esc("; ".join(reason_words(r) for r in c.reasons)),
+        _esc(need_words(c)),
+        _esc(plain("; ".join(reason_words(r) for r in c.reasons))),
         _place(c.call_site, cwd),
-        _esc(c.signature_text or "–"),
+        _esc(plain(c.signature_text) or "–"),
         _esc(seconds(c.trace_s)),
         _esc(seconds(c.lower_s)),
         _esc(seconds(c.compile_s)),

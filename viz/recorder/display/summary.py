@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from viz.recorder.model import Compile, FunctionStats, Recording, change_text, short_path
+from viz.recorder.model import (
+    Compile,
+    FunctionStats,
+    Recording,
+    Summary,
+    change_text,
+    short_path,
+)
 from viz.units import nbytes, seconds
 
 MAX_FUNCTIONS = 12  # rows of the ranking
@@ -19,7 +26,8 @@ def summary_text(recording: Recording) -> str:
     plural = "" if s.compiles == 1 else "s"
     lines = [
         f"jitscope: {s.compiles} compile{plural} of {s.functions} function(s) took "
-        f"{seconds(s.compile_s)} of {seconds(wall)} wall time{share}"
+        f"{seconds(s.compile_s)} of {seconds(wall)} wall time{share}",
+        *_need_lines(s),
     ]
     kept_eager = [f for f in recording.functions if f.eager]
     if s.eager_compiles:
@@ -31,20 +39,38 @@ def summary_text(recording: Recording) -> str:
     lines += _persistent_lines(recording)
     if s.largest_peak:
         top = s.largest_peak
-        where = short_path(top["defined_at"], program.cwd)
+        where = short_path(top["defined_at"], program.folders)
         lines.append(f"  largest memory peak: {top['function']} ({where}) {nbytes(top['bytes'])}")
     if s.details_dropped:
         lines.append(f"  {s.details_dropped} compile(s) kept in the counts only (--details N)")
     lines += _error_lines(recording)
-    ranked = [f for f in recording.functions if not f.eager][:MAX_FUNCTIONS]
-    lines += _table(ranked, program.cwd)
-    hidden = len(recording.functions) - len(kept_eager) - len(ranked)
-    if hidden > 0:
-        lines.append("  … and more functions (the JSON and the Recordings page list them all)")
+    jitted = [f for f in recording.functions if not f.eager]
+    lines += _table(jitted[:MAX_FUNCTIONS], program.folders)
+    lines += _more_line(jitted[MAX_FUNCTIONS:])
     if kept_eager:
         lines.append("  op-by-op compiles of JAX's own (--eager):")
-        lines += _table(kept_eager[:MAX_FUNCTIONS], program.cwd, advice=False)
+        lines += _table(kept_eager[:MAX_FUNCTIONS], program.folders, advice=False)
+        lines += _more_line(kept_eager[MAX_FUNCTIONS:])
     return "\n".join(lines)
+
+
+def need_text(s: Summary) -> str:
+    """'3 compiles: 2 needed, 1 avoidable (1.2 s)': needed ones had new inputs (or were
+    the first), avoidable ones the inputs of an earlier compile."""
+    plural = "" if s.compiles == 1 else "s"
+    text = f"{s.compiles} compile{plural}: {s.needed} needed, {s.avoidable} avoidable"
+    return text + (f" ({seconds(s.avoidable_s)})" if s.avoidable else "")
+
+
+def _need_lines(s: Summary) -> list[str]:
+    return [f"  {need_text(s)}"] if s.compiles > s.functions else []
+
+
+def _more_line(cut: list[FunctionStats]) -> list[str]:
+    """'… and 27 more (83 compiles)' under a list that was cut."""
+    if not cut:
+        return []
+    return [f"  … and {len(cut)} more ({sum(f.compiles for f in cut)} compiles)"]
 
 
 def _table(functions: list[FunctionStats], cwd: str, advice: bool = True) -> list[str]:

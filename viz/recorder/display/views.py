@@ -16,37 +16,81 @@ from pathlib import Path
 from typing import Any
 
 from viz.cache.signature import Reason, reason_text
-from viz.recorder.model import Compile, ProcessRun, Recording, jitted, short_path
+from viz.recorder.model import (
+    Compile,
+    FunctionStats,
+    ProcessRun,
+    Recording,
+    jitted,
+    short_path,
+)
 from viz.settings import Settings
 from viz.source import list_functions
 from viz.units import nbytes, seconds
 
+# what differed, by a reason's kind, in a function's totals ('shape ×2')
+KIND_WORDS = {
+    "new_function": "new function object",
+    "static_value": "static value",
+    "shape": "shape",
+    "dtype": "dtype",
+    "weak_type": "weak type",
+    "pytree": "argument structure",
+    "sharding": "sharding",
+    "device": "device",
+    "config": "setting or cache",
+}
+
 
 def function_rows(recording: Recording) -> list[dict[str, Any]]:
-    cwd = recording.program.cwd
+    cwd = recording.program.folders
     return [
         {
             "function": f.name,
             "defined at": short_path(f.defined_at, cwd),
             "compiles": f.compiles,
             "compile time": seconds(f.compile_s),
-            "why": ", ".join(f"{kind} ×{n}" for kind, n in sorted(f.reasons.items())),
+            "avoidable": avoidable_text(f.avoidable, f.avoidable_s),
+            "why": why_text(f),
             "from disk": f.persistent_hits,
             "largest peak": nbytes(f.peak_bytes),
-            "advice": f.advice,
+            "advice": plain(f.advice),
         }
         for f in recording.functions
     ]
 
 
-def compile_rows(compiles: list[Compile], cwd: str) -> list[dict[str, Any]]:
+def avoidable_text(count: int, took: float) -> str:
+    """'1 (54 ms)', or '0'."""
+    return f"{count} ({seconds(took)})" if count else "0"
+
+
+def why_text(f: FunctionStats) -> str:
+    """'first compile, shape ×2': the reasons of its compiles in words (a first
+    compile is counted as a new function object)."""
+    kinds = dict(f.reasons)
+    new = kinds.pop("new_function", 0)
+    if new > 1:
+        kinds["new_function"] = new - 1
+    words = ["first compile"] if new else []
+    words += [f"{KIND_WORDS.get(k, k.replace('_', ' '))} ×{n}" for k, n in sorted(kinds.items())]
+    return ", ".join(words)
+
+
+def plain(text: str) -> str:
+    """Markdown's code marks left out: a table cell shows text as it is."""
+    return text.replace("`", "")
+
+
+def compile_rows(compiles: list[Compile], cwd: str | tuple[str, ...]) -> list[dict[str, Any]]:
     return [
         {
             "#": c.seq,
             "at": f"{c.t_s:.2f} s",
-            "why": "; ".join(reason_words(r) for r in c.reasons),
+            "need": need_words(c),
+            "why": plain("; ".join(reason_words(r) for r in c.reasons)),
             "called from": short_path(c.call_site, cwd),
-            "signature": c.signature_text,
+            "signature": plain(c.signature_text),
             "trace": seconds(c.trace_s),
             "lower": seconds(c.lower_s),
             "compile": seconds(c.compile_s),
@@ -56,6 +100,11 @@ def compile_rows(compiles: list[Compile], cwd: str) -> list[dict[str, Any]]:
         }
         for c in compiles
     ]
+
+
+def need_words(c: Compile) -> str:
+    """'first', 'needed: new data: x f32[8] → f32[9]', 'avoidable: a new jit wrapper …'."""
+    return plain(f"{c.need}: {c.need_why}" if c.need_why else c.need)
 
 
 def disk_text(c: Compile) -> str:
@@ -69,9 +118,12 @@ def disk_text(c: Compile) -> str:
     return ""
 
 
-def jit_text(c: Compile, cwd: str) -> str:
-    """'jit(jacfwd(partial(safe_norm))) made at test.py:10', or what is known of it."""
+def jit_text(c: Compile, cwd: str | tuple[str, ...]) -> str:
+    """'jit(jacfwd(partial(safe_norm))) made at test.py:10', or what is known of it; a
+    jit a library made, with the user's line that led there."""
     made = f" made at {short_path(c.created_at, cwd)}" if c.created_at else ""
+    if c.called_from:
+        made += f" (from {short_path(c.called_from, cwd)})"
     under = f", under {c.transform}" if c.transform else ""
     return f"{jitted(c.wraps, c.function)}{made}{under}"
 
@@ -95,7 +147,7 @@ class TreeNode:
 def call_tree(recording: Recording) -> list[TreeNode]:
     """Each frame of the stacks that led to compiles, outermost first; a node's totals
     include everything under it."""
-    cwd = recording.program.cwd
+    cwd = recording.program.folders
     totals: dict[tuple[str, ...], list[float]] = {}
     for c in recording.compiles:
         path: tuple[str, ...] = ()
@@ -116,7 +168,7 @@ def call_tree(recording: Recording) -> list[TreeNode]:
     ]
 
 
-def _frame_label(frame: str, cwd: str) -> str:
+def _frame_label(frame: str, cwd: str | tuple[str, ...]) -> str:
     location, _, function = frame.partition(" in ")
     return f"{short_path(location, cwd)} in {function}" if function else short_path(frame, cwd)
 
