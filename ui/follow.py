@@ -16,6 +16,7 @@ import streamlit as st
 from ui import editor
 from ui.results import Result
 from viz.follow import IRS, LineTrace, excerpt
+from viz.units import plural
 
 LINE = "follow_line"  # session state: the line being followed
 ROW_CSS = (
@@ -75,7 +76,7 @@ def picker(res: Result | None, code: str) -> None:
         index=None,
         key=LINE,
         format_func=lambda n: f"{n} · {source[n - 1].strip()}" if n <= len(source) else str(n),
-        placeholder=f"{len(lines)} lines made ops: pick one to see what it became",
+        placeholder=f"{plural(len(lines), 'line')} made ops: pick one",
         help="or put the cursor on a line in the editor and press Follow this line",
     )
     shown = trace(res)

@@ -33,7 +33,7 @@ from viz.fusion.selection import (
     selected_eqns,
 )
 from viz.ir.model import IR, Graph
-from viz.units import seconds
+from viz.units import plural, seconds
 
 
 def fusion_map_view(res: Result, index: int) -> None:
@@ -53,7 +53,7 @@ def fusion_map_view(res: Result, index: int) -> None:
     graphs(profile, fmap, stablehlo, compiled, colours, chosen, index)
     left, right = st.container(), st.container()  # beside the code: one above the other
     with left:
-        st.markdown("**Your code**, each line tinted by the kernel(s) its ops went into")
+        st.markdown("**Your code**, each line tinted by the kernels its ops went into")
         st.html(viz.fusion.view.tinted_source(res.code, fmap, colours, chosen.lines))
     with right:
         details(fmap, stablehlo, jaxpr, chosen)
@@ -250,11 +250,11 @@ def details(fmap: list[FusionEntry], stablehlo: Graph, jaxpr: Graph, chosen: Sel
         for k in chosen.kernels
         if k in by_kernel
     ]
-    st.caption(f"{len(chosen.kernels)} kernel(s)")
+    st.caption(plural(len(chosen.kernels), "kernel"))
     if rows:
         table(rows)
     ops = [nodes[i] for i in chosen.ops if i in nodes]
-    st.caption(f"{len(ops)} StableHLO op(s)")
+    st.caption(plural(len(ops), "StableHLO op"))
     if ops:
         table(
             [
@@ -272,7 +272,7 @@ def details(fmap: list[FusionEntry], stablehlo: Graph, jaxpr: Graph, chosen: Sel
     eqns = selected_eqns(chosen, fmap, jaxpr)
     if eqns:
         st.caption(
-            f"{len(eqns)} jaxpr equation(s): "
+            f"{plural(len(eqns), 'jaxpr equation')}: "
             + ", ".join(f"{p} ×{n}" for p, n in Counter(e.op for e in eqns).most_common())
         )
     if not chosen.kernels:

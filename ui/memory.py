@@ -27,7 +27,7 @@ from viz.memory.model import Memory
 from viz.memory.profile import OTHER
 from viz.options import MEMORY_SCHEDULE
 from viz.report import Report
-from viz.units import nbytes
+from viz.units import listed, nbytes, plural
 from viz.variants import options_text
 
 TAB = "Memory"
@@ -111,11 +111,9 @@ def fits(r: Report) -> None:
         st.success(said, icon=":material/memory:")
     if memory.library_kernels:
         st.caption(
-            f"{len(memory.library_kernels)} kernel(s) run in a library (YNNPACK on CPU: "
-            f"{', '.join(memory.library_kernels[:4])}"
-            + ("…" if len(memory.library_kernels) > 4 else "")
-            + "), which allocates their intermediates itself: XLA does not assign them, "
-            "so they are not in these figures."
+            f"{plural(len(memory.library_kernels), 'kernel')} run in a library (YNNPACK on "
+            f"CPU: {listed(memory.library_kernels, 4)}), which allocates their "
+            "intermediates itself: XLA does not assign them, so they are not in these figures."
         )
 
 
@@ -190,18 +188,17 @@ def checkpoint(r: Report) -> None:
     if memory.residuals:
         total = sum(x.bytes for x in memory.residuals)
         st.markdown(
-            f"- **jax.checkpoint** saves {len(memory.residuals)} residual(s), "
+            f"- **jax.checkpoint** saves {plural(len(memory.residuals), 'residual')}, "
             f"{nbytes(total)}, for the backward pass (`print_saved_residuals`):"
         )
         table(residual_rows(memory.residuals, r.source_file))
     elif memory.residuals_note:
         st.markdown(f"- **jax.checkpoint**: {memory.residuals_note}")
     if memory.recomputed:
-        shown = ", ".join(f"`{k}`" for k in memory.recomputed[:8])
-        more = f" and {len(memory.recomputed) - 8} more" if len(memory.recomputed) > 8 else ""
+        shown = listed((f"`{k}`" for k in memory.recomputed), 8)
         st.markdown(
-            f"- **Recomputed**: {len(memory.recomputed)} kernel(s) recompute what "
-            f"jax.checkpoint did not save ({shown}{more}); the table marks their buffers."
+            f"- **Recomputed**: {plural(len(memory.recomputed), 'kernel')} recompute what "
+            f"jax.checkpoint did not save ({shown}); the table marks their buffers."
         )
 
 

@@ -65,6 +65,20 @@ def count(value: float | None, signed: bool = False) -> str:
     return f"{_sign(value, signed)}{shown}"
 
 
+def plural(n: float, word: str, words: str | None = None) -> str:
+    """A count and its noun, in the singular for exactly one: "1 line", "2 lines",
+    "1,024 kernels"; `words`: an irregular plural ("1 body", "3 bodies")."""
+    return f"{count(n)} {word if n == 1 else words or word + 's'}"
+
+
+def listed(items: Iterable[str], limit: int, sep: str = ", ") -> str:
+    """The first `limit` of `items` joined by `sep`, and how many more were left out:
+    "a, b, c and 4 more" (every list that cuts says so)."""
+    items = list(items)
+    more = len(items) - limit
+    return sep.join(items[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
 def cell(value: object) -> object:
     """A table cell as data: an absent value (None, NaN, blank text, MISSING itself) is
     None, which every table shows as MISSING (the app's through Streamlit's placeholder,
