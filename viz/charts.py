@@ -245,36 +245,39 @@ def cache_timeline(events: list[CacheEvent]) -> go.Figure:
     """Each call of the jitted function: a miss as a bar of its compile time, a hit as a
     marker at its run time (it compiled nothing), a call routed to a precompiled bucket
     as a diamond at its run time; the cumulative compile and run time. Failed calls are
-    left out. The legend always lists hit, miss and AOT bucket."""
+    left out. The legend lists only what is drawn; the x axis spans the calls made."""
     calls_made = [e for e in events if isinstance(e, CallEvent)]
     hits = [e for e in calls_made if e.hit]
     misses = [e for e in calls_made if not e.hit]
     routed = [e for e in events if isinstance(e, RoutedEvent)]
     fig = go.Figure()
-    fig.add_bar(
-        x=[e.call for e in misses],
-        y=[ms(e.compile_s) for e in misses],
-        name="miss: compile time",
-        marker_color=MISS,
-        width=0.6,  # in calls: two misses far apart would each spread over the calls between
-        hovertext=[e.signature for e in misses],
-    )
-    fig.add_scatter(
-        x=[e.call for e in hits],
-        y=[ms(e.run_s) for e in hits],
-        name="hit: run time",
-        mode="markers",
-        marker={"color": HIT, "size": 11, "line": {"color": "white", "width": 1}},
-        hovertext=[e.signature for e in hits],
-    )
-    fig.add_scatter(  # one empty point without routed calls: plotly lists no empty trace
-        x=[e.call for e in routed] or [None],
-        y=[ms(e.run_s) for e in routed] or [None],
-        name="AOT bucket: run time",
-        mode="markers",
-        marker={"color": AOT, "size": 11, "symbol": "diamond"},
-        hovertext=[f"batch {e.size} → bucket {e.aot_bucket}" for e in routed],
-    )
+    if misses:
+        fig.add_bar(
+            x=[e.call for e in misses],
+            y=[ms(e.compile_s) for e in misses],
+            name="miss: compile time",
+            marker_color=MISS,
+            width=0.6,  # in calls: two misses far apart would each spread over the calls between
+            hovertext=[e.signature for e in misses],
+        )
+    if hits:
+        fig.add_scatter(
+            x=[e.call for e in hits],
+            y=[ms(e.run_s) for e in hits],
+            name="hit: run time",
+            mode="markers",
+            marker={"color": HIT, "size": 11, "line": {"color": "white", "width": 1}},
+            hovertext=[e.signature for e in hits],
+        )
+    if routed:
+        fig.add_scatter(
+            x=[e.call for e in routed],
+            y=[ms(e.run_s) for e in routed],
+            name="AOT bucket: run time",
+            mode="markers",
+            marker={"color": AOT, "size": 11, "symbol": "diamond"},
+            hovertext=[f"batch {e.size} → bucket {e.aot_bucket}" for e in routed],
+        )
     ran = sorted([*calls_made, *routed], key=lambda e: e.call)
     calls = [e.call for e in ran]
     cum_compile, cum_run, total_c, total_r = [], [], 0.0, 0.0
@@ -293,7 +296,12 @@ def cache_timeline(events: list[CacheEvent]) -> go.Figure:
     fig.add_scatter(
         x=calls, y=cum_run, name="cumulative run", mode="lines", line={"color": "#9D755D"}
     )
-    fig.update_xaxes(title="call #", dtick=1 if len(calls) <= 20 else None)
+    fig.update_xaxes(
+        title="call #",
+        dtick=1 if len(calls) <= 20 else None,
+        # the calls made, from the first: no call 0 (the axis would start there for a bar)
+        range=[min(calls) - 0.5, max(calls) + 0.5] if calls else None,
+    )
     fig.update_yaxes(title="ms")
     return layout(fig, "Calls: a miss compiles, a hit only runs", 340)
 
