@@ -155,8 +155,9 @@ def fusion_link(r: Report) -> None:
         return
     text, button = st.columns([3, 2], vertical_alignment="center")
     text.markdown(
-        f"**Fusion map**: {coverage.stablehlo:.0%} of the StableHLO ops traced to the "
-        f"{r.mapped_kernels} kernels XLA runs, each with its source lines"
+        f"**Fusion map**: {coverage.stablehlo:.0%} of the StableHLO ops that compute "
+        f"(constants and calls aside) traced to the {r.mapped_kernels} kernels XLA runs, "
+        "each with its source lines"
     )
     button.button("Open the fusion map", key="ov_fusion", on_click=_open_tab, args=("Fusion",))
 

@@ -76,7 +76,7 @@ def picker(res: Result | None, code: str) -> None:
         index=None,
         key=LINE,
         format_func=lambda n: f"{n} · {source[n - 1].strip()}" if n <= len(source) else str(n),
-        placeholder=f"{plural(len(lines), 'line')} made ops: pick one",
+        placeholder=f"{plural(len(lines), 'line')} made ops",
         help="or put the cursor on a line in the editor and press Follow this line",
     )
     shown = trace(res)

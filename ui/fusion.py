@@ -44,9 +44,13 @@ def fusion_map_view(res: Result, index: int) -> None:
     if not fmap or not {IR.STABLEHLO, IR.COMPILED} <= set(models):
         st.info("No fusion map for this result (it did not compile).")
         return
-    st.markdown(viz.fusion.view.coverage_text(r.fusion_map_coverage))
-    profile_button(res, index)
     stablehlo, compiled = models[IR.STABLEHLO], models[IR.COMPILED]
+    st.markdown(viz.fusion.view.coverage_text(r.fusion_map_coverage))
+    op_count = r.stablehlo.op_count if r.stablehlo else None
+    left_out = viz.fusion.view.left_out_text(stablehlo, r.fusion_map_coverage, op_count)
+    if left_out:
+        st.caption(left_out)
+    profile_button(res, index)
     jaxpr = models.get(IR.JAXPR) or Graph(IR.JAXPR)
     colours = viz.fusion.view.kernel_colours(e.kernel for e in fmap if e.is_kernel)
     chosen = selection(fmap, stablehlo, index)
@@ -153,7 +157,8 @@ def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selectio
         key=f"{key}_kernel",
         on_change=keep,
         args=(Picked.KERNEL,),
-        placeholder=f"{len(kernels)} kernels: pick one to light up its ops",
+        placeholder=plural(len(kernels), "kernel"),
+        help="pick one to light up its ops in both graphs and its lines in your code",
     )
     op = c2.selectbox(
         "StableHLO op",
@@ -162,7 +167,8 @@ def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selectio
         key=f"{key}_op",
         on_change=keep,
         args=(Picked.OP,),
-        placeholder="find an op (type to search) to see its kernel",
+        placeholder=f"{plural(len(ops), 'op')}: type",
+        help="type to search; a picked op shows the kernel it went into",
     )
     line = c3.selectbox(
         "Line",
@@ -172,6 +178,7 @@ def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selectio
         on_change=keep,
         args=(Picked.LINE,),
         placeholder="line",
+        help="a line of your code: the kernels its ops went into",
     )
     if not (pick or op or line):  # nothing picked here: the line followed elsewhere
         line = st.session_state.get(FOLLOWED)

@@ -14,6 +14,7 @@ import viz.graph
 from ui.tables import table
 from viz.graph.render import svg_size
 from viz.ir.model import IR, Graph
+from viz.units import plural
 
 IR_TITLES = {IR.JAXPR: "jaxpr", IR.STABLEHLO: "StableHLO", IR.COMPILED: "Compiled HLO"}
 
@@ -39,7 +40,10 @@ def graph_panel(
     labels = viz.graph.expandable(graph, view)
     c1, c2, c3 = st.columns([2, 2, 1])
     query = c1.text_input(
-        "Find", key=f"{key}_find", placeholder="op (dot), shape (f32[8,128]) or line (:12)"
+        "Find",
+        key=f"{key}_find",
+        placeholder="dot, f32[8,128], :12",
+        help="an op (dot), a shape (f32[8,128]) or a line of your code (:12)",
     )
     opened = c2.multiselect(
         "Expand groups", list(labels), key=f"{key}_open", placeholder=f"{len(labels)} groups"
@@ -193,7 +197,7 @@ def node_details(
         list(items),
         index=None,
         key=f"{key}_node",
-        placeholder=f"pick one of the {len(items)} shown nodes or groups",
+        placeholder=f"{plural(len(items), 'node')} shown",
         on_change=None
         if on_pick is None
         else lambda: on_pick(names.get(st.session_state[f"{key}_node"])),

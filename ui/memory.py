@@ -15,9 +15,11 @@ import streamlit as st
 from ui.fusion import show_in_map_button
 from ui.results import Result
 from ui.tables import table
+from ui.variants import variant_button
 from viz import charts
 from viz.memory.display import (
     buffer_rows,
+    describe_made_by,
     fit_text,
     kinds_text,
     residual_rows,
@@ -27,7 +29,7 @@ from viz.memory.model import Memory
 from viz.memory.profile import OTHER
 from viz.options import MEMORY_SCHEDULE
 from viz.report import Report
-from viz.units import listed, nbytes, plural
+from viz.units import listed, natural, nbytes, plural
 from viz.variants import options_text
 
 TAB = "Memory"
@@ -62,7 +64,7 @@ def panel(res: Result, index: int) -> None:
             charts.memory_timeline(r, r.source_file), width="stretch", key=f"mem_chart_{index}"
         )
         at_peak(res, index)
-        lower_it(r)
+        lower_it(res)
     totals(r)
 
 
@@ -94,6 +96,27 @@ def metrics(r: Report) -> None:
         "else the worker's memory limit",
     )
     st.caption("At the peak: " + kinds_text(memory))
+    said = two_peaks(memory)
+    if said:
+        st.caption(said)
+
+
+def two_peaks(memory: Memory) -> str:
+    """Why the two peaks differ, in words: what each counts (one fact, one number)."""
+    peak, xla = memory.peak_bytes, memory.xla_peak_bytes
+    if peak is None or xla is None or peak == xla:
+        return ""
+    edges = (memory.argument_bytes or 0) + (memory.output_bytes or 0)
+    counts = (
+        f"the arguments and outputs ({nbytes(edges)}), not the temporaries"
+        if abs(xla - edges) <= 1024  # the constants' few bytes aside
+        else "its own total"
+    )
+    return (
+        f"Two peaks, two counts: **peak** is what is live at the fullest step of the "
+        f"schedule; XLA's **peak_memory_in_bytes** counts {counts}. They differ by "
+        f"{nbytes(abs(peak - xla))}."
+    )
 
 
 def fits(r: Report) -> None:
@@ -127,7 +150,12 @@ def at_peak(res: Result, index: int) -> None:
         f"#### Live at the peak · step {at.position}, `{at.instruction}`"
         + (f" ({line})" if line else "")
     )
-    rows = memory.at_peak
+    # largest first, 'smaller buffers' last; ties by name, numbers as numbers (layers[2]
+    # before layers[10])
+    rows = sorted(
+        memory.at_peak,
+        key=lambda b: (b.instruction == OTHER, -b.bytes, natural(describe_made_by(b))),
+    )
     picked = table(
         buffer_rows(rows, r.source_file),
         height=min(38 + 35 * len(rows), 460),
@@ -151,8 +179,10 @@ def at_peak(res: Result, index: int) -> None:
     show_in_map_button(r.fusion_map, kernel, index, key=f"mem_fusion_{index}")
 
 
-def lower_it(r: Report) -> None:
-    """What would lower the peak: donation, the memory-first schedule, jax.checkpoint."""
+def lower_it(res: Result) -> None:
+    """What would lower the peak: donation, the memory-first schedule (each with its
+    Quick variant's button, here), jax.checkpoint."""
+    r = res.report
     memory = r.memory
     assert memory is not None
     st.markdown("#### What would lower it")
@@ -168,15 +198,16 @@ def lower_it(r: Report) -> None:
         st.markdown(
             f"- **Donation**: the arguments hold {nbytes(arguments)} at the peak and live "
             "to the end of the program. Donated, their buffers are freed or reused once "
-            "read: the Quick variant **Donate the arrays** compiles it so and shows the "
-            "two peaks in the diff."
+            "read: this button compiles it so and shows the two peaks in the diff."
         )
+        variant_button(res, "Donate the arrays", key="mem_")
     if r.device.startswith("cpu"):
         st.markdown(
-            f"- **Schedule**: the Quick variant **Memory-first schedule** compiles again "
-            f"with {options_text(MEMORY_SCHEDULE)} (XLA's CPU scheduler that keeps fewer "
+            f"- **Schedule**: this button compiles again with "
+            f"{options_text(MEMORY_SCHEDULE)} (XLA's CPU scheduler that keeps fewer "
             "buffers live) and shows both peaks in the diff."
         )
+        variant_button(res, "Memory-first schedule", key="mem_")
     checkpoint(r)
     donation_panel(r)
 

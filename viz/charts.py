@@ -191,6 +191,8 @@ def memory_timeline(report: Report, source_file: str | None = None) -> go.Figure
         at = memory.peak_at
         line = where_text(at.where, source_file)
         fig.add_vline(x=at.position, line={"color": "#E45756", "dash": "dot"})
+        # beside the peak's line, never on it: on the side with more room
+        right = at.position <= (points[-1].position if points else at.position) / 2
         fig.add_annotation(
             x=at.position,
             y=memory.peak_bytes / 2**20,
@@ -198,8 +200,9 @@ def memory_timeline(report: Report, source_file: str | None = None) -> go.Figure
             + (f" ({line})" if line else ""),
             showarrow=True,
             arrowcolor="#E45756",
-            ax=0,
-            ay=-28,
+            ax=36 if right else -36,
+            ay=-22,
+            xanchor="left" if right else "right",
         )
     freed = _donation_frees(report)
     if freed is not None:

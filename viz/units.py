@@ -6,6 +6,7 @@ writes + or − before a difference."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 
 MISSING = "–"
@@ -77,6 +78,14 @@ def listed(items: Iterable[str], limit: int, sep: str = ", ") -> str:
     items = list(items)
     more = len(items) - limit
     return sep.join(items[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
+def natural(text: str) -> tuple[tuple[int, object], ...]:
+    """A sort key that orders the numbers inside text as numbers: `layers[2]` before
+    `layers[10]` (text order puts `[10]` and `[11]` before `[2]`)."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text)
+    )
 
 
 def cell(value: object) -> object:
