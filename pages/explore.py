@@ -123,10 +123,10 @@ def overview(r: Report, key: str = "ov", res: Result | None = None) -> None:
     right.vega_lite_chart(vega.stage_waterfall(r), width="stretch", key=f"{key}_stages")
     m = st.columns(3)
     m[0].metric(
-        "trace + lower + compile",
+        "trace → compile",
         # while XLA compiles, a sum of the stages so far would read as the whole cost
         ui.seconds(r.compile_total_s) if r.timings.compile_s is not None or r.error else None,
-        help="one-time cost of the first call with these shapes",
+        help="trace + lower + compile: the one-time cost of the first call with these shapes",
     )
     m[1].metric(
         "run (median)",

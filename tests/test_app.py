@@ -194,7 +194,10 @@ def test_the_cost_tab_shows_the_programs_flops() -> None:
     shown = {m.label: m.value for m in at.metric}
     flops = _quantity(shown["FLOPs"], {"": 1, "k": 1e3, "M": 1e6, "G": 1e9})
     assert flops == pytest.approx(2 * 256 * 512 * 128, rel=0.01)  # the matmul; + 1.0 is tiny
-    assert shown["arithmetic intensity"].endswith("FLOP/B")
+    flop_per_byte = float(shown["FLOPs per byte"])  # in the label: the value fits its column
+    assert flop_per_byte == pytest.approx(
+        flops / _quantity(shown["bytes accessed"], SIZE), rel=0.05
+    )
 
 
 def test_the_memory_tab_shows_the_peak_its_buffers_and_xlas_totals() -> None:

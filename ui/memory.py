@@ -79,7 +79,7 @@ def metrics(r: Report) -> None:
         "temporaries and constants, each slot counted once",
     )
     m[1].metric(
-        "XLA's peak_memory_in_bytes",
+        "XLA's peak",
         nbytes(memory.xla_peak_bytes),
         help="memory_analysis().peak_memory_in_bytes: on CPU it counts the arguments and "
         "outputs, not the temporaries",
