@@ -173,13 +173,15 @@ GRAPH_TITLES = {
 }
 LAST_IR = "last_ir"  # session state: the IR tab the user last opened
 GRAPH_HEIGHT = 280  # the first screen holds the counts, this graph and the charts
+GRAPH_WIDTH = 540  # about, beside the code at 1280 and 1440 pixels
 
 
 def overview_graph(r: Report, res: Result | None) -> None:
     """One program graph in its default (collapsed) view: the IR whose tab the user
     last opened, else the compiled program (while XLA compiles, the jaxpr), the
-    followed line's nodes marked. Drawn from the report's own default view
-    (`report.graphs`, which a glimpse carries too) unless there are nodes to mark."""
+    followed line's nodes marked. Drawn from the graph model folded to read in the
+    frame (`viz.graph.framed_view`), else (while the models come from the worker) the
+    report's own default view (`report.graphs`, which a glimpse carries too)."""
     wanted = st.session_state.get(LAST_IR, IR.COMPILED)
     ir = next((i for i in (wanted, IR.COMPILED, IR.STABLEHLO, IR.JAXPR) if i in r.graphs), None)
     if ir is None:
@@ -187,17 +189,17 @@ def overview_graph(r: Report, res: Result | None) -> None:
     summary, (title, note) = r.graphs[ir], GRAPH_TITLES[ir]
     marked = follow.node_ids(res, ir) if res is not None else frozenset()
     line = st.session_state.get(follow.LINE)
+    dot, shown = summary.dot, summary.visible_nodes
+    if ir in r.graph_models:  # folded to read in this small frame (a 24-layer model)
+        view = viz.graph.framed_view(r.graph_models[ir], (GRAPH_WIDTH, GRAPH_HEIGHT))
+        view.highlight = marked  # folded groups say how many they hold
+        dot, shown = viz.graph.to_dot(view), len(viz.graph.visible(view)[0])
     st.markdown(
-        f"**{title}** · {summary.visible_nodes} of {summary.total_nodes} nodes"
+        f"**{title}** · {shown} of {summary.total_nodes} nodes"
         + (f" · line {line} marked" if marked else ""),
         help=f"{note}; the {ui.IR_TITLES[ir]} tab expands, searches and exports it",
     )
-    dot = summary.dot
-    if marked and ir in r.graph_models:
-        view = viz.graph.default_view(r.graph_models[ir])
-        view.highlight = marked  # folded groups say how many they hold
-        dot = viz.graph.to_dot(view)
-    ui.show_graph(dot, summary.visible_nodes, height=GRAPH_HEIGHT)
+    ui.show_graph(dot, shown, height=GRAPH_HEIGHT)
 
 
 def ir_tab(res: Result, ir: IR, index: int) -> None:

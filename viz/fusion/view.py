@@ -114,13 +114,18 @@ def _fill(counts: Counter[str], colours: dict[str, str]) -> dict[str, str]:
     return {"fillcolor": f"{stripes}:{colours[top[-1][0]]}", "style": "striped"}
 
 
+FRAME = (540, 480)  # the Fusion tab's graph frames, CSS pixels (beside the code)
+
+
 def selection_view(graph: Graph, ids: Iterable[str], focus: bool = False) -> viz.graph.View:
-    """The default view with `ids` highlighted and their groups opened, when that
-    stays drawable (at most viz.graph.MAX_NODES items); else only highlighted.
+    """The default view that reads in the tab's frame (`viz.graph.framed_view`: a
+    24-layer model folded as the Overview's graph is) with `ids` highlighted and their
+    groups opened, when that stays drawable (at most viz.graph.MAX_NODES items); else
+    only highlighted.
 
     focus: show only `ids` and their direct neighbours, every group on the way open.
     """
-    view = viz.graph.default_view(graph)
+    view = viz.graph.framed_view(graph, FRAME)
     wanted = frozenset(ids)
     view.highlight = wanted
     if not wanted:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from viz.graph.fold import SYNTHETIC, synthetic_kind
+from viz.graph.render import svg_size
 from viz.graph.view import View, VisibleNode, default_view, match_counts, visible
 from viz.ir.model import Graph, Group, Path
 
@@ -296,3 +297,25 @@ def summary(graph: Graph) -> dict[str, object]:
         "visible_nodes": len(items),
         "dot": _dot(view, items, edges, ""),
     }
+
+
+FRAMED_BUDGETS = (80, 40, 24)  # the default view's budgets a small frame tries, in turn
+MIN_SCALE = 0.45  # below this, a fitted drawing's labels are too small to read
+
+
+def framed_view(graph: Graph, frame: tuple[float, float], min_scale: float = MIN_SCALE) -> View:
+    """The default view for a frame of `frame` (width, height, CSS pixels): the largest
+    budget whose drawing, fitted into the frame, still reads (drawn at `min_scale` or
+    more); else the most folded. A 24-layer model's 24 layer boxes stacked fit a small
+    frame only at a tenth of their size: folded to `layer1–layer22 ×22` they read.
+    Without a renderer, the default view."""
+    view = default_view(graph, FRAMED_BUDGETS[0])
+    for budget in FRAMED_BUDGETS:
+        view = default_view(graph, budget)
+        try:
+            size = svg_size(to_svg(to_dot(view)))
+        except RuntimeError:
+            return view
+        if size is None or min(frame[0] / size[0], frame[1] / size[1]) >= min_scale:
+            return view
+    return view
