@@ -28,6 +28,7 @@ from viz.history import History, HistoryError
 from viz.ir.model import IR
 from viz.progress import STAGES
 from viz.report import Count, Report, Subject
+from viz.units import listed
 from viz.worker.protocol import Analyze
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
@@ -263,7 +264,7 @@ def pass_by_pass(res: Result, index: int) -> None:
     st.plotly_chart(charts.pass_chart(steps), width="stretch", key=f"fu_passes_{index}")
     changes = [(b, a) for b, a in pairwise(steps) if a.op_count != b.op_count]
     st.caption(
-        " · ".join(f"{a.pass_}: {b.op_count} → {a.op_count}" for b, a in changes[:12])
+        listed((f"{a.pass_}: {b.op_count} → {a.op_count}" for b, a in changes), 12, " · ")
         or "No pass changed the op count."
     )
 

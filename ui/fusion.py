@@ -33,7 +33,7 @@ from viz.fusion.selection import (
     selected_eqns,
 )
 from viz.ir.model import IR, Graph
-from viz.units import plural, seconds
+from viz.units import listed, plural, seconds
 
 
 def fusion_map_view(res: Result, index: int) -> None:
@@ -167,7 +167,7 @@ def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selectio
         key=f"{key}_op",
         on_change=keep,
         args=(Picked.OP,),
-        placeholder=f"{plural(len(ops), 'op')}: type",
+        placeholder="type to find an op",
         help="type to search; a picked op shows the kernel it went into",
     )
     line = c3.selectbox(
@@ -251,7 +251,7 @@ def details(fmap: list[FusionEntry], stablehlo: Graph, jaxpr: Graph, chosen: Sel
         {
             "kernel": k,
             "kind": by_kernel[k].kind,
-            "jaxpr eqns": ", ".join(by_kernel[k].primitives)[:200],
+            "jaxpr eqns": listed(by_kernel[k].primitives, 12),
             "lines": ", ".join(map(str, by_kernel[k].lines)),
         }
         for k in chosen.kernels

@@ -14,7 +14,7 @@ import viz.graph
 from ui.tables import table
 from viz.graph.render import svg_size
 from viz.ir.model import IR, Graph
-from viz.units import plural
+from viz.units import listed, plural
 
 IR_TITLES = {IR.JAXPR: "jaxpr", IR.STABLEHLO: "StableHLO", IR.COMPILED: "Compiled HLO"}
 
@@ -59,7 +59,7 @@ def graph_panel(
     if query:
         found = viz.graph.find(graph, query)
         view.highlight = frozenset(found)  # boxes and folds say how many they hold
-        where = " · ".join(f"{label}: {n}" for label, n in viz.graph.match_summary(view)[:4])
+        where = listed((f"{label}: {n}" for label, n in viz.graph.match_summary(view)), 4, " · ")
         st.caption(f"{len(found)} matches for “{query}”" + (f" · {where}" if where else ""))
         if found and st.button("Show the first match's neighbourhood", key=f"{key}_first"):
             st.session_state[f"{key}_focus"] = found[0]
