@@ -173,7 +173,8 @@ GRAPH_TITLES = {
     IR.JAXPR: ("As traced: jaxpr", "the equations JAX recorded"),
 }
 LAST_IR = "last_ir"  # session state: the IR tab the user last opened
-GRAPH_HEIGHT = 280  # the first screen holds the counts, this graph and the charts
+GRAPH_HEIGHT = 240  # the first screen holds the counts, this graph and the charts (and the
+# result tabs, two rows of them beside the code)
 GRAPH_WIDTH = 540  # about, beside the code at 1280 and 1440 pixels
 
 

@@ -1,6 +1,6 @@
 """What a reader of a page would stop at, measured in the browser from the DOM's boxes
 (no pixels compared: robust to fonts and timing). `problems(page)` lists, for the page's
-main area as it is drawn now:
+main area as it is drawn now, and for each frame on it:
 
 - an element wider than its column (its box past the column's edge, with no scroller
   between them), a page that scrolls sideways, a tab bar that hides tabs;
@@ -129,5 +129,16 @@ PROBLEMS_JS = r"""
 
 
 def problems(page) -> list[str]:
-    """What the page's main area shows cut, too wide or overlapping, now."""
-    return page.evaluate(PROBLEMS_JS)
+    """What the page's main area shows cut, too wide or overlapping, now, and the same in
+    each frame on it (the editor, a graph's pan-and-zoom frame)."""
+    from playwright.sync_api import Error
+
+    found = page.evaluate(PROBLEMS_JS)
+    for frame in page.frames:
+        if frame is page.main_frame or frame.is_detached():
+            continue
+        try:
+            found += [f"in a frame: {said}" for said in frame.evaluate(PROBLEMS_JS)]
+        except Error:  # a frame that went away meanwhile
+            continue
+    return found

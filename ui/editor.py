@@ -62,7 +62,6 @@ FOLLOW_BUTTON = {
 # covered a line)
 BAR = {
     "name": "jitscope bar",
-    "css": ".jitscope-bar{font:12px sans-serif;opacity:.7}",
     "style": {
         "order": "-1",
         "display": "flex",
@@ -71,7 +70,7 @@ BAR = {
         "height": "2.1rem",
         "padding": "0 0.75rem",
     },
-    "info": [{"name": "put the cursor on a line to follow it", "class": "jitscope-bar"}],
+    "info": [{"name": " "}],  # the button says it all; a text here met it in a narrow column
 }
 FOLD_FROM = 3  # a docstring this long or longer is folded out of the editor
 MARKED = "editor:marks"  # session state: the lines a view asked to mark
