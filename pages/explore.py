@@ -192,8 +192,11 @@ def overview_graph(r: Report, res: Result | None) -> None:
     marked = follow.node_ids(res, ir) if res is not None else frozenset()
     line = st.session_state.get(follow.LINE)
     dot, shown = summary.dot, summary.visible_nodes
-    if ir in r.graph_models:  # folded to read in this small frame (a 24-layer model)
-        view = viz.graph.framed_view(r.graph_models[ir], (GRAPH_WIDTH, GRAPH_HEIGHT))
+    model = r.graph_models.get(ir)
+    frame = (GRAPH_WIDTH, GRAPH_HEIGHT)
+    budget = viz.graph.framed_budget(model, frame, summary.dot) if model else None
+    if model and (marked or budget != viz.graph.DEFAULT_NODES):  # folded to read here
+        view = viz.graph.default_view(model, budget)
         view.highlight = marked  # folded groups say how many they hold
         dot, shown = viz.graph.to_dot(view), len(viz.graph.visible(view)[0])
     st.markdown(

@@ -13,7 +13,15 @@
 This package imports neither jax nor streamlit.
 """
 
-from viz.graph.dot import DotStyle, framed_view, summary, titled, to_dot, to_svg
+from viz.graph.dot import (
+    DotStyle,
+    framed_budget,
+    framed_view,
+    summary,
+    titled,
+    to_dot,
+    to_svg,
+)
 from viz.graph.search import find
 from viz.graph.view import (
     DEFAULT_NODES,
@@ -47,6 +55,7 @@ __all__ = [
     "expand_to_depth",
     "expandable",
     "find",
+    "framed_budget",
     "framed_view",
     "match_counts",
     "match_summary",
