@@ -223,7 +223,7 @@ def test_a_training_step_reads_as_its_phases_and_find_counts_inside_folds(page) 
     text = graph_text(page)
     for phase in ("jvp(CNN)", "transpose(jvp(CNN))", "loss_fn", "adam ×8"):
         assert phase in text, phase
-    page.get_by_label("Find").first.fill("sqrt")
+    page.get_by_label("Find", exact=True).first.fill("sqrt")
     page.keyboard.press("Enter")
     page.get_by_text("8 matches for “sqrt”").wait_for()
     page.wait_for_timeout(1000)
