@@ -48,6 +48,7 @@ else:  # a session's run
             ],
         }
     )
+    ui.page_style()
     ui.safety_notes()
     ui.device_picker()
     ui.restarted_elsewhere()

@@ -13,7 +13,10 @@ from viz.cache.signature import reason_fix, reason_text
 from viz.cache.story import cache_story
 from viz.platforms import DeviceConfig
 from viz.spec import DTYPES, SpecError, array_item, array_item_parts, parse_sizes, resize
+from viz.units import plural
 from viz.worker.protocol import CacheCall, CacheCalls, CachePrecompile, CacheReply, CacheState
+
+SHOWN_MISSES = 8  # 'Why it recompiled': the latest misses, oldest first
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -276,7 +279,14 @@ if result.buckets:
 
 st.subheader("Why it recompiled")
 misses = [e for e in events if isinstance(e, CallEvent) and not e.hit]
-for e in reversed(misses[-8:]):
+if len(misses) > SHOWN_MISSES:
+    st.caption(
+        f"The last {SHOWN_MISSES} of {len(misses)} misses, oldest first: "
+        f"{plural(len(misses) - SHOWN_MISSES, 'earlier miss', 'earlier misses')} not shown."
+    )
+elif misses:
+    st.caption("Oldest first.")
+for e in misses[-SHOWN_MISSES:]:
     with st.container(border=True):
         st.markdown(
             f"**Call {e.call}** · miss · {e.status} {ui.seconds(e.compile_s)} · `{e.signature}`"

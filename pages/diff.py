@@ -107,14 +107,16 @@ def header(d: Diff, named: bool) -> None:
 
 
 def count_metrics(d: Diff) -> None:
-    for column, name in zip(st.columns(len(COUNT_PATHS)), COUNT_PATHS, strict=True):
+    row = st.container(horizontal=True, wrap=True, gap="large")  # wide counts wrap, not cut
+    for name in COUNT_PATHS:
         c = d.counts[name]
-        column.metric(
+        row.metric(
             LABELS[name],
             f"{human('counts', name, c.a)} → {human('counts', name, c.b)}",
             delta=c.delta,  # a number: Streamlit reads its sign for the arrow
             delta_color="inverse",
             help="A → B; fewer is green",
+            width="content",
         )
 
 

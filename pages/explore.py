@@ -29,6 +29,7 @@ from viz.history import History, HistoryError
 from viz.ir.model import IR
 from viz.progress import STAGES
 from viz.report import Count, Report, Subject
+from viz.units import listed
 from viz.worker.protocol import Analyze
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
@@ -124,10 +125,10 @@ def overview(r: Report, key: str = "ov", res: Result | None = None) -> None:
     right.vega_lite_chart(vega.stage_waterfall(r), width="stretch", key=f"{key}_stages")
     m = st.columns(3)
     m[0].metric(
-        "trace + lower + compile",
+        "trace → compile",
         # while XLA compiles, a sum of the stages so far would read as the whole cost
         ui.seconds(r.compile_total_s) if r.timings.compile_s is not None or r.error else None,
-        help="one-time cost of the first call with these shapes",
+        help="trace + lower + compile: the one-time cost of the first call with these shapes",
     )
     m[1].metric(
         "run (median)",
@@ -158,8 +159,9 @@ def fusion_link(r: Report) -> None:
         return
     text, button = st.columns([3, 2], vertical_alignment="center")
     text.markdown(
-        f"**Fusion map**: {coverage.stablehlo:.0%} of the StableHLO ops traced to the "
-        f"{r.mapped_kernels} kernels XLA runs, each with its source lines"
+        f"**Fusion map**: {coverage.stablehlo:.0%} of the StableHLO ops that compute "
+        f"(constants and calls aside) traced to the {r.mapped_kernels} kernels XLA runs, "
+        "each with its source lines"
     )
     button.button("Open the fusion map", key="ov_fusion", on_click=_open_tab, args=("Fusion",))
 
@@ -174,14 +176,17 @@ GRAPH_TITLES = {
     IR.JAXPR: ("As traced: jaxpr", "the equations JAX recorded"),
 }
 LAST_IR = "last_ir"  # session state: the IR tab the user last opened
-GRAPH_HEIGHT = 280  # the first screen holds the counts, this graph and the charts
+GRAPH_HEIGHT = 240  # the first screen holds the counts, this graph and the charts (and the
+# result tabs, two rows of them beside the code)
+GRAPH_WIDTH = 540  # about, beside the code at 1280 and 1440 pixels
 
 
 def overview_graph(r: Report, res: Result | None) -> None:
     """One program graph in its default (collapsed) view: the IR whose tab the user
     last opened, else the compiled program (while XLA compiles, the jaxpr), the
-    followed line's nodes marked. Drawn from the report's own default view
-    (`report.graphs`, which a glimpse carries too) unless there are nodes to mark."""
+    followed line's nodes marked. Drawn from the graph model folded to read in the
+    frame (`viz.graph.framed_view`), else (while the models come from the worker) the
+    report's own default view (`report.graphs`, which a glimpse carries too)."""
     wanted = st.session_state.get(LAST_IR, IR.COMPILED)
     ir = next((i for i in (wanted, IR.COMPILED, IR.STABLEHLO, IR.JAXPR) if i in r.graphs), None)
     if ir is None:
@@ -189,17 +194,20 @@ def overview_graph(r: Report, res: Result | None) -> None:
     summary, (title, note) = r.graphs[ir], GRAPH_TITLES[ir]
     marked = follow.node_ids(res, ir) if res is not None else frozenset()
     line = st.session_state.get(follow.LINE)
+    dot, shown = summary.dot, summary.visible_nodes
+    model = r.graph_models.get(ir)
+    frame = (GRAPH_WIDTH, GRAPH_HEIGHT)
+    budget = viz.graph.framed_budget(model, frame, summary.dot) if model else None
+    if model and (marked or budget != viz.graph.DEFAULT_NODES):  # folded to read here
+        view = viz.graph.default_view(model, budget)
+        view.highlight = marked  # folded groups say how many they hold
+        dot, shown = viz.graph.to_dot(view), len(viz.graph.visible(view)[0])
     st.markdown(
-        f"**{title}** · {summary.visible_nodes} of {summary.total_nodes} nodes"
+        f"**{title}** · {shown} of {summary.total_nodes} nodes"
         + (f" · line {line} marked" if marked else ""),
         help=f"{note}; the {ui.IR_TITLES[ir]} tab expands, searches and exports it",
     )
-    dot = summary.dot
-    if marked and ir in r.graph_models:
-        view = viz.graph.default_view(r.graph_models[ir])
-        view.highlight = marked  # folded groups say how many they hold
-        dot = viz.graph.to_dot(view)
-    ui.show_graph(dot, summary.visible_nodes, height=GRAPH_HEIGHT)
+    ui.show_graph(dot, shown, height=GRAPH_HEIGHT)
 
 
 def ir_tab(res: Result, ir: IR, index: int) -> None:
@@ -263,7 +271,7 @@ def pass_by_pass(res: Result, index: int) -> None:
     st.plotly_chart(charts.pass_chart(steps), width="stretch", key=f"fu_passes_{index}")
     changes = [(b, a) for b, a in pairwise(steps) if a.op_count != b.op_count]
     st.caption(
-        " · ".join(f"{a.pass_}: {b.op_count} → {a.op_count}" for b, a in changes[:12])
+        listed((f"{a.pass_}: {b.op_count} → {a.op_count}" for b, a in changes), 12, " · ")
         or "No pass changed the op count."
     )
 

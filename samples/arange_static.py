@@ -10,15 +10,15 @@ a ConcretizationTypeError ("shape must be concrete"), because the output shape
 would depend on a runtime value.
 """
 
-import jax
-import jax.numpy as jnp
-
 TITLE = "Static argument for a shape"
 DESCRIPTION = "jnp.arange(n) needs a concrete n: mark it static, and each new n compiles again."
 FUNCTION = "f"
 ARGS = "f32[16], 16"
 STATIC = ["n"]
 ORDER = 2
+
+import jax
+import jax.numpy as jnp
 
 
 def f(x, n):

@@ -5,15 +5,15 @@ bool with a default, so it is fixed at trace time: the masked and unmasked
 versions are different programs (pass it via static_argnames to switch).
 """
 
-import jax
-import jax.numpy as jnp
-
 TITLE = "Scaled dot-product attention"
 DESCRIPTION = "Two batched matmuls around a softmax: the dots, the reductions, what XLA fuses."
 FUNCTION = "attention"
 ARGS = "f32[4,128,64], f32[4,128,64], f32[4,128,64]"
 STATIC = []
 ORDER = 7
+
+import jax
+import jax.numpy as jnp
 
 
 def attention(q, k, v, causal=True):

@@ -6,10 +6,6 @@ trace and compile. Padding batches up to a few fixed "bucket" sizes (say 32,
 64, 128) bounds the number of compiles at the cost of some wasted rows.
 """
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-
 TITLE = "Batched model (shape bucketing)"
 DESCRIPTION = "A small MLP over a batch: each new batch size recompiles, so pad into buckets."
 FUNCTION = "predict"
@@ -17,6 +13,10 @@ ARGS = "params, f32[32,128]"
 STATIC = []
 ORDER = 13
 BATCH_ARG = "x"
+
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 _rng = np.random.default_rng(42)  # fixed seed: the same weights on every import
 params = {

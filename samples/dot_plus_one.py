@@ -9,15 +9,15 @@ jax.jit(f) works in stages you can look at one by one:
 Only the shapes and dtypes of x and y matter here, never their values.
 """
 
-import jax
-import jax.numpy as jnp
-
 TITLE = "Dot product plus one"
 DESCRIPTION = "The walk-through: trace to a jaxpr, lower to StableHLO, compile with XLA."
 FUNCTION = "f"
 ARGS = "f32[256,512], f32[512,128]"
 STATIC = []
 ORDER = 1
+
+import jax
+import jax.numpy as jnp
 
 
 def f(x, y):

@@ -9,15 +9,15 @@ rate is a Python float but not static: it becomes a weakly-typed f32[] input,
 so changing it does not recompile.
 """
 
-import jax
-import jax.numpy as jnp
-
 TITLE = "Dropout with a PRNG key"
 DESCRIPTION = "Randomness under jit: pass the PRNG key as an argument; the mask is built on device."
 FUNCTION = "dropout"
 ARGS = "key, f32[128,256], 0.1"
 STATIC = []
 ORDER = 5
+
+import jax
+import jax.numpy as jnp
 
 
 def dropout(key, x, rate):

@@ -6,15 +6,15 @@ single loop fusion: one read of x, one write of the result, and the
 intermediates live only in registers.
 """
 
-import jax
-import jax.numpy as jnp
-
 TITLE = "Elementwise chain (fusion)"
 DESCRIPTION = "24 elementwise ops: 24 jaxpr equations, but a single fusion after compiling."
 FUNCTION = "chain"
 ARGS = "f32[512,512]"
 STATIC = []
 ORDER = 12
+
+import jax
+import jax.numpy as jnp
 
 
 def chain(x):

@@ -5,16 +5,16 @@ each weight and bias becomes a separate input of the compiled program, and the
 Python loop over layers is unrolled into a straight line of dot + add + relu.
 """
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-
 TITLE = "MLP with a params pytree"
 DESCRIPTION = "784→512→256→10: params are a pytree of arrays; the layer loop unrolls when traced."
 FUNCTION = "mlp"
 ARGS = "params, f32[32,784]"
 STATIC = []
 ORDER = 8
+
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 SIZES = [784, 512, 256, 10]
 

@@ -11,9 +11,6 @@ The fix: promise a fixed size and a fill value, e.g.
 so the output always has x.shape[0] entries, padded with -1.
 """
 
-import jax
-import jax.numpy as jnp
-
 TITLE = "jnp.nonzero without size= (fails)"
 DESCRIPTION = "An output shape that depends on the data cannot be traced: give nonzero a size=."
 FUNCTION = "nonzero_indices"
@@ -21,6 +18,9 @@ ARGS = "f32[100]"
 STATIC = []
 ORDER = 15
 EXPECT_ERROR = "value_dependent_shape"
+
+import jax
+import jax.numpy as jnp
 
 
 def nonzero_indices(x):

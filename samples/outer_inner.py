@@ -9,9 +9,6 @@ nested `jit` equation in the jaxpr and a `func.call` in StableHLO; XLA inlines
 it when compiling.)
 """
 
-import jax
-import jax.numpy as jnp
-
 TITLE = "Outer vs inner jit"
 DESCRIPTION = "jit the outer g (one program) or the inner f (six dispatches)? Compare the two."
 FUNCTION = "g"
@@ -19,6 +16,9 @@ ARGS = "f32[128,128]"
 STATIC = []
 ORDER = 10
 INNER = "f"
+
+import jax
+import jax.numpy as jnp
 
 
 def f(x):

@@ -6,15 +6,15 @@ then use the mask instead of slicing, so every batch has the same shape and
 reuses the same compiled program.
 """
 
-import jax
-import jax.numpy as jnp
-
 TITLE = "Padded sequences with a mask"
 DESCRIPTION = "Pad to a fixed length and mask: a masked mean, one compile for all lengths."
 FUNCTION = "masked_mean"
 ARGS = "f32[8,64,32], bool[8,64]"
 STATIC = []
 ORDER = 6
+
+import jax
+import jax.numpy as jnp
 
 
 def masked_mean(x, mask):

@@ -7,16 +7,16 @@ For an elementwise ReLU, jnp.where(x > 0, x, 0.0) (or jnp.maximum(x, 0.0)) is
 simpler and works on whole arrays: lax.cond needs a scalar predicate.
 """
 
-import jax
-import jax.numpy as jnp
-from jax import lax
-
 TITLE = "ReLU with lax.cond"
 DESCRIPTION = "Replace a Python `if` on a traced value with lax.cond: both branches are compiled."
 FUNCTION = "relu"
 ARGS = "f32[]"
 STATIC = []
 ORDER = 4
+
+import jax
+import jax.numpy as jnp
+from jax import lax
 
 
 def relu(x):

@@ -9,9 +9,6 @@ between two computations (see the "ReLU with lax.cond" sample), or make the
 argument static if it really is a configuration value.
 """
 
-import jax
-import jax.numpy as jnp
-
 TITLE = "ReLU with a Python if (fails)"
 DESCRIPTION = "A Python `if` on a traced value can't be decided while tracing: jit raises."
 FUNCTION = "relu"
@@ -19,6 +16,9 @@ ARGS = "f32[]"
 STATIC = []
 ORDER = 3
 EXPECT_ERROR = "control_flow"
+
+import jax
+import jax.numpy as jnp
 
 
 def relu(x):

@@ -11,16 +11,16 @@ The optimizer is written out (as optax.adam computes it) to keep the sample free
 dependencies; with flax and optax installed, the same step reads the same way.
 """
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-
 TITLE = "Training step: CNN + Adam"
 DESCRIPTION = "Forward, loss, backward and an Adam update in one jit: phases and ×8 folded chains."
 FUNCTION = "train_step"
 ARGS = "params, opt_state, f32[32,28,28,1], i32[32]"
 STATIC = []
 ORDER = 16
+
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 LEARNING_RATE, B1, B2, EPS = 1e-3, 0.9, 0.999, 1e-8
 

@@ -14,16 +14,16 @@ Params are made with numpy's fast generator and moved to JAX with jnp.asarray,
 so importing this file stays quick despite ~19M parameters.
 """
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-
 TITLE = "24-layer transformer"
 DESCRIPTION = "24 unrolled pre-LN blocks under nested jax.named_scope: a big, structured program."
 FUNCTION = "forward"
 ARGS = "params, f32[2,128,256]"
 STATIC = []
 ORDER = 14
+
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 N_LAYERS = 24
 D_MODEL = 256

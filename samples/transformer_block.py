@@ -5,16 +5,16 @@ labels the parts: the names travel into the jaxpr's source info and the HLO op
 metadata (op_name), so you can find "attention" and "mlp" in every IR.
 """
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-
 TITLE = "Transformer block"
 DESCRIPTION = "Pre-LN block: layernorm, attention, MLP and residuals, with jax.named_scope."
 FUNCTION = "block"
 ARGS = "params, f32[2,128,256]"
 STATIC = []
 ORDER = 9
+
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 D_MODEL = 256
 N_HEADS = 4

@@ -8,10 +8,6 @@ HLO): the program size stays constant however large n gets.
 n is static in both: it sets the loop length, which must be known to compile.
 """
 
-import jax
-import jax.numpy as jnp
-from jax import lax
-
 TITLE = "Unrolled loop vs lax.scan"
 DESCRIPTION = "A Python loop unrolls into n copies of its body; lax.scan keeps one copy."
 FUNCTION = "unrolled"
@@ -19,6 +15,10 @@ ARGS = "f32[64,64], 32"
 STATIC = ["n"]
 ORDER = 11
 LOOP_STEP = "step"
+
+import jax
+import jax.numpy as jnp
+from jax import lax
 
 W = jnp.full((64, 64), 1.0 / 64, dtype=jnp.float32)
 

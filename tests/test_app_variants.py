@@ -234,3 +234,18 @@ def test_profile_kernels_keeps_its_answer_beside_the_report():
     assert result.report.get("profile") is None  # the first report stays as it came
     # the profile's roofline says why the CPU has none (its trace has no FLOPs)
     assert any("Roofline: the cpu trace carries no FLOPs" in c.value for c in at.caption)
+
+
+def test_the_memory_tabs_advice_has_its_variants_button_beside_it():
+    """'What would lower it' names Donate the arrays: its button is there, not on another
+    tab, and lands in the diff like the Overview's."""
+    at = chain_app()
+    at.session_state["result_tab"] = "Memory"
+    at.run()
+    assert not at.exception, at.exception
+    donate = next(b for b in at.button if b.key == "mem_variant_Donate the arrays")
+    donate.click().run()
+    assert not at.exception, at.exception
+    original, variant = at.session_state["results"]
+    assert (original.report["donate"], variant.report["donate"]) == ([], ["x"])
+    assert at.selectbox(key="diff_b").value == variant.history_id

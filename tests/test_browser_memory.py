@@ -31,7 +31,7 @@ def memory_tab(page) -> None:  # noqa: F811
 def test_the_memory_tab_shows_the_peak_its_buffers_and_whether_it_fits(page) -> None:  # noqa: F811
     page.set_viewport_size(TALL)
     memory_tab(page)
-    metric = page.locator("[data-testid=stMetric]", has_text="XLA's peak_memory_in_bytes")
+    metric = page.locator("[data-testid=stMetric]", has_text="XLA's peak")
     assert metric.locator("[data-testid=stMetricValue]").inner_text().endswith("MiB")
     fits = page.locator("[data-testid=stAlert]", has_text="Running needs").first
     assert "at its peak" in fits.inner_text() and "it fits" in fits.inner_text()

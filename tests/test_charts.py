@@ -97,29 +97,38 @@ def call(n: int, hit: bool, compile_s: float = 0.0) -> CallEvent:
     return CallEvent(n, "f32[3]", "x: f32[3]", hit, compile_s, 0.0, 0.001, 1, 0)
 
 
+def traces(fig) -> dict:
+    """A figure's traces by the first word of their names."""
+    return {trace.name.split(":")[0]: trace for trace in fig.data}
+
+
 def test_the_cache_timeline_draws_a_miss_as_its_compile_and_a_hit_as_its_run() -> None:
     failed = FailedEvent(2, "nosuch", ErrorInfo("spec_error", "no"), 1)
     fig = charts.cache_timeline([call(1, False, 0.02), failed, call(3, True)])
-    misses, hits, routed, compile_line, _ = fig.data
+    drawn = traces(fig)
+    misses, hits, compile_line = drawn["miss"], drawn["hit"], drawn["cumulative compile"]
     assert list(misses.x) == [1] and list(misses.y) == pytest.approx([20.0])
     assert misses.marker.color == charts.MISS
     assert list(hits.x) == [3] and list(hits.y) == pytest.approx([1.0])  # its run, in ms
     assert hits.marker.color == charts.HIT and hits.mode == "markers"
-    assert [x for x in routed.x if x is not None] == []  # drawn nowhere, yet in the legend
     assert list(compile_line.x) == [1, 3]  # the failed call is left out
     assert list(compile_line.y) == pytest.approx([20.0, 20.0])  # cumulative compile, ms
 
 
-def test_the_cache_timelines_legend_lists_hit_miss_and_aot_bucket_always() -> None:
-    fig = charts.cache_timeline([call(1, False, 0.02)])
-    names = [trace.name.split(":")[0] for trace in fig.data if trace.showlegend is not False]
-    assert names[:3] == ["miss", "hit", "AOT bucket"]
+def test_the_cache_timelines_legend_lists_only_what_is_drawn_and_its_axis_starts_at_call_1() -> (
+    None
+):
+    fig = charts.cache_timeline([call(1, False, 0.02), call(2, False, 0.01)])
+    assert list(traces(fig)) == ["miss", "cumulative compile", "cumulative run"]
+    assert fig.layout.xaxis.range == (0.5, 2.5)  # no call 0
 
 
 def test_calls_routed_to_a_bucket_are_drawn_and_add_run_time_but_no_compile() -> None:
     routed = RoutedEvent(2, "f32[5]", aot_bucket=8, size=5, padding=3, run_s=0.004, cache_size=1)
     fig = charts.cache_timeline([call(1, False, 0.02), routed, call(3, True)])
-    misses, hits, marks, compile_line, run_line = fig.data
+    drawn = traces(fig)
+    misses, hits, marks = drawn["miss"], drawn["hit"], drawn["AOT bucket"]
+    compile_line, run_line = drawn["cumulative compile"], drawn["cumulative run"]
     assert list(misses.x) == [1] and list(hits.x) == [3] and list(marks.x) == [2]
     assert list(marks.y) == pytest.approx([4.0])
     assert marks.marker.color == charts.AOT and "bucket 8" in marks.hovertext[0]

@@ -273,3 +273,22 @@ def test_a_folds_first_layer_opens_even_when_it_holds_loose_ops():
     shown = {i.label for i in viz.graph.visible(view)[0]}
     assert {"SelfAttention_0", "Dense_0", "95 more like Block_0"} <= shown, shown
     assert len(viz.graph.visible(view)[0]) <= viz.graph.DEFAULT_NODES
+
+
+def test_a_small_frame_gets_the_layers_folded_to_read_and_a_big_one_the_default() -> None:
+    """The Overview's and the Fusion tab's frames: 24 layer boxes stacked would draw at a
+    tenth of their size; folded (`layer1–layer22 ×22`) they read."""
+    from viz.graph.render import dot_program, svg_size
+
+    if dot_program() is None:
+        pytest.skip("needs a Graphviz renderer")
+    graph = layered(24)
+    frame = (540, 280)
+    view = viz.graph.framed_view(graph, frame)
+    width, height = svg_size(viz.graph.to_svg(viz.graph.to_dot(view)))
+    assert min(frame[0] / width, frame[1] / height) >= viz.graph.dot.MIN_SCALE
+    assert len(viz.graph.visible(view)[0]) < len(
+        viz.graph.visible(viz.graph.default_view(graph))[0]
+    )
+    roomy = viz.graph.framed_view(graph, (100_000, 100_000))
+    assert viz.graph.visible(roomy)[0] == viz.graph.visible(viz.graph.default_view(graph))[0]

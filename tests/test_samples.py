@@ -171,6 +171,26 @@ def test_sample_metadata(path: Path):
         assert roots <= ALLOWED_IMPORTS, f"line {node.lineno} imports {roots - ALLOWED_IMPORTS}"
 
 
+@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.stem)
+def test_the_metadata_follows_the_docstring_for_the_editor_to_fold_it(path: Path):
+    """TITLE = …, ORDER = … are the app's, not the user's code: they sit right after the
+    docstring, and the editor shows the code from the first line after them."""
+    code = path.read_text(encoding="utf-8")
+    first = viz.samples.metadata_end(code)
+    head, rest = code.splitlines()[: first - 1], code.splitlines()[first - 1 :]
+    keys = {*viz.samples.REQUIRED_KEYS, *viz.samples.EXTRA_KEYS}
+    folded, meta = viz.samples.read_metadata("\n".join(head)), viz.samples.read_metadata(code)
+    assert {k: v for k, v in meta.items() if k in keys} == folded
+    assert rest[0].strip(), "the code starts at a line of code"
+
+
+def test_metadata_end_is_the_line_after_the_constants_and_1_without_them():
+    code = '"""Doc."""\n\nTITLE = "t"\nARGS = (\n    "f32[3]"\n)\n\nimport jax\nW = 3\n'
+    assert viz.samples.metadata_end(code) == 8  # `import jax`: W is not metadata
+    assert viz.samples.metadata_end("import jax\nTITLE = 't'\n") == 1
+    assert viz.samples.metadata_end("def (") == 1
+
+
 def test_sample_orders_unique():
     orders = [s.order for s in viz.samples.list_samples()]
     assert len(orders) == len(set(orders))

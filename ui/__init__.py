@@ -13,7 +13,8 @@ and graphs come from `viz` as plain data; nothing here imports jax.
 - `inputs`: Explore's left column (the sample, the inputs folded into one line, the
   editor); `follow`: a line followed through every IR, and a kernel's lines marked;
 - `live`: an analysis drawn stage by stage while it runs;
-- `tables`: every table, its cells read through `viz.units.table`.
+- `tables`: every table, its cells read through `viz.units.table`; `style`: the
+  layout rules every page shares (CSS).
 
 Pages use the names re-exported here (`ui.ask`, `ui.graph_panel`, ...).
 """
@@ -40,6 +41,7 @@ from ui.program import (
     samples_by_title,
 )
 from ui.sidebar import device_picker, restarted_elsewhere, safety_notes, worker_status
+from ui.style import page_style
 from ui.tables import table
 from ui.workers import (
     ask,
@@ -75,6 +77,7 @@ __all__ = [
     "open_diff",
     "open_program",
     "owner",
+    "page_style",
     "pool",
     "program",
     "program_from_sample",

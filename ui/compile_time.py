@@ -21,7 +21,7 @@ from ui.workers import run_lesson
 from viz.charts import compile_spans_chart
 from viz.compile_profile.advice import place, what_drives_it
 from viz.compile_profile.model import CompileProfileSection
-from viz.units import seconds
+from viz.units import MISSING, plural, seconds
 
 TAB = "Compile time"
 BUTTON = "Where did the compile time go?"
@@ -100,12 +100,14 @@ def metrics(p: CompileProfileSection) -> None:
         help="XLA's compile under jax.profiler"
         + (", with the persistent cache off for it" if p.persistent_cache == "bypassed" else ""),
     )
-    covered = f"{p.xla_covered:.0%}" if p.xla_covered is not None else "–"
+    spanned = inside_named_steps(p)
     m[3].metric(
-        "covered by XLA's spans",
-        covered,
-        help=f"share of the compile inside the top-level spans; {p.xla_spans} spans read, "
-        f"{p.depth} levels deep",
+        "in XLA's named steps",
+        f"{spanned:.0%}" if spanned is not None else MISSING,
+        help=f"share of the compile inside a span below XLA's top-level ones "
+        f"({', '.join(s.name for s in p.top_spans) or 'none'}, which hold "
+        f"{p.xla_covered or 0:.0%} of it); the rest is in no XLA span. {p.xla_spans} spans "
+        f"read, {p.depth} levels deep",
     )
     user = p.trace_user_share
     st.caption(
@@ -118,6 +120,14 @@ def metrics(p: CompileProfileSection) -> None:
             else ""
         )
     )
+
+
+def inside_named_steps(p: CompileProfileSection) -> float | None:
+    """The share of the compile inside a span below the top-level ones: the top spans'
+    time less their own time outside every child (what "in no XLA span" counts)."""
+    if p.xla_covered is None or not p.compile_s:
+        return None
+    return max(0.0, p.xla_covered - sum(s.self_seconds for s in p.top_spans) / p.compile_s)
 
 
 def drivers(p: CompileProfileSection, source: str | None) -> None:
@@ -145,29 +155,57 @@ def trace_table(p: CompileProfileSection, source: str | None) -> None:
             "line": place(row.where, source),
             "function": row.function,
             "code": row.text,
-            "total": row.seconds,
-            "self": row.self_seconds,
-            "share of the trace": row.seconds / trace_s,
+            "total": milliseconds(row.seconds),
+            "self": milliseconds(row.self_seconds),
+            # the sampler's stacks can add past the trace's own clock by a sample or two
+            "share of the trace": min(100.0, 100 * row.seconds / trace_s),
             "runs": row.calls,
             "equations": row.eqns,
         }
         for row in p.trace_lines[:SHOWN_LINES]
     ]
+    unseen = f"; – : between the sampler's looks (every {seconds(p.interval_s)})"
     table(
         rows,
         column_config={
             "code": st.column_config.TextColumn(width="medium"),
-            "total": st.column_config.NumberColumn(format="%.3f s", help="time on the stack"),
-            "self": st.column_config.NumberColumn(
-                format="%.3f s", help="time as the innermost line of your code"
-            ),
-            "share of the trace": st.column_config.ProgressColumn(
-                format="percent", min_value=0.0, max_value=1.0
-            ),
-            "runs": st.column_config.NumberColumn(help="how often it ran during one trace"),
-            "equations": st.column_config.NumberColumn(help="jaxpr equations made under it"),
+            "total": time_column("time on the stack" + unseen),
+            "self": time_column("time as the innermost line of your code" + unseen),
+            "share of the trace": share_column(),
+            "runs": count_column("how often it ran during one trace"),
+            "equations": count_column("jaxpr equations made under it"),
         },
     )
+    more_lines(len(p.trace_lines) - SHOWN_LINES, "line")
+
+
+def milliseconds(value: float) -> float | None:
+    """Seconds as the tables' milliseconds; None (shown –) for a time never measured
+    (a line the sampler never caught on the stack)."""
+    return value * 1e3 if value > 0 else None
+
+
+def time_column(help: str | None = None) -> st.column_config.NumberColumn:
+    """A table's time column: milliseconds, one decimal (as `viz.units.seconds` writes
+    a headline's ms)."""
+    return st.column_config.NumberColumn(format="%.1f ms", help=help)
+
+
+def share_column(help: str | None = None) -> st.column_config.ProgressColumn:
+    """A share (0–100) as a bar and a whole percentage."""
+    return st.column_config.ProgressColumn(
+        format="%.0f %%", min_value=0.0, max_value=100.0, help=help
+    )
+
+
+def count_column(help: str | None = None) -> st.column_config.NumberColumn:
+    """A count with thousands separators, as `viz.units.count` writes one."""
+    return st.column_config.NumberColumn(format="localized", help=help)
+
+
+def more_lines(more: int, word: str) -> None:
+    if more > 0:
+        st.caption(f"and {plural(more, word)} more, below these")
 
 
 def span_table(p: CompileProfileSection) -> None:
@@ -175,9 +213,9 @@ def span_table(p: CompileProfileSection) -> None:
     rows = [
         {
             "span": "\u2003" * (len(s.path) - 1) + s.name,
-            "seconds": s.seconds,
-            "share of the compile": s.seconds / compile_s,
-            "self": s.self_seconds,
+            "time": milliseconds(s.seconds),
+            "share of the compile": 100 * s.seconds / compile_s,
+            "self": milliseconds(s.self_seconds),
             "spans": s.count,
         }
         for s in p.xla
@@ -187,11 +225,10 @@ def span_table(p: CompileProfileSection) -> None:
         table(
             rows,
             column_config={
-                "seconds": st.column_config.NumberColumn(format="%.3f s"),
-                "self": st.column_config.NumberColumn(format="%.3f s"),
-                "share of the compile": st.column_config.ProgressColumn(
-                    format="percent", min_value=0.0, max_value=1.0
-                ),
+                "time": time_column(),
+                "self": time_column("in none of its children"),
+                "share of the compile": share_column(),
+                "spans": count_column(),
             },
         )
 
@@ -201,7 +238,7 @@ def kernel_table(res: Result, p: CompileProfileSection, index: int) -> None:
         return
     st.markdown("#### Code generation by kernel")
     rows = [
-        {"kernel": k.kernel, "seconds": k.seconds, "share of the compile": k.share}
+        {"kernel": k.kernel, "time": milliseconds(k.seconds), "share of the compile": 100 * k.share}
         for k in p.kernels
     ]
     picked = table(
@@ -211,9 +248,9 @@ def kernel_table(res: Result, p: CompileProfileSection, index: int) -> None:
         selection_mode="single-row",
         key=f"ct_kernels_{index}",
         column_config={
-            "seconds": st.column_config.NumberColumn(format="%.3f s"),
+            "time": time_column(),
             "share of the compile": st.column_config.NumberColumn(
-                format="percent", help="kernels compile on worker threads, side by side"
+                format="%.0f %%", help="kernels compile on worker threads, side by side"
             ),
         },
     )
@@ -235,11 +272,13 @@ def repeated_table(p: CompileProfileSection) -> None:
     st.markdown("#### Repeated structure")
     table(
         [
-            {"group": g.group, "copies": g.count, "equations": g.eqns, "share": g.share}
+            {"group": g.group, "copies": g.count, "equations": g.eqns, "share": 100 * g.share}
             for g in p.repeated
         ],
         column_config={
-            "share": st.column_config.ProgressColumn(format="percent", min_value=0.0, max_value=1.0)
+            "copies": count_column(),
+            "equations": count_column(),
+            "share": share_column(),
         },
     )
 

@@ -11,10 +11,11 @@ error's line, the line being followed, a kernel's lines. A view elsewhere marks 
 with `mark_lines`, from a widget's callback (which runs before the page draws the
 editor).
 
-A sample's docstring (`fold_docstring`) is folded out of the editor: the editor holds
-the code from the line after it, numbered as in the file (Ace's `firstLineNumber`), and
-the docstring sits above it as the sample's explanation, one click from the editor.
-What the editor returns is always the whole code.
+A sample's docstring and its metadata constants (`TITLE = …`, `ORDER = …`: the app's,
+not the user's code; `viz.samples.metadata_end`) are folded out of the editor
+(`fold_docstring`): the editor holds the code from the line after them, numbered as in
+the file (Ace's `firstLineNumber`), and the docstring sits above it as the sample's
+explanation, one click from the editor. What the editor returns is always the whole code.
 
 An editor that is `read_only` shows the code and returns it unchanged: whatever the
 browser sends back is ignored (demo mode's guarantee that code never comes from the
@@ -30,6 +31,7 @@ from typing import Any
 
 import streamlit as st
 
+from viz.samples import metadata_end
 from viz.source import module_docstring
 
 MARK_CSS = (
@@ -54,7 +56,21 @@ FOLLOW_BUTTON = {
     "hasText": True,
     "alwaysOn": True,
     "commands": [["response", FOLLOW]],
-    "style": {"bottom": "0.3rem", "right": "0.4rem"},
+    "style": {"top": "0.25rem", "right": "0.4rem"},  # in the bar above the code, not on it
+}
+# a bar above the code that holds the Follow button (floating on the code, the button
+# covered a line)
+BAR = {
+    "name": "jitscope bar",
+    "style": {
+        "order": "-1",
+        "display": "flex",
+        "alignItems": "center",
+        "width": "100%",
+        "height": "2.1rem",
+        "padding": "0 0.75rem",
+    },
+    "info": [{"name": " "}],  # the button says it all; a text here met it in a narrow column
 }
 FOLD_FROM = 3  # a docstring this long or longer is folded out of the editor
 MARKED = "editor:marks"  # session state: the lines a view asked to mark
@@ -132,7 +148,7 @@ def code_editor(
     )
     if state.get(base) is None or code not in (state.get(base), state.get(text)):
         state[base], state[gen] = code, state.get(gen, -1) + 1  # remount with the new code
-        state[first] = _after_docstring(code) if fold_docstring else 1
+        state[first] = _after_head(code) if fold_docstring else 1
     # the code as it is now: what a mounted editor ignores, and one mounted again (the
     # page moved it) shows
     head, shown = _split(code, state[first])
@@ -147,6 +163,7 @@ def code_editor(
         options={**OPTIONS, "firstLineNumber": state[first]},
         props={"readOnly": read_only, **props},
         buttons=[] if read_only else [FOLLOW_BUTTON],
+        info={} if read_only else BAR,
         component_props={"css": MARK_CSS},
         key=f"editor:{key}:{state[gen]}",
     )
@@ -163,6 +180,12 @@ def code_editor(
         return Edit(code, follow=follow)
     state[text] = head + value["text"]
     return Edit(state[text], submitted=value.get("type") == "submit", follow=follow)
+
+
+def _after_head(code: str) -> int:
+    """The first line of the user's code: after the docstring (when long) and a
+    sample's metadata constants (TITLE = …, ORDER = …, the app's, not the code's)."""
+    return max(_after_docstring(code), metadata_end(code))
 
 
 def _after_docstring(code: str) -> int:
@@ -199,7 +222,9 @@ def _folded_docstring(code: str, first: int, key: str) -> None:
     summary, _, rest = docstring.text.partition("\n\n")
     row = st.container(horizontal=True, vertical_alignment="center", gap="small", wrap=False)
     row.caption(f":material/menu_book: {' '.join(summary.split())}", width="stretch")
-    with row.popover("More", type="tertiary", help=f"lines 1–{first - 1}: the docstring"):
+    settings = metadata_end(code) > 1
+    folded = "the docstring" + (" and the sample's title and settings" if settings else "")
+    with row.popover("More", type="tertiary", help=f"lines 1–{first - 1}: {folded}"):
         st.markdown(rest or summary)
         st.button(
             f"Show lines 1–{first - 1} in the editor",

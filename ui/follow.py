@@ -16,14 +16,18 @@ import streamlit as st
 from ui import editor
 from ui.results import Result
 from viz.follow import IRS, LineTrace, excerpt
+from viz.units import plural
 
 LINE = "follow_line"  # session state: the line being followed
 ROW_CSS = (
     "<style>.jitscope-rows{font-family:ui-monospace,Menlo,Consolas,monospace;"
-    "font-size:12.5px;line-height:1.45;white-space:pre;overflow:auto;max-height:420px;"
+    "font-size:12.5px;line-height:1.45;overflow-y:auto;max-height:420px;"
     "border:1px solid rgba(128,128,128,.35);border-radius:6px;padding:4px 0}"
+    # a long row wraps under its text (not under its number), never cut at the edge
+    ".jitscope-rows .row{white-space:pre-wrap;overflow-wrap:anywhere;padding-left:4.8em;"
+    "text-indent:-4.8em}"
     ".jitscope-rows .ln{opacity:.55;display:inline-block;width:4em;text-align:right;"
-    "margin-right:.8em}.jitscope-rows .marked{background:rgba(255,189,69,.32)}"
+    "margin-right:.8em;text-indent:0}.jitscope-rows .marked{background:rgba(255,189,69,.32)}"
     ".jitscope-rows .gap{opacity:.55;padding-left:4.8em}</style>"
 )
 
@@ -75,7 +79,7 @@ def picker(res: Result | None, code: str) -> None:
         index=None,
         key=LINE,
         format_func=lambda n: f"{n} · {source[n - 1].strip()}" if n <= len(source) else str(n),
-        placeholder=f"{len(lines)} lines made ops: pick one to see what it became",
+        placeholder=f"{plural(len(lines), 'line')} made ops",
         help="or put the cursor on a line in the editor and press Follow this line",
     )
     shown = trace(res)

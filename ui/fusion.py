@@ -36,7 +36,7 @@ from viz.fusion.selection import (
     selected_eqns,
 )
 from viz.ir.model import IR, Graph
-from viz.units import seconds
+from viz.units import listed, plural, seconds
 
 
 def fusion_map_view(res: Result, index: int) -> None:
@@ -47,16 +47,20 @@ def fusion_map_view(res: Result, index: int) -> None:
     if not fmap or not {IR.STABLEHLO, IR.COMPILED} <= set(models):
         st.info("No fusion map for this result (it did not compile).")
         return
-    st.markdown(viz.fusion.view.coverage_text(r.fusion_map_coverage))
-    profile_button(res, index)
     stablehlo, compiled = models[IR.STABLEHLO], models[IR.COMPILED]
+    st.markdown(viz.fusion.view.coverage_text(r.fusion_map_coverage))
+    op_count = r.stablehlo.op_count if r.stablehlo else None
+    left_out = viz.fusion.view.left_out_text(stablehlo, r.fusion_map_coverage, op_count)
+    if left_out:
+        st.caption(left_out)
+    profile_button(res, index)
     jaxpr = models.get(IR.JAXPR) or Graph(IR.JAXPR)
     colours = viz.fusion.view.kernel_colours(e.kernel for e in fmap if e.is_kernel)
     chosen = selection(fmap, stablehlo, index)
     graphs(profile, fmap, stablehlo, compiled, colours, chosen, index)
     left, right = st.container(), st.container()  # beside the code: one above the other
     with left:
-        st.markdown("**Your code**, each line tinted by the kernel(s) its ops went into")
+        st.markdown("**Your code**, each line tinted by the kernels its ops went into")
         st.html(viz.fusion.view.tinted_source(res.code, fmap, colours, chosen.lines))
     with right:
         details(fmap, stablehlo, jaxpr, chosen)
@@ -159,7 +163,8 @@ def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selectio
         key=f"{key}_kernel",
         on_change=keep,
         args=(Picked.KERNEL,),
-        placeholder=f"{len(kernels)} kernels: pick one to light up its ops",
+        placeholder=plural(len(kernels), "kernel"),
+        help="pick one to light up its ops in both graphs and its lines in your code",
     )
     op = c2.selectbox(
         "StableHLO op",
@@ -168,7 +173,8 @@ def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selectio
         key=f"{key}_op",
         on_change=keep,
         args=(Picked.OP,),
-        placeholder="find an op (type to search) to see its kernel",
+        placeholder="type to find an op",
+        help="type to search; a picked op shows the kernel it went into",
     )
     line = c3.selectbox(
         "Line",
@@ -178,6 +184,7 @@ def selection(fmap: list[FusionEntry], stablehlo: Graph, index: int) -> Selectio
         on_change=keep,
         args=(Picked.LINE,),
         placeholder="line",
+        help="a line of your code: the kernels its ops went into",
     )
     if not (pick or op or line):  # nothing picked here: the line followed elsewhere
         line = st.session_state.get(FOLLOWED)
@@ -250,17 +257,17 @@ def details(fmap: list[FusionEntry], stablehlo: Graph, jaxpr: Graph, chosen: Sel
         {
             "kernel": k,
             "kind": by_kernel[k].kind,
-            "jaxpr eqns": ", ".join(by_kernel[k].primitives)[:200],
+            "jaxpr eqns": listed(by_kernel[k].primitives, 12),
             "lines": ", ".join(map(str, by_kernel[k].lines)),
         }
         for k in chosen.kernels
         if k in by_kernel
     ]
-    st.caption(f"{len(chosen.kernels)} kernel(s)")
+    st.caption(plural(len(chosen.kernels), "kernel"))
     if rows:
         table(rows)
     ops = [nodes[i] for i in chosen.ops if i in nodes]
-    st.caption(f"{len(ops)} StableHLO op(s)")
+    st.caption(plural(len(ops), "StableHLO op"))
     if ops:
         table(
             [
@@ -278,7 +285,7 @@ def details(fmap: list[FusionEntry], stablehlo: Graph, jaxpr: Graph, chosen: Sel
     eqns = selected_eqns(chosen, fmap, jaxpr)
     if eqns:
         st.caption(
-            f"{len(eqns)} jaxpr equation(s): "
+            f"{plural(len(eqns), 'jaxpr equation')}: "
             + ", ".join(f"{p} ×{n}" for p, n in Counter(e.op for e in eqns).most_common())
         )
     if not chosen.kernels:

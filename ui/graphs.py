@@ -14,8 +14,10 @@ import viz.graph
 from ui.tables import table
 from viz.graph.render import svg_size
 from viz.ir.model import IR, Graph
+from viz.units import listed, plural
 
 IR_TITLES = {IR.JAXPR: "jaxpr", IR.STABLEHLO: "StableHLO", IR.COMPILED: "Compiled HLO"}
+PANEL_WIDTH, PANEL_HEIGHT = 540, 680  # a graph panel's frame beside the code, CSS pixels
 
 
 def graph_panel(
@@ -33,13 +35,19 @@ def graph_panel(
     (`report.graphs[ir].dot`), drawn as it is, titled, while the panel shows that view
     unmarked; `on_pick`: called back with the node (or a group's name) picked in Node
     details, None when unpicked."""
-    view = viz.graph.default_view(graph)
+    # folded to read in the frame (a 24-layer model's layers stacked would not)
+    budget = viz.graph.framed_budget(graph, (PANEL_WIDTH, PANEL_HEIGHT), drawn)
+    view = viz.graph.default_view(graph, budget)
     view.highlight = highlight
-    untouched = not highlight  # the default view as the worker drew it
+    # the default view as the worker drew it
+    untouched = not highlight and budget == viz.graph.DEFAULT_NODES
     labels = viz.graph.expandable(graph, view)
     c1, c2, c3 = st.columns([2, 2, 1])
     query = c1.text_input(
-        "Find", key=f"{key}_find", placeholder="op (dot), shape (f32[8,128]) or line (:12)"
+        "Find",
+        key=f"{key}_find",
+        placeholder="dot, f32[8,128], :12",
+        help="an op (dot), a shape (f32[8,128]) or a line of your code (:12)",
     )
     opened = c2.multiselect(
         "Expand groups", list(labels), key=f"{key}_open", placeholder=f"{len(labels)} groups"
@@ -55,7 +63,7 @@ def graph_panel(
     if query:
         found = viz.graph.find(graph, query)
         view.highlight = frozenset(found)  # boxes and folds say how many they hold
-        where = " · ".join(f"{label}: {n}" for label, n in viz.graph.match_summary(view)[:4])
+        where = listed((f"{label}: {n}" for label, n in viz.graph.match_summary(view)), 4, " · ")
         st.caption(f"{len(found)} matches for “{query}”" + (f" · {where}" if where else ""))
         if found and st.button("Show the first match's neighbourhood", key=f"{key}_first"):
             st.session_state[f"{key}_focus"] = found[0]
@@ -74,14 +82,14 @@ def graph_panel(
             f"That view has {len(visible)} nodes; jitscope draws at most {viz.graph.MAX_NODES}. "
             "Expand fewer groups, or use Find to focus on a neighbourhood."
         )
-        view, untouched = viz.graph.default_view(graph), True
+        view, untouched = viz.graph.default_view(graph, budget), budget == viz.graph.DEFAULT_NODES
         visible, _ = viz.graph.visible(view)
     dot = _titled(drawn, title, view) if untouched and drawn else viz.graph.to_dot(view, title)
     st.caption(
         f"Showing {len(visible)} of {len(graph.nodes)} nodes · expand a group above, "
         "or search to focus on a neighbourhood"
     )
-    show_graph(dot, len(visible))
+    show_graph(dot, len(visible), height=PANEL_HEIGHT)
     node_details(graph, visible, key, on_pick)
     d1, d2, _ = st.columns([1, 1, 4])
     d1.download_button("DOT", dot, f"{ir}.dot", "text/vnd.graphviz", key=f"{key}_dot")
@@ -193,7 +201,7 @@ def node_details(
         list(items),
         index=None,
         key=f"{key}_node",
-        placeholder=f"pick one of the {len(items)} shown nodes or groups",
+        placeholder=f"{plural(len(items), 'node')} shown",
         on_change=None
         if on_pick is None
         else lambda: on_pick(names.get(st.session_state[f"{key}_node"])),

@@ -15,9 +15,11 @@ import streamlit as st
 from ui.fusion import show_in_map_button
 from ui.results import Result
 from ui.tables import table
+from ui.variants import variant_button
 from viz import charts
 from viz.memory.display import (
     buffer_rows,
+    describe_made_by,
     fit_text,
     kinds_text,
     padding_text,
@@ -30,7 +32,7 @@ from viz.memory.profile import OTHER
 from viz.options import MEMORY_SCHEDULE
 from viz.platforms import memory_schedule_of
 from viz.report import Report
-from viz.units import nbytes
+from viz.units import listed, natural, nbytes, plural
 from viz.variants import options_text
 
 TAB = "Memory"
@@ -65,7 +67,7 @@ def panel(res: Result, index: int) -> None:
             charts.memory_timeline(r, r.source_file), width="stretch", key=f"mem_chart_{index}"
         )
         at_peak(res, index)
-        lower_it(r)
+        lower_it(res)
     totals(r)
 
 
@@ -80,7 +82,7 @@ def metrics(r: Report) -> None:
         "temporaries and constants, each slot counted once",
     )
     m[1].metric(
-        "XLA's peak_memory_in_bytes",
+        "XLA's peak",
         nbytes(memory.xla_peak_bytes),
         help="memory_analysis().peak_memory_in_bytes: on CPU it counts the arguments and "
         "outputs, not the temporaries",
@@ -97,6 +99,27 @@ def metrics(r: Report) -> None:
         "else the worker's memory limit",
     )
     st.caption("At the peak: " + kinds_text(memory))
+    said = two_peaks(memory)
+    if said:
+        st.caption(said)
+
+
+def two_peaks(memory: Memory) -> str:
+    """Why the two peaks differ, in words: what each counts (one fact, one number)."""
+    peak, xla = memory.peak_bytes, memory.xla_peak_bytes
+    if peak is None or xla is None or peak == xla:
+        return ""
+    edges = (memory.argument_bytes or 0) + (memory.output_bytes or 0)
+    counts = (
+        f"the arguments and outputs ({nbytes(edges)}), not the temporaries"
+        if abs(xla - edges) <= 1024  # the constants' few bytes aside
+        else "its own total"
+    )
+    return (
+        f"Two peaks, two counts: **peak** is what is live at the fullest step of the "
+        f"schedule; XLA's **peak_memory_in_bytes** counts {counts}. They differ by "
+        f"{nbytes(abs(peak - xla))}."
+    )
 
 
 def fits(r: Report) -> None:
@@ -116,11 +139,9 @@ def fits(r: Report) -> None:
         st.caption(note)
     if memory.library_kernels:
         st.caption(
-            f"{len(memory.library_kernels)} kernel(s) run in a library (YNNPACK on CPU: "
-            f"{', '.join(memory.library_kernels[:4])}"
-            + ("…" if len(memory.library_kernels) > 4 else "")
-            + "), which allocates their intermediates itself: XLA does not assign them, "
-            "so they are not in these figures."
+            f"{plural(len(memory.library_kernels), 'kernel')} run in a library (YNNPACK on "
+            f"CPU: {listed(memory.library_kernels, 4)}), which allocates their "
+            "intermediates itself: XLA does not assign them, so they are not in these figures."
         )
 
 
@@ -134,7 +155,12 @@ def at_peak(res: Result, index: int) -> None:
         f"#### Live at the peak · step {at.position}, `{at.instruction}`"
         + (f" ({line})" if line else "")
     )
-    rows = memory.at_peak
+    # largest first, 'smaller buffers' last; ties by name, numbers as numbers (layers[2]
+    # before layers[10])
+    rows = sorted(
+        memory.at_peak,
+        key=lambda b: (b.instruction == OTHER, -b.bytes, natural(describe_made_by(b))),
+    )
     picked = table(
         buffer_rows(rows, r.source_file),
         height=min(38 + 35 * len(rows), 460),
@@ -158,8 +184,10 @@ def at_peak(res: Result, index: int) -> None:
     show_in_map_button(r.fusion_map, kernel, index, key=f"mem_fusion_{index}")
 
 
-def lower_it(r: Report) -> None:
-    """What would lower the peak: donation, the memory-first schedule, jax.checkpoint."""
+def lower_it(res: Result) -> None:
+    """What would lower the peak: donation, the memory-first schedule (each with its
+    Quick variant's button, here), jax.checkpoint."""
+    r = res.report
     memory = r.memory
     assert memory is not None
     st.markdown("#### What would lower it")
@@ -175,15 +203,16 @@ def lower_it(r: Report) -> None:
         st.markdown(
             f"- **Donation**: the arguments hold {nbytes(arguments)} at the peak and live "
             "to the end of the program. Donated, their buffers are freed or reused once "
-            "read: the Quick variant **Donate the arrays** compiles it so and shows the "
-            "two peaks in the diff."
+            "read: this button compiles it so and shows the two peaks in the diff."
         )
+        variant_button(res, "Donate the arrays", key="mem_")
     if memory_schedule_of(r.device):
         st.markdown(
-            f"- **Schedule**: the Quick variant **Memory-first schedule** compiles again "
-            f"with {options_text(MEMORY_SCHEDULE)} (XLA's CPU scheduler that keeps fewer "
+            f"- **Schedule**: this button compiles again with "
+            f"{options_text(MEMORY_SCHEDULE)} (XLA's CPU scheduler that keeps fewer "
             "buffers live) and shows both peaks in the diff."
         )
+        variant_button(res, "Memory-first schedule", key="mem_")
     checkpoint(r)
     donation_panel(r)
 
@@ -195,18 +224,17 @@ def checkpoint(r: Report) -> None:
     if memory.residuals:
         total = sum(x.bytes for x in memory.residuals)
         st.markdown(
-            f"- **jax.checkpoint** saves {len(memory.residuals)} residual(s), "
+            f"- **jax.checkpoint** saves {plural(len(memory.residuals), 'residual')}, "
             f"{nbytes(total)}, for the backward pass (`print_saved_residuals`):"
         )
         table(residual_rows(memory.residuals, r.source_file))
     elif memory.residuals_note:
         st.markdown(f"- **jax.checkpoint**: {memory.residuals_note}")
     if memory.recomputed:
-        shown = ", ".join(f"`{k}`" for k in memory.recomputed[:8])
-        more = f" and {len(memory.recomputed) - 8} more" if len(memory.recomputed) > 8 else ""
+        shown = listed((f"`{k}`" for k in memory.recomputed), 8)
         st.markdown(
-            f"- **Recomputed**: {len(memory.recomputed)} kernel(s) recompute what "
-            f"jax.checkpoint did not save ({shown}{more}); the table marks their buffers."
+            f"- **Recomputed**: {plural(len(memory.recomputed), 'kernel')} recompute what "
+            f"jax.checkpoint did not save ({shown}); the table marks their buffers."
         )
 
 

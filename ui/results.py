@@ -21,7 +21,7 @@ from viz.follow import SourceLines
 from viz.fusion.profile import Profile
 from viz.history import History, HistoryError
 from viz.report import Report
-from viz.units import nbytes, seconds, si
+from viz.units import MISSING, count, nbytes, seconds, si
 from viz.worker.protocol import Analyze, CompileProfile, CompileProfiled, Passes, PassesReply
 
 FULL_RESULTS = 8  # results that keep their graph models (each can be tens of MB)
@@ -180,9 +180,9 @@ def cost_tab(r: Report) -> None:
     m[0].metric("FLOPs", si(flops))
     m[1].metric("bytes accessed", nbytes(moved))
     m[2].metric(
-        "arithmetic intensity",
-        f"{flops / moved:.2f} FLOP/B" if flops and moved else "–",
-        help="FLOPs per byte moved: low means memory-bound",
+        "FLOPs per byte",
+        count(float(f"{flops / moved:.3g}")) if flops and moved else MISSING,
+        help="arithmetic intensity: FLOPs per byte moved; low means memory-bound",
     )
     m[3].metric("transcendentals", si(cost.transcendentals if cost else None))
     st.caption("Where the bytes go, the peak and what would lower it: the Memory tab.")

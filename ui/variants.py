@@ -106,22 +106,32 @@ def compile_settings_caption(report: Report) -> None:
 # -- quick variants -----------------------------------------------------------------
 def quick_variants(res: Result) -> None:
     """One click re-runs the shown result with one change and opens the diff view."""
-    options = variants(res.request(runs=res.report.timings.runs))
     st.markdown("**Quick variants** · re-run with one change, then compare")
-    columns = st.columns(len(options))
-    chosen: Variant | None = None
-    for column, variant in zip(columns, options, strict=True):
-        if column.button(
+    row = st.container(horizontal=True, wrap=True, gap="small")  # whole labels, wrapped
+    for variant in variants(res.request(runs=res.report.timings.runs)):
+        with row:
+            variant_button(res, variant)
+
+
+def variant_button(res: Result, variant: Variant | str, key: str = "") -> None:
+    """The button that re-runs `res` with `variant` (or the variant of that label) and
+    opens the diff; `key`: a prefix for a second place on the page."""
+    if isinstance(variant, str):
+        found = variants(res.request(runs=res.report.timings.runs))
+        variant = next((v for v in found if v.label == variant), None)
+        if variant is None:
+            return
+    if (
+        st.button(
             variant.label,
             icon=variant.icon,
-            key=f"variant_{variant.label}",
+            key=f"{key}variant_{variant.label}",
             disabled=variant.request is None,
             help=variant.help if variant.request else variant.why_not,
-            width="stretch",
-        ):
-            chosen = variant
-    if chosen is not None and chosen.request is not None:
-        run_variant(res, chosen.label, chosen.request)
+        )
+        and variant.request is not None
+    ):
+        run_variant(res, variant.label, variant.request)
 
 
 def run_variant(original: Result, label: str, request: Analyze) -> None:

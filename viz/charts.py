@@ -192,6 +192,8 @@ def memory_timeline(report: Report, source_file: str | None = None) -> go.Figure
         at = memory.peak_at
         line = where_text(at.where, source_file)
         fig.add_vline(x=at.position, line={"color": "#E45756", "dash": "dot"})
+        # beside the peak's line, never on it: on the side with more room
+        right = at.position <= (points[-1].position if points else at.position) / 2
         fig.add_annotation(
             x=at.position,
             y=memory.peak_bytes / 2**20,
@@ -199,8 +201,9 @@ def memory_timeline(report: Report, source_file: str | None = None) -> go.Figure
             + (f" ({line})" if line else ""),
             showarrow=True,
             arrowcolor="#E45756",
-            ax=0,
-            ay=-28,
+            ax=36 if right else -36,
+            ay=-22,
+            xanchor="left" if right else "right",
         )
     freed = _donation_frees(report)
     if freed is not None:
@@ -246,36 +249,39 @@ def cache_timeline(events: list[CacheEvent]) -> go.Figure:
     """Each call of the jitted function: a miss as a bar of its compile time, a hit as a
     marker at its run time (it compiled nothing), a call routed to a precompiled bucket
     as a diamond at its run time; the cumulative compile and run time. Failed calls are
-    left out. The legend always lists hit, miss and AOT bucket."""
+    left out. The legend lists only what is drawn; the x axis spans the calls made."""
     calls_made = [e for e in events if isinstance(e, CallEvent)]
     hits = [e for e in calls_made if e.hit]
     misses = [e for e in calls_made if not e.hit]
     routed = [e for e in events if isinstance(e, RoutedEvent)]
     fig = go.Figure()
-    fig.add_bar(
-        x=[e.call for e in misses],
-        y=[ms(e.compile_s) for e in misses],
-        name="miss: compile time",
-        marker_color=MISS,
-        width=0.6,  # in calls: two misses far apart would each spread over the calls between
-        hovertext=[e.signature for e in misses],
-    )
-    fig.add_scatter(
-        x=[e.call for e in hits],
-        y=[ms(e.run_s) for e in hits],
-        name="hit: run time",
-        mode="markers",
-        marker={"color": HIT, "size": 11, "line": {"color": "white", "width": 1}},
-        hovertext=[e.signature for e in hits],
-    )
-    fig.add_scatter(  # one empty point without routed calls: plotly lists no empty trace
-        x=[e.call for e in routed] or [None],
-        y=[ms(e.run_s) for e in routed] or [None],
-        name="AOT bucket: run time",
-        mode="markers",
-        marker={"color": AOT, "size": 11, "symbol": "diamond"},
-        hovertext=[f"batch {e.size} → bucket {e.aot_bucket}" for e in routed],
-    )
+    if misses:
+        fig.add_bar(
+            x=[e.call for e in misses],
+            y=[ms(e.compile_s) for e in misses],
+            name="miss: compile time",
+            marker_color=MISS,
+            width=0.6,  # in calls: two misses far apart would each spread over the calls between
+            hovertext=[e.signature for e in misses],
+        )
+    if hits:
+        fig.add_scatter(
+            x=[e.call for e in hits],
+            y=[ms(e.run_s) for e in hits],
+            name="hit: run time",
+            mode="markers",
+            marker={"color": HIT, "size": 11, "line": {"color": "white", "width": 1}},
+            hovertext=[e.signature for e in hits],
+        )
+    if routed:
+        fig.add_scatter(
+            x=[e.call for e in routed],
+            y=[ms(e.run_s) for e in routed],
+            name="AOT bucket: run time",
+            mode="markers",
+            marker={"color": AOT, "size": 11, "symbol": "diamond"},
+            hovertext=[f"batch {e.size} → bucket {e.aot_bucket}" for e in routed],
+        )
     ran = sorted([*calls_made, *routed], key=lambda e: e.call)
     calls = [e.call for e in ran]
     cum_compile, cum_run, total_c, total_r = [], [], 0.0, 0.0
@@ -294,7 +300,12 @@ def cache_timeline(events: list[CacheEvent]) -> go.Figure:
     fig.add_scatter(
         x=calls, y=cum_run, name="cumulative run", mode="lines", line={"color": "#9D755D"}
     )
-    fig.update_xaxes(title="call #", dtick=1 if len(calls) <= 20 else None)
+    fig.update_xaxes(
+        title="call #",
+        dtick=1 if len(calls) <= 20 else None,
+        # the calls made, from the first: no call 0 (the axis would start there for a bar)
+        range=[min(calls) - 0.5, max(calls) + 0.5] if calls else None,
+    )
     fig.update_yaxes(title="ms")
     return layout(fig, "Calls: a miss compiles, a hit only runs", 340)
 

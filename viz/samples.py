@@ -171,3 +171,30 @@ def default_sample(directory: Path | None = None) -> Sample:
         where = directory if directory is not None else SAMPLES_DIR
         raise LookupError(f"no samples found in {where}")
     return samples[0]
+
+
+def metadata_end(code: str) -> int:
+    """The first line after the sample's metadata constants (TITLE = …, ORDER = …) that
+    follow its docstring, blank lines between them skipped: the lines before it are the
+    app's, not the user's code (the editor folds them). 1: no docstring and no metadata
+    at the top."""
+    try:
+        tree = parse_python(code)
+    except (SyntaxError, ValueError):
+        return 1
+    keys = {*REQUIRED_KEYS, *EXTRA_KEYS}
+    body = tree.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring: the editor folds it when it is long
+    last = 0
+    for node in body:
+        names = [t.id for t in getattr(node, "targets", ()) if isinstance(t, ast.Name)]
+        if not (isinstance(node, ast.Assign) and names and set(names) <= keys):
+            break
+        last = node.end_lineno or node.lineno
+    if not last:
+        return 1
+    lines = code.splitlines()
+    while last < len(lines) and not lines[last].strip():
+        last += 1
+    return last + 1

@@ -6,6 +6,7 @@ writes + or − before a difference."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 
 MISSING = "–"
@@ -63,6 +64,28 @@ def count(value: float | None, signed: bool = False) -> str:
     v = abs(value)
     shown = f"{v:.4g}" if isinstance(v, float) and not v.is_integer() else f"{int(v):,}"
     return f"{_sign(value, signed)}{shown}"
+
+
+def plural(n: float, word: str, words: str | None = None) -> str:
+    """A count and its noun, in the singular for exactly one: "1 line", "2 lines",
+    "1,024 kernels"; `words`: an irregular plural ("1 body", "3 bodies")."""
+    return f"{count(n)} {word if n == 1 else words or word + 's'}"
+
+
+def listed(items: Iterable[str], limit: int, sep: str = ", ") -> str:
+    """The first `limit` of `items` joined by `sep`, and how many more were left out:
+    "a, b, c and 4 more" (every list that cuts says so)."""
+    items = list(items)
+    more = len(items) - limit
+    return sep.join(items[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
+def natural(text: str) -> tuple[tuple[int, object], ...]:
+    """A sort key that orders the numbers inside text as numbers: `layers[2]` before
+    `layers[10]` (text order puts `[10]` and `[11]` before `[2]`)."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text)
+    )
 
 
 def cell(value: object) -> object:

@@ -24,6 +24,7 @@ from viz.fusion.model import FusionCoverage, FusionEntry
 from viz.fusion.profile import Profile
 from viz.ir.kernels import kernel_of
 from viz.ir.model import Graph, Path
+from viz.units import count, plural
 
 MAX_STRIPES = 6  # a group's fill shows at most this many kernels' colours
 NOT_FOUND = "#ffffff"
@@ -113,13 +114,18 @@ def _fill(counts: Counter[str], colours: dict[str, str]) -> dict[str, str]:
     return {"fillcolor": f"{stripes}:{colours[top[-1][0]]}", "style": "striped"}
 
 
+FRAME = (540, 480)  # the Fusion tab's graph frames, CSS pixels (beside the code)
+
+
 def selection_view(graph: Graph, ids: Iterable[str], focus: bool = False) -> viz.graph.View:
-    """The default view with `ids` highlighted and their groups opened, when that
-    stays drawable (at most viz.graph.MAX_NODES items); else only highlighted.
+    """The default view that reads in the tab's frame (`viz.graph.framed_view`: a
+    24-layer model folded as the Overview's graph is) with `ids` highlighted and their
+    groups opened, when that stays drawable (at most viz.graph.MAX_NODES items); else
+    only highlighted.
 
     focus: show only `ids` and their direct neighbours, every group on the way open.
     """
-    view = viz.graph.default_view(graph)
+    view = viz.graph.framed_view(graph, FRAME)
     wanted = frozenset(ids)
     view.highlight = wanted
     if not wanted:
@@ -286,4 +292,31 @@ def coverage_text(coverage: FusionCoverage | None) -> str:
         "Found in the compiled program: "
         + " · ".join(parts)
         + (f" · {folded} StableHLO ops folded into constants" if folded else "")
+    )
+
+
+def left_out_text(stablehlo: Graph, coverage: FusionCoverage | None, op_count: int | None) -> str:
+    """Why the map counts fewer StableHLO ops than the Overview (`op_count`), in words:
+    which ops it leaves out and how many of each (one fact, one number: each count
+    says what it counts). '' when the two agree or either is unknown."""
+    counts = (coverage.counts.get("stablehlo") if coverage else None) or {}
+    mapped = counts.get("ops")
+    if mapped is None or op_count is None or op_count == mapped:
+        return ""
+    ops = [n.op for n in stablehlo.nodes if n.kind == "op"]
+    holders = Counter(g.op for g in stablehlo.groups.values() if g.op and not g.opaque)
+    regions = ", ".join(op.removeprefix("stablehlo.") for op in sorted(holders))
+    parts = [
+        (ops.count("stablehlo.constant"), "constant", "(no kernel computes them)"),
+        (counts.get("folded", 0), "op", "XLA folded into constants"),
+        (ops.count("func.call"), "func.call op", "(the called functions' ops are counted)"),
+        (sum(holders.values()), "op", f"with regions ({regions}: their regions' ops are counted)"),
+    ]
+    said = [f"{plural(n, word)} {why}" for n, word, why in parts if n]
+    other = op_count - mapped - sum(n for n, _, _ in parts)
+    if other > 0:
+        said.append(f"{plural(other, 'other op')}")
+    return (
+        f"The map counts {count(mapped)} of the program's {count(op_count)} StableHLO ops "
+        f"(the Overview's count): it leaves out " + "; ".join(said) + "."
     )

@@ -7,12 +7,21 @@
 - `repeats`: repeated structure folded (`layer0` … `layer95` as one group ×96);
 - `search`: find nodes by op, shape or source line;
 - `dot`: the DOT and SVG of a view (`DotStyle` adds attributes), the report's
-  graph summary, and its DOT given a title (`titled`).
+  graph summary, its DOT given a title (`titled`), and the default view that reads
+  in a small frame (`framed_view`).
 
 This package imports neither jax nor streamlit.
 """
 
-from viz.graph.dot import DotStyle, summary, titled, to_dot, to_svg
+from viz.graph.dot import (
+    DotStyle,
+    framed_budget,
+    framed_view,
+    summary,
+    titled,
+    to_dot,
+    to_svg,
+)
 from viz.graph.search import find
 from viz.graph.view import (
     DEFAULT_NODES,
@@ -46,6 +55,8 @@ __all__ = [
     "expand_to_depth",
     "expandable",
     "find",
+    "framed_budget",
+    "framed_view",
     "match_counts",
     "match_summary",
     "name_scope_of",

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from viz.graph.fold import SYNTHETIC, synthetic_kind
-from viz.graph.view import View, VisibleNode, default_view, match_counts, visible
+from viz.graph.render import svg_size
+from viz.graph.view import DEFAULT_NODES, View, VisibleNode, default_view, match_counts, visible
 from viz.ir.model import Graph, Group, Path
 
 HUB_DEGREE = 8  # a drawn node with more neighbours than this does not constrain the layout
@@ -298,3 +299,33 @@ def summary(graph: Graph) -> dict[str, object]:
         "visible_nodes": len(items),
         "dot": _dot(view, items, edges, ""),
     }
+
+
+FRAMED_BUDGETS = (DEFAULT_NODES, 40, 24)  # the default view's budgets a frame tries, in turn
+MIN_SCALE = 0.45  # below this, a fitted drawing's labels are too small to read
+
+
+def framed_budget(
+    graph: Graph, frame: tuple[float, float], drawn: str = "", min_scale: float = MIN_SCALE
+) -> int:
+    """The default view's budget for a frame of `frame` (width, height, CSS pixels): the
+    largest whose drawing, fitted into the frame, still reads (drawn at `min_scale` or
+    more); else the most folded. A 24-layer model's 24 layer boxes stacked fit a small
+    frame only at a tenth of their size: folded to `layer1–layer22 ×22` they read.
+    `drawn`: the DOT of the default view, where the worker wrote it (`report.graphs`),
+    measured instead of built again. Without a renderer, the default budget."""
+    for budget in FRAMED_BUDGETS:
+        first = budget == FRAMED_BUDGETS[0]
+        try:
+            dot = drawn if first and drawn else to_dot(default_view(graph, budget))
+            size = svg_size(to_svg(dot))
+        except RuntimeError:
+            return FRAMED_BUDGETS[0]
+        if size is None or min(frame[0] / size[0], frame[1] / size[1]) >= min_scale:
+            return budget
+    return FRAMED_BUDGETS[-1]
+
+
+def framed_view(graph: Graph, frame: tuple[float, float], min_scale: float = MIN_SCALE) -> View:
+    """The default view that reads in a frame of `frame` (see `framed_budget`)."""
+    return default_view(graph, framed_budget(graph, frame, min_scale=min_scale))
