@@ -380,8 +380,15 @@ def _fusion_lines(report: Report) -> list[str]:
     lines = []
     cov = report.fusion_map_coverage
     if cov and cov.stablehlo is not None:
+        mapped = (cov.counts.get("stablehlo") or {}).get("ops")
+        total = report.stablehlo.op_count if report.stablehlo else None
+        aside = (  # one fact, one number: the map's count says why it is not the chain's
+            f" (of {count(total)}: constants, calls and ops with regions aside)"
+            if mapped is not None and total is not None and mapped != total
+            else ""
+        )
         lines.append(
-            f"fusion map: {cov.stablehlo:.0%} of StableHLO ops"
+            f"fusion map: {cov.stablehlo:.0%} of the {count(mapped)} StableHLO ops it maps{aside}"
             + (f", {cov.jaxpr:.0%} of jaxpr eqns" if cov.jaxpr is not None else "")
             + " found in the compiled program"
         )

@@ -39,6 +39,7 @@ from viz.memory.xla import (
     read_assignment,
     read_module,
 )
+from viz.units import natural
 from viz.where import user_where
 
 AT_PEAK_ROWS = 12  # buffers listed one by one at the peak; the rest merge into `other`
@@ -290,7 +291,7 @@ def _at_peak(
                 padded_bytes=shape.padded_bytes,
             )
         )
-    rows.sort(key=lambda r: (-r.bytes, r.instruction, r.index))
+    rows.sort(key=lambda r: (-r.bytes, natural(r.instruction), r.index))  # p2 before p10
     return rows
 
 
