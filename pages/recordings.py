@@ -31,7 +31,7 @@ from viz.recorder import (
     recover,
     short_path,
 )
-from viz.units import nbytes, seconds
+from viz.units import nbytes, plural, seconds
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -190,13 +190,13 @@ def recover_orphans() -> None:
     if not left:
         return
     st.warning(
-        f"{len(left)} recording(s) left behind by a recorder that was killed "
+        f"{plural(len(left), 'recording')} left behind by a recorder that was killed "
         "(`jitscope record --recover` does the same).",
         icon=":material/restore_page:",
     )
     if st.button("Recover them", icon=":material/restore_page:", key="rec_recover"):
         done = recover(left)
-        st.success(f"Recovered {len(done)} recording(s).", icon=":material/check:")
+        st.success(f"Recovered {plural(len(done), 'recording')}.", icon=":material/check:")
 
 
 def compare(rec: Recording, rows: list[RecordingRow], db: Recordings) -> None:

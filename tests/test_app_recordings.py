@@ -78,6 +78,6 @@ def test_a_journal_left_by_a_killed_recorder_is_offered_and_recovered(home: Path
     at = recordings_page()
     assert any("left behind by a recorder that was killed" in w.value for w in at.warning)
     at.button(key="rec_recover").click().run()
-    assert any("Recovered 1 recording(s)" in s.value for s in at.success)
+    assert any("Recovered 1 recording" in s.value for s in at.success)
     assert not path.exists()
     assert [m.value for m in at.metric][:1] == ["1"]

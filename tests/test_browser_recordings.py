@@ -51,7 +51,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert "22 compiles of 5 function(s)" in done.stderr, done.stderr
+    assert "22 compiles of 5 functions" in done.stderr, done.stderr
     return home
 
 

@@ -115,7 +115,7 @@ def test_viz_comes_from_the_install_not_from_the_clone(venv: Path, project: Path
 def test_record_from_the_users_own_folder(venv: Path, project: Path):
     proc = _run(venv, project, "jitscope", "record", "--", "train.py")
     assert proc.returncode == 0, proc.stderr
-    assert "3 compiles of 1 function(s)" in proc.stderr
+    assert "3 compiles of 1 function" in proc.stderr
     assert "(jitscope app → Recordings)" in proc.stderr
 
 
@@ -202,4 +202,4 @@ def test_the_oldest_jax_reads_every_count_and_graph(oldest: Path, project: Path)
 def test_the_oldest_jax_records_a_program(oldest: Path, project: Path):
     proc = _run(oldest, project, "jitscope", "record", "--", "train.py")
     assert proc.returncode == 0, proc.stderr
-    assert "3 compiles of 1 function(s)" in proc.stderr
+    assert "3 compiles of 1 function" in proc.stderr

@@ -61,7 +61,7 @@ def test_eager_compiles_kept_with_eager_are_listed_under_their_own_heading():
 
 def test_hidden_eager_compiles_say_how_to_list_them():
     text = summary_text(recording([FunctionStats("step", "/w/t.py:3", 1, 0.2)], eager_hidden=5))
-    assert "plus 5 op-by-op compile(s) of JAX's own" in text and "--eager lists them" in text
+    assert "plus 5 op-by-op compiles of JAX's own" in text and "--eager lists them" in text
     assert "(--eager):" not in text
 
 

@@ -287,7 +287,7 @@ def test_a_recorder_failure_is_counted_named_and_never_reaches_the_program(monke
     data = recording.to_dict()
     assert data["summary"]["errors"] == [{"message": "RuntimeError: describe failed", "count": 1}]
     summary = rec.summary()
-    assert "1 compile(s) the recorder failed to describe" in summary
+    assert "1 compile the recorder failed to describe" in summary
     assert "×1 RuntimeError: describe failed" in summary
 
 

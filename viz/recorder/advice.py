@@ -25,6 +25,7 @@ from viz.recorder.model import (
     jitted,
     short_path,
 )
+from viz.units import plural
 
 FIXES = {
     "shape": "pad to a few bucket sizes (Batch buckets page)",
@@ -177,7 +178,7 @@ def _cache_text(reasons: list[Reason], stats: FunctionStats) -> str:
             f"compiled again after {cleared[-1].after.replace(' emptied it', '')} emptied the cache"
         )
     return (
-        f"{len(reasons)} recompile(s) with no difference found in the function, its "
+        f"{plural(len(reasons), 'recompile')} with no difference found in the function, its "
         "arguments or jax.jit's settings"
     )
 

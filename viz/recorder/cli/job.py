@@ -22,7 +22,7 @@ from viz.recorder.display.job import JobError, JobView, from_history, job_view
 from viz.recorder.display.job_views import ended_first_text
 from viz.recorder.model import Recording
 from viz.recorder.storage.recordings import Recordings, recording_id
-from viz.units import seconds
+from viz.units import plural, seconds
 
 USAGE = "%(prog)s [REC ...] [--json OUT]   (REC: a recording JSON file or rec:N)"
 
@@ -128,7 +128,7 @@ def job_text(view: JobView) -> str:
     if ended:
         lines.append(ended)
     if view.divergences:
-        lines.append(f"{len(view.divergences)} divergence(s), the earliest first:")
+        lines.append(f"{plural(len(view.divergences), 'divergence')}, the earliest first:")
     else:
         lines.append("no divergence: every process compiled the same programs in the same order")
     for d in view.divergences:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from viz.recorder.model import FunctionStats, Recording, short_path
-from viz.units import count, seconds
+from viz.units import count, plural, seconds
 
 
 def delta(a: float | None, b: float | None) -> dict[str, Any]:
@@ -157,7 +157,7 @@ def diff_text(diff: RecordingDiff) -> str:
         )
     same = len(diff.functions) - len(changed)
     if same:
-        lines.append(f"  {same} function(s) the same")
+        lines.append(f"  {plural(same, 'function')} the same")
     return "\n".join(lines)
 
 

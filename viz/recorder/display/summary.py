@@ -12,7 +12,7 @@ from viz.recorder.model import (
     change_text,
     short_path,
 )
-from viz.units import nbytes, seconds
+from viz.units import nbytes, plural, seconds
 
 MAX_FUNCTIONS = 12  # rows of the ranking
 MAX_ERRORS = 5  # distinct recorder errors printed
@@ -23,9 +23,8 @@ def summary_text(recording: Recording) -> str:
     s, program = recording.summary, recording.program
     wall = program.wall_s or 0.0
     share = f" ({s.compile_s / wall:.0%})" if wall > 0 else ""
-    plural = "" if s.compiles == 1 else "s"
     lines = [
-        f"jitscope: {s.compiles} compile{plural} of {s.functions} function(s) took "
+        f"jitscope: {plural(s.compiles, 'compile')} of {plural(s.functions, 'function')} took "
         f"{seconds(s.compile_s)} of {seconds(wall)} wall time{share}",
         *_need_lines(s),
     ]
@@ -33,7 +32,7 @@ def summary_text(recording: Recording) -> str:
     if s.eager_compiles:
         listed = "listed below" if kept_eager else "--eager lists them"
         lines.append(
-            f"  plus {s.eager_compiles} op-by-op compile(s) of JAX's own "
+            f"  plus {plural(s.eager_compiles, 'op-by-op compile')} of JAX's own "
             f"({seconds(s.eager_compile_s)}; {listed})"
         )
     lines += _persistent_lines(recording)
@@ -42,7 +41,9 @@ def summary_text(recording: Recording) -> str:
         where = short_path(top["defined_at"], program.folders)
         lines.append(f"  largest memory peak: {top['function']} ({where}) {nbytes(top['bytes'])}")
     if s.details_dropped:
-        lines.append(f"  {s.details_dropped} compile(s) kept in the counts only (--details N)")
+        lines.append(
+            f"  {plural(s.details_dropped, 'compile')} kept in the counts only (--details N)"
+        )
     lines += _error_lines(recording)
     jitted = [f for f in recording.functions if not f.eager]
     lines += _table(jitted[:MAX_FUNCTIONS], program.folders)
@@ -57,8 +58,7 @@ def summary_text(recording: Recording) -> str:
 def need_text(s: Summary) -> str:
     """'3 compiles: 2 needed, 1 avoidable (1.2 s)': needed ones had new inputs (or were
     the first), avoidable ones the inputs of an earlier compile."""
-    plural = "" if s.compiles == 1 else "s"
-    text = f"{s.compiles} compile{plural}: {s.needed} needed, {s.avoidable} avoidable"
+    text = f"{plural(s.compiles, 'compile')}: {s.needed} needed, {s.avoidable} avoidable"
     return text + (f" ({seconds(s.avoidable_s)})" if s.avoidable else "")
 
 
@@ -70,7 +70,7 @@ def _more_line(cut: list[FunctionStats]) -> list[str]:
     """'… and 27 more (83 compiles)' under a list that was cut."""
     if not cut:
         return []
-    return [f"  … and {len(cut)} more ({sum(f.compiles for f in cut)} compiles)"]
+    return [f"  … and {len(cut)} more ({plural(sum(f.compiles for f in cut), 'compile')})"]
 
 
 def _table(functions: list[FunctionStats], cwd: str, advice: bool = True) -> list[str]:
@@ -94,8 +94,8 @@ def _error_lines(recording: Recording) -> list[str]:
     if not s.recorder_errors:
         return []
     lines = [
-        f"  {s.recorder_errors} compile(s) the recorder failed to describe (counted, without "
-        "details): a jitscope bug, please report it with these lines:"
+        f"  {plural(s.recorder_errors, 'compile')} the recorder failed to describe (counted, "
+        "without details): a jitscope bug, please report it with these lines:"
     ]
     for error in s.errors[:MAX_ERRORS]:
         lines.append(f"    ×{error['count']} {error['message']}")
