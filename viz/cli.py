@@ -19,27 +19,31 @@ import sys
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from viz import cli_history
-from viz.cache.events import CacheEvent, FailedEvent, RoutedEvent
-from viz.cache.signature import reason_text
 from viz.locations import APP_SCRIPT, command_name
-from viz.memory.display import peak_line
 from viz.options import parse_option
-from viz.recorder import RECORDER_COMMANDS
-from viz.report import Report
-from viz.samples import get_sample
-from viz.settings import Settings
-from viz.specialization import SpecializedArg
+from viz.recorder.cli import COMMAND_NAMES, command
 from viz.units import nbytes, seconds
-from viz.worker import DEFAULT_TIMEOUT_S, Worker
-from viz.worker.protocol import Analyze, CacheCalls, CacheReply
+
+if TYPE_CHECKING:
+    from viz.cache.events import CacheEvent
+    from viz.report import Report
+    from viz.settings import Settings
+    from viz.specialization import SpecializedArg
+    from viz.worker import Worker
+    from viz.worker.protocol import CacheReply
+
+# The rest is imported where it is used: `jitscope record` starts its program without
+# the analysis's imports (numpy, the report, the worker: 0.3 s)
 
 
 def _target(text: str) -> Settings:
     """The target's code, its folder (its imports look there) and function (None: the
     file's last one); a sample's args and static are the defaults."""
+    from viz.samples import get_sample
+    from viz.settings import Settings
+
     if text.startswith("sample:"):
         try:
             sample = get_sample(text.removeprefix("sample:"))
@@ -65,6 +69,8 @@ def _target(text: str) -> Settings:
 
 def _is_sample(file: Path) -> bool:
     """`samples/mlp.py` typed outside the clone, where the clone's samples are not."""
+    from viz.samples import get_sample
+
     try:
         get_sample(file.stem)
     except KeyError:
@@ -80,6 +86,9 @@ def _option(text: str) -> tuple[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from viz import cli_history
+    from viz.worker import DEFAULT_TIMEOUT_S
+
     parser = argparse.ArgumentParser(prog=command_name(), description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
@@ -164,8 +173,8 @@ def _parser() -> argparse.ArgumentParser:
         help="args spec of one call (repeat for a sequence)",
     )
     cli_history.add_commands(sub)
-    for command in RECORDER_COMMANDS.values():
-        command.add_command(sub)
+    for name in COMMAND_NAMES:
+        command(name).add_command(sub)
     sub.add_parser(
         "app",
         help="start the app (Streamlit's own options pass through, e.g. --server.port 8502)",
@@ -206,6 +215,8 @@ def summarize_report(report: Report) -> str:
         )
     lines.extend(_fusion_lines(report))
     if report.memory:
+        from viz.memory.display import peak_line
+
         lines.extend(filter(None, [peak_line(report.memory, report.source_file)]))
     lines.extend(_specialization_lines(report))
     lines.extend(_sharding_lines(report))
@@ -323,6 +334,9 @@ SHOWN_TRACE_LINES = 5
 
 
 def summarize_cache(events: list[CacheEvent]) -> str:
+    from viz.cache.events import FailedEvent, RoutedEvent
+    from viz.cache.signature import reason_text
+
     lines = []
     for e in events:
         if isinstance(e, FailedEvent):
@@ -373,6 +387,9 @@ def cache_json(reply: CacheReply) -> dict[str, Any]:
 
 
 def _analyze(args: argparse.Namespace, worker: Worker) -> None:
+    from viz import cli_history
+    from viz.worker.protocol import Analyze
+
     settings = _settings(args)
     request = Analyze(
         settings,
@@ -395,6 +412,8 @@ def _analyze(args: argparse.Namespace, worker: Worker) -> None:
 
 
 def _cache(args: argparse.Namespace, worker: Worker) -> None:
+    from viz.worker.protocol import CacheCalls
+
     request = CacheCalls(_settings(args), calls=args.call)
     reply = worker.ask(request)
     if reply.error:  # the worker itself failed (a call's error is an event)
@@ -405,12 +424,14 @@ def _cache(args: argparse.Namespace, worker: Worker) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    recorder_command = RECORDER_COMMANDS.get(argv[0]) if argv else None
-    if recorder_command is not None:  # record and job parse their own arguments
-        return recorder_command.main(argv[1:])  # (record's: the program's, which follow)
+    if argv and argv[0] in COMMAND_NAMES:  # record and job parse their own arguments
+        return command(argv[0]).main(argv[1:])  # (record's: the program's, which follow)
     if argv[:1] == ["app"]:  # Streamlit's options follow: Streamlit parses them
         return _app(argv[1:])
     args = _parser().parse_args(argv)
+    from viz import cli_history
+    from viz.worker import Worker
+
     if args.command in ("history", "diff"):
         return cli_history.main(args)
     worker = Worker(args.device, timeout_s=args.timeout)
