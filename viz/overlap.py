@@ -12,9 +12,10 @@ makes that thread cost the compile next to nothing:
   (`gc_paused`) and CPython's switch interval shortened while XLA compiles
   (`CompileWindow`).
 
-`viz.analyze()` in a user's own process or notebook leaves the user's collector and
-switch interval as they were, and without them a reader beside the compile slows it
-(`reads_beside_compile`): there the IRs are read after the compile.
+`viz.analyze()` in a user's own process or notebook leaves the user's switch interval
+as it is, and without it a reader beside the compile slows it (`reads_beside_compile`):
+there the IRs are read after the compile, with the collector paused for the analysis's
+lowering, compile and reading only (`gc_paused(callers_too=True)`), as it was after.
 """
 
 from __future__ import annotations
@@ -52,20 +53,27 @@ def reads_beside_compile() -> bool:
 
 
 @contextlib.contextmanager
-def gc_paused(settle: bool = True) -> Iterator[None]:
+def gc_paused(settle: bool = True, callers_too: bool = False) -> Iterator[None]:
     """No cyclic garbage collection inside the block, in jitscope's own process (in any
-    other, the block runs as it is). Timed runs pause it as `timeit` does (`settle=False`:
-    a collection mid-sample is not the function's time). Reading a 96-layer model allocates
-    a few hundred thousand small objects, which sets off full collections that walk
-    every object alive, the jaxpr and the graphs included, again and again (a third of
-    the readers' time), and frees nothing: the readers make no reference cycles.
+    other, the block runs as it is, unless `callers_too`). Timed runs pause it as
+    `timeit` does (`settle=False`: a collection mid-sample is not the function's time).
+    Reading a 96-layer model allocates a few hundred thousand small objects, which sets
+    off full collections that walk every object alive, the jaxpr and the graphs
+    included, again and again (a third of the readers' time), and frees nothing: the
+    readers make no reference cycles.
 
     What the block made lives as long as the report: it goes straight to the oldest
     generation (`gc.freeze()` then `gc.unfreeze()` move every object there without
     walking any), which only a full collection walks. Left young, the first collections
     after the block walked all of it three times over (youngest, middle, then a full
-    collection it set off): 0.2 s after a 96-layer model's analysis."""
-    if not _own_process:  # a user's process: their collector is theirs
+    collection it set off): 0.2 s after a 96-layer model's analysis.
+
+    `callers_too`: in a caller's own process as well (`viz.analyze()`'s lowering,
+    compile and reading, where a caller's objects made each full collection longer:
+    a third of a 12-layer analysis). The collector is as it was once the block is left,
+    however it is left (an exception, a KeyboardInterrupt, a timeout's signal): enabled
+    or not, its thresholds untouched, nothing left frozen."""
+    if not (_own_process or callers_too):  # a user's process: their collector is theirs
         yield
         return
     was_enabled = gc.isenabled()

@@ -31,6 +31,7 @@ import jax
 
 from viz import readers
 from viz.errors import USER_EXITS, UserCodeError
+from viz.fusion.map import FusionMap
 from viz.fusion.report import PROFILE_RUNS, fusion_map_section, profile_section
 from viz.hlo_dump import OptimizedHloDump
 from viz.ir.stablehlo import module_bytecode
@@ -156,6 +157,11 @@ class _Analysis:
             jax_version=jax.__version__,
         )
         self.found = Sections()
+        # in a caller's own process (`viz.analyze()`, a notebook) the IRs are read after
+        # the compile, on the calling thread: what a caller may never read (each IR's
+        # view and text, the fusion map, the sharding, XLA's cost analysis and the
+        # memory profile) is made where it is first read, not before analyze returns
+        self.lazy = not reads_beside_compile()
         self.stream = _Stream(on_stage, self.glimpse)
         self.args: Args | None = None
         self.traced: Traced | None = None
@@ -174,11 +180,12 @@ class _Analysis:
         self.traced = trace(self.target, self.args)
         found.seconds["trace"] = self.traced.seconds
         stream.stage("lower")
-        with gc_paused():
+        with gc_paused(callers_too=True):  # restored however the block is left
             self.compiled = compiled = self._lower_and_compile(self.traced, mlir)
-        found.sharding = readers.sharding_of(
-            compiled, found.graph("compiled"), found.fusion_entries
+        sharding = Later(
+            lambda: readers.sharding_of(compiled, found.graph("compiled"), found.fusion_entries)
         )
+        found.sharding = sharding if self.lazy else sharding.value()
         if runs > 0:
             found.analysed()  # the memory check before the runs reads the profile, lines given
             stream.stage("run")  # the compiled program is all known: drawn before the runs
@@ -235,19 +242,27 @@ class _Analysis:
         compiled, memory = self._compile(traced, lowered)
         found.seconds["compile"] = compiled.seconds
         dumped = self.early.compiled if self.early else None
-        found.executable = exe = readers.read_executable(compiled, dumped)
+        found.executable = exe = readers.read_executable(compiled, dumped, self.lazy)
         if exe.shown.fusion_map is not None:  # made from the dump's graph, the one shown
             found.fusion_map = Found(exe.shown.fusion_map)
         else:
-            sides = sides_of(found.irs())
-            found.fusion_map = fusion_map_section(found.graphs(), self.target.user_file, sides)
-        graph, kernels = exe.shown.read.graph, found.fusion_entries
-        analyses = Later(lambda: readers.analyses_of(compiled, memory, graph, kernels))
-        found.analyses = analyses if self.defer else analyses.value()
+            fusion_map = Later(self._fusion_map)
+            found.fusion_map = fusion_map if self.lazy else fusion_map.value()
+        graph = exe.shown.read.graph
+        analyses = Later(lambda: readers.analyses_of(compiled, memory, graph, found.fusion_entries))
+        found.analyses = analyses if self.defer or self.lazy else analyses.value()
         if self.target.donate and found.stablehlo is not None:
             alias_bytes = analyses.value().memory.alias_bytes
             found.donation = readers.donation_of(compiled, found.stablehlo, exe, alias_bytes)
+        if self.lazy:  # XLA's memory analysis is not left running beside the caller
+            memory.get()
         return compiled
+
+    def _fusion_map(self) -> Found[FusionMap] | None:
+        """The fusion map of the IRs read (their sides where made beside the compile)."""
+        found = self.found
+        sides = sides_of(found.irs())
+        return fusion_map_section(found.graphs(), self.target.user_file, sides)
 
     def _compile(
         self, traced: Traced, lowered: Lowered
@@ -316,7 +331,8 @@ class _Analysis:
         finally:  # a failed compile keeps what the readers find
             no_dump = OptimizedHloDump({}, wanted=False)
             user_file, told = self.target.user_file, self.stream.read
-            self._keep(readers.read_early(traced, bytecode, no_dump, user_file, told))
+            early = readers.read_early(traced, bytecode, no_dump, user_file, told, self.lazy)
+            self._keep(early)
         return compiled, memory
 
     def _keep(self, early: Early) -> None:
