@@ -88,6 +88,18 @@ def gc_paused(settle: bool = True, callers_too: bool = False) -> Iterator[None]:
             gc.enable()
 
 
+def collector_paused(make: Callable[[], T]) -> Callable[[], T]:
+    """`make`, run with the collector paused (`gc_paused(callers_too=True)`): a part of
+    a caller's report made where first read (`viz.plain.Later`) reads as the analysis
+    did, without full collections walking the caller's objects."""
+
+    def made() -> T:
+        with gc_paused(callers_too=True):
+            return make()
+
+    return made
+
+
 class CompileWindow:
     """When a reader beside XLA's compile runs, as far as the GIL goes: CPython hands
     the GIL from a busy thread to a waiting one only once the waiter has waited its

@@ -35,7 +35,14 @@ from viz.fusion.map import FusionMap
 from viz.fusion.report import PROFILE_RUNS, fusion_map_section, profile_section
 from viz.hlo_dump import OptimizedHloDump
 from viz.ir.stablehlo import module_bytecode
-from viz.overlap import Background, CompileWindow, IdlePriority, gc_paused, reads_beside_compile
+from viz.overlap import (
+    Background,
+    CompileWindow,
+    IdlePriority,
+    collector_paused,
+    gc_paused,
+    reads_beside_compile,
+)
 from viz.plain import Later
 from viz.progress import OnStage, glimpse
 from viz.readers import Early
@@ -183,7 +190,9 @@ class _Analysis:
         with gc_paused(callers_too=True):  # restored however the block is left
             self.compiled = compiled = self._lower_and_compile(self.traced, mlir)
         sharding = Later(
-            lambda: readers.sharding_of(compiled, found.graph("compiled"), found.fusion_entries)
+            collector_paused(
+                lambda: readers.sharding_of(compiled, found.graph("compiled"), found.fusion_entries)
+            )
         )
         found.sharding = sharding if self.lazy else sharding.value()
         if runs > 0:
@@ -246,10 +255,14 @@ class _Analysis:
         if exe.shown.fusion_map is not None:  # made from the dump's graph, the one shown
             found.fusion_map = Found(exe.shown.fusion_map)
         else:
-            fusion_map = Later(self._fusion_map)
+            fusion_map = Later(collector_paused(self._fusion_map))
             found.fusion_map = fusion_map if self.lazy else fusion_map.value()
         graph = exe.shown.read.graph
-        analyses = Later(lambda: readers.analyses_of(compiled, memory, graph, found.fusion_entries))
+        analyses = Later(
+            collector_paused(
+                lambda: readers.analyses_of(compiled, memory, graph, found.fusion_entries)
+            )
+        )
         found.analyses = analyses if self.defer or self.lazy else analyses.value()
         if self.target.donate and found.stablehlo is not None:
             alias_bytes = analyses.value().memory.alias_bytes

@@ -25,7 +25,7 @@ from viz.ir.kernels import fusion_count, kernel_count, kernels
 from viz.ir.stablehlo import StableHLOReading, module_copy
 from viz.memory.model import Residual
 from viz.memory.profile import MemoryProfile
-from viz.overlap import Background
+from viz.overlap import Background, collector_paused
 from viz.plain import Later
 from viz.report import Cost, Donation, FusionEntry, GraphSummary, Kernel, Memory
 from viz.sections import (
@@ -63,11 +63,11 @@ def read_ir(
         warning = f"could not read the {name} graph: {type(exc).__name__}: {exc}"
         found = IRRead(name, "", warning=warning)
     else:
-        view = Later(lambda: GraphSummary(**viz.graph.summary(graph)))
+        view = Later(collector_paused(lambda: GraphSummary(**viz.graph.summary(graph))))
         found = IRRead(name, "", graph, view if lazy else view.value(), model.op_histogram(graph))
     if seen is not None:
         seen(found)
-    return replace(found, text=Later(text) if lazy else text())
+    return replace(found, text=Later(collector_paused(text)) if lazy else text())
 
 
 def with_side(read: IRRead) -> IRRead:
