@@ -948,6 +948,34 @@ def test_in_the_callers_process_what_is_not_read_is_made_when_first_read():
     assert "tanh" in report.jaxpr.text and not pending(report, "fusion_map")
 
 
+@pytest.mark.parametrize("process", ["the worker's", "a caller's"])
+def test_nothing_of_jitscope_runs_beside_the_timed_runs(
+    monkeypatch: pytest.MonkeyPatch, process: str
+):
+    """The reader thread, and XLA's memory analysis on its own thread, are done before
+    the first timed run (issue #60): a run's median is the function's alone."""
+    import threading
+
+    import viz.overlap
+    import viz.stages
+
+    beside: list[list[str]] = []
+    real = viz.stages.Compiled.time_runs
+
+    def time_runs(self: Any, *args: Any) -> Any:
+        beside.append([t.name for t in threading.enumerate() if t.name.startswith("jitscope")])
+        return real(self, *args)
+
+    monkeypatch.setattr(viz.stages.Compiled, "time_runs", time_runs)
+    viz.overlap.own_process(process == "the worker's")
+    try:
+        report = analyze(_chain, "f32[8,14]", runs=3)
+    finally:
+        viz.overlap.own_process(False)
+    assert report.ok and report.run is not None
+    assert beside == [[]]
+
+
 def test_an_executable_without_text_is_a_warning(monkeypatch: pytest.MonkeyPatch):
     import viz.pipeline
     import viz.stages
