@@ -156,7 +156,8 @@ class Background(Generic[T]):
     """`fn()` on a thread of its own; `result()` waits for it and returns what it
     returned, or raises what it raised. An `idle` thread runs only on the CPU time the
     rest of the process leaves idle (`IdlePriority`) until `resume()`; with a
-    `priority` of its own, `fn` lowers it when it sees fit and `resume()` restores it."""
+    `priority` of its own, `fn` lowers it when it sees fit and `resume()` restores it.
+    `deferred`: the thread starts where its result is first asked for, not before."""
 
     def __init__(
         self,
@@ -164,6 +165,7 @@ class Background(Generic[T]):
         name: str = "reader",
         idle: bool = False,
         priority: IdlePriority | None = None,
+        deferred: bool = False,
     ):
         self._fn = fn
         self._value: T | None = None
@@ -171,7 +173,9 @@ class Background(Generic[T]):
         self._idle = idle
         self._priority = IdlePriority() if idle else priority
         self._thread = threading.Thread(target=self._run, name=f"jitscope-{name}", daemon=True)
-        self._thread.start()
+        self._starting = threading.Lock()
+        if not deferred:
+            self._thread.start()
 
     def _run(self) -> None:
         if self._idle and self._priority is not None:
@@ -186,15 +190,21 @@ class Background(Generic[T]):
         if self._priority is not None:
             self._priority.restore()
 
-    def result(self) -> T:
+    def _join(self) -> None:
+        with self._starting:
+            if self._thread.ident is None:  # deferred, and asked for now
+                self._thread.start()
         self._thread.join()
+
+    def result(self) -> T:
+        self._join()
         if self._error is not None:
             raise self._error
         return cast(T, self._value)
 
     def get(self) -> T | None:
         """`result()`, or None where `fn` raised (whoever calls `result()` learns why)."""
-        self._thread.join()
+        self._join()
         return self._value if self._error is None else None
 
 

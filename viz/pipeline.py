@@ -267,8 +267,6 @@ class _Analysis:
         if self.target.donate and found.stablehlo is not None:
             alias_bytes = analyses.value().memory.alias_bytes
             found.donation = readers.donation_of(compiled, found.stablehlo, exe, alias_bytes)
-        if self.lazy:  # XLA's memory analysis is not left running beside the caller
-            memory.get()
         return compiled
 
     def _fusion_map(self) -> Found[FusionMap] | None:
@@ -335,12 +333,13 @@ class _Analysis:
         self, traced: Traced, lowered: Lowered, bytecode: bytes
     ) -> tuple[Compiled, Background[readers.MemoryRead]]:
         """XLA's compile with nothing beside it, then the IRs read on the calling thread
-        while XLA's memory analysis runs (`viz.overlap.reads_beside_compile`: in a
-        process not jitscope's own). No dump: the compiled HLO is read from the
-        executable's text."""
+        (`viz.overlap.reads_beside_compile`: in a process not jitscope's own). No dump:
+        the compiled HLO is read from the executable's text. XLA's memory analysis is
+        made with the rest of XLA's analyses, where first read (`lazy`): nothing of
+        jitscope's runs on beside the caller once `analyze` returns."""
         try:
             compiled = lowered.compile()
-            memory = Background(lambda: readers.read_memory(compiled), "xla")
+            memory = Background(lambda: readers.read_memory(compiled), "xla", deferred=self.lazy)
         finally:  # a failed compile keeps what the readers find
             no_dump = OptimizedHloDump({}, wanted=False)
             user_file, told = self.target.user_file, self.stream.read
