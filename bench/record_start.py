@@ -49,7 +49,10 @@ def spread(values: list[float], unit: str = " s") -> str:
 
 
 def measure(script: Path, rounds: int, against: str | None, home: str) -> dict[str, list[float]]:
-    env = {**os.environ, "JITSCOPE_HOME": home}
+    # bytecode cached as an installed package has it (in a folder of the bench's own:
+    # with PYTHONDONTWRITEBYTECODE, every start compiled viz's sources again)
+    env = {**os.environ, "JITSCOPE_HOME": home, "PYTHONPYCACHEPREFIX": f"{home}/pycache"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     recorded = [sys.executable, "-m", "viz", "record", "--", str(script)]  # history in a temp home
     ways = {"alone": ([sys.executable, str(script)], env)}
     ways["recorded (this checkout)"] = (recorded, {**env, "PYTHONPATH": str(HERE)})
