@@ -14,8 +14,8 @@ makes that thread cost the compile next to nothing:
 
 `viz.analyze()` in a user's own process or notebook leaves the user's switch interval
 as it is, and without it a reader beside the compile slows it (`reads_beside_compile`):
-there the IRs are read after the compile, with the collector paused for the analysis's
-lowering, compile and reading only (`gc_paused(callers_too=True)`), as it was after.
+there the IRs are read after the compile, with the collector paused for that reading
+only (`gc_paused(callers_too=True)`), as it was after.
 """
 
 from __future__ import annotations
@@ -68,11 +68,12 @@ def gc_paused(settle: bool = True, callers_too: bool = False) -> Iterator[None]:
     after the block walked all of it three times over (youngest, middle, then a full
     collection it set off): 0.2 s after a 96-layer model's analysis.
 
-    `callers_too`: in a caller's own process as well (`viz.analyze()`'s lowering,
-    compile and reading, where a caller's objects made each full collection longer:
-    a third of a 12-layer analysis). The collector is as it was once the block is left,
-    however it is left (an exception, a KeyboardInterrupt, a timeout's signal): enabled
-    or not, its thresholds untouched, nothing left frozen."""
+    `callers_too`: in a caller's own process as well (`viz.analyze()`'s reading, after
+    the compile, where a caller's objects made each full collection longer: a third of
+    a 12-layer analysis; its lowering and compile run as `jax.jit`'s would, so that
+    `compile_s` is what the caller gets from `jax.jit`). The collector is as it was once
+    the block is left, however it is left (an exception, a KeyboardInterrupt, a
+    timeout's signal): enabled or not, its thresholds untouched, nothing left frozen."""
     if not (_own_process or callers_too):  # a user's process: their collector is theirs
         yield
         return

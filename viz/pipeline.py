@@ -187,7 +187,7 @@ class _Analysis:
         self.traced = trace(self.target, self.args)
         found.seconds["trace"] = self.traced.seconds
         stream.stage("lower")
-        with gc_paused(callers_too=True):  # restored however the block is left
+        with gc_paused():  # in the worker: lowering and compile too
             self.compiled = compiled = self._lower_and_compile(self.traced, mlir)
         sharding = Later(
             collector_paused(
@@ -236,8 +236,8 @@ class _Analysis:
         return assemble(self.subject, found)
 
     def _lower_and_compile(self, traced: Traced, mlir: bool) -> Compiled:
-        """Lower and compile, every IR read (see `_compile`), then what the compile made:
-        the executable's sections, the fusion map and the donation."""
+        """Lower and compile, every IR read (see `_compile`), then what the compile made
+        (`_read_executable`)."""
         found = self.found
         try:
             lowered = traced.lower()
@@ -250,6 +250,14 @@ class _Analysis:
             found.mlir = lowered.text(debug_info=True)
         compiled, memory = self._compile(traced, lowered)
         found.seconds["compile"] = compiled.seconds
+        with gc_paused(callers_too=True):  # given back however the block is left
+            self._read_executable(compiled, memory)
+        return compiled
+
+    def _read_executable(self, compiled: Compiled, memory: Background[readers.MemoryRead]) -> None:
+        """What the compile made: the executable's sections, the fusion map, XLA's
+        analyses and the donation (in a caller's process, made where first read)."""
+        found = self.found
         dumped = self.early.compiled if self.early else None
         found.executable = exe = readers.read_executable(compiled, dumped, self.lazy)
         if exe.shown.fusion_map is not None:  # made from the dump's graph, the one shown
@@ -267,7 +275,6 @@ class _Analysis:
         if self.target.donate and found.stablehlo is not None:
             alias_bytes = analyses.value().memory.alias_bytes
             found.donation = readers.donation_of(compiled, found.stablehlo, exe, alias_bytes)
-        return compiled
 
     def _fusion_map(self) -> Found[FusionMap] | None:
         """The fusion map of the IRs read (their sides where made beside the compile)."""
@@ -343,7 +350,9 @@ class _Analysis:
         finally:  # a failed compile keeps what the readers find
             no_dump = OptimizedHloDump({}, wanted=False)
             user_file, told = self.target.user_file, self.stream.read
-            early = readers.read_early(traced, bytecode, no_dump, user_file, told, self.lazy)
+            with gc_paused(callers_too=True):  # the reading, not the compile: compile_s
+                # is what jax.jit takes in the caller's process, collector and all
+                early = readers.read_early(traced, bytecode, no_dump, user_file, told, self.lazy)
             self._keep(early)
         return compiled, memory
 
