@@ -7,8 +7,10 @@ specialization's rows are read on a thread while XLA compiles, then the compiled
 from the text XLA dumps once its passes are done, while it generates code
 (`viz.hlo_dump`), checked against the executable's text after the compile (and read
 from that text where they differ). In a caller's own process (`viz.analyze()`, a
-notebook) all of them are read after the compile (`viz.overlap.reads_beside_compile`).
-`compile_s` is XLA's time alone.
+notebook) all of them are read after the compile (`viz.overlap.reads_beside_compile`),
+with the collector paused for that reading only, and what a caller may never read (each
+IR's view and text, the fusion map, the sharding, XLA's analyses) is made where first
+read (`viz.plain.Later`). `compile_s` is XLA's time alone.
 
 Each stage and reader (`viz.readers`) returns its section (`viz.sections`); the analysis
 keeps them as they come, and the Report is assembled from them once, at the end
