@@ -42,7 +42,13 @@ def whole() -> tuple[Analyze, Report]:
     settings = Settings(
         code=sample.code, sample=sample.name, function=sample.function, args=sample.args
     )
-    report = analyze_target(Target.from_settings(settings), settings.args, 0, mlir=True)
+    import viz.overlap
+
+    viz.overlap.own_process()  # as in the worker: read whole (a caller's is made on read)
+    try:
+        report = analyze_target(Target.from_settings(settings), settings.args, 0, mlir=True)
+    finally:
+        viz.overlap.own_process(False)
     assert report.ok and report.fusion_map and report.kernels and report.mlir
     return Analyze(settings, runs=0), report
 

@@ -634,9 +634,9 @@ def test_the_compiled_graph_read_from_the_dump_is_the_executables(
     threads: list[str] = []
     real = viz.readers.read_compiled_text
 
-    def read(text: str) -> Any:
+    def read(text: str, *lazy: bool) -> Any:
         threads.append(threading.current_thread().name)
-        return real(text)
+        return real(text, *lazy)
 
     monkeypatch.setattr(viz.readers, "read_compiled_text", read)
     monkeypatch.setattr(viz.pipeline, "DUMP_FROM_BYTES", 0)  # a chain this small is not dumped
@@ -868,6 +868,123 @@ def test_the_report_is_the_same_read_beside_the_compile_or_after_it(
     assert beside == after
 
 
+def _interpreter() -> tuple[Any, ...]:
+    """What a caller's interpreter must be left as: its collector and switch interval."""
+    import gc
+    import sys
+
+    return gc.isenabled(), gc.get_threshold(), gc.get_freeze_count(), sys.getswitchinterval()
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _timeout(signum: int, frame: Any) -> None:
+    raise _Timeout
+
+
+@pytest.mark.parametrize("collector", ["enabled", "disabled by the caller"])
+@pytest.mark.parametrize(
+    "ending", ["returns", "the user's function raises", "KeyboardInterrupt", "a timeout"]
+)
+def test_the_callers_interpreter_is_left_as_it_was(
+    monkeypatch: pytest.MonkeyPatch, collector: str, ending: str
+):
+    """viz.analyze() pauses the caller's collector for its reading after the compile
+    (issue #60), and gives it back as it was, however the call ends."""
+    import gc
+    import signal
+
+    import viz.readers
+    import viz.stages
+
+    seen: dict[str, list[bool]] = {"compile": [], "reading": []}  # the collector on?
+    real_compile, real_read = viz.stages.Lowered.compile, viz.readers.read_early
+
+    def compile(self: Any, extra_options: dict[str, Any] | None = None) -> Any:
+        seen["compile"].append(gc.isenabled())
+        return real_compile(self, extra_options)
+
+    def read_early(*args: Any) -> Any:
+        seen["reading"].append(gc.isenabled())
+        if ending == "KeyboardInterrupt":
+            raise KeyboardInterrupt
+        if ending == "a timeout":  # a caller's alarm going off in the reading
+            signal.setitimer(signal.ITIMER_REAL, 0.01)
+            time.sleep(5)
+        return real_read(*args)
+
+    def fails(x):
+        raise ValueError("the user's bug")
+
+    monkeypatch.setattr(viz.stages.Lowered, "compile", compile)
+    monkeypatch.setattr(viz.readers, "read_early", read_early)
+    previous = signal.signal(signal.SIGALRM, _timeout)
+    if collector != "enabled":
+        gc.disable()
+    try:
+        before = _interpreter()
+        if ending in ("returns", "the user's function raises"):
+            fn = fails if ending == "the user's function raises" else _chain
+            report = analyze(fn, "f32[8,11]", runs=2)
+            assert report.ok == (ending == "returns")
+        else:
+            with pytest.raises(KeyboardInterrupt if ending == "KeyboardInterrupt" else _Timeout):
+                analyze(_chain, "f32[8,11]", runs=0)
+        assert _interpreter() == before
+        if ending == "the user's function raises":  # in the trace: nothing compiled or read
+            assert seen == {"compile": [], "reading": []}
+        else:  # the compile as jax.jit's, the collector as the caller had it
+            assert seen == {"compile": [collector == "enabled"], "reading": [False]}
+    finally:
+        gc.enable()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_in_the_callers_process_what_is_not_read_is_made_when_first_read():
+    """The views, texts, fusion map, sharding and XLA's analyses wait for their first
+    reader; the counts and timings do not."""
+    from viz.plain import pending
+
+    report = analyze(_chain, "f32[8,12]", runs=0)
+    later = ("graphs", "fusion_map", "fusion_map_coverage", "warnings", "cost", "memory")
+    assert all(pending(report, name) for name in later)
+    assert pending(report.jaxpr, "text") and pending(report.stablehlo, "text")
+    assert report.jaxpr.eqn_count and report.compiled.kernel_count
+    assert report.fusion_map and report.graphs["compiled"].visible_nodes
+    assert "tanh" in report.jaxpr.text and not pending(report, "fusion_map")
+
+
+@pytest.mark.parametrize("process", ["the worker's", "a caller's"])
+def test_nothing_of_jitscope_runs_beside_the_timed_runs(
+    monkeypatch: pytest.MonkeyPatch, process: str
+):
+    """The reader thread, and XLA's memory analysis on its own thread, are done before
+    the first timed run (issue #60): a run's median is the function's alone."""
+    import threading
+
+    import viz.overlap
+    import viz.stages
+
+    beside: list[list[str]] = []
+    real = viz.stages.Compiled.time_runs
+
+    def time_runs(self: Any, *args: Any) -> Any:
+        beside.append([t.name for t in threading.enumerate() if t.name.startswith("jitscope")])
+        return real(self, *args)
+
+    monkeypatch.setattr(viz.stages.Compiled, "time_runs", time_runs)
+    viz.overlap.own_process(process == "the worker's")
+    try:
+        report = analyze(_chain, "f32[8,14]", runs=3)
+    finally:
+        viz.overlap.own_process(False)
+    assert report.ok and report.run is not None
+    assert beside == [[]]
+
+
 def test_an_executable_without_text_is_a_warning(monkeypatch: pytest.MonkeyPatch):
     import viz.pipeline
     import viz.stages
@@ -890,7 +1007,9 @@ def test_the_jaxpr_graph_names_each_input_leaf_as_jax_does():
 
 def test_analyze_in_the_callers_process_leaves_its_gc_and_switch_interval_alone():
     """viz.analyze() in a user's process or notebook: sampled every millisecond, the
-    collector stays on and the switch interval as it was; no thread is left behind."""
+    switch interval stays as it was, and the collector, paused for the analysis's
+    reading after the compile only (issue #60), is on again once each call
+    returns; no thread is left behind."""
     import gc
     import sys
     import threading
@@ -913,11 +1032,12 @@ def test_analyze_in_the_callers_process_leaves_its_gc_and_switch_interval_alone(
         for fn, spec in ((_chain, "f32[64,64]"), (block, sample.args), (_chain, "f32[8,8]")):
             report = analyze(fn, spec, runs=2)
             assert report.ok, report.error
+            assert gc.isenabled()
     finally:
         done.set()
         sampler.join()
     assert len(samples) > 50
-    assert {s for s in samples} == {(True, interval)}
+    assert {interval for _, interval in samples} == {interval}
     assert {t.name for t in threading.enumerate()} == before
 
 

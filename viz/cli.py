@@ -23,28 +23,25 @@ import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from viz import cli_history
-from viz.cache.events import CacheEvent, FailedEvent, RoutedEvent
-from viz.cache.signature import reason_text
-from viz.device_time import device_time_words
-from viz.fusion.profile import Profile
-from viz.fusion.roofline import peaks_words, point_words, roofline
 from viz.locations import APP_SCRIPT, invoked_name
-from viz.memory.display import padding_text, peak_line, spaces_text
 from viz.options import parse_option
 from viz.platforms import DeviceConfig, DeviceError, examples, held, written
-from viz.recorder import RECORDER_COMMANDS
-from viz.report import Report
-from viz.samples import get_sample, list_samples
-from viz.settings import Settings
-from viz.source import parse_python
-from viz.spec.text import SpecError, split_spec
-from viz.specialization import SpecializedArg
+from viz.recorder.cli import COMMAND_NAMES, command
 from viz.units import count, nbytes, seconds
-from viz.worker import DEFAULT_TIMEOUT_S, Worker
-from viz.worker.protocol import Analyze, CacheCalls, CacheReply, ReplyT, Request
+
+if TYPE_CHECKING:
+    from viz.cache.events import CacheEvent
+    from viz.fusion.profile import Profile
+    from viz.report import Report
+    from viz.settings import Settings
+    from viz.specialization import SpecializedArg
+    from viz.worker import Worker
+    from viz.worker.protocol import CacheReply, ReplyT, Request
+
+# The rest is imported where it is used: `jitscope record` starts its program without
+# the analysis's imports (numpy, the report, the worker: 0.3 s)
 
 WAIT_POLL_S = 5.0  # how often --wait looks whether a held device is free
 
@@ -52,6 +49,9 @@ WAIT_POLL_S = 5.0  # how often --wait looks whether a held device is free
 def _target(text: str) -> Settings:
     """The target's code, its folder (its imports look there) and function (None: the
     file's last one); a sample's args and static are the defaults."""
+    from viz.samples import get_sample
+    from viz.settings import Settings
+
     if text.startswith("sample:"):
         try:
             sample = get_sample(text.removeprefix("sample:"))
@@ -77,6 +77,8 @@ def _target(text: str) -> Settings:
 
 def _is_sample(file: Path) -> bool:
     """`samples/mlp.py` typed outside the clone, where the clone's samples are not."""
+    from viz.samples import get_sample
+
     try:
         get_sample(file.stem)
     except KeyError:
@@ -99,6 +101,9 @@ def _option(text: str) -> tuple[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from viz import cli_history
+    from viz.worker import DEFAULT_TIMEOUT_S
+
     parser = argparse.ArgumentParser(
         prog=invoked_name(), description=__doc__.splitlines()[0], epilog=_samples_help()
     )
@@ -210,8 +215,8 @@ def _parser() -> argparse.ArgumentParser:
         help="args spec of one call (repeat for a sequence)",
     )
     cli_history.add_commands(sub)
-    for command in RECORDER_COMMANDS.values():
-        command.add_command(sub)
+    for name in COMMAND_NAMES:
+        command(name).add_command(sub)
     sub.add_parser(
         "app",
         help="start the app (Streamlit's own options pass through, e.g. --server.port 8502)",
@@ -221,6 +226,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _samples_help() -> str:
     """The samples a target can name, for `--help`."""
+    from viz.samples import list_samples
+
     names = ", ".join(s.name for s in list_samples())
     return f"samples (sample:NAME, with their own args): {names or 'none installed'}"
 
@@ -257,6 +264,8 @@ def missing_args(settings: Settings, specs: list[str], flag: str = "--args") -> 
 
 def _spec_items(spec: str) -> list[str] | None:
     """The spec's top-level items (None: it does not split; the worker will say why)."""
+    from viz.spec.text import SpecError, split_spec
+
     try:
         return split_spec(spec) if spec.strip() else []
     except SpecError:
@@ -282,6 +291,8 @@ def _missing_text(
 
 def _definition(code: str, function: str | None) -> ast.FunctionDef | None:
     """The top-level `def` the target names (None: FUNC's last one), or None."""
+    from viz.source import parse_python
+
     try:
         tree = parse_python(code)
     except (SyntaxError, ValueError):
@@ -300,6 +311,8 @@ def _required_params(definition: ast.FunctionDef) -> list[str]:
 
 def _module_names(code: str) -> set[str]:
     """The names the module assigns at its top level (`params = init(...)`)."""
+    from viz.source import parse_python
+
     return {
         t.id
         for node in parse_python(code).body
@@ -337,6 +350,8 @@ def _app(streamlit_options: list[str]) -> int:
 
 
 def summarize_report(report: Report) -> str:
+    from viz.device_time import device_time_words
+
     lines = [f"{report.function}({report.args}) on {report.device} · jax {report.jax_version}"]
     t = report.timings
     if report.jaxpr:
@@ -353,6 +368,8 @@ def summarize_report(report: Report) -> str:
         )
     lines.extend(_fusion_lines(report))
     if report.memory:
+        from viz.memory.display import padding_text, peak_line, spaces_text
+
         memory, source = report.memory, report.source_file
         said = [peak_line(memory, source), padding_text(memory, source), spaces_text(memory)]
         lines.extend(filter(None, said))
@@ -430,6 +447,8 @@ def _kernel_title(name: str, titles: dict[str, str]) -> str:
 
 
 def _roofline_lines(prof: Profile, titles: dict[str, str]) -> list[str]:
+    from viz.fusion.roofline import peaks_words, point_words, roofline
+
     line = roofline(prof)
     head = f"roofline on {peaks_words(line.peaks)}" if line.peaks else f"roofline: {line.note}"
     slowest = sorted(line.points, key=lambda p: -p.seconds)[:TOP_KERNELS]
@@ -522,6 +541,9 @@ SHOWN_TRACE_LINES = 5
 
 
 def summarize_cache(events: list[CacheEvent]) -> str:
+    from viz.cache.events import FailedEvent, RoutedEvent
+    from viz.cache.signature import reason_text
+
     lines = []
     for e in events:
         if isinstance(e, FailedEvent):
@@ -542,6 +564,8 @@ def summarize_cache(events: list[CacheEvent]) -> str:
 
 
 def _write_json(path: Path | None, data: Any, what: str) -> None:
+    from viz import cli_history
+
     if path:
         path.write_text(json.dumps(data, indent=2, default=str))
         cli_history.wrote(what, path)
@@ -549,6 +573,8 @@ def _write_json(path: Path | None, data: Any, what: str) -> None:
 
 def _write_exports(args: argparse.Namespace, report: Report) -> None:
     """--mlir and --trace (issue #12); a missing one is said on stderr, not fatal."""
+    from viz import cli_history
+
     if args.mlir:
         if report.mlir:
             args.mlir.write_text(report.mlir)
@@ -576,6 +602,9 @@ def cache_json(reply: CacheReply) -> dict[str, Any]:
 
 
 def _analyze(args: argparse.Namespace, worker: Worker) -> None:
+    from viz import cli_history
+    from viz.worker.protocol import Analyze
+
     settings = _settings(args)
     request = Analyze(
         settings,
@@ -616,6 +645,8 @@ def ask_waiting(
 
 
 def _cache(args: argparse.Namespace, worker: Worker) -> None:
+    from viz.worker.protocol import CacheCalls
+
     request = CacheCalls(_settings(args), calls=args.call)
     reply = worker.ask(request)
     if reply.error:  # the worker itself failed (a call's error is an event)
@@ -626,12 +657,14 @@ def _cache(args: argparse.Namespace, worker: Worker) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    recorder_command = RECORDER_COMMANDS.get(argv[0]) if argv else None
-    if recorder_command is not None:  # record and job parse their own arguments
-        return recorder_command.main(argv[1:])  # (record's: the program's, which follow)
+    if argv and argv[0] in COMMAND_NAMES:  # record and job parse their own arguments
+        return command(argv[0]).main(argv[1:])  # (record's: the program's, which follow)
     if argv[:1] == ["app"]:  # Streamlit's options follow: Streamlit parses them
         return _app(argv[1:])
     args = _parser().parse_args(argv)
+    from viz import cli_history
+    from viz.worker import Worker
+
     if args.command in ("history", "diff"):
         return cli_history.main(args)
     settings = _settings(args)

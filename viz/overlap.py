@@ -12,9 +12,10 @@ makes that thread cost the compile next to nothing:
   (`gc_paused`) and CPython's switch interval shortened while XLA compiles
   (`CompileWindow`).
 
-`viz.analyze()` in a user's own process or notebook leaves the user's collector and
-switch interval as they were, and without them a reader beside the compile slows it
-(`reads_beside_compile`): there the IRs are read after the compile.
+`viz.analyze()` in a user's own process or notebook leaves the user's switch interval
+as it is, and without it a reader beside the compile slows it (`reads_beside_compile`):
+there the IRs are read after the compile, with the collector paused for that reading
+only (`gc_paused(callers_too=True)`), as it was after.
 """
 
 from __future__ import annotations
@@ -52,20 +53,28 @@ def reads_beside_compile() -> bool:
 
 
 @contextlib.contextmanager
-def gc_paused(settle: bool = True) -> Iterator[None]:
+def gc_paused(settle: bool = True, callers_too: bool = False) -> Iterator[None]:
     """No cyclic garbage collection inside the block, in jitscope's own process (in any
-    other, the block runs as it is). Timed runs pause it as `timeit` does (`settle=False`:
-    a collection mid-sample is not the function's time). Reading a 96-layer model allocates
-    a few hundred thousand small objects, which sets off full collections that walk
-    every object alive, the jaxpr and the graphs included, again and again (a third of
-    the readers' time), and frees nothing: the readers make no reference cycles.
+    other, the block runs as it is, unless `callers_too`). Timed runs pause it as
+    `timeit` does (`settle=False`: a collection mid-sample is not the function's time).
+    Reading a 96-layer model allocates a few hundred thousand small objects, which sets
+    off full collections that walk every object alive, the jaxpr and the graphs
+    included, again and again (a third of the readers' time), and frees nothing: the
+    readers make no reference cycles.
 
     What the block made lives as long as the report: it goes straight to the oldest
     generation (`gc.freeze()` then `gc.unfreeze()` move every object there without
     walking any), which only a full collection walks. Left young, the first collections
     after the block walked all of it three times over (youngest, middle, then a full
-    collection it set off): 0.2 s after a 96-layer model's analysis."""
-    if not _own_process:  # a user's process: their collector is theirs
+    collection it set off): 0.2 s after a 96-layer model's analysis.
+
+    `callers_too`: in a caller's own process as well (`viz.analyze()`'s reading, after
+    the compile, where a caller's objects made each full collection longer: a third of
+    a 12-layer analysis; its lowering and compile run as `jax.jit`'s would, so that
+    `compile_s` is what the caller gets from `jax.jit`). The collector is as it was once
+    the block is left, however it is left (an exception, a KeyboardInterrupt, a
+    timeout's signal): enabled or not, its thresholds untouched, nothing left frozen."""
+    if not (_own_process or callers_too):  # a user's process: their collector is theirs
         yield
         return
     was_enabled = gc.isenabled()
@@ -78,6 +87,18 @@ def gc_paused(settle: bool = True) -> Iterator[None]:
             gc.unfreeze()
         if was_enabled:
             gc.enable()
+
+
+def collector_paused(make: Callable[[], T]) -> Callable[[], T]:
+    """`make`, run with the collector paused (`gc_paused(callers_too=True)`): a part of
+    a caller's report made where first read (`viz.plain.Later`) reads as the analysis
+    did, without full collections walking the caller's objects."""
+
+    def made() -> T:
+        with gc_paused(callers_too=True):
+            return make()
+
+    return made
 
 
 class CompileWindow:
@@ -136,7 +157,8 @@ class Background(Generic[T]):
     """`fn()` on a thread of its own; `result()` waits for it and returns what it
     returned, or raises what it raised. An `idle` thread runs only on the CPU time the
     rest of the process leaves idle (`IdlePriority`) until `resume()`; with a
-    `priority` of its own, `fn` lowers it when it sees fit and `resume()` restores it."""
+    `priority` of its own, `fn` lowers it when it sees fit and `resume()` restores it.
+    `deferred`: the thread starts where its result is first asked for, not before."""
 
     def __init__(
         self,
@@ -144,6 +166,7 @@ class Background(Generic[T]):
         name: str = "reader",
         idle: bool = False,
         priority: IdlePriority | None = None,
+        deferred: bool = False,
     ):
         self._fn = fn
         self._value: T | None = None
@@ -151,7 +174,9 @@ class Background(Generic[T]):
         self._idle = idle
         self._priority = IdlePriority() if idle else priority
         self._thread = threading.Thread(target=self._run, name=f"jitscope-{name}", daemon=True)
-        self._thread.start()
+        self._starting = threading.Lock()
+        if not deferred:
+            self._thread.start()
 
     def _run(self) -> None:
         if self._idle and self._priority is not None:
@@ -166,15 +191,21 @@ class Background(Generic[T]):
         if self._priority is not None:
             self._priority.restore()
 
-    def result(self) -> T:
+    def _join(self) -> None:
+        with self._starting:
+            if self._thread.ident is None:  # deferred, and asked for now
+                self._thread.start()
         self._thread.join()
+
+    def result(self) -> T:
+        self._join()
         if self._error is not None:
             raise self._error
         return cast(T, self._value)
 
     def get(self) -> T | None:
         """`result()`, or None where `fn` raised (whoever calls `result()` learns why)."""
-        self._thread.join()
+        self._join()
         return self._value if self._error is None else None
 
 

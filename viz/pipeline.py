@@ -7,8 +7,10 @@ specialization's rows are read on a thread while XLA compiles, then the compiled
 from the text XLA dumps once its passes are done, while it generates code
 (`viz.hlo_dump`), checked against the executable's text after the compile (and read
 from that text where they differ). In a caller's own process (`viz.analyze()`, a
-notebook) all of them are read after the compile (`viz.overlap.reads_beside_compile`).
-`compile_s` is XLA's time alone.
+notebook) all of them are read after the compile (`viz.overlap.reads_beside_compile`),
+with the collector paused for that reading only, and what a caller may never read (each
+IR's view and text, the fusion map, the sharding, XLA's analyses) is made where first
+read (`viz.plain.Later`). `compile_s` is XLA's time alone.
 
 Each stage and reader (`viz.readers`) returns its section (`viz.sections`); the analysis
 keeps them as they come, and the Report is assembled from them once, at the end
@@ -31,12 +33,20 @@ import jax
 
 from viz import readers
 from viz.errors import USER_EXITS, ErrorKind, UserCodeError
+from viz.fusion.map import FusionMap
 from viz.fusion.report import PROFILE_RUNS, fusion_map_section, profile_section
 from viz.hlo_dump import OptimizedHloDump
 from viz.ir.hlo_text import module_name
 from viz.ir.stablehlo import module_bytecode
 from viz.memory.profile import assignment_from_dump
-from viz.overlap import Background, CompileWindow, IdlePriority, gc_paused, reads_beside_compile
+from viz.overlap import (
+    Background,
+    CompileWindow,
+    IdlePriority,
+    collector_paused,
+    gc_paused,
+    reads_beside_compile,
+)
 from viz.plain import Later
 from viz.progress import OnStage, glimpse
 from viz.readers import Early
@@ -158,6 +168,11 @@ class _Analysis:
             jax_version=jax.__version__,
         )
         self.found = Sections()
+        # in a caller's own process (`viz.analyze()`, a notebook) the IRs are read after
+        # the compile, on the calling thread: what a caller may never read (each IR's
+        # view and text, the fusion map, the sharding, XLA's cost analysis and the
+        # memory profile) is made where it is first read, not before analyze returns
+        self.lazy = not reads_beside_compile()
         self.stream = _Stream(on_stage, self.glimpse)
         self.args: Args | None = None
         self.traced: Traced | None = None
@@ -176,11 +191,14 @@ class _Analysis:
         self.traced = trace(self.target, self.args)
         found.seconds["trace"] = self.traced.seconds
         stream.stage("lower")
-        with gc_paused():
+        with gc_paused():  # in the worker: lowering and compile too
             self.compiled = compiled = self._lower_and_compile(self.traced, mlir)
-        found.sharding = readers.sharding_of(
-            compiled, found.graph("compiled"), found.fusion_entries
+        sharding = Later(
+            collector_paused(
+                lambda: readers.sharding_of(compiled, found.graph("compiled"), found.fusion_entries)
+            )
         )
+        found.sharding = sharding if self.lazy else sharding.value()
         if runs > 0:
             found.analysed()  # the memory check before the runs reads the profile, lines given
             stream.stage("run")  # the compiled program is all known: drawn before the runs
@@ -229,8 +247,8 @@ class _Analysis:
         return assemble(self.subject, found)
 
     def _lower_and_compile(self, traced: Traced, mlir: bool) -> Compiled:
-        """Lower and compile, every IR read (see `_compile`), then what the compile made:
-        the executable's sections, the fusion map and the donation."""
+        """Lower and compile, every IR read (see `_compile`), then what the compile made
+        (`_read_executable`)."""
         found = self.found
         try:
             lowered = traced.lower()
@@ -243,20 +261,37 @@ class _Analysis:
             found.mlir = lowered.text(debug_info=True)
         compiled, memory = self._compile(traced, lowered)
         found.seconds["compile"] = compiled.seconds
+        with gc_paused(callers_too=True):  # given back however the block is left
+            self._read_executable(compiled, memory)
+        return compiled
+
+    def _read_executable(self, compiled: Compiled, memory: Background[readers.MemoryRead]) -> None:
+        """What the compile made: the executable's sections, the fusion map, XLA's
+        analyses and the donation (in a caller's process, made where first read)."""
+        found = self.found
         dumped = self.early.compiled if self.early else None
-        found.executable = exe = readers.read_executable(compiled, dumped)
+        found.executable = exe = readers.read_executable(compiled, dumped, self.lazy)
         if exe.shown.fusion_map is not None:  # made from the dump's graph, the one shown
             found.fusion_map = Found(exe.shown.fusion_map)
         else:
-            sides = sides_of(found.irs())
-            found.fusion_map = fusion_map_section(found.graphs(), self.target.user_file, sides)
-        graph, kernels = exe.shown.read.graph, found.fusion_entries
-        analyses = Later(lambda: readers.analyses_of(compiled, memory, graph, kernels))
-        found.analyses = analyses if self.defer else analyses.value()
+            fusion_map = Later(collector_paused(self._fusion_map))
+            found.fusion_map = fusion_map if self.lazy else fusion_map.value()
+        graph = exe.shown.read.graph
+        analyses = Later(
+            collector_paused(
+                lambda: readers.analyses_of(compiled, memory, graph, found.fusion_entries)
+            )
+        )
+        found.analyses = analyses if self.defer or self.lazy else analyses.value()
         if self.target.donate and found.stablehlo is not None:
             alias_bytes = analyses.value().memory.alias_bytes
             found.donation = readers.donation_of(compiled, found.stablehlo, exe, alias_bytes)
-        return compiled
+
+    def _fusion_map(self) -> Found[FusionMap] | None:
+        """The fusion map of the IRs read (their sides where made beside the compile)."""
+        found = self.found
+        sides = sides_of(found.irs())
+        return fusion_map_section(found.graphs(), self.target.user_file, sides)
 
     def _compile(
         self, traced: Traced, lowered: Lowered
@@ -320,21 +355,25 @@ class _Analysis:
         self, traced: Traced, lowered: Lowered, bytecode: bytes
     ) -> tuple[Compiled, Background[readers.MemoryRead]]:
         """XLA's compile with nothing beside it, then the IRs read on the calling thread
-        while XLA's memory analysis runs (`viz.overlap.reads_beside_compile`: in a
-        process not jitscope's own). No dump of the text (of the buffer assignment
-        alone, where the platform needs it: `assignment_from_dump`): the compiled HLO is
-        read from the executable's text."""
+        (`viz.overlap.reads_beside_compile`: in a process not jitscope's own). No dump of
+        the text (of the buffer assignment alone, where the platform needs it:
+        `assignment_from_dump`): the compiled HLO is read from the executable's text.
+        XLA's memory analysis is made with the rest of XLA's analyses, where first read
+        (`lazy`): nothing of jitscope's runs on beside the caller once `analyze` returns."""
         proto = assignment_from_dump(traced.target.device)
         dump = OptimizedHloDump(traced.target.compiler_options, wanted=proto, proto=proto)
         try:
             compiled = lowered.compile(dump.options)
             compiled.dumped_hlo = dump.hlo_proto()
-            memory = Background(lambda: readers.read_memory(compiled), "xla")
+            memory = Background(lambda: readers.read_memory(compiled), "xla", deferred=self.lazy)
         finally:  # a failed compile keeps what the readers find
             dump.close()
             no_dump = OptimizedHloDump({}, wanted=False)
             user_file, told = self.target.user_file, self.stream.read
-            self._keep(readers.read_early(traced, bytecode, no_dump, user_file, told))
+            with gc_paused(callers_too=True):  # the reading, not the compile: compile_s
+                # is what jax.jit takes in the caller's process, collector and all
+                early = readers.read_early(traced, bytecode, no_dump, user_file, told, self.lazy)
+            self._keep(early)
         return compiled, memory
 
     def _keep(self, early: Early) -> None:

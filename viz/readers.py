@@ -25,7 +25,8 @@ from viz.ir.kernels import fusion_count, kernel_count, kernels
 from viz.ir.stablehlo import StableHLOReading, module_copy
 from viz.memory.model import Residual
 from viz.memory.profile import MemoryProfile
-from viz.overlap import Background
+from viz.overlap import Background, collector_paused
+from viz.plain import Later
 from viz.report import Cost, Donation, FusionEntry, GraphSummary, Kernel, Memory
 from viz.sections import (
     Analyses,
@@ -50,20 +51,23 @@ def read_ir(
     read: Callable[[], model.Graph],
     text: Callable[[], str] = str,
     seen: Seen | None = None,
+    lazy: bool = False,
 ) -> IRRead:
     """The IR's graph, view and histogram, then its text: `seen` hears the IR before its
-    text is made (a 96-layer jaxpr's takes 0.2 s), for a page to draw the graph."""
+    text is made (a 96-layer jaxpr's takes 0.2 s), for a page to draw the graph.
+    `lazy`: the view and the text are made where first read (`Later`; in a caller's
+    process, where they would add to the wait: `viz.pipeline`)."""
     try:
         graph = read()
     except Exception as exc:
         warning = f"could not read the {name} graph: {type(exc).__name__}: {exc}"
         found = IRRead(name, "", warning=warning)
     else:
-        view = GraphSummary(**viz.graph.summary(graph))
-        found = IRRead(name, "", graph, view, model.op_histogram(graph))
+        view = Later(collector_paused(lambda: GraphSummary(**viz.graph.summary(graph))))
+        found = IRRead(name, "", graph, view if lazy else view.value(), model.op_histogram(graph))
     if seen is not None:
         seen(found)
-    return replace(found, text=text())
+    return replace(found, text=Later(collector_paused(text)) if lazy else text())
 
 
 def with_side(read: IRRead) -> IRRead:
@@ -75,14 +79,14 @@ def with_side(read: IRRead) -> IRRead:
     return read
 
 
-def read_jaxpr_ir(traced: Traced, seen: Seen | None = None) -> IRRead:
+def read_jaxpr_ir(traced: Traced, seen: Seen | None = None, lazy: bool = False) -> IRRead:
     """Inputs are named per leaf as JAX names them (`params[0]['w']`), where JAX has
     one name per input; else per parameter."""
     names = traced.arg_names
     if len(names) != len(traced.jaxpr.jaxpr.invars):
         names = traced.target.param_names(len(traced.args.items))
     reading = JaxprReading(traced.jaxpr, names)
-    return read_ir("jaxpr", reading.graph, reading.text, seen)
+    return read_ir("jaxpr", reading.graph, reading.text, seen, lazy)
 
 
 @dataclass(frozen=True)
@@ -104,16 +108,20 @@ def read_early(
     dump: OptimizedHloDump,
     user_file: str | None,
     seen: Seen | None = None,
+    lazy: bool = False,
 ) -> Early:
     """The jaxpr, the StableHLO and the specialization's rows, read on the compile's
     side thread (`seen` hears each IR once its graph is read): the StableHLO from a
     copy of the module in a context of its own, which XLA never touches. Then the
-    compiled HLO, once XLA dumps it, with the fusion map of all three."""
+    compiled HLO, once XLA dumps it, with the fusion map of all three. `lazy`: each
+    IR's view and text, and its side of the fusion map, made where first read."""
     with traced.target.scope(traced.args):
-        jaxpr = with_side(read_jaxpr_ir(traced, seen))
+        jaxpr = read_jaxpr_ir(traced, seen, lazy)
         reading = StableHLOReading(module_copy(bytecode))
-        stablehlo = read_ir("stablehlo", reading.graph, reading.text, seen)
-        stablehlo, specialization = with_side(stablehlo), _traced_specialization(traced)
+        stablehlo = read_ir("stablehlo", reading.graph, reading.text, seen, lazy)
+        specialization = _traced_specialization(traced)
+        if not lazy:
+            jaxpr, stablehlo = with_side(jaxpr), with_side(stablehlo)
     text = dump.wait()
     compiled = None if text is None else read_compiled_text(text)
     if compiled is not None and compiled.read.graph is not None:
@@ -143,9 +151,10 @@ def _traced_specialization(traced: Traced) -> Specialized | None:
         return None
 
 
-def read_compiled_text(text: str | None) -> CompiledRead:
-    """The compiled HLO, its kernels and counts, from an executable's text."""
-    read = read_ir("compiled", lambda: read_hlo_text(_executable_text(text)))
+def read_compiled_text(text: str | None, lazy: bool = False) -> CompiledRead:
+    """The compiled HLO, its kernels and counts, from an executable's text (`lazy`: its
+    view made where first read)."""
+    read = read_ir("compiled", lambda: read_hlo_text(_executable_text(text)), lazy=lazy)
     if read.graph is None:
         return CompiledRead(text or "", read)
     return CompiledRead(
@@ -176,14 +185,17 @@ def read_memory(compiled: Compiled) -> MemoryRead:
         return totals, Found.failed("could not read the memory profile", exc)
 
 
-def read_executable(compiled: Compiled, dumped: CompiledRead | None) -> Executable:
+def read_executable(
+    compiled: Compiled, dumped: CompiledRead | None, lazy: bool = False
+) -> Executable:
     """What the compile made: the compiled HLO from XLA's dump where it says what the
-    executable's text says (`dumped`), else read from that text now."""
+    executable's text says (`dumped`), else read from that text now (`lazy`: its view
+    made where first read)."""
     from_disk, events = compiled.events.from_disk(), compiled.events.totals()
     text = compiled.text()
     shown = dumped
     if shown is None or not same_program(shown.text, text or ""):
-        shown = read_compiled_text(text)
+        shown = read_compiled_text(text, lazy)
     return Executable(
         text=text or "",
         shown=shown,

@@ -53,9 +53,9 @@ class IRRead:
     warning, when the reader failed: a reader bug must not hide the other results)."""
 
     name: str  # jaxpr, stablehlo, compiled
-    text: str
+    text: str | Later  # a `Later` (and the view too) where made on first read (`lazy`)
     graph: Graph | None = None
-    view: GraphSummary | None = None
+    view: GraphSummary | Later | None = None
     hist: dict[str, int] = field(default_factory=dict)
     warning: str = ""
     side: Side | None = None  # its side of the fusion map, for the jaxpr and StableHLO
@@ -117,9 +117,10 @@ class Sections:
     # XLA's analyses, or (in the worker) a `Later` that makes them once the report's
     # head is sent: the first screen does not wait for them
     analyses: Analyses | Later | None = None
-    fusion_map: Found[FusionMap] | None = None
+    # in a caller's own process, a `Later` that makes them where first read (`lazy`)
+    fusion_map: Found[FusionMap] | Later | None = None
     donation: Donation | None = None
-    sharding: Found[ShardingSection] | None = None
+    sharding: Found[ShardingSection] | Later | None = None
     runs: RunStats | None = None
     eager: Found[RunStats] | None = None
     profile: Found[Profile] | None = None
@@ -132,6 +133,11 @@ class Sections:
         if isinstance(self.analyses, Later):
             self.analyses = self.analyses.value()
         return self.analyses
+
+    @property
+    def lazy(self) -> bool:
+        """Whether some section is still to be made where first read (`Later`)."""
+        return any(type(s) is Later for s in (self.fusion_map, self.sharding, self.analyses))
 
     def irs(self) -> list[IRRead]:
         """The IRs read so far, in the order of the stages."""
@@ -174,10 +180,11 @@ def sides_of(reads: Iterable[IRRead]) -> dict[str, Side]:
 
 
 def assemble(subject: Subject, found: Sections) -> Report:
-    """The report of `subject` from `found`: built here, once."""
+    """The report of `subject` from `found`: built here, once. A section still to be
+    made (`Later`) gives the report's fields that read it as `Later`s too."""
     exe = found.executable
-    fusion = _value(found.fusion_map)
     rows, shape_ops = _value(found.specialization) or ([], [])
+    views = {r.name: r.view for r in found.irs() if r.view is not None}
     return Report(
         ok=found.error is None,
         error=found.error,
@@ -188,22 +195,41 @@ def assemble(subject: Subject, found: Sections) -> Report:
         compiled=None if exe is None else _compiled(exe),
         cost=_analysed(found, lambda a: a.cost),
         memory=_analysed(found, lambda a: _memory(a.memory, found)),
-        graphs={r.name: r.view for r in found.irs() if r.view is not None},
+        graphs=_made(views) if any(type(v) is Later for v in views.values()) else views,
         kernels=[] if exe is None or exe.shown.read.graph is None else exe.shown.kernels,
         run=None if found.runs is None else Runs(jit=found.runs, eager=_value(found.eager)),
         donation=found.donation,
         compile_events={} if exe is None else exe.events,
-        warnings=_warnings(found),
-        fusion_map=[] if fusion is None else fusion.entries,
-        fusion_map_coverage=None if fusion is None else FusionCoverage(**fusion.coverage),
+        warnings=Later(lambda: _warnings(found)) if found.lazy else _warnings(found),
+        fusion_map=_part(found.fusion_map, lambda f: [] if f is None else f.entries),
+        fusion_map_coverage=_part(
+            found.fusion_map, lambda f: None if f is None else FusionCoverage(**f.coverage)
+        ),
         profile=_value(found.profile),
         mlir=found.mlir,
         specialization=rows,
         specialization_ops=shape_ops,
-        sharding=_value(found.sharding),
+        sharding=_part(found.sharding, lambda s: s),
         compile_profile=_value(found.compile_profile),
         graph_models=found.graphs(),
     )
+
+
+def _part(section: Found[T] | Later | None, part: Callable[[T | None], object]) -> object:
+    """`part` of a section's value (None: no section, or none found), or a `Later` of it
+    where the section is still to be made."""
+    if type(section) is Later:
+        return Later(lambda: part(_value(section)))
+    return part(_value(section))
+
+
+def _made(views: dict[str, GraphSummary | Later]) -> Later:
+    """The views, each made where the report's `graphs` is first read."""
+    return Later(lambda: {name: _made_now(view) for name, view in views.items()})
+
+
+def _made_now(value: T | Later) -> T:
+    return value.value() if type(value) is Later else value
 
 
 def _analysed(found: Sections, part: Callable[[Analyses], T]) -> T | Later | None:
@@ -220,7 +246,9 @@ def _memory(memory: Memory, found: Sections) -> Memory:
     return replace(memory, residuals=residuals, residuals_note=note)
 
 
-def _value(found: Found[T] | None) -> T | None:
+def _value(found: Found[T] | Later | None) -> T | None:
+    """A section's value (a `Later` one made now)."""
+    found = _made_now(found)
     return None if found is None else found.value
 
 
@@ -290,5 +318,6 @@ def _warnings(found: Sections) -> list[str]:
         found.residuals,
         found.compile_profile,
     ):
+        each = _made_now(each)
         said.append(each.warning if each is not None else "")
     return [w for w in said if w]

@@ -22,7 +22,9 @@ of a sample). The recordings of whole programs share the file and its connection
 table's SQL is the recorder's (`viz.recorder.storage.recordings`).
 """
 
-from viz.history.runs import Recorded, Run, Summary, sample_of, sample_runs, skeleton
+from importlib import import_module
+from typing import Any
+
 from viz.history.schema import MIGRATIONS, SCHEMA_VERSION, code_hash
 from viz.history.store import (
     DEFAULT_KEEP_REPORTS,
@@ -52,3 +54,13 @@ __all__ = [
     "sample_runs",
     "skeleton",
 ]
+
+_RUNS = ("Recorded", "Run", "Summary", "sample_of", "sample_runs", "skeleton")
+
+
+def __getattr__(name: str) -> Any:
+    """`viz.history.runs`'s names, imported on first use: it imports the report and the
+    samples (numpy: 0.2 s), which a recording stored by `jitscope record` needs not."""
+    if name in _RUNS:
+        return getattr(import_module("viz.history.runs"), name)
+    raise AttributeError(f"module 'viz.history' has no attribute {name!r}")

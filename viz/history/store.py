@@ -24,16 +24,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from viz.diff import donated_names, numbers
-from viz.history.runs import Recorded, Run, sample_of, shipped_sample, skeleton
 from viz.history.schema import MIGRATIONS, SCHEMA_VERSION, code_hash
-from viz.report import Report
-from viz.samples import get_sample
 from viz.settings import Settings
 from viz.source import home
 
 if TYPE_CHECKING:
+    from viz.history.runs import Recorded, Run
     from viz.program import Program
+    from viz.report import Report
+
+# The report, the diff's numbers and the samples (numpy among them: 0.2 s) are imported
+# where a run's report is written or read: `jitscope record` stores a recording through
+# `History` without them
 
 FILE_NAME = "history.sqlite"
 DEFAULT_KEEP_REPORTS = 100  # full reports (the largest sample's is ~200 KB compressed)
@@ -63,6 +65,8 @@ _COLUMNS = (
 
 
 def _run(row: tuple[Any, ...]) -> Run:
+    from viz.history.runs import Run
+
     (rid, created, source, function, args, static, device, ok, error_kind, sample, digest) = row[
         :11
     ]
@@ -137,6 +141,8 @@ def _payload(report: Report) -> bytes:
 def _unpack(payload: bytes) -> Report | None:
     """A kept report, decoded once; None for one this jitscope cannot read (say, an
     error kind an older one wrote): the run's numbers stand in for it."""
+    from viz.report import Report
+
     try:
         return Report.from_dict(json.loads(zlib.decompress(payload)))
     except (ValueError, TypeError, KeyError, zlib.error):
@@ -236,6 +242,8 @@ class History:
         any; returns its id. Prunes to the bound in the same transaction. `once`: an
         identical run recorded before (`_identical`) is not stored again; its id is
         returned (the app's automatic first-screen run, on every page load)."""
+        from viz.diff import donated_names, numbers
+
         digest = code_hash(code) if code is not None else None
         row = (
             time.time(),
@@ -339,6 +347,8 @@ class History:
     def recorded(self, run_id: int) -> Recorded | None:
         """The run and its report, read at once (so `run.full` says which report it
         is). None for an unknown id."""
+        from viz.history.runs import Recorded, skeleton
+
         with self.connect() as db:
             row = db.execute(
                 f"SELECT {_COLUMNS}, (SELECT payload FROM reports WHERE run_id = runs.id) "
@@ -357,7 +367,9 @@ class History:
         """The run as a program to open again: its code and its settings. The sample
         stays named only while the code is still the sample's. `sample_only` (demo
         mode): the code is the sample's, loaded by name, never the database's."""
+        from viz.history.runs import shipped_sample
         from viz.program import Program  # the worker's protocol: not for the recorder
+        from viz.samples import get_sample
 
         ran = run.settings
         if sample_only:
@@ -374,6 +386,8 @@ def record_api_run(report: Report) -> tuple[int | None, Report]:
     """`analyze(..., history=True)`: record a `Report` with the code of its source file;
     returns the run's id and the report. A history that cannot be written is no error:
     the report returned is a copy with a warning that says so (None for the id)."""
+    from viz.history.runs import sample_of
+
     path = Path(report.source_file) if report.source_file else None
     code = path.read_text() if path and path.is_file() else None
     try:

@@ -55,7 +55,6 @@ from viz.recorder.model import (
     short_path,
 )
 from viz.recorder.storage.journal import Journal
-from viz.recorder.storage.recordings import save
 from viz.recorder.tally import Tally
 
 MAX_IDENTITIES = 100  # function objects and jit wrappers remembered per function
@@ -174,6 +173,9 @@ class Recorder:
 
     def save(self, json_path: Path | str | None = None, history: bool = True) -> int | None:
         """Write the JSON (when a path is given) and store it in history; the id or None."""
+        from viz.recorder.storage.recordings import save  # the history: when saved, not
+        # when a recording starts (`jitscope record` starts it as the program imports JAX)
+
         return save(self.recording(), json_path=json_path, history=history)
 
     # -- one compilation ----------------------------------------------------------

@@ -21,6 +21,11 @@ import signal
 import sys
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from viz.recorder.model import ProcessRun
+    from viz.recorder.storage.journal import Journal
 
 CONFIG_ENV = "JITSCOPE_RECORD_CONFIG"
 BOOT = (
@@ -57,13 +62,12 @@ def main() -> None:
 
 
 def _start_recorder(config: dict, path: str) -> None:
-    from viz.recorder.capture.recorder import Recorder
+    """The journal opened and the program's line written now; the recorder itself
+    (and JAX's import, which it needs) once the program imports JAX: a program that
+    never does pays nothing for either, and every compile comes after that import."""
+    from viz.recorder.capture.when_imported import when_imported
     from viz.recorder.model import ProcessRun
-
-    if config.get("persistent_cache"):  # --persistent-cache DIR, before the first compile
-        import jax
-
-        jax.config.update("jax_compilation_cache_dir", config["persistent_cache"])
+    from viz.recorder.storage.journal import Journal
 
     program = ProcessRun(
         argv=list(config["argv"]),
@@ -72,9 +76,23 @@ def _start_recorder(config: dict, path: str) -> None:
         name=config.get("name") or "",
         path=path,
     )
-    recorder = Recorder(
-        program, Path(config["journal"]), int(config["details"]), bool(config["eager"])
-    ).start()
+    journal = Journal(Path(config["journal"]))  # held (locked) while the program lives
+    journal.write({"type": "program", **program.__dict__})
+    when_imported("jax", lambda: _recorder_on_jax(config, program, journal))
+
+
+def _recorder_on_jax(config: dict, program: ProcessRun, journal: Journal) -> None:
+    """The recorder started on the journal the program's line is in (`--persistent-cache
+    DIR`: JAX's cache set first, before any compile)."""
+    from viz.recorder.capture.recorder import Recorder
+
+    if config.get("persistent_cache"):
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", config["persistent_cache"])
+    recorder = Recorder(program, None, int(config["details"]), bool(config["eager"]))
+    recorder.journal = journal  # the program's line is in it already
+    recorder.start()
     # before JAX's own exit handler shuts jax.distributed down (registered earlier, run later)
     atexit.register(recorder.process_watch.stop)
 

@@ -21,17 +21,24 @@ import signal
 import subprocess
 import sys
 import time
+from importlib import import_module
 from pathlib import Path
 
-from viz.history import HistoryError
-from viz.locations import app_command, invoked_name
+from viz.locations import invoked_name
 from viz.recorder.capture.run import BOOT, CONFIG_ENV
-from viz.recorder.display.html import recording_html
-from viz.recorder.display.summary import summary_text
 from viz.recorder.model import DEFAULT_DETAILS, Process
-from viz.recorder.storage.journal import read_journal
-from viz.recorder.storage.orphans import journal_path, recover_orphans
-from viz.recorder.storage.recordings import save
+from viz.recorder.storage.orphans import journal_path
+
+# What the recording's end needs (the summary, the HTML page, the history: 0.25 s of
+# imports), imported while the program runs, not before it starts
+FINISH_MODULES = (
+    "viz.history",
+    "viz.locations",
+    "viz.recorder.display.html",
+    "viz.recorder.display.summary",
+    "viz.recorder.storage.journal",
+    "viz.recorder.storage.recordings",
+)
 
 USAGE = (
     "%(prog)s [--json OUT] [--html OUT] [--no-history] [--eager] [--name NAME] "
@@ -113,6 +120,8 @@ def main(argv: list[str]) -> int:
     own, module, target = split_argv(argv)
     args = _options().parse_args(own)
     if args.recover:
+        from viz.recorder.storage.orphans import recover_orphans
+
         return recover_orphans()
     if module is None and not target:
         _options().error("name a program: -- SCRIPT [ARGS] or -m MODULE [ARGS]")
@@ -149,6 +158,8 @@ def _run(command: list[str], env: dict[str, str]) -> int:
         signal.SIGTERM: signal.signal(signal.SIGTERM, lambda n, _: child.send_signal(n)),
     }
     try:
+        for module in FINISH_MODULES:  # while the program runs
+            import_module(module)
         return child.wait()
     finally:
         for number, handler in previous.items():
@@ -156,6 +167,13 @@ def _run(command: list[str], env: dict[str, str]) -> int:
 
 
 def _finish(journal: Path, args: argparse.Namespace, status: int, wall_s: float) -> int:
+    from viz.history import HistoryError
+    from viz.locations import app_command
+    from viz.recorder.display.html import recording_html
+    from viz.recorder.display.summary import summary_text
+    from viz.recorder.storage.journal import read_journal
+    from viz.recorder.storage.recordings import save
+
     recording = read_journal(journal)
     recording.program.wall_s = wall_s
     exit_code = status if status >= 0 else 128 - status

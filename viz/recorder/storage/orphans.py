@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from viz.recorder.storage.journal import read_journal
-from viz.recorder.storage.recordings import Recordings
 from viz.source import home
 
 try:
@@ -89,6 +88,9 @@ class Recovered:
 
 def recover(paths: list[Path] | None = None) -> list[Recovered]:
     """Store each orphan in history and delete its journal; returns what was stored."""
+    from viz.recorder.storage.recordings import Recordings  # the history: `record` names
+    # a journal (`journal_path`) before its program starts, and imports it while it runs
+
     done = []
     recordings = Recordings()
     for path in orphans() if paths is None else paths:
