@@ -262,7 +262,6 @@ def _timings(found: Sections, device: str) -> Timings:
         compile_s=found.seconds.get("compile"),
         compile_from_disk=found.executable is not None and found.executable.from_disk,
         device_s=None if profile is None else profile.device_step_s,
-        device_clock="device" if trace_rules(device).device_clock else "host",
     )
     stats, eager = found.runs, _value(found.eager)
     if stats is None:
@@ -275,6 +274,7 @@ def _timings(found: Sections, device: str) -> Timings:
         run_p90_s=stats.p90_s,
         runs=stats.samples,
         eager_median_s=None if eager is None else eager.median_s,
+        device_clock="device" if trace_rules(device).device_clock else "host",  # of the runs
     )
 
 
