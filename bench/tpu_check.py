@@ -64,9 +64,9 @@ TIMEOUT_S = 600.0  # per process: opening a chip takes 6-11 s, the 24-layer comp
 PROFILE_SAMPLE = "transformer_24"
 PALLAS_ARGS = "f32[256,512], f32[256,512]"
 PALLAS_CODE = """\
+import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
-import jax
 
 
 def add_kernel(x_ref, y_ref, o_ref):
