@@ -30,6 +30,7 @@ LABELS = {
     "run_min_s": "run (min)",
     "run_p90_s": "run (p90)",
     "eager_median_s": "eager (median)",
+    "device_s": "device time per call",
     "runs": "timed runs",
     "flops": "FLOPs",
     "bytes_accessed": "bytes accessed",
