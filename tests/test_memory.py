@@ -671,3 +671,14 @@ def test_the_cpu_keeps_no_count_so_none_is_shown():
     report = analyze(scaled, "f32[64,64], f32[64,64]", runs=2)
     assert report.memory.device is None and device_memory_text(report.memory) is None
     assert analyze(scaled, "f32[64,64], f32[64,64]", runs=0).memory.device is None
+
+
+def test_a_device_whose_count_fails_still_gives_its_runs(monkeypatch):
+    class Failing(CountingDevice):
+        def memory_stats(self):
+            raise RuntimeError("UNIMPLEMENTED: memory_stats")
+
+    real = viz.stages.resolve_device
+    monkeypatch.setattr(viz.stages, "resolve_device", lambda d: Failing(real(d)))
+    report = analyze(scaled, "f32[64,64], f32[64,64]", runs=2)
+    assert report.memory.device is None and report.run is not None

@@ -267,8 +267,12 @@ class Compiled:
         return self.target.memory_limit_bytes, "the worker's limit"
 
     def _memory_stats(self) -> dict[str, int] | None:
-        """The device's `memory_stats()` (None on the CPU, which keeps none)."""
-        return resolve_device(self.target.device).memory_stats()
+        """The device's `memory_stats()` (None on the CPU, which keeps none, and where
+        the backend cannot say: its `memory_stats` not implemented)."""
+        try:
+            return resolve_device(self.target.device).memory_stats()
+        except Exception:  # the analysis stands without the device's count
+            return None
 
     def device_memory(self) -> DeviceMemory | None:
         """The device's own count of its memory, now (after the runs): None where it
