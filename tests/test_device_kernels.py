@@ -38,7 +38,7 @@ from viz.fusion.view import kernel_irs
 from viz.ir.hlo import read_hlo_text
 from viz.ir.jaxpr import read_jaxpr
 from viz.ir.kernels import kernel_count, kernel_names, kernels
-from viz.ir.stablehlo import read_stablehlo
+from viz.ir.stablehlo import StableHLOReading, module_bytecode, module_copy, read_stablehlo
 from viz.platforms.mosaic import kernel_text
 from viz.platforms.trace import TraceEvent, instruction_name, read_trace, rules
 from viz.report import Timings
@@ -327,6 +327,13 @@ def test_the_kernels_mosaic_module_reads_as_mlir_text() -> None:
 
 NO_MODULE = ["", "{}", '{"custom_call_config": {"body": "not base64!"}}']
 NOT_MOSAIC = '{"custom_call_config": {"body": "TUxJUgA="}}'  # bytes that parse as no module
+
+
+def test_the_pipelines_copy_of_the_module_keeps_the_kernels_ir() -> None:
+    """The pipeline reads a bytecode copy of the module beside XLA's compile."""
+    module = ir.Module.parse((LOWERED / "stablehlo.mlir").read_text(), context=make_ir_context())
+    graph = StableHLOReading(module_copy(module_bytecode(module))).graph()
+    assert list(graph.kernel_irs.values()) == list(lowered_stablehlo().kernel_irs.values())
 
 
 @pytest.mark.parametrize("config", [*NO_MODULE, NOT_MOSAIC])
