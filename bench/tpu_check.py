@@ -13,6 +13,10 @@ the clone; one process at a time, since one process owns a TPU chip):
 - the compile profile has XLA's spans (on TPU `XLA::TPU emitting for <kernel>`);
 - a Pallas kernel (`pl.pallas_call`, interpreted on CPU) is named by its function,
   with its device time, and the fusion map counts its body as found;
+- its own IR, the Mosaic module, is kept on its kernel (`kernel_ir`) for the Fusion
+  view to open (TPU only: interpreted on CPU, it has none);
+- after the runs, the device's own `memory_stats()` is in the report's memory section
+  and the CLI, beside XLA's peak (TPU only: the CPU keeps none);
 - the same through the API: `viz.analyze(..., device=D, profile=True)` in the user's
   own process, on the Pallas program;
 - a second process on a held chip waits or names the holder.
@@ -64,9 +68,9 @@ TIMEOUT_S = 600.0  # per process: opening a chip takes 6-11 s, the 24-layer comp
 PROFILE_SAMPLE = "transformer_24"
 PALLAS_ARGS = "f32[256,512], f32[256,512]"
 PALLAS_CODE = """\
+import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
-import jax
 
 
 def add_kernel(x_ref, y_ref, o_ref):
@@ -212,6 +216,31 @@ class Check:
         seen += f"; {titled[0].kernel} (add_kernel) {timed_kernel.mean_s * 1e6:.1f} µs"
         return cov == 1.0, seen
 
+    def kernel_ir(self) -> Outcome:
+        """The Pallas kernel's own IR (its Mosaic module) kept on its fusion map entry."""
+        report = self.reports.get("pallas")
+        if self.platform == "cpu":
+            return None, "interpreted on cpu: no Mosaic module (tests/fixtures/tpu_v5e_lowered)"
+        if report is None:
+            return False, "no Pallas report (see the Pallas row)"
+        titled = [e for e in report.fusion_map if e.title == "add_kernel"]
+        text = titled[0].kernel_ir if titled else ""
+        if not text:
+            return False, "no kernel titled add_kernel holds its IR" if titled else "no kernel"
+        first = next((x.strip() for x in text.splitlines() if "func.func" in x), "")
+        return "@add_kernel" in first, f"{len(text.splitlines())} lines: {first[:100]}"
+
+    def memory_stats(self) -> Outcome:
+        """The device's own count after the runs, beside XLA's peak, in the JSON and CLI."""
+        report = self.profiled()
+        device = report.memory.device if report.memory else None
+        said = [x for x in self.stdout["profile"].splitlines() if "memory_stats" in x]
+        if self.platform == "cpu":
+            return None, f"the cpu keeps no memory_stats: {device=}, {len(said)} lines printed"
+        if device is None:
+            return False, "no memory_stats in the report"
+        return bool(said), said[0].strip()[:200] if said else "no memory_stats line printed"
+
     def api(self) -> Outcome:
         """`viz.analyze` in the user's own process, on the Pallas program."""
         script = (
@@ -273,6 +302,8 @@ def run_items(check: Check) -> list[Row]:
         timed(f"device time beside wall time on {d}", check.device_beside_wall),
         timed(f"compile profile on {d} has XLA's spans", check.compile_spans),
         timed("a Pallas kernel named, timed, its body found", check.pallas_kernel),
+        timed("the Pallas kernel's Mosaic text opens", check.kernel_ir),
+        timed("the device's memory_stats beside XLA's peak", check.memory_stats),
         timed(f"the API: viz.analyze(..., device={d!r}, profile=True)", check.api),
         timed("a second process on a held chip", check.second_process),
     ]

@@ -15,6 +15,7 @@ from viz.diff import (
     PeakDiff,
     ShardingDiff,
     arg_change_rows,
+    clock_note,
     collective_rows,
     collectives_line,
     diff_reports,
@@ -128,6 +129,8 @@ def numbers_tab(d: Diff, sources: tuple[str | None, str | None]) -> None:
     ):
         st.markdown(f"**{title}**")
         ui.table(rows(group, deltas))
+        if group == "timings" and clock_note(d):
+            st.caption(clock_note(d))
     if d.peak is not None:
         peak_buffers(d.peak, sources)
 

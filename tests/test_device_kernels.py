@@ -10,7 +10,9 @@ ones), the rest on the CPU."""
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -19,6 +21,8 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 from jax.experimental import pallas as pl
+from jax.interpreters.mlir import make_ir_context
+from jaxlib.mlir import ir
 
 from viz import analyze
 from viz.cli import summarize_report
@@ -27,11 +31,15 @@ from viz.compile_profile.run import _read_xla
 from viz.compile_profile.spans import WINDOW, read_spans, spans_of
 from viz.device_time import device_time_words
 from viz.fusion.map import fusion_map
+from viz.fusion.model import FusionEntry
 from viz.fusion.profile import KernelTime, Profile, profile_of
 from viz.fusion.roofline import TPU_V5E, Peaks, attainable, peaks_for, point, roofline
+from viz.fusion.view import kernel_irs
 from viz.ir.hlo import read_hlo_text
 from viz.ir.jaxpr import read_jaxpr
 from viz.ir.kernels import kernel_count, kernel_names, kernels
+from viz.ir.stablehlo import StableHLOReading, module_bytecode, module_copy, read_stablehlo
+from viz.platforms.mosaic import kernel_text
 from viz.platforms.trace import TraceEvent, instruction_name, read_trace, rules
 from viz.report import Timings
 
@@ -266,6 +274,92 @@ def test_a_pallas_kernel_on_tpu_holds_its_body_and_is_titled_by_its_function() -
     assert {vias[p] for p in ("get", "mul", "add", "swap")} == {"kernel"}
     call_line = next(n.source.line for n in jaxpr.nodes if n.op == "pallas_call")
     assert call_line in kernel.lines
+
+
+# -- a Pallas kernel as JAX lowers it for a TPU (a real artifact) -----------------------
+
+LOWERED = Path(__file__).parent / "fixtures" / "tpu_v5e_lowered" / "pallas_forward"
+
+
+def lowered_program():
+    """The fixture's program (its Pallas kernel not interpreted), imported from the file
+    its StableHLO's locations name."""
+    spec = importlib.util.spec_from_file_location("pallas_forward", LOWERED / "pallas_forward.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def lowered_stablehlo():
+    """The recorded StableHLO, its locations moved to where this clone keeps the program."""
+    text = (LOWERED / "stablehlo.mlir").read_text()
+    recorded = re.search(r'loc\("([^"]*/pallas_forward\.py)"', text).group(1)
+    text = text.replace(recorded, str(LOWERED / "pallas_forward.py"))
+    return read_stablehlo(ir.Module.parse(text, context=make_ir_context()))
+
+
+def test_the_lowered_fixture_is_jaxs_own_tpu_lowering() -> None:
+    manifest = json.loads((LOWERED / "manifest.json").read_text())
+    assert manifest["lowered_for"] == "tpu" and manifest["versions"]["jax"]
+    assert "stablehlo.custom_call @tpu_custom_call" in (LOWERED / "stablehlo.mlir").read_text()
+
+
+def test_a_tpu_lowered_pallas_call_is_one_op_named_by_its_kernel() -> None:
+    graph = lowered_stablehlo()
+    (call,) = [n for n in graph.nodes if n.op == "stablehlo.custom_call"]
+    assert call.label == "custom_call: add_kernel" and call.attrs["kernel"] == "add_kernel"
+    assert call.source.line == 12 and call.source.function == "forward"
+    assert [n.op for n in graph.nodes if n.kind == "op"] == [
+        "stablehlo.custom_call", "stablehlo.transpose", "stablehlo.dot_general", "stablehlo.tanh",
+    ]  # fmt: skip
+
+
+def test_the_kernels_mosaic_module_reads_as_mlir_text() -> None:
+    graph = lowered_stablehlo()
+    (text,) = graph.kernel_irs.values()
+    assert "func.func @add_kernel(%arg0: memref<256x512xf32, #tpu.memory_space<vmem>>" in text
+    # the kernel body's ops, named back from the versioned `stable_mosaic.` namespace
+    assert {"arith.mulf", "arith.addf", "vector.load", "tpu.vector_store"} <= set(
+        re.findall(r"\b(?:arith|vector|tpu)\.\w+", text)
+    )
+    assert "stable_mosaic.arith" not in text
+
+
+NO_MODULE = ["", "{}", '{"custom_call_config": {"body": "not base64!"}}']
+NOT_MOSAIC = '{"custom_call_config": {"body": "TUxJUgA="}}'  # bytes that parse as no module
+
+
+def test_the_pipelines_copy_of_the_module_keeps_the_kernels_ir() -> None:
+    """The pipeline reads a bytecode copy of the module beside XLA's compile."""
+    module = ir.Module.parse((LOWERED / "stablehlo.mlir").read_text(), context=make_ir_context())
+    graph = StableHLOReading(module_copy(module_bytecode(module))).graph()
+    assert list(graph.kernel_irs.values()) == list(lowered_stablehlo().kernel_irs.values())
+
+
+@pytest.mark.parametrize("config", [*NO_MODULE, NOT_MOSAIC])
+def test_a_custom_call_without_a_readable_module_has_no_kernel_ir(config: str) -> None:
+    assert kernel_text(config) is None
+
+
+def test_a_tpu_pallas_kernel_holds_its_mosaic_text_in_the_fusion_map() -> None:
+    program = lowered_program()
+    args = [jax.ShapeDtypeStruct((256, 512), jnp.float32)] * 2
+    jaxpr = read_jaxpr(jax.make_jaxpr(program.forward)(*args))
+    graphs = {"jaxpr": jaxpr, "stablehlo": lowered_stablehlo()}
+    graphs["compiled"] = read_hlo_text(tpu_text(jaxpr))
+    fmap = fusion_map(graphs)
+    assert fmap.coverage["jaxpr"] == 1.0 and fmap.coverage["stablehlo"] == 1.0
+    kernel = next(e for e in fmap.entries if e.kernel == "custom-call.1")
+    assert kernel.title == "add_kernel"
+    assert [op["name"] for op in kernel.stablehlo_ops] == ["stablehlo.custom_call"]
+    assert "func.func @add_kernel" in kernel.kernel_ir
+    assert [e.kernel for e in fmap.entries if e.kernel_ir] == ["custom-call.1"]
+    ((title, text),) = kernel_irs(fmap.entries)
+    assert (
+        title.startswith("add_kernel (custom-call.1): the kernel's own IR")
+        and text == kernel.kernel_ir
+    )
+    assert FusionEntry.from_dict(kernel.to_dict()).kernel_ir == kernel.kernel_ir
 
 
 # -- the roofline -----------------------------------------------------------------------

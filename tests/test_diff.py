@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from viz import analyze
 from viz.diff import (
     COUNT_PATHS,
     Origin,
+    clock_note,
     diff_kernels,
     diff_reports,
     kernel_rows,
@@ -86,6 +88,30 @@ def test_counts_timings_cost_and_memory_are_b_minus_a(shapes):
     assert d["timings"]["run_median_s"]["delta"] is not None
     assert d["cost"]["flops"]["delta"] > 0
     json.dumps(d, allow_nan=False)
+
+
+def test_the_device_time_per_call_is_compared_where_a_run_was_profiled(shapes):
+    a, b = (
+        replace(r, timings=replace(r.timings, device_s=s, device_clock="device"))
+        for r, s in zip(shapes, (2e-6, 5e-6), strict=True)
+    )
+    diff = diff_reports(a, b)
+    assert diff.to_dict()["timings"]["device_s"] == expected(2e-6, 5e-6)
+    row = next(r for r in rows("timings", diff.timings) if r[""] == "device time per call")
+    assert (row["A"], row["B"], row["B / A"]) == ("2 µs", "5 µs", "2.50×")
+    assert "device_s" not in diff_reports(*shapes).timings  # not profiled: not compared
+    assert clock_note(diff) is None  # both on the CPU: one clock
+
+
+def test_device_times_on_two_clocks_are_said_to_be(shapes):
+    a, b = (
+        replace(r, timings=replace(r.timings, device_s=1e-6), subject=replace(r.subject, device=d))
+        for r, d in zip(shapes, ("cpu", "tpu"), strict=True)
+    )
+    said = clock_note(diff_reports(a, b))
+    assert said == (
+        "device time per call: A's is the host's clock on cpu (its wall time), B's tpu's own clock"
+    )
 
 
 def test_op_histograms_are_b_minus_a_for_every_op_of_either_side():

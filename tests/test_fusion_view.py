@@ -9,6 +9,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
+from streamlit.testing.v1 import AppTest
 
 import viz.fusion.view
 import viz.graph
@@ -126,3 +127,19 @@ def test_selection_view_shows_and_lights_the_ids(report: Report) -> None:
         view = viz.fusion.view.selection_view(graph, ids, focus)
         items, _ = viz.graph.visible(view)
         assert any(i.id == ids[0] and i.highlighted for i in items)
+
+
+def test_the_kernel_table_opens_a_kernels_own_ir() -> None:
+    def app() -> None:
+        from ui.fusion import kernel_table
+        from viz.fusion.model import FusionEntry
+
+        mosaic = "module {\n  func.func @add_kernel() {\n    return\n  }\n}"
+        titled = FusionEntry("custom-call.1", "custom-call", title="add_kernel", kernel_ir=mosaic)
+        kernel_table(None, [titled, FusionEntry("fusion", "kLoop")], "tpu", 0)
+
+    at = AppTest.from_function(app).run()
+    assert not at.exception, at.exception
+    (opened,) = at.expander  # XLA's fusion has no IR of its own: one expander
+    assert opened.label.startswith("add_kernel (custom-call.1): the kernel's own IR")
+    assert "func.func @add_kernel" in at.code[0].value and at.code[0].language == "mlir"

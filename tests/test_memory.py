@@ -19,9 +19,19 @@ import jax.numpy as jnp
 import pytest
 from conftest import TESTED_JAX
 
+import viz.stages
 from viz import analyze
+from viz.cli import summarize_report
 from viz.diff import diff_reports
-from viz.memory.display import describe, fit_text, padding_text, peak_line, spaces_text, where_text
+from viz.memory.display import (
+    describe,
+    device_memory_text,
+    fit_text,
+    padding_text,
+    peak_line,
+    spaces_text,
+    where_text,
+)
 from viz.memory.live import flatten, live_ranges
 from viz.memory.model import Memory, PeakBuffer
 from viz.memory.padding import logical_bytes, padded_bytes, parse_array, times_its_size
@@ -623,3 +633,52 @@ def test_a_recording_keeps_each_compiles_peak_and_the_largest(tmp_path):
     assert 0 < peaks["small"] < 1024
     assert recording["summary"]["largest_peak"]["function"] == "big"
     assert {f["name"]: f["peak_bytes"] for f in recording["functions"]} == peaks
+
+
+# -- the device's own count after the runs (#59) -----------------------------------------
+
+
+class CountingDevice:
+    """A device that keeps a count of its memory, as an accelerator does: the CPU's
+    `memory_stats()` is None."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def __getattr__(self, name):
+        return getattr(self.device, name)
+
+    def memory_stats(self):
+        return {"peak_bytes_in_use": 3 << 20, "bytes_in_use": 1 << 20, "bytes_limit": 16 << 30}
+
+
+def test_the_devices_own_count_after_the_runs_is_shown_beside_xlas(monkeypatch):
+    real = viz.stages.resolve_device
+    monkeypatch.setattr(viz.stages, "resolve_device", lambda d: CountingDevice(real(d)))
+    report = analyze(scaled, "f32[64,64], f32[64,64]", runs=2)
+    assert report.memory.device.to_dict() == {
+        "peak_bytes_in_use": 3 << 20, "bytes_in_use": 1 << 20, "bytes_limit": 16 << 30,
+    }  # fmt: skip
+    said = device_memory_text(report.memory)
+    assert said.startswith("device memory after the runs (memory_stats): peak 3.0 MiB in use")
+    assert "1.0 MiB now of 16.0 GiB" in said
+    assert f"XLA's peak ({nbytes(report.memory.xla_peak_bytes)}) is the compile's plan" in said
+    assert said in summarize_report(report)
+    assert Report.from_dict(json.loads(json.dumps(report.to_dict()))).memory.device is not None
+
+
+def test_the_cpu_keeps_no_count_so_none_is_shown():
+    report = analyze(scaled, "f32[64,64], f32[64,64]", runs=2)
+    assert report.memory.device is None and device_memory_text(report.memory) is None
+    assert analyze(scaled, "f32[64,64], f32[64,64]", runs=0).memory.device is None
+
+
+def test_a_device_whose_count_fails_still_gives_its_runs(monkeypatch):
+    class Failing(CountingDevice):
+        def memory_stats(self):
+            raise RuntimeError("UNIMPLEMENTED: memory_stats")
+
+    real = viz.stages.resolve_device
+    monkeypatch.setattr(viz.stages, "resolve_device", lambda d: Failing(real(d)))
+    report = analyze(scaled, "f32[64,64], f32[64,64]", runs=2)
+    assert report.memory.device is None and report.run is not None

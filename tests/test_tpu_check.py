@@ -23,6 +23,8 @@ TPU_ONLY = (
     "every timed kernel on the roofline",
     ">= 90% of the device time on named kernels",
     "a second process on a held chip",
+    "the Pallas kernel's Mosaic text opens",
+    "the device's memory_stats beside XLA's peak",
 )
 
 

@@ -324,6 +324,9 @@ def kernel_table(profile: Profile | None, fmap: list[FusionEntry], device: str, 
         "and the source lines they came from" + (" · slowest first" if profile else "")
     )
     table(rows, height=min(38 + 35 * len(rows), 460))
+    for title, text in viz.fusion.view.kernel_irs(fmap):
+        with st.expander(title):
+            st.code(text, language="mlir")
 
 
 def roofline_view(profile: Profile, index: int) -> None:

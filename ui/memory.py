@@ -20,6 +20,7 @@ from viz import charts
 from viz.memory.display import (
     buffer_rows,
     describe_made_by,
+    device_memory_text,
     fit_text,
     kinds_text,
     padding_text,
@@ -68,6 +69,9 @@ def panel(res: Result, index: int) -> None:
         )
         at_peak(res, index)
         lower_it(res)
+    device_count = device_memory_text(memory)
+    if device_count:
+        st.caption(device_count)
     totals(r)
 
 

@@ -368,10 +368,11 @@ def summarize_report(report: Report) -> str:
         )
     lines.extend(_fusion_lines(report))
     if report.memory:
-        from viz.memory.display import padding_text, peak_line, spaces_text
+        from viz.memory.display import device_memory_text, padding_text, peak_line, spaces_text
 
         memory, source = report.memory, report.source_file
         said = [peak_line(memory, source), padding_text(memory, source), spaces_text(memory)]
+        said.append(device_memory_text(memory))
         lines.extend(filter(None, said))
     lines.extend(_donation_lines(report))
     lines.extend(_specialization_lines(report))

@@ -37,6 +37,9 @@ What it reaches for, and why:
   JAX's backends).
 - `jax._src.cache_key`: how the persistent cache's key is built, component by component,
   to say which component changed when the cache missed.
+- `jax._src.lib.tpu` (jaxlib's Mosaic bindings): the TPU dialect, registered in an MLIR
+  context, so that a Pallas kernel's Mosaic module (the body of its custom call) can be
+  parsed and printed (`viz.platforms.mosaic`). Fallback: no kernel IR text.
 
 The recorder also reads JAX's own frames by name (`_pjit_call_impl_python`, the cache
 miss handler's locals: `viz.recorder.capture.listener`); those are names on the stack, not
@@ -235,6 +238,24 @@ def xla_flag_rules() -> tuple[list[str], set[str]]:
     from jax._src import cache_key
 
     return cache_key.get_flag_prefixes(), set(cache_key.xla_flags_to_exclude_from_cache_key)
+
+
+# -- a kernel's own IR -----------------------------------------------------------------
+
+
+def mosaic_context() -> Any | None:
+    """An MLIR context that knows JAX's dialects and the TPU's (Mosaic), where
+    unregistered ops still parse; None where this jaxlib has no Mosaic bindings."""
+    try:
+        from jax._src.lib import tpu
+    except ImportError:
+        return None
+    from jax.interpreters.mlir import make_ir_context
+
+    context = make_ir_context()
+    tpu.register_dialect(context)
+    context.allow_unregistered_dialects = True
+    return context
 
 
 # -- the recorder ---------------------------------------------------------------------

@@ -203,6 +203,7 @@ class _Analysis:
             found.analysed()  # the memory check before the runs reads the profile, lines given
             stream.stage("run")  # the compiled program is all known: drawn before the runs
             found.runs, found.eager = _time_runs(compiled, runs, budget_s)
+            found.device_memory = compiled.device_memory()
         if profile:  # with runs=0 there is nothing to profile: profile_section says so
             call = compiled.runner(PROFILE_RUNS + 1) if runs > 0 else (lambda: None)
             program = module_name(found.executable.text) if found.executable else None

@@ -21,7 +21,7 @@ from viz.found import Found
 from viz.fusion.map import FusionMap, Side
 from viz.fusion.profile import Profile
 from viz.ir.model import Graph
-from viz.memory.model import Residual
+from viz.memory.model import DeviceMemory, Residual
 from viz.plain import Later
 from viz.platforms.trace import rules as trace_rules
 from viz.report import (
@@ -127,6 +127,7 @@ class Sections:
     specialization: Found[Specialized] | None = None
     compile_profile: Found[CompileProfileSection] | None = None
     residuals: Found[tuple[list[Residual], str]] | None = None  # what jax.checkpoint saves
+    device_memory: DeviceMemory | None = None  # the device's memory_stats() after the runs
 
     def analysed(self) -> Analyses | None:
         """XLA's analyses, made now where they were deferred."""
@@ -243,7 +244,7 @@ def _analysed(found: Sections, part: Callable[[Analyses], T]) -> T | Later | Non
 def _memory(memory: Memory, found: Sections) -> Memory:
     """The memory section, with the residuals jax.checkpoint saves."""
     residuals, note = _value(found.residuals) or ([], "")
-    return replace(memory, residuals=residuals, residuals_note=note)
+    return replace(memory, residuals=residuals, residuals_note=note, device=found.device_memory)
 
 
 def _value(found: Found[T] | Later | None) -> T | None:

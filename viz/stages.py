@@ -29,6 +29,7 @@ import jax
 from viz import events, jax_private
 from viz.errors import USER_EXITS, ErrorInfo, ErrorKind, UserCodeError, classify
 from viz.memory.display import peak_fillers
+from viz.memory.model import DeviceMemory
 from viz.memory.profile import (
     MemoryProfile,
     executable_profile,
@@ -260,10 +261,23 @@ class Compiled:
     def memory_limit(self) -> tuple[int, str]:
         """What a run must fit in: the device's own limit where it reports one (a GPU's
         `memory_stats()['bytes_limit']`), else the worker's limit (the CPU's case)."""
-        stats = resolve_device(self.target.device).memory_stats() or {}
+        stats = self._memory_stats() or {}
         if stats.get("bytes_limit"):
             return int(stats["bytes_limit"]), "the device's memory"
         return self.target.memory_limit_bytes, "the worker's limit"
+
+    def _memory_stats(self) -> dict[str, int] | None:
+        """The device's `memory_stats()` (None on the CPU, which keeps none, and where
+        the backend cannot say: its `memory_stats` not implemented)."""
+        try:
+            return resolve_device(self.target.device).memory_stats()
+        except Exception:  # the analysis stands without the device's count
+            return None
+
+    def device_memory(self) -> DeviceMemory | None:
+        """The device's own count of its memory, now (after the runs): None where it
+        keeps none."""
+        return DeviceMemory.of(self._memory_stats())
 
     def check_memory(self) -> None:
         """`memory` error when running would need more than the limit: the peak of the

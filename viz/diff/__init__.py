@@ -53,6 +53,7 @@ from viz.diff.deltas import (
 from viz.diff.display import (
     LABELS,
     arg_change_rows,
+    clock_note,
     collective_rows,
     collectives_line,
     human,
@@ -102,6 +103,7 @@ __all__ = [
     "ShardingDiff",
     "TextDiff",
     "arg_change_rows",
+    "clock_note",
     "collective_rows",
     "collectives_line",
     "comparable",

@@ -15,6 +15,7 @@ from viz import units
 from viz.diff.deltas import Delta, Number
 from viz.diff.model import Diff, DiffSide, KernelBrief, KernelChange, KernelDiff
 from viz.diff.sharding import ShardingDiff
+from viz.platforms.trace import rules as trace_rules
 
 LABELS = {
     "jaxpr.eqn_count": "jaxpr equations",
@@ -30,6 +31,7 @@ LABELS = {
     "run_min_s": "run (min)",
     "run_p90_s": "run (p90)",
     "eager_median_s": "eager (median)",
+    "device_s": "device time per call",
     "runs": "timed runs",
     "flops": "FLOPs",
     "bytes_accessed": "bytes accessed",
@@ -53,6 +55,22 @@ def human(group: str, key: str, value: Number | None, signed: bool = False) -> s
     if group == "cost":
         return units.si(value, signed)
     return units.count(value, signed)
+
+
+def clock_note(diff: Diff) -> str | None:
+    """Where the two device times per call are read on two clocks (a CPU's is the host's,
+    the same as its wall time; an accelerator's is its own), the words that say so."""
+    if "device_s" not in diff.timings:
+        return None
+    devices = [side.settings.device for side in (diff.a, diff.b)]
+    own = [trace_rules(device).device_clock for device in devices]
+    if own[0] == own[1]:
+        return None
+    clocks = [
+        f"{device}'s own clock" if by_device else f"the host's clock on {device} (its wall time)"
+        for device, by_device in zip(devices, own, strict=True)
+    ]
+    return f"device time per call: A's is {clocks[0]}, B's {clocks[1]}"
 
 
 def summarize(diff: Diff) -> str:

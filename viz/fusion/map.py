@@ -21,7 +21,9 @@ call a node of its own) runs as one instruction (on TPU a custom call): its call
 matched as any op is, and its body's equations, which no instruction names, are found
 in the kernel of their call (`via: kernel`); where the platform inlined the body
 instead (Pallas's interpret mode on CPU), the body's equations are matched as any op
-and the call is found where its body went.
+and the call is found where its body went. Where the platform lowered the kernel to an
+IR of its own (Mosaic on TPU: the StableHLO's custom call holds it), the kernel's entry
+keeps that IR's text (`kernel_ir`).
 
 `fusion_map_coverage`: per IR, the share of ops found in the optimized program
 (in a kernel or in a `no_kernel` instruction such as a bitcast). Constants,
@@ -195,6 +197,8 @@ def fusion_map(
         coverage[ir] = mapped / len(ops) if ops else None
         _add_ops(entries, ir, ops, direct, found, user_file, in_kernel)
         _title_kernels(entries, side, direct)
+        if graph is not None and graph.kernel_irs:
+            _kernel_irs(entries, graph, direct)
     _fill_kernels(entries, compiled, index, user_file)
     coverage["counts"] = counts
     return FusionMap(list(entries.values()), coverage)
@@ -389,6 +393,20 @@ def _title_kernels(
         title = label.partition(": ")[2]
         if len(refs) == 1 and title and refs[0].name in entries:
             entries[refs[0].name].title = title
+
+
+def _kernel_irs(
+    entries: dict[str, FusionEntry], graph: Graph, direct: dict[str, list[KernelRef]]
+) -> None:
+    """The kernel a user's kernel call became (one instruction, found by its metadata)
+    holds the kernel's own IR, and is titled by the kernel where the jaxpr did not."""
+    nodes = graph.node_map()
+    for call, text in graph.kernel_irs.items():
+        refs = direct.get(call, ())
+        if len(refs) == 1 and refs[0].name in entries:
+            entry = entries[refs[0].name]
+            entry.kernel_ir = text
+            entry.title = entry.title or nodes[call].attrs.get("kernel", "")
 
 
 def _into_kernels(

@@ -18,6 +18,7 @@ class FusionEntry(Plain):
     jaxpr_eqns: list[dict[str, str]] = field(default_factory=list)  # {id, primitive}
     lines: list[int] = field(default_factory=list)
     title: str = ""  # the name the user gave the kernel: a Pallas kernel's function
+    kernel_ir: str = ""  # the user's kernel's own IR text, where lowered to one (Mosaic on TPU)
 
     @property
     def is_kernel(self) -> bool:

@@ -246,6 +246,17 @@ def kernel_rows(fusion_map: list[FusionEntry], profile: Profile | None) -> list[
     return rows
 
 
+def kernel_irs(fusion_map: list[FusionEntry]) -> list[tuple[str, str]]:
+    """(title, text) of each kernel whose own IR the platform gave (a Pallas kernel's
+    Mosaic module on TPU), for the Fusion view to open."""
+    said = "the kernel's own IR, as the platform lowered it"
+    return [
+        (f"{e.title or e.kernel} ({e.kernel}): {said}", e.kernel_ir)
+        for e in fusion_map
+        if e.kernel_ir
+    ]
+
+
 def kernel_time_chart(profile: Profile, top: int = 25) -> go.Figure:
     """Time per step of the slowest kernels, sorted, as horizontal bars."""
     kernels = profile.kernels[:top]

@@ -128,7 +128,11 @@ class Graph:
     instruction, under its group's name (the last part of its path). A node the text
     does not write on a row of its own (an op of a region the text folds into its op's
     line) has none. The readers note them when they make the text (`JaxprReading`,
-    `StableHLOReading`; the compiled HLO is read from its text)."""
+    `StableHLOReading`; the compiled HLO is read from its text).
+
+    `kernel_irs`: a kernel's own IR text (a Pallas kernel's Mosaic module on TPU), by
+    the id of the node that calls it. The fusion map gives it to the kernel's entry,
+    which the report keeps; the graph's JSON leaves it out (it would be kept twice)."""
 
     ir: str  # 'jaxpr' | 'stablehlo' | 'compiled'
     nodes: list[Node] = field(default_factory=list)
@@ -137,6 +141,7 @@ class Graph:
     input_names: list[str] = field(default_factory=list)
     output_aliases: dict[int, int] = field(default_factory=dict)
     text_rows: dict[str, list[int]] = field(default_factory=dict)
+    kernel_irs: dict[str, str] = field(default_factory=dict)
 
     def add_group(self, path: Path, kind: str = "scope", op: str | None = None, **kw: Any) -> Path:
         """Register `path` (and any missing ancestors as plain scopes); returns it."""

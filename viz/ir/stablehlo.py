@@ -22,6 +22,11 @@ then a plain 'func.call' node with an edge into the function's ops that read
 its arguments ("call @name" links there) and edges from the call node to the
 users of its results.
 
+A custom call that runs a kernel the user wrote (a Pallas kernel: its `kernel_name`
+attribute) is one op labelled by the kernel (`custom_call: add_kernel`, `attrs['kernel']`);
+where the platform lowered the kernel to an IR of its own (Mosaic on TPU), that IR's text
+is `graph.kernel_irs[node id]` (`viz.platforms.mosaic`).
+
 An op node keeps its location's name in `attrs['op_name']` (`jit(f)/layer0/add`;
 inside a called function it is relative to the call: `add`) and its file, line
 and column in `source`; an op without a file location takes its caller's.
@@ -55,7 +60,9 @@ from viz.ir.model import (
     register_scopes,
     source_loc,
 )
+from viz.platforms import mosaic
 
+CUSTOM_CALL = "stablehlo.custom_call"
 NAME, CALLSITE, FILE, FUSED = "name", "callsite", "file", "fused"  # kinds of MLIR location
 if hasattr(ir, "NameLoc"):  # jaxlib >= 0.10: a class for each kind
     _KINDS = {
@@ -325,9 +332,27 @@ def _read_op(
         callee = _callee(operation)
         node.label = f"call @{callee}"
         reader.call_nodes.setdefault(callee, []).append(node.id)
+    elif name == CUSTOM_CALL:
+        _read_kernel_call(reader.graph, operation, node)
     reader.graph.nodes.append(node)
     connect(reader.graph, [_lookup(reader, v) for v in operation.operands], node.id)
     return (node.id,), type_
+
+
+def _read_kernel_call(graph: Graph, operation: Any, node: Node) -> None:
+    """A custom call that runs a user's kernel: labelled by the kernel, with the kernel's
+    own IR where the platform lowered it to one."""
+    attributes = operation.attributes
+    if "kernel_name" not in attributes:
+        return
+    kernel = ir.StringAttr(attributes["kernel_name"]).value
+    node.label, node.attrs["kernel"] = f"{node.label}: {kernel}", kernel
+    target = ir.StringAttr(attributes["call_target_name"]).value
+    config = attributes.get("backend_config")
+    if mosaic.is_kernel_call(target) and isinstance(config, ir.StringAttr):
+        text = mosaic.kernel_text(config.value)
+        if text:
+            graph.kernel_irs[node.id] = text
 
 
 def _read_region_op(

@@ -190,4 +190,22 @@ def spaces_text(memory: Memory) -> str | None:
     return "also in other memory spaces, not in the peak: " + ", ".join(said)
 
 
+def device_memory_text(memory: Memory) -> str | None:
+    """The device's own count after the runs beside XLA's compile-time figure, and what
+    each counts; None where the device keeps no count (the CPU)."""
+    device = memory.device
+    if device is None:
+        return None
+    limit = f" of {nbytes(device.bytes_limit)}" if device.bytes_limit else ""
+    xla = memory.xla_peak_bytes if memory.xla_peak_bytes is not None else memory.peak_bytes
+    plan = f" ({nbytes(xla)})" if xla is not None else ""
+    return (
+        f"device memory after the runs (memory_stats): peak "
+        f"{nbytes(device.peak_bytes_in_use)} in use, {nbytes(device.bytes_in_use)} now"
+        f"{limit}. It counts every buffer the runtime held in this process since it began "
+        f"(arguments, outputs, temporaries, other programs'); XLA's peak{plan} is the "
+        "compile's plan for this one program"
+    )
+
+
 SPACE_NAMES = {"1": " (VMEM, on a TPU)", "2": " (the chip's own memory, on a TPU)"}

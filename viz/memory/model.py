@@ -98,6 +98,23 @@ class OomEstimate(Plain):
 
 
 @dataclass
+class DeviceMemory(Plain):
+    """The device's own count (`device.memory_stats()`), read after the timed runs:
+    what its runtime's allocator held in this process. None where it gives no figure."""
+
+    peak_bytes_in_use: int | None = None  # the most it held at once since the process began
+    bytes_in_use: int | None = None  # what it holds after the runs
+    bytes_limit: int | None = None  # the most it may hold on the device
+
+    @classmethod
+    def of(cls, stats: dict[str, int] | None) -> DeviceMemory | None:
+        """From `memory_stats()`'s dict (None: the device gives none, as the CPU)."""
+        if not stats or stats.get("peak_bytes_in_use") is None:
+            return None
+        return cls(*(stats.get(k) for k in ("peak_bytes_in_use", "bytes_in_use", "bytes_limit")))
+
+
+@dataclass
 class Memory(Plain):
     """XLA's totals (`memory_analysis()`), and the memory profile (issue #54,
     `viz.memory`): the bytes live at each step of the schedule, the peak and the
@@ -125,6 +142,7 @@ class Memory(Plain):
     # (an allocation's colour: a TPU's VMEM is 1), not in the peak
     other_spaces: dict[str, int] = field(default_factory=dict)
     estimate: OomEstimate | None = None  # the figures are estimated: XLA refused the compile
+    device: DeviceMemory | None = None  # memory_stats() after the runs (None: none, as on CPU)
 
     @property
     def arguments_at_peak(self) -> int:
