@@ -116,9 +116,11 @@ def overview(r: Report, key: str = "ov", res: Result | None = None) -> None:
     its own)."""
     j, h, c = r.jaxpr, r.stablehlo, r.compiled
     m = st.columns(3)
-    m[0].metric("jaxpr equations", j and j.eqn_count, help=r.definition(Count.JAXPR_EQNS))
-    m[1].metric("StableHLO ops", h and h.op_count, help=r.definition(Count.STABLEHLO_OPS))
-    m[2].metric("compiled kernels", c and c.kernel_count, help=r.definition(Count.KERNELS))
+    m[0].metric("jaxpr equations", ui.count(j and j.eqn_count), help=r.definition(Count.JAXPR_EQNS))
+    m[1].metric("StableHLO ops", ui.count(h and h.op_count), help=r.definition(Count.STABLEHLO_OPS))
+    m[2].metric(
+        "compiled kernels", ui.count(c and c.kernel_count), help=r.definition(Count.KERNELS)
+    )
     overview_graph(r, res)
     left, right = st.columns(2)
     left.vega_lite_chart(vega.count_chain(r), width="stretch", key=f"{key}_chain")
@@ -135,7 +137,7 @@ def overview(r: Report, key: str = "ov", res: Result | None = None) -> None:
         ui.seconds(r.timings.run_median_s),
         help="steady-state time per call of the compiled program",
     )
-    m[2].metric("fusions", c and c.fusion_count, help=r.definition(Count.FUSIONS))
+    m[2].metric("fusions", ui.count(c and c.fusion_count), help=r.definition(Count.FUSIONS))
     if r.timings.run_median_s is not None and (said := device_time_words(r.timings, r.device)):
         st.caption(said)
     flops = r.cost.flops if r.cost else None

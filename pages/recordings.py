@@ -31,7 +31,7 @@ from viz.recorder import (
     recover,
     short_path,
 )
-from viz.units import nbytes, plural, seconds
+from viz.units import count, nbytes, plural, seconds
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
 
@@ -69,7 +69,7 @@ def wide(*columns: str) -> dict[str, object]:
 def overview(rec: Recording) -> None:
     s, program = rec.summary, rec.program
     cols = st.columns(6)
-    cols[0].metric("compiles", s.compiles)
+    cols[0].metric("compiles", count(s.compiles))
     cols[1].metric("compile time", seconds(s.compile_s))
     cols[2].metric("wall time", seconds(program.wall_s) if program.wall_s else "–")
     share = s.compile_s / program.wall_s if program.wall_s else None

@@ -55,12 +55,13 @@ from ui.workers import (
     worker,
 )
 from viz.program import join_spec, spec_rows
-from viz.units import nbytes, seconds, si
+from viz.units import count, nbytes, seconds, si
 
 __all__ = [
     "IR_TITLES",
     "LiveAnalysis",
     "ask",
+    "count",
     "device",
     "device_picker",
     "error_card",

@@ -97,7 +97,7 @@ def metrics(r: Report) -> None:
         help="XLA packs the temporaries into one block of this size for the whole call",
     )
     m[3].metric(
-        memory.limit_of.capitalize() or "limit",
+        memory.limit_of or "limit",  # lower case, as its neighbours
         nbytes(memory.limit_bytes),
         help="what a run must fit in: the device's bytes_limit where it reports one, "
         "else the worker's memory limit",
