@@ -23,7 +23,7 @@ from viz.fusion.profile import Profile
 from viz.ir.model import Graph
 from viz.memory.model import Residual
 from viz.plain import Later
-from viz.platforms.trace import rules as trace_rules
+from viz.platforms import platform_of
 from viz.report import (
     CompiledSection,
     Cost,
@@ -262,7 +262,7 @@ def _timings(found: Sections, device: str) -> Timings:
         compile_s=found.seconds.get("compile"),
         compile_from_disk=found.executable is not None and found.executable.from_disk,
         device_s=None if profile is None else profile.device_step_s,
-        device_clock="device" if trace_rules(device).device_clock else "host",
+        device_clock="device" if platform_of(device).trace_rules.device_clock else "host",
     )
     stats, eager = found.runs, _value(found.eager)
     if stats is None:

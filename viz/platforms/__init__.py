@@ -114,8 +114,14 @@ def memory_schedule_of(device: str) -> dict[str, str]:
         return {}
 
 
-def platform_of(device: str | DeviceConfig) -> Platform:
-    return (device if isinstance(device, DeviceConfig) else DeviceConfig.parse(device)).module
+def platform_of(device: str) -> Platform:
+    """The platform of a device configuration (`tpu`, `gpu`, `cpu:8`) or of JAX's name
+    for its platform (`cuda`); an unknown one is the CPU."""
+    try:
+        return DeviceConfig.parse(device).module
+    except DeviceError:
+        by_jax = {p.jax_platform: p for p in PLATFORMS.values()}
+        return by_jax.get(device.lower(), cpu.PLATFORM)
 
 
 class _Probe:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from viz.platforms import DeviceConfig
+    from viz.platforms.trace import TraceRules
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class Platform(Protocol):
     offered: tuple[str, ...]  # the picker's device configurations on a machine that has it
     # compiler options for XLA's schedule that keeps fewer buffers live (none: not offered)
     memory_schedule: tuple[tuple[str, str], ...]
+    trace_rules: TraceRules  # how its `jax.profiler` trace reads (`viz.platforms.trace`)
 
     def detect(self) -> bool:
         """Whether this machine may have the device: cheap, without jax (a file, a
