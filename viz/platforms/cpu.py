@@ -50,6 +50,7 @@ class Cpu:
     max_processes: int | None = None
     offered = ("cpu", "cpu:8")
     memory_schedule = tuple(MEMORY_SCHEDULE.items())
+    assignment_in_analysis = True
     trace_rules = trace.TraceRules(
         trace.named_kernel_events,
         trace.no_device_clock,

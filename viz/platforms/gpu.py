@@ -23,6 +23,7 @@ class Gpu:
     max_processes: int | None = None
     offered = ("gpu",)
     memory_schedule: tuple[tuple[str, str], ...] = ()
+    assignment_in_analysis = False
     trace_rules = trace.TraceRules(
         trace.named_kernel_events,
         trace.device_module_times("/device:GPU"),

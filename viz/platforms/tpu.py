@@ -85,6 +85,7 @@ class Tpu:
     max_processes: int | None = 1
     offered = ("tpu",)
     memory_schedule: tuple[tuple[str, str], ...] = ()
+    assignment_in_analysis = False
     trace_rules = trace.TraceRules(
         trace.tpu_kernel_events,
         trace.device_module_times("/device:TPU"),
