@@ -149,7 +149,7 @@ def _cost_line(report: Report) -> str:
             f"outputs {nbytes(m.output_bytes)}, temporaries {nbytes(m.temp_bytes)})"
         )
     line = f'<div class="sub">{" · ".join(items)}</div>' if items else ""
-    peak = peak_line(report.memory, report.source_file) if report.memory else None
+    peak = peak_line(report.memory) if report.memory else None
     return line + (f'<div class="sub">{_e(peak)}</div>' if peak else "")
 
 
@@ -188,7 +188,7 @@ def _kernel_table(report: Report) -> str:
 
 def _peak_table(report: Report) -> str:
     assert report.memory is not None
-    return _table(buffer_rows(report.memory.at_peak, report.source_file))
+    return _table(buffer_rows(report.memory.at_peak))
 
 
 def _specialization_table(report: Report) -> str:
