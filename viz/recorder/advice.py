@@ -8,7 +8,6 @@ is no fault of anyone's.
 from __future__ import annotations
 
 import linecache
-import os
 import re
 from collections import Counter
 
@@ -18,10 +17,10 @@ from viz.recorder.model import (
     CACHE,
     CLEARED,
     FIRST_COMPILE,
-    INSTALLED,
     LOOP_LAYERS,
     Compile,
     FunctionStats,
+    installed_parts,
     jitted,
     short_path,
 )
@@ -140,9 +139,8 @@ def _library_text(stats: FunctionStats, compiles: list[Compile]) -> str:
 
 def _package(location: str) -> str:
     """'numpyro' for '/…/site-packages/numpyro/util.py:416', '' outside installed packages."""
-    parts = location.rpartition(":")[0].split(os.sep)
-    installed = [i for i, part in enumerate(parts) if part in INSTALLED]
-    return parts[installed[-1] + 1] if installed and installed[-1] + 2 < len(parts) else ""
+    inside = installed_parts(location.rpartition(":")[0])
+    return inside[0] if len(inside) > 1 else ""  # a package's folder, not a lone module
 
 
 def _called_expression(location: str) -> str:
