@@ -155,9 +155,7 @@ def _new_object_text(arg: str, ours: list[Reason], stats: FunctionStats) -> str:
     """'`terms.vector_field`: a new function `solve.<locals>.<lambda>` (model.py:4) on every
     call → define it once, outside `solve`': a static value made anew for each call."""
     often = (
-        "on every call"
-        if len(ours) >= stats.compiles - 1
-        else f"on {len(ours)} call{'s' if len(ours) > 1 else ''}"
+        "on every call" if len(ours) >= stats.compiles - 1 else f"on {plural(len(ours), 'call')}"
     )
     outer = outer_function(ours[-1].after)
     fix = (
