@@ -192,6 +192,15 @@ def available(wait_s: float = 0.0) -> list[str]:
     return accelerators + list(cpu.PLATFORM.offered)
 
 
+def available_with(named: str | None) -> list[str]:
+    """`available()`; where `named` (the device a link or a run names) is not among
+    them yet, after waiting for JAX's answer (at most NAMED_WAIT_S)."""
+    devices = available()
+    if named and named not in devices:
+        devices = available(wait_s=NAMED_WAIT_S)
+    return devices
+
+
 __all__ = [
     "PLATFORMS",
     "DeviceConfig",
@@ -199,6 +208,7 @@ __all__ = [
     "Platform",
     "Unavailable",
     "available",
+    "available_with",
     "examples",
     "held",
     "memory_schedule_of",
