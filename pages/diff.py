@@ -121,7 +121,7 @@ def count_metrics(d: Diff) -> None:
         )
 
 
-def numbers_tab(d: Diff, sources: tuple[str | None, str | None]) -> None:
+def numbers_tab(d: Diff) -> None:
     for group, title, deltas in (
         ("timings", "Timings", d.timings),
         ("cost", "Cost", d.cost),
@@ -132,7 +132,7 @@ def numbers_tab(d: Diff, sources: tuple[str | None, str | None]) -> None:
         if group == "timings" and clock_note(d):
             st.caption(clock_note(d))
     if d.peak is not None:
-        peak_buffers(d.peak, sources)
+        peak_buffers(d.peak)
 
 
 def peak_line(d: Diff) -> None:
@@ -141,15 +141,14 @@ def peak_line(d: Diff) -> None:
         st.markdown(f"**Memory peak** · {d.peak.said[0].upper()}{d.peak.said[1:]}")
 
 
-def peak_buffers(p: PeakDiff, sources: tuple[str | None, str | None]) -> None:
-    """The largest buffers at each run's peak, side by side (`sources`: each run's file,
-    where its lines are the user's)."""
-    sides = zip(st.columns(2), "AB", (p.a_buffers, p.b_buffers), sources, strict=True)
-    for column, name, buffers, source in sides:
+def peak_buffers(p: PeakDiff) -> None:
+    """The largest buffers at each run's peak, side by side."""
+    sides = zip(st.columns(2), "AB", (p.a_buffers, p.b_buffers), strict=True)
+    for column, name, buffers in sides:
         column.markdown(f"**{name}** · live at the peak, largest first")
         if buffers:
             with column:
-                ui.table(buffer_rows(buffers, source))
+                ui.table(buffer_rows(buffers))
         else:
             column.caption("Not kept: this run has its numbers only.")
 
@@ -257,7 +256,7 @@ def show(a: Side, b: Side, named: bool = True) -> None:
     peak_line(d)
     render = {
         **({"Sharding": lambda: sharding_tab(d.sharding)} if d.sharding else {}),
-        "Timings, cost, memory": lambda: numbers_tab(d, (a[0].source_file, b[0].source_file)),
+        "Timings, cost, memory": lambda: numbers_tab(d),
         "Kernels": lambda: kernels_tab(d),
         "Ops by type": lambda: ops_tab(d),
         "IR text": lambda: ir_tab(d),

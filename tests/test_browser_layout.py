@@ -79,12 +79,6 @@ def look(tab, name: str, found: dict[str, list[str]]) -> None:
     tab.screenshot(path=str(shots() / f"layout_{name}_{tab.size}_{tab.theme}.png"))
 
 
-def graph_theme(tab) -> str:
-    return (
-        tab.frame_locator("[data-testid=stIFrame]").first.locator("#stage").get_attribute("class")
-    )
-
-
 @pytest.mark.parametrize(
     "window",
     [(w, h, theme) for w, h in SIZES for theme in ("light", "dark")],

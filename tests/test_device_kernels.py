@@ -39,8 +39,9 @@ from viz.ir.hlo import read_hlo_text
 from viz.ir.jaxpr import read_jaxpr
 from viz.ir.kernels import kernel_count, kernel_names, kernels
 from viz.ir.stablehlo import StableHLOReading, module_bytecode, module_copy, read_stablehlo
+from viz.platforms import platform_of
 from viz.platforms.mosaic import kernel_text
-from viz.platforms.trace import TraceEvent, instruction_name, read_trace, rules
+from viz.platforms.trace import TraceEvent, instruction_name, read_trace
 from viz.report import Timings
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tpu_v5e_handmade" / "pallas_forward"
@@ -93,8 +94,9 @@ def test_an_instruction_is_named_by_its_text(text: str, name: str) -> None:
 
 
 def test_a_device_configuration_reads_as_its_platform() -> None:
-    assert rules("tpu").device_clock and not rules("cpu:8").device_clock
-    assert rules("cpu:8") is rules("cpu")
+    tpu, cpu_8 = platform_of("tpu").trace_rules, platform_of("cpu:8").trace_rules
+    assert tpu.device_clock and not cpu_8.device_clock
+    assert cpu_8 is platform_of("cpu").trace_rules
 
 
 # -- the TPU's kernels, from its XLA Ops -------------------------------------------------

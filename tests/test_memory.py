@@ -351,7 +351,7 @@ def test_every_buffer_at_the_peak_has_a_file_and_line_or_a_reason():
     summed = f"{file}:{line_of('summed down the columns')}"
     (window,) = [r for r in rows if r.instruction == "wrapped_reduce-window"]
     assert where_text(window.where) == summed and "no line" in window.note
-    assert peak_line(report.memory, report.source_file).startswith(
+    assert peak_line(report.memory).startswith(
         f"peak {nbytes(report.memory.peak_bytes)} at {report.memory.peak_at.instruction} ({summed})"
     )
 
@@ -548,7 +548,7 @@ def test_a_peak_over_the_workers_limit_is_refused_before_running_naming_its_buff
 @XLA_FIGURES
 def test_a_compile_only_analysis_says_whether_a_run_would_fit():
     report = analyze(sort_then_scan, "f32[2048,8192]", runs=0, memory_limit_bytes=128 * MiB)
-    said = fit_text(report.memory, report.source_file)
+    said = fit_text(report.memory)
     assert report.ok and report.memory.limit_of == "the worker's limit"
     sort = f"test_memory.py:{line_of('the large sorted')}"
     assert said.startswith(f"Running needs 260.3 MiB at its peak: the sort at {sort}")
@@ -560,7 +560,7 @@ def test_a_compile_only_analysis_says_whether_a_run_would_fit():
 
 @XLA_FIGURES
 def test_the_cli_line_names_the_peak_and_its_buffers(sorted_report):
-    line = peak_line(sorted_report.memory, sorted_report.source_file)
+    line = peak_line(sorted_report.memory)
     assert re.match(r"peak 260\.3 MiB at \S+ .*: f32\[2048,8192\] 64\.0 MiB", line), line
     assert "(x)" in line or "…" in line
     assert line.endswith("XLA's peak_memory_in_bytes 64.0 MiB")

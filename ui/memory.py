@@ -64,9 +64,7 @@ def panel(res: Result, index: int) -> None:
     else:
         metrics(r)
         fits(r)
-        st.plotly_chart(
-            charts.memory_timeline(r, r.source_file), width="stretch", key=f"mem_chart_{index}"
-        )
+        st.plotly_chart(charts.memory_timeline(r), width="stretch", key=f"mem_chart_{index}")
         at_peak(res, index)
         lower_it(res)
     device_count = device_memory_text(memory)
@@ -131,7 +129,7 @@ def fits(r: Report) -> None:
     error a run too big gets, before anything runs."""
     memory = r.memory
     assert memory is not None
-    said = fit_text(memory, r.source_file)
+    said = fit_text(memory)
     if said is None:
         return
     too_big = memory.limit_bytes is not None and (memory.peak_bytes or 0) > memory.limit_bytes
@@ -139,7 +137,7 @@ def fits(r: Report) -> None:
         st.error(said, icon=":material/memory:")
     else:
         st.success(said, icon=":material/memory:")
-    for note in filter(None, (padding_text(memory, r.source_file), spaces_text(memory))):
+    for note in filter(None, (padding_text(memory), spaces_text(memory))):
         st.caption(note)
     if memory.library_kernels:
         st.caption(
@@ -154,7 +152,7 @@ def at_peak(res: Result, index: int) -> None:
     memory = r.memory
     assert memory is not None and memory.peak_at is not None
     at = memory.peak_at
-    line = where_text(at.where, r.source_file)
+    line = where_text(at.where)
     st.markdown(
         f"#### Live at the peak · step {at.position}, `{at.instruction}`"
         + (f" ({line})" if line else "")
@@ -166,7 +164,7 @@ def at_peak(res: Result, index: int) -> None:
         key=lambda b: (b.instruction == OTHER, -b.bytes, natural(describe_made_by(b))),
     )
     picked = table(
-        buffer_rows(rows, r.source_file),
+        buffer_rows(rows),
         height=min(38 + 35 * len(rows), 460),
         on_select="rerun",
         selection_mode="single-row",
@@ -231,7 +229,7 @@ def checkpoint(r: Report) -> None:
             f"- **jax.checkpoint** saves {plural(len(memory.residuals), 'residual')}, "
             f"{nbytes(total)}, for the backward pass (`print_saved_residuals`):"
         )
-        table(residual_rows(memory.residuals, r.source_file))
+        table(residual_rows(memory.residuals))
     elif memory.residuals_note:
         st.markdown(f"- **jax.checkpoint**: {memory.residuals_note}")
     if memory.recomputed:

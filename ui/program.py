@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from viz import demo
-from viz.platforms import NAMED_WAIT_S, available
+from viz.platforms import available_with
 from viz.program import Program
 from viz.samples import default_sample, get_sample, list_samples
 from viz.source import list_functions
@@ -62,5 +62,5 @@ def open_program(program: Program, device: str | None = None) -> None:
     reset_inputs(also=("sample_pick",))
     st.session_state.setdefault("results", [])  # Explore must not auto-analyze
     st.session_state.query_applied = True
-    if device and (device in available() or device in available(wait_s=NAMED_WAIT_S)):
+    if device and device in available_with(device):
         st.session_state.device = device

@@ -8,15 +8,14 @@ import streamlit as st
 
 from ui.workers import device, owner, pool, seen, worker
 from viz import demo
-from viz.platforms import NAMED_WAIT_S, available
+from viz.platforms import available_with
 
 
 def device_picker() -> None:
     shared = st.query_params.get("device")
-    devices = available()
-    if "device" not in st.session_state and shared and shared not in devices:
-        devices = available(wait_s=NAMED_WAIT_S)  # an accelerator's name: JAX's answer
-    if "device" not in st.session_state and shared in devices:
+    fresh = "device" not in st.session_state  # a shared link's device applies once
+    devices = available_with(shared if fresh else None)  # an accelerator's name: JAX's answer
+    if fresh and shared in devices:
         st.session_state.device = st.query_params["device"]  # a shared link's device
     with st.sidebar:
         st.selectbox(

@@ -16,6 +16,7 @@ import streamlit as st
 from ui.navigation import navigation_from_the_start
 from ui.program import program
 from viz import demo, platforms
+from viz.units import plural
 from viz.worker import LESSON_TIMEOUT_S, Worker, WorkerPool
 from viz.worker.protocol import Progress, ReplyT, Request
 
@@ -100,7 +101,7 @@ def ask(
     def queued(ahead: int) -> None:
         if ahead:
             waiting.info(
-                f"Waiting for {what}: {ahead} request{'s' if ahead > 1 else ''} ahead of yours…",
+                f"Waiting for {what}: {plural(ahead, 'request')} ahead of yours…",
                 icon=":material/hourglass_top:",
             )
         else:

@@ -164,7 +164,7 @@ MEMORY_KINDS = (  # stacked bottom up: what lives longest first
 )
 
 
-def memory_timeline(report: Report, source_file: str | None = None) -> go.Figure:
+def memory_timeline(report: Report) -> go.Figure:
     """The bytes live at each step of the program XLA scheduled, stacked by kind, the
     peak marked; where arguments were donated, where their buffers stop counting."""
     from viz.memory.display import where_text
@@ -190,7 +190,7 @@ def memory_timeline(report: Report, source_file: str | None = None) -> go.Figure
         )
     if memory and memory.peak_at is not None and memory.peak_bytes is not None:
         at = memory.peak_at
-        line = where_text(at.where, source_file)
+        line = where_text(at.where)
         fig.add_vline(x=at.position, line={"color": "#E45756", "dash": "dot"})
         # beside the peak's line, never on it: on the side with more room
         right = at.position <= (points[-1].position if points else at.position) / 2

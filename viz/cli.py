@@ -370,8 +370,8 @@ def summarize_report(report: Report) -> str:
     if report.memory:
         from viz.memory.display import device_memory_text, padding_text, peak_line, spaces_text
 
-        memory, source = report.memory, report.source_file
-        said = [peak_line(memory, source), padding_text(memory, source), spaces_text(memory)]
+        memory = report.memory
+        said = [peak_line(memory), padding_text(memory), spaces_text(memory)]
         said.append(device_memory_text(memory))
         lines.extend(filter(None, said))
     lines.extend(_donation_lines(report))

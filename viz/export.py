@@ -73,10 +73,10 @@ def _memory_section(report: Report) -> list[str]:
         "<h2>Memory</h2>",
         f'<p class="sub">XLA\'s figures for this compile on {html.escape(report.device)}: '
         "its buffer assignment and schedule.</p>",
-        f"<p>{html.escape(fit_text(memory, report.source_file) or '')}</p>",
+        f"<p>{html.escape(fit_text(memory) or '')}</p>",
         html_charts.memory_timeline(report),
     ]
-    rows = buffer_rows(memory.at_peak, report.source_file)
+    rows = buffer_rows(memory.at_peak)
     head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0]) if rows else ""
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r.values()) + "</tr>"

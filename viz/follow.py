@@ -31,6 +31,7 @@ from viz.ir.kernels import kernel_of
 from viz.ir.model import IRS, Graph, Node
 from viz.jax_private import JAXPR_ROWS_SINCE
 from viz.report import FusionEntry, Report
+from viz.units import plural
 
 NOT_OPS = frozenset({"func.call"})  # a shared function's call shell: its ops count
 NOUNS = {"jaxpr": "equation", "stablehlo": "StableHLO op"}
@@ -67,13 +68,13 @@ class LineTrace:
         parts = [f"line {self.line}"]
         for ir in ("jaxpr", "stablehlo"):
             n = len(self.nodes.get(ir, ()))
-            parts.append(_count(n, NOUNS[ir]) if n else NONE[ir])
+            parts.append(plural(n, NOUNS[ir]) if n else NONE[ir])
             if not n and not self.kernels:  # (ops of a shared function may carry no line)
                 break
         else:
             kernels = self.kernels
             parts.append(
-                f"{_count(len(kernels), 'kernel')} ({self._kernel_text()})"
+                f"{plural(len(kernels), 'kernel')} ({self._kernel_text()})"
                 if kernels
                 else "no kernel"
             )
@@ -250,10 +251,6 @@ def used(graph: Graph) -> set[str]:
                 reached.add(src)
                 todo.append(src)
     return reached
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _lines(lines: tuple[int, ...]) -> str:

@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from viz.charts import STAGE_COLOURS, stage_spans
 from viz.export import error_html, graph_html
 from viz.memory.display import buffer_rows, peak_line
 from viz.report import Report
@@ -60,13 +61,7 @@ border-radius:6px} .jitscope .error pre{margin:6px 0 0;white-space:pre-wrap}
 .jitscope .foot{color:var(--muted);margin-top:6px}
 """.replace("FRAME", str(FRAME_PX))
 
-# the app's stage colours (viz.charts), so a cell and the app read alike
-STAGES = (
-    ("trace", "trace_s", "#4c78a8"),
-    ("lower", "lower_s", "#72b7b2"),
-    ("compile", "compile_s", "#e45756"),
-    ("first call", "first_call_s", "#f58518"),
-)
+STEADY = "steady state"  # `stage_spans`' last stage: a note under the bar, not a span
 
 
 def report_html(report: Report, history_id: int | None = None) -> str:
@@ -123,15 +118,16 @@ def _graph(report: Report, ir: str) -> str:
 
 
 def _stage_bar(report: Report) -> str:
-    times = [(label, getattr(report.timings, key), colour) for label, key, colour in STAGES]
-    times = [(label, s, colour) for label, s, colour in times if s]
-    total = sum(s for _, s, _ in times)
+    """The stages before the first result in the app's order and colours (`viz.charts`),
+    so a cell and the app read alike."""
+    times = [(name, s) for name, _, s in stage_spans(report) if name != STEADY and s]
+    total = sum(s for _, s in times)
     if not total:
         return ""
     spans = "".join(
-        f'<span style="flex:{s / total:.4f};background:{colour}" '
-        f'title="{label} {seconds(s)}">{label} {seconds(s)}</span>'
-        for label, s, colour in times
+        f'<span style="flex:{s / total:.4f};background:{STAGE_COLOURS[name]}" '
+        f'title="{name} {seconds(s)}">{name} {seconds(s)}</span>'
+        for name, s in times
     )
     run = report.timings.run_median_s
     steady = f" · steady state {seconds(run)} per call" if run else ""
@@ -153,7 +149,7 @@ def _cost_line(report: Report) -> str:
             f"outputs {nbytes(m.output_bytes)}, temporaries {nbytes(m.temp_bytes)})"
         )
     line = f'<div class="sub">{" · ".join(items)}</div>' if items else ""
-    peak = peak_line(report.memory, report.source_file) if report.memory else None
+    peak = peak_line(report.memory) if report.memory else None
     return line + (f'<div class="sub">{_e(peak)}</div>' if peak else "")
 
 
@@ -192,7 +188,7 @@ def _kernel_table(report: Report) -> str:
 
 def _peak_table(report: Report) -> str:
     assert report.memory is not None
-    return _table(buffer_rows(report.memory.at_peak, report.source_file))
+    return _table(buffer_rows(report.memory.at_peak))
 
 
 def _specialization_table(report: Report) -> str:

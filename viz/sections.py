@@ -23,7 +23,7 @@ from viz.fusion.profile import Profile
 from viz.ir.model import Graph
 from viz.memory.model import DeviceMemory, Residual
 from viz.plain import Later
-from viz.platforms.trace import rules as trace_rules
+from viz.platforms import platform_of
 from viz.report import (
     CompiledSection,
     Cost,
@@ -275,7 +275,7 @@ def _timings(found: Sections, device: str) -> Timings:
         run_p90_s=stats.p90_s,
         runs=stats.samples,
         eager_median_s=None if eager is None else eager.median_s,
-        device_clock="device" if trace_rules(device).device_clock else "host",  # of the runs
+        device_clock="device" if platform_of(device).trace_rules.device_clock else "host",
     )
 
 

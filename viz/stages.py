@@ -289,7 +289,7 @@ class Compiled:
             profile = None
         if profile is not None:
             needed = profile.peak_bytes
-            what = f"{nbytes(needed)} at its peak: {peak_fillers(profile, self.target.user_file)}"
+            what = f"{nbytes(needed)} at its peak: {peak_fillers(profile)}"
         else:
             mem = self.memory()
             needed = self.args.input_bytes() + sum(

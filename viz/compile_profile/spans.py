@@ -10,7 +10,7 @@ then the compiler thread: the one with the longest span) when it started, which 
 the span that handed it the work. Spans of one name under the same parents merge into
 one node (`XlaSpan.count`). On CPU the part of `backend_compile_and_load` before XLA's
 first span is the StableHLO → HLO conversion, which XLA does not span. Which span
-generates which kernel is the platform's (`viz.platforms.trace.rules`: on CPU a
+generates which kernel is the platform's (`Platform.trace_rules`: on CPU a
 `FusionCompiler::Compile` span, on TPU the emitter's span named for the kernel).
 
 A thread none of whose spans falls inside the compile is left out (a TPU's trace holds
@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from viz.compile_profile.model import KernelCodegen, XlaSpan
-from viz.platforms.trace import TraceEvent, TraceRules, read_trace, rules
+from viz.platforms import platform_of
+from viz.platforms.trace import TraceEvent, TraceRules, read_trace
 
 WINDOW = "jitscope: compile"  # the span the profile puts around the compile
 NOISE = ("ThreadpoolListener::", "$")
@@ -69,7 +70,7 @@ def read_spans(trace: Path, compile_s: float, platform: str = "cpu") -> SpanTree
 
 def spans_of(events: list[TraceEvent], compile_s: float, platform: str = "cpu") -> SpanTree:
     """`read_spans` of a trace's events already read."""
-    lines = _host_lines(events, rules(platform))
+    lines = _host_lines(events, platform_of(platform).trace_rules)
     window = next((s for spans in lines.values() for s in spans if s.name == WINDOW), None)
     if window is None:
         raise ValueError(f"the profiler's trace has no `{WINDOW}` span")

@@ -15,7 +15,7 @@ from viz import units
 from viz.diff.deltas import Delta, Number
 from viz.diff.model import Diff, DiffSide, KernelBrief, KernelChange, KernelDiff
 from viz.diff.sharding import ShardingDiff
-from viz.platforms.trace import rules as trace_rules
+from viz.platforms import platform_of
 
 LABELS = {
     "jaxpr.eqn_count": "jaxpr equations",
@@ -63,7 +63,7 @@ def clock_note(diff: Diff) -> str | None:
     if "device_s" not in diff.timings:
         return None
     devices = [side.settings.device for side in (diff.a, diff.b)]
-    own = [trace_rules(device).device_clock for device in devices]
+    own = [platform_of(device).trace_rules.device_clock for device in devices]
     if own[0] == own[1]:
         return None
     clocks = [

@@ -1,14 +1,14 @@
 """Per-kernel time: run the compiled function under `jax.profiler` and read the
 Perfetto trace it writes through `viz.platforms.trace` (the one reader of a trace).
 
-Which events are kernels is the platform's (`viz.platforms.trace.rules`): on CPU the
-thunk executor emits one event per kernel it runs, named exactly as the HLO
-instruction (`sort.0`, `ynn_fusion.2`); on GPU the device processes carry the kernels
-launched for each instruction under the same names; on TPU the thread `XLA Ops` of the
-chip's device process has one event per executed instruction, named by its whole text, with
-its device time, FLOPs and bytes. A kernel's events may overlap (the same kernel seen on
-two threads, a kernel split across a thread pool); its time is the length of the union
-of its events, so nothing is counted twice.
+Which events are kernels is the platform's (`Platform.trace_rules`, made of
+`viz.platforms.trace`'s parts): on CPU the thunk executor emits one event per kernel it
+runs, named exactly as the HLO instruction (`sort.0`, `ynn_fusion.2`); on GPU the device
+processes carry the kernels launched for each instruction under the same names; on TPU
+the thread `XLA Ops` of the chip's device process has one event per executed
+instruction, named by its whole text, with its device time, FLOPs and bytes. A kernel's
+events may overlap (the same kernel seen on two threads, a kernel split across a thread
+pool); its time is the length of the union of its events, so nothing is counted twice.
 
 `profile`: {source, runs, step_s, kernels[{name, calls, mean_s, total_s, share, flops,
 bytes_accessed, category}], unattributed_s, per_kernel_events, concurrent, trace_file,
@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from viz.plain import Plain
-from viz.platforms.trace import KernelEvent, TraceEvent, read_trace, rules
+from viz.platforms import platform_of
+from viz.platforms.trace import KernelEvent, TraceEvent, read_trace
 
 SOURCE = "jax.profiler"
 
@@ -128,14 +129,15 @@ def profile_of(
     program: str | None = None,
 ) -> Profile:
     """The Profile of a trace's events over `runs` calls of `program` on `device`."""
-    platform = rules(device)
-    times = platform.device_times(events, program)
+    platform = platform_of(device)
+    rules = platform.trace_rules
+    times = rules.device_times(events, program)
     device_step = sum(times) / runs if times and runs else None
     by_kernel: dict[str, list[KernelEvent]] = {}
-    for event in platform.kernel_events(events, names, program):
+    for event in rules.kernel_events(events, names, program):
         by_kernel.setdefault(event.name, []).append(event)
     result = summarize(by_kernel, runs, step_s, device_step)
-    result.platform = device.partition(":")[0]
+    result.platform = platform.name
     return result
 
 

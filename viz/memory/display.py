@@ -26,45 +26,44 @@ KIND_LABELS = {
 }
 
 
-def where_text(where: str, source_file: str | None = None) -> str:
+def where_text(where: str) -> str:
     """A line as the user knows its file: `model.py:12` (a path's last part), `your
-    code, line 12`, `In [3], line 1`; '' where XLA names none. (`source_file`, the
-    user's own file, is named like any other: a message read on its own must say
-    which file.)"""
+    code, line 12`, `In [3], line 1`; '' where XLA names none. The user's own file is
+    named like any other: a message read on its own must say which file."""
     shown, line = split_where(where)
     if line is None or "/" not in shown:
         return where
     return f"{shown.rsplit('/', 1)[-1]}:{line}"
 
 
-def peak_line(memory: Memory, source_file: str | None = None) -> str | None:
+def peak_line(memory: Memory) -> str | None:
     """`peak 217 MiB at sort (line 12): f32[2048,8192] 64 MiB, …` (None: no profile)."""
     if memory.peak_bytes is None or memory.peak_at is None:
         return None
     at = memory.peak_at
-    line = where_text(at.where, source_file)
+    line = where_text(at.where)
     head = f"peak {nbytes(memory.peak_bytes)} at {at.instruction}" + (f" ({line})" if line else "")
     rows = [r for r in memory.at_peak if r.instruction != OTHER][:ON_LINE]
-    buffers = [f"{r.type} {nbytes(r.bytes)}{_named(r, source_file)}" for r in rows]
+    buffers = [f"{r.type} {nbytes(r.bytes)}{_named(r)}" for r in rows]
     more = ", …" if len(memory.at_peak) > len(rows) else ""
     xla = f" · XLA's peak_memory_in_bytes {nbytes(memory.xla_peak_bytes)}"
     return f"{head}: {', '.join(buffers)}{more}{xla if memory.xla_peak_bytes else ''}"
 
 
-def _named(row: PeakBuffer, source_file: str | None) -> str:
+def _named(row: PeakBuffer) -> str:
     """` (params['w'])` for an argument, ` (line 12)` for what a line made, else ''."""
-    name = row.argument or where_text(row.where, source_file)
+    name = row.argument or where_text(row.where)
     return f" ({name})" if name else ""
 
 
-def fit_text(memory: Memory, source_file: str | None = None) -> str | None:
+def fit_text(memory: Memory) -> str | None:
     """Whether a run fits, in one sentence: `Running needs 98.5 GiB at its peak: the
     sort at line 12, f32[…] 32 GiB, …; the worker's limit is 11.8 GiB.`"""
     if memory.peak_bytes is None:
         return None
     needs = f"Running needs {nbytes(memory.peak_bytes)} at its peak"
     if memory.at_peak:
-        needs += f": {peak_fillers(memory, source_file)}"
+        needs += f": {peak_fillers(memory)}"
     how = f" ({memory.estimate.said})" if memory.estimate else ""
     if memory.limit_bytes is None:
         return f"{needs}{how}."
@@ -73,7 +72,7 @@ def fit_text(memory: Memory, source_file: str | None = None) -> str | None:
     return f"{needs}; {limit}: {verdict}{how}."
 
 
-def buffer_rows(buffers: list[PeakBuffer], source_file: str | None) -> list[dict[str, Any]]:
+def buffer_rows(buffers: list[PeakBuffer]) -> list[dict[str, Any]]:
     """The buffers live at the peak, one table row each (largest first, as given; sizes
     in binary units, as every size jitscope shows)."""
     return [
@@ -82,7 +81,7 @@ def buffer_rows(buffers: list[PeakBuffer], source_file: str | None) -> list[dict
             "type": r.type or f"{r.buffers} buffers",
             "kind": r.kind,
             "made by": describe_made_by(r),
-            "line": line_text(r, source_file),
+            "line": line_text(r),
             "live": f"{r.live[0]}–{r.live[1]}" if r.live else "",
             "recomputed": "yes" if r.recomputed else "",
         }
@@ -90,10 +89,10 @@ def buffer_rows(buffers: list[PeakBuffer], source_file: str | None) -> list[dict
     ]
 
 
-def line_text(row: PeakBuffer, source_file: str | None = None) -> str:
+def line_text(row: PeakBuffer) -> str:
     """The buffer's line, and how it was found where XLA gave none: `memcase.py:4 (a
     copy XLA inserted for layout, of sort.0)`."""
-    line = where_text(row.where, source_file)
+    line = where_text(row.where)
     if not row.note:
         return line
     return f"{line} ({row.note})" if line else row.note
@@ -109,14 +108,14 @@ def describe_made_by(row: PeakBuffer) -> str:
     return f"{row.instruction}{index} ({row.op})" if row.op else row.instruction
 
 
-def residual_rows(residuals: list[Residual], source_file: str | None) -> list[dict[str, Any]]:
+def residual_rows(residuals: list[Residual]) -> list[dict[str, Any]]:
     """`print_saved_residuals`' lines as rows: type, bytes, what saved it, the line."""
     return [
         {
             "type": f"{r.dtype}[{','.join(map(str, r.shape))}]",
             "bytes": nbytes(r.bytes),
             "saved": r.source,
-            "line": where_text(r.where, source_file),
+            "line": where_text(r.where),
         }
         for r in residuals
     ]
@@ -128,17 +127,17 @@ def kinds_text(memory: Memory) -> str:
     return " · ".join(f"{KIND_LABELS.get(k, k)} {nbytes(v)}" for k, v in found if v)
 
 
-def peak_fillers(profile: MemoryProfile | Memory, source_file: str | None = None) -> str:
+def peak_fillers(profile: MemoryProfile | Memory) -> str:
     """The largest buffers at the peak, in words: `the sort at line 12,
     f32[1048576,8192] 32 GiB, the argument x, f32[…] 4 GiB, …`."""
     rows = [r for r in profile.at_peak if r.instruction != OTHER]
-    said = [describe(r, source_file) for r in rows[:FILLERS]]
+    said = [describe(r) for r in rows[:FILLERS]]
     if len(profile.at_peak) > len(said):
         said.append("…")
     return ", ".join(said)
 
 
-def describe(row: PeakBuffer, source_file: str | None = None) -> str:
+def describe(row: PeakBuffer) -> str:
     """One buffer in words: what made it, where, its type and bytes."""
     if row.instruction == OTHER:
         return f"{row.buffers} smaller buffers {nbytes(row.bytes)}"
@@ -148,13 +147,13 @@ def describe(row: PeakBuffer, source_file: str | None = None) -> str:
         what = f"the {row.op}"
     else:
         what = f"the {row.op} {row.instruction}"
-    at = f" at {where_text(row.where, source_file)}" if row.where else ""
+    at = f" at {where_text(row.where)}" if row.where else ""
     if row.note and (not row.where or row.note.startswith(LAYOUT_COPY)):
         at += f" ({row.note})"  # the line is the copied buffer's: say so
     return f"{what}{at}, {row.type} {nbytes(row.bytes)}"
 
 
-def padding_text(memory: Memory, source_file: str | None = None) -> str | None:
+def padding_text(memory: Memory) -> str | None:
     """`padding: 1.2 GiB of the 3.0 GiB peak, most from f32[65536,3] at model.py:7 (43×
     its size): put the long axis last`; None where the layouts pad nothing (CPU)."""
     rows = [r for r in memory.at_peak if r.padded_bytes > r.logical_bytes]
@@ -163,7 +162,7 @@ def padding_text(memory: Memory, source_file: str | None = None) -> str | None:
     padding = sum(_padding(r) for r in rows)
     worst = max(rows, key=_padding)
     named = worst.type or f"{worst.buffers} smaller buffers"
-    at = f" at {where_text(worst.where, source_file)}" if worst.where else ""
+    at = f" at {where_text(worst.where)}" if worst.where else ""
     times = times_its_size(worst.padded_bytes, worst.logical_bytes)
     return (
         f"padding: {nbytes(padding)} of the {nbytes(memory.peak_bytes)} peak, most from "

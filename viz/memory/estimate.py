@@ -36,6 +36,7 @@ from viz.memory.profile import (
     with_origins,
     with_reasons,
 )
+from viz.memory.xla import KINDS
 from viz.units import nbytes
 
 HALVINGS = 24  # at most 2**24 times smaller: past that, the batch is not what fills it
@@ -202,8 +203,10 @@ def _timeline(
     )
     pairs = zip(first, second if same else first, strict=True)
     value = on_line if same else (lambda v, _: round(v * factor))
-    kinds = ("bytes", "parameter", "output", "temporary", "constant")
-    return [replace(a, **{k: value(getattr(a, k), getattr(b, k)) for k in kinds}) for a, b in pairs]
+    fields = ("bytes", *KINDS)  # the total and its split by kind
+    return [
+        replace(a, **{k: value(getattr(a, k), getattr(b, k)) for k in fields}) for a, b in pairs
+    ]
 
 
 def _scaled(row: PeakBuffer, other: PeakBuffer, value: Callable[[int, int], int]) -> PeakBuffer:

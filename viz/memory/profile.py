@@ -39,6 +39,7 @@ from viz.memory.xla import (
     read_assignment,
     read_module,
 )
+from viz.platforms import platform_of
 from viz.units import natural
 from viz.where import user_where
 
@@ -103,15 +104,11 @@ def memory_profile(module_proto: bytes, assignment_proto: bytes) -> MemoryProfil
     )
 
 
-# Platforms whose `memory_analysis()` holds XLA's buffer assignment: elsewhere (a
-# TPU's) the profile is read from XLA's dump of the compile (`hlo_proto_profile`)
-ASSIGNMENT_IN_ANALYSIS = frozenset(("cpu",))
-
-
 def assignment_from_dump(device: str) -> bool:
-    """Whether a compile for `device` (`cpu`, `tpu:0`, …) asks XLA to dump its buffer
-    assignment (`viz.hlo_dump`), the memory profile's source there."""
-    return device.partition(":")[0] not in ASSIGNMENT_IN_ANALYSIS
+    """Whether a compile for `device` (`cpu`, `cpu:8`, `tpu`) asks XLA to dump its buffer
+    assignment (`viz.hlo_dump`), the memory profile's source where its platform's
+    `memory_analysis()` holds none (a TPU's; read by `hlo_proto_profile`)."""
+    return not platform_of(device).assignment_in_analysis
 
 
 def hlo_proto_profile(data: bytes) -> MemoryProfile:

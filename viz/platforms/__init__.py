@@ -114,8 +114,14 @@ def memory_schedule_of(device: str) -> dict[str, str]:
         return {}
 
 
-def platform_of(device: str | DeviceConfig) -> Platform:
-    return (device if isinstance(device, DeviceConfig) else DeviceConfig.parse(device)).module
+def platform_of(device: str) -> Platform:
+    """The platform of a device configuration (`tpu`, `gpu`, `cpu:8`) or of JAX's name
+    for its platform (`cuda`); an unknown one is the CPU."""
+    try:
+        return DeviceConfig.parse(device).module
+    except DeviceError:
+        by_jax = {p.jax_platform: p for p in PLATFORMS.values()}
+        return by_jax.get(device.lower(), cpu.PLATFORM)
 
 
 class _Probe:
@@ -186,6 +192,15 @@ def available(wait_s: float = 0.0) -> list[str]:
     return accelerators + list(cpu.PLATFORM.offered)
 
 
+def available_with(named: str | None) -> list[str]:
+    """`available()`; where `named` (the device a link or a run names) is not among
+    them yet, after waiting for JAX's answer (at most NAMED_WAIT_S)."""
+    devices = available()
+    if named and named not in devices:
+        devices = available(wait_s=NAMED_WAIT_S)
+    return devices
+
+
 __all__ = [
     "PLATFORMS",
     "DeviceConfig",
@@ -193,6 +208,7 @@ __all__ = [
     "Platform",
     "Unavailable",
     "available",
+    "available_with",
     "examples",
     "held",
     "memory_schedule_of",

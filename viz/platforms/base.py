@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from viz.platforms import DeviceConfig
+    from viz.platforms.trace import TraceRules
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class Platform(Protocol):
     offered: tuple[str, ...]  # the picker's device configurations on a machine that has it
     # compiler options for XLA's schedule that keeps fewer buffers live (none: not offered)
     memory_schedule: tuple[tuple[str, str], ...]
+    trace_rules: TraceRules  # how its `jax.profiler` trace reads (`viz.platforms.trace`)
+    # whether a compile's `memory_analysis()` holds XLA's buffer assignment (else the
+    # memory profile is read from XLA's dump of the compile, `viz.hlo_dump`)
+    assignment_in_analysis: bool
 
     def detect(self) -> bool:
         """Whether this machine may have the device: cheap, without jax (a file, a

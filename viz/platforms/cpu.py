@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from viz.platforms import trace
 from viz.platforms.base import Unavailable, backend_failed
 
 if TYPE_CHECKING:
@@ -49,6 +50,14 @@ class Cpu:
     max_processes: int | None = None
     offered = ("cpu", "cpu:8")
     memory_schedule = tuple(MEMORY_SCHEDULE.items())
+    assignment_in_analysis = True
+    trace_rules = trace.TraceRules(
+        trace.named_kernel_events,
+        trace.no_device_clock,
+        trace.cpu_codegen_kernel,
+        trace.gpu_span_name,
+        device_clock=False,
+    )
 
     def detect(self) -> bool:
         return True

@@ -7,6 +7,7 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
+from viz.platforms import trace
 from viz.platforms.base import Unavailable, backend_failed
 
 if TYPE_CHECKING:
@@ -22,6 +23,14 @@ class Gpu:
     max_processes: int | None = None
     offered = ("gpu",)
     memory_schedule: tuple[tuple[str, str], ...] = ()
+    assignment_in_analysis = False
+    trace_rules = trace.TraceRules(
+        trace.named_kernel_events,
+        trace.device_module_times("/device:GPU"),
+        trace.cpu_codegen_kernel,
+        trace.gpu_span_name,
+        device_clock=True,
+    )
 
     def detect(self) -> bool:
         return shutil.which(SMI) is not None or any(os.path.exists(f) for f in DEVICE_FILES)

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from viz.platforms import trace
 from viz.platforms.base import Unavailable, backend_failed
 
 if TYPE_CHECKING:
@@ -84,6 +85,14 @@ class Tpu:
     max_processes: int | None = 1
     offered = ("tpu",)
     memory_schedule: tuple[tuple[str, str], ...] = ()
+    assignment_in_analysis = False
+    trace_rules = trace.TraceRules(
+        trace.tpu_kernel_events,
+        trace.device_module_times("/device:TPU"),
+        trace.tpu_codegen_kernel,
+        trace.own_name,
+        device_clock=True,
+    )
 
     def detect(self) -> bool:
         return any(glob.glob(pattern) for pattern in DEVICE_FILES)

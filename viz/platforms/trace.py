@@ -7,7 +7,8 @@ into plain `TraceEvent`s: process, thread, name, start, end (ns) and args. Its
 `traceEvents` hold metadata events (`ph: M`) naming each process and thread, and one
 complete event (`ph: X`, `ts` and `dur` in µs) per span.
 
-What the events mean differs by platform, and only here (`rules(platform)`):
+What the events mean differs by platform: each platform module names its `TraceRules`
+(`Platform.trace_rules`, found by `viz.platforms.platform_of(device)`) from the parts here:
 - **cpu**: the thunk executor emits one event per kernel it runs, named exactly as
   the HLO instruction (`sort.0`, `ynn_fusion.2`), on host threads; a kernel's code
   generation is a `FusionCompiler::Compile` span whose `module` arg is
@@ -33,8 +34,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from viz.platforms import PLATFORMS, DeviceConfig, DeviceError
 
 DEVICE_PREFIX = "/device:"
 MODULES_THREAD = "XLA Modules"  # one event per program run, on a device's clock
@@ -270,28 +269,3 @@ def gpu_span_name(e: TraceEvent) -> str:
 
 def own_name(e: TraceEvent) -> str:
     return e.name
-
-
-CPU = TraceRules(named_kernel_events, no_device_clock, cpu_codegen_kernel, gpu_span_name, False)
-GPU = TraceRules(
-    named_kernel_events,
-    device_module_times("/device:GPU"),
-    cpu_codegen_kernel,
-    gpu_span_name,
-    True,
-)
-TPU = TraceRules(
-    tpu_kernel_events, device_module_times("/device:TPU"), tpu_codegen_kernel, own_name, True
-)
-RULES = {"cpu": CPU, "gpu": GPU, "tpu": TPU}  # by the seam's platform names
-
-
-def rules(device: str) -> TraceRules:
-    """The trace rules of a device configuration (`tpu`, `gpu`, `cpu:8`) or of JAX's
-    name for its platform (`cuda`); an unknown one reads as the CPU does."""
-    try:
-        name = DeviceConfig.parse(device).platform
-    except DeviceError:
-        by_jax = {p.jax_platform: p.name for p in PLATFORMS.values()}
-        name = by_jax.get(device.lower(), "cpu")
-    return RULES.get(name, CPU)

@@ -8,7 +8,6 @@ is no fault of anyone's.
 from __future__ import annotations
 
 import linecache
-import os
 import re
 from collections import Counter
 
@@ -18,10 +17,10 @@ from viz.recorder.model import (
     CACHE,
     CLEARED,
     FIRST_COMPILE,
-    INSTALLED,
     LOOP_LAYERS,
     Compile,
     FunctionStats,
+    installed_parts,
     jitted,
     short_path,
 )
@@ -140,9 +139,8 @@ def _library_text(stats: FunctionStats, compiles: list[Compile]) -> str:
 
 def _package(location: str) -> str:
     """'numpyro' for '/…/site-packages/numpyro/util.py:416', '' outside installed packages."""
-    parts = location.rpartition(":")[0].split(os.sep)
-    installed = [i for i, part in enumerate(parts) if part in INSTALLED]
-    return parts[installed[-1] + 1] if installed and installed[-1] + 2 < len(parts) else ""
+    inside = installed_parts(location.rpartition(":")[0])
+    return inside[0] if len(inside) > 1 else ""  # a package's folder, not a lone module
 
 
 def _called_expression(location: str) -> str:
@@ -157,9 +155,7 @@ def _new_object_text(arg: str, ours: list[Reason], stats: FunctionStats) -> str:
     """'`terms.vector_field`: a new function `solve.<locals>.<lambda>` (model.py:4) on every
     call → define it once, outside `solve`': a static value made anew for each call."""
     often = (
-        "on every call"
-        if len(ours) >= stats.compiles - 1
-        else f"on {len(ours)} call{'s' if len(ours) > 1 else ''}"
+        "on every call" if len(ours) >= stats.compiles - 1 else f"on {plural(len(ours), 'call')}"
     )
     outer = outer_function(ours[-1].after)
     fix = (

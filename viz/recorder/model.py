@@ -372,7 +372,15 @@ def _largest_peak(functions: list[FunctionStats]) -> dict[str, Any] | None:
     return {"function": top.name, "defined_at": top.defined_at, "bytes": top.peak_bytes}
 
 
-INSTALLED = ("site-packages", "dist-packages")  # folders pip installs packages into
+_INSTALLED = ("site-packages", "dist-packages")  # folders pip installs packages into
+
+
+def installed_parts(path: str) -> list[str]:
+    """The parts of `path` below the folder pip installed it into, its package's first
+    (`['optax', '_src', 'numerics.py']`); [] outside installed packages."""
+    parts = path.split(os.sep)
+    installed = [i for i, part in enumerate(parts) if part in _INSTALLED]
+    return parts[installed[-1] + 1 :] if installed else []
 
 
 def short_path(location: str, cwd: str | tuple[str, ...]) -> str:
@@ -383,10 +391,9 @@ def short_path(location: str, cwd: str | tuple[str, ...]) -> str:
     path, sep, line = location.rpartition(":")
     if not sep:
         return location
-    parts = path.split(os.sep)
-    installed = [i for i, part in enumerate(parts) if part in INSTALLED]
-    if installed and installed[-1] + 1 < len(parts):
-        return f"{os.sep.join(parts[installed[-1] + 1 :])}:{line}"
+    inside = installed_parts(path)
+    if inside:
+        return f"{os.sep.join(inside)}:{line}"
     for folder in (cwd,) if isinstance(cwd, str) else cwd:
         try:
             rel = os.path.relpath(path, folder)

@@ -10,6 +10,7 @@ import numpy as np
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError
 from viz.platforms import DeviceConfig
 from viz.spec.mesh import MeshSpec
+from viz.units import plural
 
 
 def platform_devices(device: str) -> list[jax.Device]:
@@ -33,7 +34,7 @@ def device_mesh(spec: MeshSpec, device: str) -> jax.sharding.Mesh:
 
 def _too_few(spec: MeshSpec, device: str, have: int) -> ErrorInfo:
     platform = DeviceConfig.parse(device).platform
-    there = f"{device} has {have} device{'s' if have != 1 else ''}"
+    there = f"{device} has {plural(have, 'device')}"
     hint = (
         f"pick {platform}:{spec.devices} or more as the device (the sidebar's Device, "
         f"--device {platform}:{spec.devices}), or a smaller mesh"

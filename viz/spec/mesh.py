@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from viz.spec.partition import Partition
 from viz.spec.text import ItemError, SpecError
+from viz.units import plural
 
 _AXIS = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<size>\d+)\s*(?::\s*(?P<type>\w+))?$")
 AXIS_TYPES = ("auto", "explicit")
@@ -92,7 +93,7 @@ def check_split(shape: tuple[int, ...], partition: Partition, mesh: MeshSpec, wh
     if len(partition.entries) > len(shape):
         raise ItemError(
             f"{partition} has {len(partition.entries)} entries but {what} has "
-            f"{len(shape)} dimension{'s' if len(shape) != 1 else ''}"
+            f"{plural(len(shape), 'dimension')}"
         )
     for axis, (dim, entry) in enumerate(zip(shape, partition.entries, strict=False)):
         names = (entry,) if isinstance(entry, str) else tuple(entry or ())

@@ -24,7 +24,7 @@ import numpy as np
 
 from viz.recorder.capture import values
 from viz.recorder.capture.unwrap import unwrap
-from viz.spec import dtype_name
+from viz.spec import array_item, dtype_name
 
 MAX_DEPTH = 6  # closures followed into closures
 MAX_NODES = 400  # values read per compile; past it, the rest by identity
@@ -116,7 +116,7 @@ class _Reader:
         return f"{place}[{', '.join(cells)}]({', '.join(defaults)})"
 
     def _array(self, value: Any, path: str) -> str:
-        text = _array_text(value)
+        text = array_item(dtype_name(value.dtype), tuple(value.shape))  # 'f32[500,3]'
         if path and len(self.data) < MAX_DATA:
             self.data.setdefault(path, text)
         if getattr(value, "nbytes", MAX_BYTES + 1) <= MAX_BYTES and not _is_tracer(value):
@@ -135,12 +135,6 @@ def _is_closed_jaxpr(value: Any) -> bool:
 
 def _is_tracer(value: Any) -> bool:
     return isinstance(value, jax.core.Tracer)
-
-
-def _array_text(value: Any) -> str:
-    """'f32[500,3]'."""
-    shape = ",".join(str(d) for d in value.shape)
-    return f"{dtype_name(value.dtype)}[{shape}]"
 
 
 def _identity(value: Any) -> str:

@@ -45,6 +45,7 @@ from typing import Any
 import jax
 
 from viz.recorder.capture import frameworks
+from viz.recorder.model import installed_parts
 
 TRACE = "/jax/core/compile/jaxpr_trace_duration"
 LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -58,7 +59,6 @@ _JAX_PACKAGES = tuple(
     os.path.join(_JAX_DIR, name) + os.sep for name in ("jax", "jaxlib", "jax_plugins")
 )
 _VIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_INSTALLED = tuple(os.sep + name + os.sep for name in ("site-packages", "dist-packages"))
 _LIBRARY_DIRS = tuple(
     {
         os.path.realpath(p) + os.sep
@@ -452,7 +452,7 @@ def is_user_file(filename: str) -> bool:
         known = not (
             filename.startswith("<")
             or real.startswith(_LIBRARY_DIRS)
-            or any(folder in real for folder in _INSTALLED)  # any environment's packages
+            or bool(installed_parts(real))  # any environment's packages
         )
         _user_files[filename] = known
     return known
