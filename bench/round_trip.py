@@ -362,6 +362,12 @@ def report(
     paired = statistics.median(f / b for f, b in zip(first, bare_total, strict=True))
     paired_again = statistics.median(a / b for a, b in zip(again, bare_again, strict=True))
     print(f"  {'bare trace + lower + compile, other args':<48} {spread(bare_again)}")
+    for title, trips in (("first", firsts), ("again", agains)):  # paired within each trip:
+        beyond = [  # what the machine's load does to the bare side in this process is out
+            phases(t)["= Analyze through the worker (Worker.ask)"] - t.compile_total_s
+            for t in trips
+        ]
+        print(f"  {title + ': Analyze beyond its own trace+lower+compile':<48} {spread(beyond)}")
     ok = ratio <= TARGET_FIRST and ratio_again <= TARGET_AGAIN
     print(
         f"  Analyze / bare exec+trace+lower+compile: {ratio:.3f} (ratio of minimums; paired "

@@ -122,6 +122,35 @@ def test_xla_analyses_are_made_after_the_head_is_sent(whole) -> None:
     assert arrived.cost == whole_report.cost and arrived.cost.flops
 
 
+def test_the_irs_texts_are_made_after_the_head_is_sent(whole) -> None:
+    """The worker's report leaves the jaxpr's and the StableHLO's texts to be made as
+    their parts are sent (#60: on a busy machine they were read after the compile, on
+    the way to the head): they arrive as the whole report has them, each row of the
+    graph models' texts noted."""
+    request, whole_report = whole
+    target = Target.from_settings(request.settings)
+    import viz.overlap
+
+    viz.overlap.own_process()  # as in the worker
+    try:
+        report = analyze_target(target, request.settings.args, 0, mlir=True, defer_texts=True)
+    finally:
+        viz.overlap.own_process(False)
+    assert pending(report.jaxpr, "text") and pending(report.stablehlo, "text")
+    head, parts = Analyzed.of(report).wire()
+    assert "text" not in head["jaxpr"] and "text" not in head["stablehlo"]
+    assert {"jaxpr.text", "stablehlo.text"} <= set(head[PARTS])
+    assert pending(report.jaxpr, "text")  # the head is out, the text not made yet
+    sent = dict(parts)
+    assert sent["jaxpr.text"] == whole_report.jaxpr.text
+    assert sent["stablehlo.text"] == whole_report.stablehlo.text
+    arrived, _ = in_parts(request, report)
+    assert as_json(arrived) == as_json(report)
+    for ir in ("jaxpr", "stablehlo"):
+        rows = whole_report.graph_models[ir].text_rows
+        assert arrived.graph_models[ir].text_rows == rows and rows
+
+
 def test_a_field_read_before_its_part_came_waits_for_it(whole) -> None:
     request, report = whole
     arrived, coming = in_parts(request, report, delay_s=0.5)

@@ -138,6 +138,7 @@ def analyze_target(
     compile_profile: bool = False,
     on_stage: OnStage | None = None,
     defer_analyses: bool = False,
+    defer_texts: bool = False,
 ) -> Report:
     """The Report of one target on one args spec (never raises for user-code problems).
     `on_stage(stage, known)`: told the stage under way and what is known so far (see
@@ -145,8 +146,11 @@ def analyze_target(
     `defer_analyses`: the report's `cost` and `memory` (XLA's analyses of the
     executable, 4-8 % of a transformer's analysis) are made where they are first read,
     not before the report is returned: the worker sends the rest first
-    (`viz.worker.replies.DEFERRED`)."""
-    analysis = _Analysis(target, spec, on_stage, defer_analyses)
+    (`viz.worker.replies.DEFERRED`). `defer_texts`: the jaxpr's and the StableHLO's
+    texts too (a 24-layer model's take 0.1-0.2 s, which on a busy machine the reader
+    thread beside the compile left to after it): the worker makes each as its part is
+    sent, after the head (`viz.worker.replies.LATER`)."""
+    analysis = _Analysis(target, spec, on_stage, defer_analyses, defer_texts)
     try:
         analysis.run_stages(runs, budget_s, mlir=mlir, profile=profile)
     except UserCodeError as exc:
@@ -158,8 +162,10 @@ class _Analysis:
     """One analysis as it goes: what it is of (`subject`), the sections found so far
     (`found`), and the stages' objects as far as they got (for the specialization)."""
 
-    def __init__(self, target: Target, spec: str, on_stage: OnStage | None, defer: bool):
-        self.target, self.spec, self.defer = target, spec, defer
+    def __init__(
+        self, target: Target, spec: str, on_stage: OnStage | None, defer: bool, defer_texts: bool
+    ):
+        self.target, self.spec, self.defer, self.defer_texts = target, spec, defer, defer_texts
         self.subject = replace(  # what its settings ask, with what it is and where it ran
             Subject.asked(target.settings),
             function=target.name,
@@ -331,7 +337,8 @@ class _Analysis:
             if not stream.listening:
                 idle.lower()
             told = seen if stream.listening else None
-            return readers.read_early(traced, bytecode, dump, self.target.user_file, told)
+            user_file, texts_later = self.target.user_file, self.defer_texts
+            return readers.read_early(traced, bytecode, dump, user_file, told, False, texts_later)
 
         reader = Background(read, priority=idle)
         try:

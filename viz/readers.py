@@ -52,11 +52,13 @@ def read_ir(
     text: Callable[[], str] = str,
     seen: Seen | None = None,
     lazy: bool = False,
+    text_later: bool = False,
 ) -> IRRead:
     """The IR's graph, view and histogram, then its text: `seen` hears the IR before its
     text is made (a 96-layer jaxpr's takes 0.2 s), for a page to draw the graph.
     `lazy`: the view and the text are made where first read (`Later`; in a caller's
-    process, where they would add to the wait: `viz.pipeline`)."""
+    process, where they would add to the wait: `viz.pipeline`). `text_later`: the text
+    alone (in the worker, made as its part is sent, after the report's head)."""
     try:
         graph = read()
     except Exception as exc:
@@ -67,7 +69,8 @@ def read_ir(
         found = IRRead(name, "", graph, view if lazy else view.value(), model.op_histogram(graph))
     if seen is not None:
         seen(found)
-    return replace(found, text=Later(collector_paused(text)) if lazy else text())
+    later = lazy or text_later
+    return replace(found, text=Later(collector_paused(text)) if later else text())
 
 
 def with_side(read: IRRead) -> IRRead:
@@ -79,14 +82,16 @@ def with_side(read: IRRead) -> IRRead:
     return read
 
 
-def read_jaxpr_ir(traced: Traced, seen: Seen | None = None, lazy: bool = False) -> IRRead:
+def read_jaxpr_ir(
+    traced: Traced, seen: Seen | None = None, lazy: bool = False, text_later: bool = False
+) -> IRRead:
     """Inputs are named per leaf as JAX names them (`params[0]['w']`), where JAX has
-    one name per input; else per parameter."""
+    one name per input; else per parameter (`lazy`, `text_later`: see `read_ir`)."""
     names = traced.arg_names
     if len(names) != len(traced.jaxpr.jaxpr.invars):
         names = traced.target.param_names(len(traced.args.items))
     reading = JaxprReading(traced.jaxpr, names)
-    return read_ir("jaxpr", reading.graph, reading.text, seen, lazy)
+    return read_ir("jaxpr", reading.graph, reading.text, seen, lazy, text_later)
 
 
 @dataclass(frozen=True)
@@ -109,16 +114,18 @@ def read_early(
     user_file: str | None,
     seen: Seen | None = None,
     lazy: bool = False,
+    texts_later: bool = False,
 ) -> Early:
     """The jaxpr, the StableHLO and the specialization's rows, read on the compile's
     side thread (`seen` hears each IR once its graph is read): the StableHLO from a
     copy of the module in a context of its own, which XLA never touches. Then the
     compiled HLO, once XLA dumps it, with the fusion map of all three. `lazy`: each
-    IR's view and text, and its side of the fusion map, made where first read."""
+    IR's view and text, and its side of the fusion map, made where first read;
+    `texts_later`: the jaxpr's and the StableHLO's texts alone (`read_ir`)."""
     with traced.target.scope(traced.args):
-        jaxpr = read_jaxpr_ir(traced, seen, lazy)
+        jaxpr = read_jaxpr_ir(traced, seen, lazy, texts_later)
         reading = StableHLOReading(module_copy(bytecode))
-        stablehlo = read_ir("stablehlo", reading.graph, reading.text, seen, lazy)
+        stablehlo = read_ir("stablehlo", reading.graph, reading.text, seen, lazy, texts_later)
         specialization = _traced_specialization(traced)
         if not lazy:
             jaxpr, stablehlo = with_side(jaxpr), with_side(stablehlo)

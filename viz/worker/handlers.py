@@ -117,6 +117,7 @@ def analyze(progress: OnProgress, request: p.Analyze) -> p.Analyzed:
         compile_profile=request.compile_profile,
         on_stage=on_stage,
         defer_analyses=True,  # XLA's analyses follow the report's head (`Analyzed.wire`)
+        defer_texts=True,  # and so do the IRs' texts, made as their parts are sent
     )
     return p.Analyzed.of(report)
 

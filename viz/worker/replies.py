@@ -31,6 +31,7 @@ GRAPHS = ("compiled", "stablehlo", "jaxpr")
 # What the worker's pipeline leaves to be made after the head is sent (XLA's analyses
 # of the executable: `viz.pipeline`): the Overview's last row reads them
 DEFERRED = ("cost", "memory")
+IR_SECTIONS = ("jaxpr", "stablehlo", "compiled")  # each with a text (`LATER`)
 
 
 @dataclass
@@ -91,16 +92,22 @@ class Analyzed(Reply):
 
     def wire(self) -> tuple[dict[str, Any], Iterator[Part]]:
         """The report without what its first screen does not draw (`LATER`) and what
-        the worker has not made yet (`DEFERRED`), which follow it, each part made when
-        its turn to be sent comes: the deferred ones first."""
+        the worker has not made yet (`DEFERRED`, and the IRs' texts where the pipeline
+        left them to be made), which follow it, each part made when its turn to be sent
+        comes: the deferred ones first."""
         report = self.report
         deferred = [name for name in DEFERRED if pending(report, name)]
-        head = replace(report, **dict.fromkeys(deferred)).to_dict()
+        texts = _texts_to_make(report)
+        untexted = {name: replace(getattr(report, name), text="") for name in texts}
+        head = replace(report, **dict.fromkeys(deferred), **untexted).to_dict()
         later: list[tuple[str, Any]] = []
         for name in LATER:
             section, _, key = name.rpartition(".")
             holder = head[section] if section else head
-            if holder and holder.get(key):
+            if section in texts and key == "text":
+                del holder[key]
+                later.append((name, texts[section]))
+            elif holder and holder.get(key):
                 later.append((name, holder.pop(key)))
         models = report.graph_models
         graphs = sorted(models, key=lambda ir: GRAPHS.index(ir) if ir in GRAPHS else len(GRAPHS))
@@ -163,16 +170,28 @@ class Analyzed(Reply):
         return cls.of(replace(reply.report, subject=asked), reply.stdout)
 
 
+def _texts_to_make(report: Report) -> dict[str, Later]:
+    """The IR sections whose text the worker has not made yet (`defer_texts` in
+    `viz.pipeline.analyze_target`), each with its text to come."""
+    texts = {}
+    for name in IR_SECTIONS:
+        section = getattr(report, name)
+        if section is not None and pending(section, "text"):
+            texts[name] = object.__getattribute__(section, "text")
+    return texts
+
+
 def _parts(
     report: Report, deferred: list[str], later: list[tuple[str, Any]], graphs: list[str]
 ) -> Iterator[Part]:
     """The parts that follow a report's head, each made when its turn comes: the
-    deferred sections (made now, from the executable), texts as they are, the rest as
-    JSON."""
+    deferred sections (made now, from the executable), texts as they are (a text not
+    made yet, now), the rest as JSON."""
     for name in deferred:
         yield name, json.dumps(encode(getattr(report, name)), separators=(",", ":"))
     for name, value in later:
-        yield name, value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+        made = value.value() if isinstance(value, Later) else value
+        yield name, made if isinstance(made, str) else json.dumps(made, separators=(",", ":"))
     for ir in graphs:
         yield (
             f"graph_models.{ir}",
