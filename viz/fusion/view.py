@@ -295,14 +295,15 @@ def coverage_text(coverage: FusionCoverage | None) -> str:
         meta, flow = counts.get("by_metadata", 0), counts.get("by_dataflow", 0)
         missing = counts.get("ops", 0) - meta - flow
         parts.append(
-            f"**{share:.0%}** of {counts.get('ops', 0)} {title} "
-            f"({meta} by XLA's metadata, {flow} by dataflow, {missing} not found)"
+            f"**{share:.0%}** of {count(counts.get('ops', 0))} {title} "
+            f"({count(meta)} by XLA's metadata, {count(flow)} by dataflow, "
+            f"{count(missing)} not found)"
         )
     folded = coverage.counts.get("stablehlo", {}).get("folded", 0)
     return (
         "Found in the compiled program: "
         + " · ".join(parts)
-        + (f" · {folded} StableHLO ops folded into constants" if folded else "")
+        + (f" · {plural(folded, 'StableHLO op')} folded into constants" if folded else "")
     )
 
 
