@@ -54,7 +54,6 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "site_rows",
         "straggler_rows",
     ),
-    "viz.recorder.cli": ("RECORDER_COMMANDS",),
 }
 _MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
 __all__ = sorted(_MODULE_OF)

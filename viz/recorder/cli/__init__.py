@@ -8,7 +8,6 @@ its program without `job`'s imports (the history, the report: 0.25 s).
 
 from importlib import import_module
 from types import ModuleType
-from typing import Any
 
 COMMAND_NAMES = ("record", "job")
 
@@ -16,10 +15,3 @@ COMMAND_NAMES = ("record", "job")
 def command(name: str) -> ModuleType:
     """The module of the recorder's command `name` (one of COMMAND_NAMES)."""
     return import_module(f"viz.recorder.cli.{name}")
-
-
-def __getattr__(name: str) -> Any:
-    """`RECORDER_COMMANDS`: each command's name → its module, all imported."""
-    if name == "RECORDER_COMMANDS":
-        return {each: command(each) for each in COMMAND_NAMES}
-    raise AttributeError(f"module 'viz.recorder.cli' has no attribute {name!r}")
