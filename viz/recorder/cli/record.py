@@ -24,7 +24,7 @@ import time
 from importlib import import_module
 from pathlib import Path
 
-from viz.locations import invoked_name
+from viz.locations import app_command, invoked_name
 from viz.recorder.capture.run import BOOT, CONFIG_ENV
 from viz.recorder.model import DEFAULT_DETAILS, Process
 from viz.recorder.storage.orphans import journal_path
@@ -33,7 +33,6 @@ from viz.recorder.storage.orphans import journal_path
 # imports), imported while the program runs, not before it starts
 FINISH_MODULES = (
     "viz.history",
-    "viz.locations",
     "viz.recorder.display.html",
     "viz.recorder.display.summary",
     "viz.recorder.storage.journal",
@@ -168,7 +167,6 @@ def _run(command: list[str], env: dict[str, str]) -> int:
 
 def _finish(journal: Path, args: argparse.Namespace, status: int, wall_s: float) -> int:
     from viz.history import HistoryError
-    from viz.locations import app_command
     from viz.recorder.display.html import recording_html
     from viz.recorder.display.summary import summary_text
     from viz.recorder.storage.journal import read_journal
