@@ -82,14 +82,24 @@ def forward(x, y):
     z = pl.pallas_call(add_kernel, out_shape=out, interpret={interpret})(x, y)
     return jnp.tanh(z @ y.T)
 """
-OOM_CODE = """\
+# issue #59's programs: a sort then a cumsum (its peak, its lines, and past the chip's
+# memory its out-of-memory), and a narrow array that a TPU's tiles pad
+MEMORY_CODE = """\
 import jax.numpy as jnp
 
 
-def too_big(x):
-    return jnp.cumsum(jnp.sort(x, axis=1), axis=1)
+def sort_cumsum(x):
+    y = jnp.sort(x, axis=1)
+    return jnp.cumsum(y, axis=1)
+
+
+def narrow(x):
+    return jnp.tanh(x) * 2.0 + 1.0
 """
-OOM_ARGS = "f32[5,1073741824]"  # 20 GiB: more than a v5e's 15.75 GiB of HBM
+PEAK_ARGS = "f32[2048,8192]"
+NARROW_ARGS = "f32[65536,3]"
+OOM_ARGS = "f32[1000000,2048]"  # 8 GiB in, its sort 8 GiB more: past a v5e's 15.75 GiB
+PEAK_WITHIN = 0.05  # of XLA's peak_memory_in_bytes
 NOT_OUT_OF_MEMORY = 3  # a record child's exit status: the program compiled (on the CPU)
 
 
@@ -100,9 +110,13 @@ class Check:
         self.device, self.sample = device, sample
         self.platform = device.partition(":")[0]
         self.folder = Path(tempfile.mkdtemp(prefix="jitscope-tpu-check-"))
-        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "JITSCOPE_HOME": str(self.folder)}
+        # ahead of, not instead of, the user's path (a TPU machine's JAX is found through it)
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        self.env = {**os.environ, "PYTHONPATH": path, "JITSCOPE_HOME": str(self.folder)}
         self.pallas = self.folder / "pallas_forward.py"
         self.pallas.write_text(PALLAS_CODE.format(interpret=self.platform == "cpu"))
+        self.memcase = self.folder / "memcase.py"
+        self.memcase.write_text(MEMORY_CODE)
         self.reports: dict[str, Report] = {}
         self.stdout: dict[str, str] = {}
 
@@ -241,6 +255,47 @@ class Check:
             return False, "no memory_stats in the report"
         return bool(said), said[0].strip()[:200] if said else "no memory_stats line printed"
 
+    def memory_peak(self) -> Outcome:
+        """#59: the sort and cumsum's peak against XLA's, its largest buffers and lines."""
+        args = "--args", PEAK_ARGS, "--runs", "1"
+        report = self.analyze("peak", f"{self.memcase}::sort_cumsum", *args)
+        mem = report.memory
+        if report.error is not None or mem is None or mem.peak_bytes is None:
+            why = report.error.message if report.error else (mem and mem.profile_warning)
+            return False, f"no peak: {str(why)[:200]}"
+        rows = mem.at_peak[:3]
+        top = ", ".join(f"{b.dtype}{b.shape} {b.where or b.argument or b.note}" for b in rows)
+        if self.platform == "cpu":
+            return None, f"peak {mem.peak_bytes:,} B (cpu: XLA's peak counts no temporaries); {top}"
+        off = abs(mem.peak_bytes - (mem.xla_peak_bytes or 0)) / max(mem.xla_peak_bytes or 1, 1)
+        lined = all(b.where or b.argument or b.note for b in mem.at_peak if b.bytes > 1 << 20)
+        seen = f"peak {mem.peak_bytes:,} B vs XLA's {mem.xla_peak_bytes or 0:,} ({off:.1%}); {top}"
+        return off <= PEAK_WITHIN and lined, seen
+
+    def padding(self) -> Outcome:
+        """#59: an f32[65536,3] program names its padding (TPU tiles; the CPU pads nothing)."""
+        args = "--args", NARROW_ARGS, "--runs", "1"
+        report = self.analyze("narrow", f"{self.memcase}::narrow", *args)
+        rows = report.memory.at_peak if report.memory else []
+        padded = [b for b in rows if b.padded_bytes > b.logical_bytes]
+        said = [x.strip() for x in self.stdout["narrow"].splitlines() if "padding" in x]
+        if self.platform == "cpu":
+            return not padded and not said, f"cpu pads nothing: {len(padded)} padded, {said[:1]}"
+        return bool(padded) and bool(said), said[0][:200] if said else "no padding line printed"
+
+    def out_of_memory(self) -> Outcome:
+        """#59: past the chip's memory, the refusal names the buffers, lines, and no None."""
+        if self.platform == "cpu":
+            return None, "the cpu worker's limit, not HBM: tests/test_memory_estimate.py"
+        args = "--args", OOM_ARGS, "--runs", "1"
+        report = self.analyze("oom", f"{self.memcase}::sort_cumsum", *args)
+        said = self.stdout["oom"]
+        if report.error is None:
+            return False, f"{OOM_ARGS} compiled and ran: no out-of-memory"
+        named = "memcase.py:" in said and "1000000" in said.replace(",", "")
+        ok = report.error.kind == "out_of_memory" and named and "None" not in said
+        return ok, f"{report.error.kind}: {report.error.message[:160]}"
+
     def api(self) -> Outcome:
         """`viz.analyze` in the user's own process, on the Pallas program."""
         script = (
@@ -306,6 +361,9 @@ def run_items(check: Check) -> list[Row]:
         timed("the device's memory_stats beside XLA's peak", check.memory_stats),
         timed(f"the API: viz.analyze(..., device={d!r}, profile=True)", check.api),
         timed("a second process on a held chip", check.second_process),
+        timed(f"sort+cumsum {PEAK_ARGS}: peak within 5 % of XLA's", check.memory_peak),
+        timed(f"{NARROW_ARGS}: its padding named", check.padding),
+        timed(f"{OOM_ARGS}: the out-of-memory explained", check.out_of_memory),
     ]
 
 
@@ -315,7 +373,9 @@ def record(check: Check, out: Path) -> list[Row]:
     programs = {
         PROFILE_SAMPLE: ("sample", PROFILE_SAMPLE, ""),
         "pallas_forward": (str(check.pallas), "forward", PALLAS_ARGS),
-        "oom": ("code", OOM_CODE, OOM_ARGS),
+        "sort_cumsum": (str(check.memcase), "sort_cumsum", PEAK_ARGS),
+        "narrow": (str(check.memcase), "narrow", NARROW_ARGS),
+        "oom": (str(check.memcase), "sort_cumsum", OOM_ARGS),
     }
     rows = []
     for name, (kind, what, spec) in programs.items():
@@ -349,8 +409,6 @@ def record_child(name: str, kind: str, what: str, spec: str, folder: Path, devic
         sample = get_sample(what)
         settings = Settings(code=sample.code, function=sample.function, static=list(sample.static))
         spec = sample.args
-    elif kind == "code":
-        settings = Settings(code=what, function=None)
     else:
         settings = Settings(code=Path(kind).read_text(), function=what)
     if folder.exists():
@@ -369,11 +427,14 @@ def record_child(name: str, kind: str, what: str, spec: str, folder: Path, devic
         (folder / "oom.txt").write_text(f"{type(exc).__name__}: {exc}\n")
         write_manifest(folder, name, device, spec)
         return
-    if kind == "code":  # the out-of-memory program compiled: nothing of it to keep
+    if name == "oom":  # the out-of-memory program compiled: nothing of it to keep
         shutil.rmtree(folder)
         sys.exit(NOT_OUT_OF_MEMORY)
     (folder / "compiled.hlo.txt").write_text(compiled.text())
+    memory = {"memory_analysis": compiled.memory()}
     profile_trace(compiled.runner(6), block, folder)
+    memory["memory_stats_after_runs"] = compiled._memory_stats()
+    (folder / "memory.json").write_text(json.dumps(memory, indent=1) + "\n")
     write_manifest(folder, name, device, spec)
 
 
@@ -433,7 +494,7 @@ def main() -> int:
         record_child(name, kind, what, spec, Path(folder), args.device)
         return 0
     check = Check(args.device, args.sample or (PROFILE_SAMPLE if args.device == "tpu" else "mlp"))
-    rows = run_items(check)
+    rows = [] if args.no_items else run_items(check)
     if args.record:
         rows += record(check, Path(args.record).resolve())
     print_table(rows, f"TPU check on {args.device} ({check.folder})")
@@ -449,6 +510,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--device", default="tpu", help="tpu (default), or cpu to try it here")
     parser.add_argument("--sample", help=f"the sample to profile (default {PROFILE_SAMPLE} on tpu)")
     parser.add_argument("--record", metavar="DIR", help="also record the fixtures under DIR")
+    parser.add_argument("--no-items", action="store_true", help="only record (with --record)")
     parser.add_argument("--record-child", nargs=5, help=argparse.SUPPRESS)
     return parser.parse_args()
 
