@@ -100,6 +100,24 @@ PEAK_ARGS = "f32[2048,8192]"
 NARROW_ARGS = "f32[65536,3]"
 OOM_ARGS = "f32[1000000,2048]"  # 8 GiB in, its sort 8 GiB more: past a v5e's 15.75 GiB
 PEAK_WITHIN = 0.05  # of XLA's peak_memory_in_bytes
+# A process that holds the chip: it tries for 30 s (a chip just given back by the last
+# item's process can refuse for a few seconds), then says "held" and sleeps
+HOLD_CHIP = """\
+import time
+for _ in range(30):
+    try:
+        import jax
+        jax.devices("tpu")
+        break
+    except RuntimeError as exc:
+        error = exc
+        time.sleep(1)
+else:
+    print(f"failed: {error}", flush=True)
+    raise SystemExit(1)
+print("held", flush=True)
+time.sleep(600)
+"""
 NOT_OUT_OF_MEMORY = 3  # a record child's exit status: the program compiled (on the CPU)
 
 
@@ -323,21 +341,25 @@ class Check:
         return not seen["error"] and seen["kernels"] > 0 and bool(clock_ok), str(seen)
 
     def second_process(self) -> Outcome:
+        """Hold the chip in another process, then analyze: jitscope must name the holder
+        (or wait), not fail in libtpu's words or run as if the chip were free."""
         if self.platform != "tpu":
             return None, f"{self.platform} is not owned by one process"
-        hold = "import jax, time; jax.devices('tpu'); print('held', flush=True); time.sleep(600)"
         holder = subprocess.Popen(
-            [sys.executable, "-c", hold], env=self.env, stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", HOLD_CHIP], env=self.env, stdout=subprocess.PIPE, text=True
         )
         try:
-            holder.stdout.readline()  # type: ignore[union-attr]  # the chip is held
+            said_by_holder = holder.stdout.readline().strip()  # type: ignore[union-attr]
+            if said_by_holder != "held":
+                return False, f"the holder could not open the chip: {said_by_holder!r}"
             proc = self.cli("analyze", "sample:mlp", "--device", "tpu", "--runs", "0", timeout=120)
         finally:
             holder.kill()
             holder.wait()
         said = (proc.stdout + proc.stderr).strip()
-        named = str(holder.pid) in said or "wait" in said.lower()
-        return named, said.splitlines()[-1][:200] if said else "nothing said"
+        (self.folder / "second_process.txt").write_text(f"holder pid {holder.pid}\n{said}\n")
+        named = str(holder.pid) in said and "holds the TPU chip" in said
+        return named and proc.returncode != 0, said.splitlines()[-1][:200] if said else "nothing"
 
     def _profile(self) -> Profile:
         profile = self.profiled().profile
@@ -368,7 +390,7 @@ def run_items(check: Check) -> list[Row]:
 
 
 # -- recording the fixtures -------------------------------------------------------------
-def record(check: Check, out: Path) -> list[Row]:
+def record(check: Check, out: Path, only: list[str]) -> list[Row]:
     """Each program recorded by a child process of its own (the chip is one process's)."""
     programs = {
         PROFILE_SAMPLE: ("sample", PROFILE_SAMPLE, ""),
@@ -379,6 +401,8 @@ def record(check: Check, out: Path) -> list[Row]:
     }
     rows = []
     for name, (kind, what, spec) in programs.items():
+        if only and name not in only:
+            continue
         folder = out / name
         argv = [sys.executable, __file__, "--record-child", name, kind, what, spec, str(folder)]
         argv += ["--device", check.device]
@@ -435,6 +459,8 @@ def record_child(name: str, kind: str, what: str, spec: str, folder: Path, devic
     profile_trace(compiled.runner(6), block, folder)
     memory["memory_stats_after_runs"] = compiled._memory_stats()
     (folder / "memory.json").write_text(json.dumps(memory, indent=1) + "\n")
+    if name != PROFILE_SAMPLE:  # the 24-layer compile's trace is large: the small ones'
+        compile_trace(lowered, folder)
     write_manifest(folder, name, device, spec)
 
 
@@ -461,6 +487,23 @@ def profile_trace(call: Any, block: Any, folder: Path) -> None:
     found = newest(raw, "perfetto_trace.json.gz")
     if found is not None:
         shutil.copyfile(found, folder / "trace.json.gz")
+    shutil.rmtree(raw, ignore_errors=True)
+
+
+def compile_trace(lowered: Any, folder: Path) -> None:
+    """The compile once more, under jax.profiler as `--compile-profile` runs it (caches
+    off): its Perfetto trace kept as compile_trace.json.gz, what jitscope read of it as
+    compile_profile.json."""
+    from viz.compile_profile import run
+    from viz.fusion.profile import newest
+
+    raw = folder / "compile_profiler"
+    with run.persistent_cache_off():
+        profile = run._profiled_compile(lowered, str(raw))
+    found = newest(raw, "perfetto_trace.json.gz")
+    if found is not None:
+        shutil.copyfile(found, folder / "compile_trace.json.gz")
+    (folder / "compile_profile.json").write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
     shutil.rmtree(raw, ignore_errors=True)
 
 
@@ -496,7 +539,7 @@ def main() -> int:
     check = Check(args.device, args.sample or (PROFILE_SAMPLE if args.device == "tpu" else "mlp"))
     rows = [] if args.no_items else run_items(check)
     if args.record:
-        rows += record(check, Path(args.record).resolve())
+        rows += record(check, Path(args.record).resolve(), args.only or [])
     print_table(rows, f"TPU check on {args.device} ({check.folder})")
     return 1 if any(r.status == "FAIL" for r in rows) else 0
 
@@ -511,6 +554,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sample", help=f"the sample to profile (default {PROFILE_SAMPLE} on tpu)")
     parser.add_argument("--record", metavar="DIR", help="also record the fixtures under DIR")
     parser.add_argument("--no-items", action="store_true", help="only record (with --record)")
+    parser.add_argument("--only", nargs="*", help="record only these programs (with --record)")
     parser.add_argument("--record-child", nargs=5, help=argparse.SUPPRESS)
     return parser.parse_args()
 
