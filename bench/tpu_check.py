@@ -359,7 +359,8 @@ class Check:
         said = (proc.stdout + proc.stderr).strip()
         (self.folder / "second_process.txt").write_text(f"holder pid {holder.pid}\n{said}\n")
         named = str(holder.pid) in said and "holds the TPU chip" in said
-        return named and proc.returncode != 0, said.splitlines()[-1][:200] if said else "nothing"
+        error = next((x for x in said.splitlines() if x.startswith("error")), "no error line")
+        return named, error[:200]
 
     def _profile(self) -> Profile:
         profile = self.profiled().profile

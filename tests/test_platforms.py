@@ -333,3 +333,12 @@ def test_the_sidebar_offers_what_the_machine_has_and_names_a_shared_worker(monke
     assert picker.value == "cpu:8"
     captions = " ".join(c.value for c in at.sidebar.caption)
     assert "The cpu:8 worker (one process owns the device" in captions
+
+
+def test_a_holders_long_command_is_its_first_line_shortened() -> None:
+    """On the chip, a `python -c` holder's command was its whole 14-line script."""
+    script = "import time\nimport jax\njax.devices('tpu')\ntime.sleep(600)"
+    said = str(tpu.Holder(2139, f"/usr/bin/python3 -c {script}"))
+    assert said == "pid 2139: /usr/bin/python3 -c import time…"
+    long = str(tpu.Holder(7, "python " + "x" * 200))
+    assert long.endswith("…") and len(long) < 100

@@ -21,6 +21,7 @@ LOCK_MARK = "multi-process lockfile"  # libtpu's words when another process hold
 DEVICE_FILES = ("/dev/accel*", "/dev/vfio/[0-9]*")  # a chip's file (v4 and v5e / v5p)
 LOCKFILE = "/tmp/libtpu_lockfile"  # the file libtpu locks while a process holds the chip
 HELD = "Another process holds the TPU chip"
+COMMAND_CHARS = 80  # of a holder's command, in the message
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,12 @@ class Holder:
     command: str
 
     def __str__(self) -> str:
-        return f"pid {self.pid}: {self.command}" if self.command else f"pid {self.pid}"
+        """`pid 2139: python3 -c import time…`: the command's first line, shortened (a
+        `python -c` holder's command is its whole script)."""
+        first = self.command.splitlines()[0] if self.command else ""
+        if len(first) > COMMAND_CHARS or first != self.command:
+            first = first[:COMMAND_CHARS].rstrip() + "…"
+        return f"pid {self.pid}: {first}" if first else f"pid {self.pid}"
 
 
 def _chip_file(target: str) -> bool:
