@@ -137,7 +137,7 @@ def fits(r: Report) -> None:
         st.error(said, icon=":material/memory:")
     else:
         st.success(said, icon=":material/memory:")
-    for note in filter(None, (padding_text(memory), spaces_text(memory))):
+    for note in filter(None, (padding_text(memory), spaces_text(memory, r.device))):
         st.caption(note)
     if memory.library_kernels:
         st.caption(

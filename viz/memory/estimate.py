@@ -26,7 +26,7 @@ import jax
 from viz.errors import ErrorInfo, out_of_memory
 from viz.hlo_dump import OptimizedHloDump
 from viz.ir.hlo import read_hlo_text
-from viz.memory.display import peak_fillers
+from viz.memory.display import peak_fillers, xla_disagrees_text
 from viz.memory.model import Memory, OomEstimate, PeakBuffer, TimelinePoint
 from viz.memory.profile import (
     OTHER,
@@ -148,13 +148,31 @@ def _fitting(
 
 
 _AVAILABLE = re.compile(r"exceeds available \w+ \(([\d.]+)([KMGT])i?B?\)")
-_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+# what XLA says the program needs: `the total memory required for HLO temporaries
+# (30.52G)`, or `Used 20.00G of 15.75G hbm` (everything)
+_REQUIRED = re.compile(r"memory required for ([\w ]+?) \(([\d.]+)([KMGT])i?B?\)")
+_USED = re.compile(r"Used ([\d.]+)([KMGT])i?B? of")
+_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}  # XLA's G is a GiB
 
 
 def limit_in(message: str) -> int | None:
     """The device's memory as XLA's refusal gives it: `exceeds available HBM (15.75G)`."""
     found = _AVAILABLE.search(message)
-    return round(float(found.group(1)) * _UNITS[found.group(2)]) if found else None
+    return _bytes(found.group(1), found.group(2)) if found else None
+
+
+def required_in(message: str) -> tuple[int, str] | None:
+    """What XLA's refusal says the program needs, and what that counts: `(30.52G)` for
+    `HLO temporaries`, or `Used 20.00G of …` for everything (''); None: it says not."""
+    found = _REQUIRED.search(message)
+    if found:
+        return _bytes(found.group(2), found.group(3)), found.group(1)
+    found = _USED.search(message)
+    return (_bytes(found.group(1), found.group(2)), "") if found else None
+
+
+def _bytes(number: str, unit: str) -> int:
+    return round(float(number) * _UNITS[unit])
 
 
 def _line(at_first: float, at_second: float, first: int, second: int, full: int) -> float:
@@ -261,6 +279,9 @@ def out_of_memory_section(
         return Memory(profile_warning=note), error
     profile, how = found
     limit = limit_in(error.message)
+    xla = required_in(error.message)
+    if xla is not None:
+        how = replace(how, xla_required_bytes=xla[0], xla_required_for=xla[1])
     memory = Memory(
         peak_bytes=profile.peak_bytes,
         peak_at=profile.peak_at,
@@ -272,7 +293,10 @@ def out_of_memory_section(
         limit_of="the device's memory, as XLA's message says" if limit else "",
         estimate=how,
     )
-    fillers = peak_fillers(profile)
-    said = f"At full size it needs about {nbytes(profile.peak_bytes)} at its peak: {fillers}"
-    message = f"{error.message} {said.removesuffix(', …')}. (Figures {how.said}.)"
+    fillers = peak_fillers(profile).removesuffix(", …")
+    said = f"At full size it needs about {nbytes(profile.peak_bytes)} at its peak: {fillers}."
+    sizes = ", ".join(f"{b:,}" for b in how.compiled_at)
+    method = f"(Estimated: the same program compiled at batch {sizes}, scaled to {how.batch:,}.)"
+    versus = xla_disagrees_text(memory)
+    message = " ".join(filter(None, (error.message, said, versus, method)))
     return memory, replace(error, message=message)
