@@ -153,7 +153,7 @@ def test_only_the_devices_memory_space_counts_the_others_are_shown_apart():
     memory = Memory(peak_bytes=after.peak_bytes, other_spaces=after.other_spaces)
     assert spaces_text(memory, "tpu") == (
         f"also in other memory spaces, not in the peak: {nbytes(block.size)} in VMEM, the "
-        "core's vector memory"
+        "core's on-chip vector memory"
     )
     assert spaces_text(memory, "cpu") == (  # the CPU names no space of its own
         f"also in other memory spaces, not in the peak: {nbytes(block.size)} in memory space 1"
@@ -213,11 +213,12 @@ def test_the_padding_at_the_peak_is_named_and_the_cpu_says_nothing(sorted_report
     memory = Memory(peak_bytes=narrow.bytes + wide.bytes, at_peak=[narrow, wide])
     assert padding_text(memory) == (
         f"padding: {nbytes(narrow.bytes - narrow.logical_bytes)} of the 64.0 MiB peak, most "
-        "from f32[65536,3] at model.py:7 (43× its size): axis 1's 3 fills 3 of the 128 lanes "
+        "from f32[65536,3] at model.py:7 (43× its size, laid out {1,0:T(8,128)}): axis 1's 3 "
+        "fills 3 of the 128 lanes "
         "of its 8×128 tiles: put the long axis last, or make it a multiple of 128"
     )
     assert [r["padding"] for r in buffer_rows(memory.at_peak)] == [
-        f"+{nbytes(narrow.bytes - narrow.logical_bytes)}, 43× its size, {{1,0:T(8,128)}}",
+        f"+{nbytes(narrow.bytes - narrow.logical_bytes)} (43×)",
         "",
     ]
     tiny = Memory(peak_bytes=200 * narrow.bytes, at_peak=[narrow])  # under 1 % of the peak

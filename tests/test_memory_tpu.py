@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from viz.cli import summarize_report
-from viz.errors import out_of_memory
+from viz.errors import limit_in, out_of_memory, required_in
 from viz.memory.display import (
     buffer_rows,
     fit_text,
@@ -25,7 +25,6 @@ from viz.memory.display import (
     spaces_text,
     xla_disagrees_text,
 )
-from viz.memory.estimate import limit_in, required_in
 from viz.memory.model import Memory, PeakBuffer
 from viz.memory.padding import layout_text, logical_bytes, padded_bytes, parse_array
 from viz.memory.profile import MemoryProfile, hlo_proto_profile
@@ -111,13 +110,12 @@ def test_the_narrow_arrays_padding_is_read_from_its_real_layout():
         assert row.layout == "{0,1:T(4,128)}"
     memory = Memory(peak_bytes=profile.peak_bytes, at_peak=profile.at_peak)
     assert padding_text(memory) == (
-        "padding: 512.0 KiB of the 2.0 MiB peak, most from f32[65536,3] (1.3× its size): "
+        "padding: 512.0 KiB of the 2.0 MiB peak, most from f32[65536,3] (1.3× its size, laid "
+        "out {0,1:T(4,128)}): "
         "axis 0 lies along the 128 lanes and axis 1's 3 is padded to 4 rows of its 4×128 "
         "tiles (small: nothing to change)"
     )
-    assert {r["padding"] for r in buffer_rows(profile.at_peak)} == {
-        "+256.0 KiB, 1.3× its size, {0,1:T(4,128)}"
-    }
+    assert {r["padding"] for r in buffer_rows(profile.at_peak)} == {"+256.0 KiB (1.3×)"}
 
 
 def test_a_lane_padded_layout_from_the_chip_asks_for_the_long_axis_last():
@@ -157,7 +155,7 @@ def test_the_chips_other_memory_spaces_are_named_by_the_platform():
     peak = chip_report("peak")
     assert peak.memory.other_spaces == {"1": 68222976, "6": 10240}
     assert spaces_text(peak.memory, peak.device) == (
-        "also in other memory spaces, not in the peak: 65.1 MiB in VMEM, the core's vector "
+        "also in other memory spaces, not in the peak: 65.1 MiB in VMEM, the core's on-chip vector "
         "memory; 10.0 KiB in memory space 6"
     )
     narrow = chip_report("narrow")  # VMEM's allocation there holds nothing
@@ -184,6 +182,7 @@ def test_where_xlas_figure_and_the_estimate_disagree_it_is_said_which_to_trust()
     report = chip_report("oom")
     memory = report.memory
     assert xla_disagrees_text(memory) is None  # recorded before jitscope kept XLA's figure
+    from_refusal = xla_disagrees_text(memory, report.error.detail)  # read from XLA's text
     figure, counts = required_in(report.error.detail)
     how = replace(memory.estimate, xla_required_bytes=figure, xla_required_for=counts)
     memory = replace(memory, estimate=how)
@@ -193,6 +192,7 @@ def test_where_xlas_figure_and_the_estimate_disagree_it_is_said_which_to_trust()
         f"XLA's own figure, 30.5 GiB for HLO temporaries, is 2.0× the estimate's {temporaries}"
     )
     assert "trust it for whether it fits" in said and "which buffers and lines" in said
+    assert from_refusal == said
     assert fit_text(memory).endswith(said)
     near = replace(how, xla_required_bytes=memory.by_kind_at_peak["temporary"] * 105 // 100)
     assert xla_disagrees_text(replace(memory, estimate=near)) is None  # within 10 %

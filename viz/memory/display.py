@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from viz.errors import required_in
 from viz.memory.lines import LAYOUT_COPY
 from viz.memory.model import Memory, PeakBuffer, Residual
-from viz.memory.padding import padded_dims, parse_layout, times_its_size
+from viz.memory.padding import padded_dims, padding_ratio, parse_layout, times_its_size
 from viz.memory.profile import OTHER, MemoryProfile
 from viz.memory.xla import PARAMETER
 from viz.platforms import memory_space_name
@@ -63,7 +64,7 @@ def _named(row: PeakBuffer) -> str:
     return f" ({name})" if name else ""
 
 
-def fit_text(memory: Memory) -> str | None:
+def fit_text(memory: Memory, method: bool = True) -> str | None:
     """Whether a run fits, in one sentence: `Running needs 98.5 GiB at its peak: the
     sort at line 12, f32[…] 32 GiB, …; the worker's limit is 11.8 GiB.`"""
     if memory.peak_bytes is None:
@@ -71,8 +72,8 @@ def fit_text(memory: Memory) -> str | None:
     needs = f"Running needs {nbytes(memory.peak_bytes)} at its peak"
     if memory.at_peak:
         needs += f": {peak_fillers(memory)}"
-    how = f" ({memory.estimate.said})" if memory.estimate else ""
-    versus = xla_disagrees_text(memory)
+    how = f" ({memory.estimate.said})" if memory.estimate and method else ""
+    versus = xla_disagrees_text(memory) if method else None
     versus = f" {versus}" if versus else ""
     if memory.limit_bytes is None:
         return f"{needs}{how}.{versus}"
@@ -81,23 +82,30 @@ def fit_text(memory: Memory) -> str | None:
     return f"{needs}; {limit}: {verdict}{how}.{versus}"
 
 
-def xla_disagrees_text(memory: Memory) -> str | None:
+def xla_disagrees_text(memory: Memory, refusal: str = "") -> str | None:
     """Where XLA's own figure in its out-of-memory refusal and the estimate differ by
     more than `DISAGREE`, which to trust for what; None where they agree or XLA gives
-    none. XLA's counts `xla_required_for` (its temporaries, say): so does the compared
-    share of the estimate."""
+    none. XLA's figure is the estimate's `xla_required_bytes`, else read from `refusal`
+    (XLA's message, for a report kept before jitscope kept it). It counts
+    `xla_required_for` (its temporaries, say): so does the compared share of the
+    estimate."""
     how = memory.estimate
-    if how is None or not how.xla_required_bytes or memory.peak_bytes is None:
+    if how is None or memory.peak_bytes is None:
         return None
-    counts = how.xla_required_for
+    xla = (how.xla_required_bytes, how.xla_required_for) if how.xla_required_bytes else None
+    xla = xla or required_in(refusal)
+    if xla is None:
+        return None
+    figure, counts = xla
     ours = memory.by_kind_at_peak.get("temporary", 0) if "temporar" in counts else memory.peak_bytes
-    if not ours or abs(how.xla_required_bytes / ours - 1) <= DISAGREE:
+    if not ours or abs(figure / ours - 1) <= DISAGREE:
         return None
     what = f"for {counts}" if counts else "in all"
-    ratio = how.xla_required_bytes / ours
-    than = f"{ratio:.1f}× the estimate's" if ratio > 1 else f"{ratio:.0%} of the estimate's"
+    ratio = figure / ours
+    times = f"{ratio:.0f}×" if ratio >= 10 else f"{ratio:.1f}×"
+    than = f"{times} the estimate's" if ratio > 1 else f"{ratio:.0%} of the estimate's"
     return (
-        f"XLA's own figure, {nbytes(how.xla_required_bytes)} {what}, is {than} "
+        f"XLA's own figure, {nbytes(figure)} {what}, is {than} "
         f"{nbytes(ours)}: XLA's is the program as it would be laid out at full size, so "
         "trust it for whether it fits; the estimate comes from smaller compiles, so read "
         "it for which buffers and lines fill the memory."
@@ -120,18 +128,18 @@ def buffer_rows(buffers: list[PeakBuffer]) -> list[dict[str, Any]]:
         }
         for r in buffers
     ]
-    if any(r.padded_bytes > r.logical_bytes for r in buffers):
+    held = sum(r.bytes for r in buffers)
+    if sum(_padding(r) for r in buffers) >= NEGLIGIBLE * held > 0:
         for row, buffer in zip(rows, buffers, strict=True):
             row["padding"] = padding_cell(buffer)
     return rows
 
 
 def padding_cell(row: PeakBuffer) -> str:
-    """`+256.0 KiB, 1.3× its size, {0,1:T(4,128)}`: what its layout adds ('' nothing)."""
-    if row.padded_bytes <= row.logical_bytes:
-        return ""
-    said = [f"+{nbytes(_padding(row))}", times_its_size(row.padded_bytes, row.logical_bytes)]
-    return ", ".join(said + ([row.layout] if row.layout else []))
+    """`+256.0 KiB (1.3×)`: what its layout adds ('' nothing), where the padding is
+    worth a column (`NEGLIGIBLE` of the buffers' bytes or more)."""
+    ratio = padding_ratio(row.padded_bytes, row.logical_bytes)
+    return f"+{nbytes(_padding(row))} ({ratio})" if ratio else ""
 
 
 def line_text(row: PeakBuffer) -> str:
@@ -214,10 +222,11 @@ def padding_text(memory: Memory) -> str | None:
     named = worst.type or f"{worst.buffers} smaller buffers"
     at = f" at {where_text(worst.where)}" if worst.where else ""
     times = times_its_size(worst.padded_bytes, worst.logical_bytes)
+    laid = f", laid out {worst.layout}" if worst.layout else ""
     why = padding_reason(worst)
     return (
         f"padding: {nbytes(padding)} of the {nbytes(memory.peak_bytes)} peak, most from "
-        f"{named}{at} ({times})" + (f": {why}" if why else "")
+        f"{named}{at} ({times}{laid})" + (f": {why}" if why else "")
     )
 
 

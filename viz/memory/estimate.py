@@ -16,14 +16,13 @@ Imports jax (it compiles): the pipeline's, never the reports'.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import jax
 
-from viz.errors import ErrorInfo, out_of_memory
+from viz.errors import ErrorInfo, limit_in, out_of_memory, required_in
 from viz.hlo_dump import OptimizedHloDump
 from viz.ir.hlo import read_hlo_text
 from viz.memory.display import peak_fillers, xla_disagrees_text
@@ -147,34 +146,6 @@ def _fitting(
     return sizes
 
 
-_AVAILABLE = re.compile(r"exceeds available \w+ \(([\d.]+)([KMGT])i?B?\)")
-# what XLA says the program needs: `the total memory required for HLO temporaries
-# (30.52G)`, or `Used 20.00G of 15.75G hbm` (everything)
-_REQUIRED = re.compile(r"memory required for ([\w ]+?) \(([\d.]+)([KMGT])i?B?\)")
-_USED = re.compile(r"Used ([\d.]+)([KMGT])i?B? of")
-_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}  # XLA's G is a GiB
-
-
-def limit_in(message: str) -> int | None:
-    """The device's memory as XLA's refusal gives it: `exceeds available HBM (15.75G)`."""
-    found = _AVAILABLE.search(message)
-    return _bytes(found.group(1), found.group(2)) if found else None
-
-
-def required_in(message: str) -> tuple[int, str] | None:
-    """What XLA's refusal says the program needs, and what that counts: `(30.52G)` for
-    `HLO temporaries`, or `Used 20.00G of …` for everything (''); None: it says not."""
-    found = _REQUIRED.search(message)
-    if found:
-        return _bytes(found.group(2), found.group(3)), found.group(1)
-    found = _USED.search(message)
-    return (_bytes(found.group(1), found.group(2)), "") if found else None
-
-
-def _bytes(number: str, unit: str) -> int:
-    return round(float(number) * _UNITS[unit])
-
-
 def _line(at_first: float, at_second: float, first: int, second: int, full: int) -> float:
     """The value at `full` on the line through (first, at_first), (second, at_second)."""
     return at_first + (at_first - at_second) * (full - first) / (first - second)
@@ -290,7 +261,7 @@ def out_of_memory_section(
         by_kind_at_peak=profile.by_kind_at_peak,
         other_spaces=profile.other_spaces,
         limit_bytes=limit,
-        limit_of="the device's memory, as XLA's message says" if limit else "",
+        limit_of="the device's memory (XLA's message)" if limit else "",
         estimate=how,
     )
     fillers = peak_fillers(profile).removesuffix(", …")

@@ -91,14 +91,22 @@ def _rounded(dims: list[int], tile: tuple[int, ...]) -> list[int]:
 def times_its_size(padded: int, logical: int) -> str:
     """How much larger its layout makes it, to a useful precision: `43× its size`,
     `1.3× its size`, `0.0064 % over its size` (a sliver); '' where it pads nothing."""
+    said = padding_ratio(padded, logical)
+    if "%" in said:
+        return f"{said.removeprefix('+')} over its size"
+    return f"{said} its size" if said else ""
+
+
+def padding_ratio(padded: int, logical: int) -> str:
+    """`43×`, `1.3×`, `+0.0064 %` (a sliver): padded over logical bytes; '' none."""
     if not logical or padded <= logical:
         return ""
     ratio = padded / logical
     if ratio >= 10:
-        return f"{ratio:.0f}× its size"
+        return f"{ratio:.0f}×"
     if ratio >= 1.05:
-        return f"{ratio:.2g}× its size"
-    return f"{(ratio - 1) * 100:.2g} % over its size"
+        return f"{ratio:.2g}×"
+    return f"+{(ratio - 1) * 100:.2g} %"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,10 @@ LOCKFILE = "/tmp/libtpu_lockfile"  # the file libtpu locks while a process holds
 HELD = "Another process holds the TPU chip"
 # The memory spaces XLA's memory-usage report names on a TPU v5e (`Memory Space: vmem
 # (color=1)`, `smem (color=2)`; space 6 it calls only `color_6`, so it has no name here)
-MEMORY_SPACES = (("1", "VMEM, the core's vector memory"), ("2", "SMEM, the core's scalar memory"))
+MEMORY_SPACES = (
+    ("1", "VMEM, the core's on-chip vector memory"),
+    ("2", "SMEM, the core's on-chip scalar memory"),
+)
 
 
 @dataclass(frozen=True)
