@@ -55,9 +55,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, log: Path | int, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """`streamlit run app.py` from the project, headless, on `port`; `env` adds to
-    this process's environment. `log` is a path or a subprocess constant."""
+def start_server(
+    port: int, log: Path | int, env: dict[str, str] | None = None, script: str = "app.py"
+) -> subprocess.Popen:
+    """`streamlit run app.py` (or `script`) from the project, headless, on `port`; `env`
+    adds to this process's environment. `log` is a path or a subprocess constant."""
     out = log.open("w") if isinstance(log, Path) else log
     try:
         return subprocess.Popen(
@@ -66,7 +68,7 @@ def start_server(port: int, log: Path | int, env: dict[str, str] | None = None) 
                 "-m",
                 "streamlit",
                 "run",
-                "app.py",
+                script,
                 "--server.headless",
                 "true",
                 "--server.port",
@@ -104,11 +106,13 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def running_server(log_path: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+def running_server(
+    log_path: Path, env: dict[str, str] | None = None, script: str = "app.py"
+) -> Iterator[str]:
     """A server for the block; yields its URL once it listens. If it died meanwhile,
     the end of its log is printed, to show why."""
     port = free_port()
-    proc = start_server(port, log_path, env)
+    proc = start_server(port, log_path, env, script)
     try:
         wait_listening(port)
         yield f"http://127.0.0.1:{port}"

@@ -11,7 +11,6 @@ import jax
 import jax.numpy as jnp
 
 from viz.hlo_dump import OptimizedHloDump, same_program, written_whole
-from viz.units import nbytes
 
 MODULE = """HloModule jit_f, entry_computation_layout={(f32[4]{0})->f32[4]{0}}
 
@@ -137,58 +136,3 @@ def test_a_dump_asked_for_its_proto_keeps_the_buffer_assignment_whole():
     finally:
         proto.close()
         text.close()
-
-
-def narrow(x):
-    return jnp.sort(x, axis=0) * 2.0
-
-
-def _tiled_like_a_tpu(data: bytes, dims: list[int]) -> bytes:
-    """XLA's dump of a CPU compile, each array of `dims` given a TPU's layout,
-    `{1,0:T(8,128)}`, and its buffers the bytes those tiles take."""
-    from viz.memory.padding import padded_bytes, parse_array
-    from viz.memory.schema import parse
-
-    hlo = parse("HloProto", data)
-    module = parse("Module", hlo.module)
-    tiled: set[int] = set()
-    for computation in module.computations:
-        rebuilt = []
-        for raw in computation.instructions:
-            inst = parse("Instruction", raw)
-            if list(inst.shape.dimensions) == dims and inst.shape.element_type == 11:  # f32
-                inst.shape.layout.tiles.add().dimensions[:] = [8, 128]
-                tiled.add(inst.id)
-            rebuilt.append(inst.SerializeToString())
-        computation.instructions[:] = rebuilt
-    assignment = parse("Assignment", hlo.assignment)
-    padded = padded_bytes(*parse_array(f"f32[{','.join(map(str, dims))}]{{1,0:T(8,128)}}"))
-    for buffer in assignment.buffers:
-        if buffer.at.instruction in tiled and not buffer.at.index:
-            buffer.size = padded
-    hlo.module, hlo.assignment = module.SerializeToString(), assignment.SerializeToString()
-    return hlo.SerializeToString()
-
-
-def test_a_tpu_layout_in_the_dump_gives_each_buffer_its_padding_and_names_it():
-    """A crafted TPU dump: f32[65536,3] laid out in 8×128 tiles takes 43× its bytes."""
-    from viz.memory.display import padding_text
-    from viz.memory.model import Memory
-    from viz.memory.profile import hlo_proto_profile
-
-    dump = OptimizedHloDump({}, environ={}, proto=True)
-    try:
-        lowered = jax.jit(narrow).lower(jax.ShapeDtypeStruct((65536, 3), jnp.float32))
-        lowered.compile(compiler_options=dump.options)
-        dumped = dump.hlo_proto()
-    finally:
-        dump.close()
-    profile = hlo_proto_profile(_tiled_like_a_tpu(dumped, [65536, 3]))
-    narrow_rows = [r for r in profile.at_peak if r.shape == [65536, 3]]
-    assert narrow_rows
-    for row in narrow_rows:
-        assert (row.logical_bytes, row.padded_bytes) == (65536 * 3 * 4, 65536 * 128 * 4)
-    memory = Memory(peak_bytes=profile.peak_bytes, at_peak=profile.at_peak)
-    said = padding_text(memory)
-    assert said.startswith("padding: ") and f"of the {nbytes(profile.peak_bytes)} peak" in said
-    assert said.endswith("most from f32[65536,3] (43× its size): put the long axis last")

@@ -24,6 +24,7 @@ from viz import analyze
 from viz.cli import summarize_report
 from viz.diff import diff_reports
 from viz.memory.display import (
+    buffer_rows,
     describe,
     device_memory_text,
     fit_text,
@@ -34,7 +35,13 @@ from viz.memory.display import (
 )
 from viz.memory.live import flatten, live_ranges
 from viz.memory.model import Memory, PeakBuffer
-from viz.memory.padding import logical_bytes, padded_bytes, parse_array, times_its_size
+from viz.memory.padding import (
+    layout_text,
+    logical_bytes,
+    padded_bytes,
+    parse_array,
+    times_its_size,
+)
 from viz.memory.profile import OTHER, memory_profile
 from viz.memory.schema import parse
 from viz.memory.xla import read_assignment, read_module, read_shape
@@ -144,9 +151,12 @@ def test_only_the_devices_memory_space_counts_the_others_are_shown_apart():
     assert after.by_kind_at_peak["temporary"] == 0 < before.by_kind_at_peak["temporary"]
     assert after.peak_bytes < before.peak_bytes
     memory = Memory(peak_bytes=after.peak_bytes, other_spaces=after.other_spaces)
-    assert spaces_text(memory) == (
-        f"also in other memory spaces, not in the peak: {nbytes(block.size)} in space 1 "
-        "(VMEM, on a TPU)"
+    assert spaces_text(memory, "tpu") == (
+        f"also in other memory spaces, not in the peak: {nbytes(block.size)} in VMEM, the "
+        "core's on-chip vector memory"
+    )
+    assert spaces_text(memory, "cpu") == (  # the CPU names no space of its own
+        f"also in other memory spaces, not in the peak: {nbytes(block.size)} in memory space 1"
     )
 
 
@@ -156,12 +166,15 @@ def test_only_the_devices_memory_space_counts_the_others_are_shown_apart():
 @pytest.mark.parametrize(
     ("text", "padded", "times"),
     [
-        ("f32[65536,3]{1,0:T(8,128)}", 65536 * 128 * 4, "43×"),
+        ("f32[65536,3]{1,0:T(8,128)}", 65536 * 128 * 4, "43× its size"),
         ("f32[1024,8192]{1,0:T(8,128)}", 1024 * 8192 * 4, ""),  # whole tiles: none
-        ("f32[3,65536]{1,0:T(8,128)}", 8 * 65536 * 4, "3×"),  # the long axis last
-        ("f32[65536,3]{0,1:T(8,128)}", 8 * 65536 * 4, "3×"),  # laid out transposed
-        ("bf16[7,100]{1,0:T(8,128)(2,1)}", 8 * 128 * 2, "1×"),
-        ("f32[5]{0:T(256)}", 256 * 4, "51×"),
+        ("f32[3,65536]{1,0:T(8,128)}", 8 * 65536 * 4, "2.7× its size"),  # the long axis last
+        ("f32[65536,3]{0,1:T(8,128)}", 8 * 65536 * 4, "2.7× its size"),  # laid out transposed
+        ("f32[65536,3]{0,1:T(4,128)}", 4 * 65536 * 4, "1.3× its size"),  # as a TPU v5e did
+        ("bf16[7,100]{1,0:T(8,128)(2,1)}", 8 * 128 * 2, "1.5× its size"),
+        ("f32[5]{0:T(256)}", 256 * 4, "51× its size"),
+        ("f32[1000000,2048]{1,0:T(8,128)}", 8192000000, ""),
+        ("f32[1000001,2048]{1,0:T(8,128)}", 1000008 * 2048 * 4, "0.0007 % over its size"),
         ("pred[4,4]{1,0}", 16, ""),
         ("s32[9]{0}", 36, ""),
     ],
@@ -185,6 +198,7 @@ def test_the_padding_at_the_peak_is_named_and_the_cpu_says_nothing(sorted_report
         where="/home/me/model.py:7",
         logical_bytes=logical_bytes(dtype, dims),
         padded_bytes=padded_bytes(dtype, dims, layout),
+        layout=layout_text(layout),
     )
     wide = replace(
         narrow,
@@ -194,12 +208,21 @@ def test_the_padding_at_the_peak_is_named_and_the_cpu_says_nothing(sorted_report
         bytes=32 * MiB,
         logical_bytes=32 * MiB,
         padded_bytes=32 * MiB,
+        layout="{1,0:T(8,128)}",
     )
     memory = Memory(peak_bytes=narrow.bytes + wide.bytes, at_peak=[narrow, wide])
     assert padding_text(memory) == (
         f"padding: {nbytes(narrow.bytes - narrow.logical_bytes)} of the 64.0 MiB peak, most "
-        "from f32[65536,3] at model.py:7 (43× its size): put the long axis last"
+        "from f32[65536,3] at model.py:7 (43× its size, laid out {1,0:T(8,128)}): axis 1's 3 "
+        "fills 3 of the 128 lanes "
+        "of its 8×128 tiles: put the long axis last, or make it a multiple of 128"
     )
+    assert [r["padding"] for r in buffer_rows(memory.at_peak)] == [
+        f"+{nbytes(narrow.bytes - narrow.logical_bytes)} (43×)",
+        "",
+    ]
+    tiny = Memory(peak_bytes=200 * narrow.bytes, at_peak=[narrow])  # under 1 % of the peak
+    assert padding_text(tiny) is None
 
 
 def test_a_shape_read_from_the_module_proto_carries_its_tiles():
@@ -424,7 +447,12 @@ def test_out_of_memory_at_compile_names_the_buffers_that_would_fill_it(monkeypat
     assert memory.limit_bytes == round(15.75 * (1 << 30))  # as XLA's message gives it
     said = fit_text(memory)  # the Memory tab's: with the method and how close it is
     assert f"it fits ({memory.estimate.said})." in said and "estimated: XLA gave no" in said
-    assert "compiled at batch 1,024, 512, 256 (of 4,096)" in error.message
+    assert "compiled at batch 1,024, 512, 256, scaled to 4,096" in error.message
+    # XLA's own figure (its temporaries, in the simulated message) is far from ours: said
+    assert memory.estimate.xla_required_bytes == 20 << 30
+    temporaries = nbytes(memory.by_kind_at_peak["temporary"])
+    assert "XLA's own figure, 20.0 GiB for HLO temporaries, is " in error.message
+    assert f"the estimate's {temporaries}: XLA's is the program as it would be" in error.message
     text = summarize_report(report)
     assert "None" not in text and "compiled kernels –" in text
 

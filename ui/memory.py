@@ -17,6 +17,7 @@ from ui.results import Result
 from ui.tables import table
 from ui.variants import variant_button
 from viz import charts
+from viz.errors import required_in
 from viz.memory.display import (
     buffer_rows,
     describe_made_by,
@@ -27,6 +28,7 @@ from viz.memory.display import (
     residual_rows,
     spaces_text,
     where_text,
+    xla_disagrees_text,
 )
 from viz.memory.model import Memory
 from viz.memory.profile import OTHER
@@ -77,18 +79,28 @@ def metrics(r: Report) -> None:
     memory = r.memory
     assert memory is not None
     m = st.columns(4)
+    estimated = memory.estimate is not None
     m[0].metric(
-        "peak",
+        "peak (estimated)" if estimated else "peak",
         nbytes(memory.peak_bytes),
         help="the most bytes live at one step of the schedule: arguments, outputs, "
-        "temporaries and constants, each slot counted once",
+        "temporaries and constants, each slot counted once"
+        + (" (XLA refused the compile: from smaller compiles, scaled up)" if estimated else ""),
     )
-    m[1].metric(
-        "XLA's peak",
-        nbytes(memory.xla_peak_bytes),
-        help="memory_analysis().peak_memory_in_bytes: on CPU it counts the arguments and "
-        "outputs, not the temporaries",
-    )
+    xla = required_in(r.error.detail) if estimated and r.error else None
+    if xla is not None:
+        m[1].metric(
+            f"XLA's figure ({xla[1] or 'all'})",
+            nbytes(xla[0]),
+            help="what XLA's refusal says the program needs, laid out at full size",
+        )
+    else:
+        m[1].metric(
+            "XLA's peak",
+            nbytes(memory.xla_peak_bytes),
+            help="memory_analysis().peak_memory_in_bytes: on CPU it counts the arguments "
+            "and outputs, not the temporaries; none where XLA refused the compile",
+        )
     m[2].metric(
         "temporaries (one block)",
         nbytes(memory.temp_bytes),
@@ -129,7 +141,7 @@ def fits(r: Report) -> None:
     error a run too big gets, before anything runs."""
     memory = r.memory
     assert memory is not None
-    said = fit_text(memory)
+    said = fit_text(memory, method=False)  # the method, and XLA's own figure, apart
     if said is None:
         return
     too_big = memory.limit_bytes is not None and (memory.peak_bytes or 0) > memory.limit_bytes
@@ -137,7 +149,12 @@ def fits(r: Report) -> None:
         st.error(said, icon=":material/memory:")
     else:
         st.success(said, icon=":material/memory:")
-    for note in filter(None, (padding_text(memory), spaces_text(memory))):
+    versus = xla_disagrees_text(memory, r.error.detail if r.error else "")
+    if versus:
+        st.warning(versus, icon=":material/compare_arrows:")
+    if memory.estimate:
+        st.caption(f"How: {memory.estimate.said}.")
+    for note in filter(None, (padding_text(memory), spaces_text(memory, r.device))):
         st.caption(note)
     if memory.library_kernels:
         st.caption(
@@ -171,6 +188,10 @@ def at_peak(res: Result, index: int) -> None:
         key=f"mem_rows_{index}",
         column_config={
             "live": st.column_config.TextColumn(help="steps of the schedule, first to last"),
+            "padding": st.column_config.TextColumn(
+                help="the bytes its layout's tiles add to its elements' own (a TPU lays "
+                "arrays out in tiles such as 8×128), and how many times its size it takes"
+            ),
         },
     )
     chosen = picked.selection.rows if picked else []

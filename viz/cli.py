@@ -374,7 +374,7 @@ def summarize_report(report: Report) -> str:
         from viz.memory.display import device_memory_text, padding_text, peak_line, spaces_text
 
         memory = report.memory
-        said = [peak_line(memory), padding_text(memory), spaces_text(memory)]
+        said = [peak_line(memory), padding_text(memory), spaces_text(memory, report.device)]
         said.append(device_memory_text(memory))
         lines.extend(filter(None, said))
     lines.extend(_donation_lines(report))

@@ -198,6 +198,34 @@ def out_of_memory(message: str) -> bool:
     return _OUT_OF_MEMORY.search(message) is not None
 
 
+_AVAILABLE = re.compile(r"exceeds available \w+ \(([\d.]+)([KMGT])i?B?\)")
+# what XLA says the program needs: `the total memory required for HLO temporaries
+# (30.52G)`, or `Used 20.00G of 15.75G hbm` (everything)
+_REQUIRED = re.compile(r"memory required for ([\w ]+?) \(([\d.]+)([KMGT])i?B?\)")
+_USED = re.compile(r"Used ([\d.]+)([KMGT])i?B? of")
+_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}  # XLA's G is a GiB
+
+
+def limit_in(message: str) -> int | None:
+    """The device's memory as XLA's refusal gives it: `exceeds available HBM (15.75G)`."""
+    found = _AVAILABLE.search(message)
+    return _bytes(found.group(1), found.group(2)) if found else None
+
+
+def required_in(message: str) -> tuple[int, str] | None:
+    """What XLA's refusal says the program needs, and what that counts: `(30.52G)` for
+    `HLO temporaries`, or `Used 20.00G of …` for everything (''); None: it says not."""
+    found = _REQUIRED.search(message)
+    if found:
+        return _bytes(found.group(2), found.group(3)), found.group(1)
+    found = _USED.search(message)
+    return (_bytes(found.group(1), found.group(2)), "") if found else None
+
+
+def _bytes(number: str, unit: str) -> int:
+    return round(float(number) * _UNITS[unit])
+
+
 # What user code may raise that is no Exception: uncaught, either would end the worker
 # and read as a crash. Every place that runs user code catches them with Exception.
 USER_EXITS = (SystemExit, KeyboardInterrupt)

@@ -7,16 +7,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from viz.errors import required_in
 from viz.memory.lines import LAYOUT_COPY
 from viz.memory.model import Memory, PeakBuffer, Residual
-from viz.memory.padding import times_its_size
+from viz.memory.padding import padded_dims, padding_ratio, parse_layout, times_its_size
 from viz.memory.profile import OTHER, MemoryProfile
 from viz.memory.xla import PARAMETER
-from viz.units import nbytes
+from viz.platforms import memory_space_name
+from viz.units import natural, nbytes
 from viz.where import split_where
 
 ON_LINE = 3  # buffers the one-line summary names
 FILLERS = 3  # the buffers a sentence about the peak names
+# a layout that makes a buffer this many times larger is worth changing the shape for
+WORTH_CHANGING = 1.5
+NEGLIGIBLE = 0.01  # padding under this share of the peak goes unsaid
+DISAGREE = 0.1  # XLA's figure and the estimate further apart than this share: say so
 
 KIND_LABELS = {
     "parameter": "arguments",
@@ -42,7 +48,9 @@ def peak_line(memory: Memory) -> str | None:
         return None
     at = memory.peak_at
     line = where_text(at.where)
-    head = f"peak {nbytes(memory.peak_bytes)} at {at.instruction}" + (f" ({line})" if line else "")
+    peak = "estimated peak" if memory.estimate else "peak"
+    head = f"{peak} {nbytes(memory.peak_bytes)} at {at.instruction}"
+    head += f" ({line})" if line else ""
     rows = [r for r in memory.at_peak if r.instruction != OTHER][:ON_LINE]
     buffers = [f"{r.type} {nbytes(r.bytes)}{_named(r)}" for r in rows]
     more = ", …" if len(memory.at_peak) > len(rows) else ""
@@ -56,7 +64,7 @@ def _named(row: PeakBuffer) -> str:
     return f" ({name})" if name else ""
 
 
-def fit_text(memory: Memory) -> str | None:
+def fit_text(memory: Memory, method: bool = True) -> str | None:
     """Whether a run fits, in one sentence: `Running needs 98.5 GiB at its peak: the
     sort at line 12, f32[…] 32 GiB, …; the worker's limit is 11.8 GiB.`"""
     if memory.peak_bytes is None:
@@ -64,18 +72,51 @@ def fit_text(memory: Memory) -> str | None:
     needs = f"Running needs {nbytes(memory.peak_bytes)} at its peak"
     if memory.at_peak:
         needs += f": {peak_fillers(memory)}"
-    how = f" ({memory.estimate.said})" if memory.estimate else ""
+    how = f" ({memory.estimate.said})" if memory.estimate and method else ""
+    versus = xla_disagrees_text(memory) if method else None
+    versus = f" {versus}" if versus else ""
     if memory.limit_bytes is None:
-        return f"{needs}{how}."
+        return f"{needs}{how}.{versus}"
     verdict = "it does not fit" if memory.peak_bytes > memory.limit_bytes else "it fits"
     limit = f"{memory.limit_of or 'the limit'} is {nbytes(memory.limit_bytes)}"
-    return f"{needs}; {limit}: {verdict}{how}."
+    return f"{needs}; {limit}: {verdict}{how}.{versus}"
+
+
+def xla_disagrees_text(memory: Memory, refusal: str = "") -> str | None:
+    """Where XLA's own figure in its out-of-memory refusal and the estimate differ by
+    more than `DISAGREE`, which to trust for what; None where they agree or XLA gives
+    none. XLA's figure is the estimate's `xla_required_bytes`, else read from `refusal`
+    (XLA's message, for a report kept before jitscope kept it). It counts
+    `xla_required_for` (its temporaries, say): so does the compared share of the
+    estimate."""
+    how = memory.estimate
+    if how is None or memory.peak_bytes is None:
+        return None
+    xla = (how.xla_required_bytes, how.xla_required_for) if how.xla_required_bytes else None
+    xla = xla or required_in(refusal)
+    if xla is None:
+        return None
+    figure, counts = xla
+    ours = memory.by_kind_at_peak.get("temporary", 0) if "temporar" in counts else memory.peak_bytes
+    if not ours or abs(figure / ours - 1) <= DISAGREE:
+        return None
+    what = f"for {counts}" if counts else "in all"
+    ratio = figure / ours
+    times = f"{ratio:.0f}×" if ratio >= 10 else f"{ratio:.1f}×"
+    than = f"{times} the estimate's" if ratio > 1 else f"{ratio:.0%} of the estimate's"
+    return (
+        f"XLA's own figure, {nbytes(figure)} {what}, is {than} "
+        f"{nbytes(ours)}: XLA's is the program as it would be laid out at full size, so "
+        "trust it for whether it fits; the estimate comes from smaller compiles, so read "
+        "it for which buffers and lines fill the memory."
+    )
 
 
 def buffer_rows(buffers: list[PeakBuffer]) -> list[dict[str, Any]]:
     """The buffers live at the peak, one table row each (largest first, as given; sizes
-    in binary units, as every size jitscope shows)."""
-    return [
+    in binary units, as every size jitscope shows); a `padding` column where a layout
+    pads one (a TPU's tiles)."""
+    rows = [
         {
             "bytes": nbytes(r.bytes),
             "type": r.type or f"{r.buffers} buffers",
@@ -87,6 +128,18 @@ def buffer_rows(buffers: list[PeakBuffer]) -> list[dict[str, Any]]:
         }
         for r in buffers
     ]
+    held = sum(r.bytes for r in buffers)
+    if sum(_padding(r) for r in buffers) >= NEGLIGIBLE * held > 0:
+        for row, buffer in zip(rows, buffers, strict=True):
+            row["padding"] = padding_cell(buffer)
+    return rows
+
+
+def padding_cell(row: PeakBuffer) -> str:
+    """`+256.0 KiB (1.3×)`: what its layout adds ('' nothing), where the padding is
+    worth a column (`NEGLIGIBLE` of the buffers' bytes or more)."""
+    ratio = padding_ratio(row.padded_bytes, row.logical_bytes)
+    return f"+{nbytes(_padding(row))} ({ratio})" if ratio else ""
 
 
 def line_text(row: PeakBuffer) -> str:
@@ -155,19 +208,57 @@ def describe(row: PeakBuffer) -> str:
 
 def padding_text(memory: Memory) -> str | None:
     """`padding: 1.2 GiB of the 3.0 GiB peak, most from f32[65536,3] at model.py:7 (43×
-    its size): put the long axis last`; None where the layouts pad nothing (CPU)."""
+    its size): axis 1's 3 fills 3 of the 128 lanes of its 8×128 tiles: put the long axis
+    last, or make it a multiple of 128`, the advice from the dimension its layout pads;
+    None where the layouts pad nothing (CPU) or under `NEGLIGIBLE` of the peak (a
+    scalar's tile)."""
     rows = [r for r in memory.at_peak if r.padded_bytes > r.logical_bytes]
     if memory.peak_bytes is None or not rows:
         return None
     padding = sum(_padding(r) for r in rows)
+    if padding < NEGLIGIBLE * memory.peak_bytes:
+        return None
     worst = max(rows, key=_padding)
     named = worst.type or f"{worst.buffers} smaller buffers"
     at = f" at {where_text(worst.where)}" if worst.where else ""
     times = times_its_size(worst.padded_bytes, worst.logical_bytes)
+    laid = f", laid out {worst.layout}" if worst.layout else ""
+    why = padding_reason(worst)
     return (
         f"padding: {nbytes(padding)} of the {nbytes(memory.peak_bytes)} peak, most from "
-        f"{named}{at} ({times} its size): put the long axis last"
+        f"{named}{at} ({times}{laid})" + (f": {why}" if why else "")
     )
+
+
+def padding_reason(row: PeakBuffer) -> str:
+    """Which of the buffer's axes its tiles pad, and what would lower it where the
+    padding is worth a change (`WORTH_CHANGING`); '' where its layout says nothing (a
+    scalar in a whole tile, an `other` row)."""
+    if not row.layout:
+        return ""
+    layout = parse_layout(row.layout)
+    found = padded_dims(row.shape, layout)
+    if not found:
+        return ""
+    worth = row.padded_bytes >= WORTH_CHANGING * row.logical_bytes
+    first = found[0]
+    shape = "×".join(map(str, first.tile))
+    tiles = f"its {shape} tiles" if len(first.tile) > 1 else f"its {shape}-element tiles"
+    if first.lanes:
+        lanes = first.tile[-1]
+        size = first.size
+        said = f"axis {first.axis}'s {size} fills {size} of the {lanes} lanes of {tiles}"
+        fix = f"make it a multiple of {lanes}"
+        if len(row.shape) > 1:
+            fix = f"put the long axis last, or {fix}"
+    else:
+        along = layout.minor_to_major[0] if layout.minor_to_major else len(row.shape) - 1
+        said = (
+            f"axis {along} lies along the {first.tile[-1]} lanes and axis {first.axis}'s "
+            f"{first.size} is padded to {first.padded} rows of {tiles}"
+        )
+        fix = f"make axis {first.axis} a multiple of {first.tile[-2]}, or merge it into another"
+    return f"{said}: {fix}" if worth else f"{said} (small: nothing to change)"
 
 
 def _padding(row: PeakBuffer) -> int:
@@ -177,16 +268,16 @@ def _padding(row: PeakBuffer) -> int:
     return round((row.padded_bytes - row.logical_bytes) * min(share, 1.0))
 
 
-def spaces_text(memory: Memory) -> str | None:
-    """The memory spaces other than the device's memory, apart from the peak: `also
-    in other memory spaces, not in the peak: 4.0 MiB in space 1 (VMEM, on a TPU)`."""
-    if not memory.other_spaces:
-        return None
+def spaces_text(memory: Memory, device: str) -> str | None:
+    """The memory spaces other than the device's memory, apart from the peak, by the
+    names `device`'s platform gives them: `also in other memory spaces, not in the
+    peak: 65.1 MiB in VMEM, the core's vector memory; 10.0 KiB in memory space 6`."""
     said = [
-        f"{nbytes(size)} in space {space}{SPACE_NAMES.get(space, '')}"
-        for space, size in sorted(memory.other_spaces.items())
+        f"{nbytes(size)} in {memory_space_name(device, space)}"
+        for space, size in sorted(memory.other_spaces.items(), key=lambda kv: natural(kv[0]))
+        if size
     ]
-    return "also in other memory spaces, not in the peak: " + ", ".join(said)
+    return "also in other memory spaces, not in the peak: " + "; ".join(said) if said else None
 
 
 def device_memory_text(memory: Memory) -> str | None:
@@ -205,6 +296,3 @@ def device_memory_text(memory: Memory) -> str | None:
         f"(arguments, outputs, temporaries, other programs'); XLA's peak{plan} is the "
         "compile's plan for this one program"
     )
-
-
-SPACE_NAMES = {"1": " (VMEM, on a TPU)", "2": " (the chip's own memory, on a TPU)"}

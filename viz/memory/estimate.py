@@ -16,17 +16,16 @@ Imports jax (it compiles): the pipeline's, never the reports'.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import jax
 
-from viz.errors import ErrorInfo, out_of_memory
+from viz.errors import ErrorInfo, limit_in, out_of_memory, required_in
 from viz.hlo_dump import OptimizedHloDump
 from viz.ir.hlo import read_hlo_text
-from viz.memory.display import peak_fillers
+from viz.memory.display import peak_fillers, xla_disagrees_text
 from viz.memory.model import Memory, OomEstimate, PeakBuffer, TimelinePoint
 from viz.memory.profile import (
     OTHER,
@@ -147,16 +146,6 @@ def _fitting(
     return sizes
 
 
-_AVAILABLE = re.compile(r"exceeds available \w+ \(([\d.]+)([KMGT])i?B?\)")
-_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-def limit_in(message: str) -> int | None:
-    """The device's memory as XLA's refusal gives it: `exceeds available HBM (15.75G)`."""
-    found = _AVAILABLE.search(message)
-    return round(float(found.group(1)) * _UNITS[found.group(2)]) if found else None
-
-
 def _line(at_first: float, at_second: float, first: int, second: int, full: int) -> float:
     """The value at `full` on the line through (first, at_first), (second, at_second)."""
     return at_first + (at_first - at_second) * (full - first) / (first - second)
@@ -261,6 +250,9 @@ def out_of_memory_section(
         return Memory(profile_warning=note), error
     profile, how = found
     limit = limit_in(error.message)
+    xla = required_in(error.message)
+    if xla is not None:
+        how = replace(how, xla_required_bytes=xla[0], xla_required_for=xla[1])
     memory = Memory(
         peak_bytes=profile.peak_bytes,
         peak_at=profile.peak_at,
@@ -269,10 +261,13 @@ def out_of_memory_section(
         by_kind_at_peak=profile.by_kind_at_peak,
         other_spaces=profile.other_spaces,
         limit_bytes=limit,
-        limit_of="the device's memory, as XLA's message says" if limit else "",
+        limit_of="the device's memory (XLA's message)" if limit else "",
         estimate=how,
     )
-    fillers = peak_fillers(profile)
-    said = f"At full size it needs about {nbytes(profile.peak_bytes)} at its peak: {fillers}"
-    message = f"{error.message} {said.removesuffix(', …')}. (Figures {how.said}.)"
+    fillers = peak_fillers(profile).removesuffix(", …")
+    said = f"At full size it needs about {nbytes(profile.peak_bytes)} at its peak: {fillers}."
+    sizes = ", ".join(f"{b:,}" for b in how.compiled_at)
+    method = f"(Estimated: the same program compiled at batch {sizes}, scaled to {how.batch:,}.)"
+    versus = xla_disagrees_text(memory)
+    message = " ".join(filter(None, (error.message, said, versus, method)))
     return memory, replace(error, message=message)

@@ -64,6 +64,7 @@ class PeakBuffer(Plain):
     note: str = ""  # how its line was found, or why it has none (a copy XLA inserted for layout)
     logical_bytes: int = 0  # its elements' bytes (its shape's)
     padded_bytes: int = 0  # as its layout's tiles lay it out (a TPU's): ≥ logical_bytes
+    layout: str = ""  # its tiled layout as HLO prints it, {0,1:T(4,128)}; '' where untiled (CPU)
 
     @property
     def type(self) -> str:
@@ -95,6 +96,8 @@ class OomEstimate(Plain):
     checked_pct: float | None = None  # the third batch's peak off the line of the first two, %
     validated_pct: float | None = None  # off the real peak on a program that fits (tests), %
     said: str = ""  # the method and its closeness, in words
+    xla_required_bytes: int | None = None  # what XLA's refusal says it needs (None: it says not)
+    xla_required_for: str = ""  # what that counts: 'HLO temporaries' ('' everything)
 
 
 @dataclass

@@ -89,8 +89,69 @@ def _rounded(dims: list[int], tile: tuple[int, ...]) -> list[int]:
 
 
 def times_its_size(padded: int, logical: int) -> str:
-    """`43×` (its padded bytes over its logical bytes, rounded), '' where it has none."""
-    return f"{padded / logical:.0f}×" if logical and padded > logical else ""
+    """How much larger its layout makes it, to a useful precision: `43× its size`,
+    `1.3× its size`, `0.0064 % over its size` (a sliver); '' where it pads nothing."""
+    said = padding_ratio(padded, logical)
+    if "%" in said:
+        return f"{said.removeprefix('+')} over its size"
+    return f"{said} its size" if said else ""
+
+
+def padding_ratio(padded: int, logical: int) -> str:
+    """`43×`, `1.3×`, `+0.0064 %` (a sliver): padded over logical bytes; '' none."""
+    if not logical or padded <= logical:
+        return ""
+    ratio = padded / logical
+    if ratio >= 10:
+        return f"{ratio:.0f}×"
+    if ratio >= 1.05:
+        return f"{ratio:.2g}×"
+    return f"+{(ratio - 1) * 100:.2g} %"
+
+
+@dataclass(frozen=True)
+class PaddedDim:
+    """A dimension of an array that its first tile rounds up."""
+
+    axis: int  # the array's axis, as the user indexes its shape
+    size: int  # its length
+    padded: int  # rounded up to a multiple of the tile's
+    lanes: bool  # along the tile's minor-most dimension (a TPU's 128 lanes), else its rows
+    tile: tuple[int, ...]  # the first tile: (8, 128), (4, 128), (256,)
+
+
+def padded_dims(dims: tuple[int, ...] | list[int], layout: Layout) -> list[PaddedDim]:
+    """The array's dimensions its layout's first tile pads, minor-most (the lanes)
+    first; [] where it tiles nothing or fills its tiles."""
+    if not layout.tiles or not dims:
+        return []
+    order = layout.minor_to_major or tuple(reversed(range(len(dims))))
+    tile = layout.tiles[0]
+    found = []
+    for k, size in enumerate(reversed(tile)):  # k = 0: the tile's minor-most dimension
+        if k >= len(order) or size <= 0:
+            continue
+        axis = order[k]
+        if dims[axis] % size:
+            padded = -(-dims[axis] // size) * size
+            found.append(PaddedDim(axis, dims[axis], padded, k == 0, tile))
+    return found
+
+
+def layout_text(layout: Layout) -> str:
+    """The layout as HLO text prints it, `{0,1:T(4,128)}`; '' where it tiles nothing."""
+    if not layout.tiles:
+        return ""
+    tiles = "".join(
+        "(" + ",".join(COMBINED if d < 0 else str(d) for d in t) + ")" for t in layout.tiles
+    )
+    bits = f"E({layout.element_bits})" if layout.element_bits else ""
+    return "{" + ",".join(map(str, layout.minor_to_major)) + f":T{tiles}{bits}" + "}"
+
+
+def parse_layout(text: str) -> Layout:
+    """A layout as HLO text prints it (`{0,1:T(4,128)}`, the braces optional)."""
+    return _parse_layout(text.strip().removeprefix("{").removesuffix("}"))
 
 
 _ARRAY = re.compile(r"(\w+)\[([\d,]*)\](?:\{([^}]*)\})?")

@@ -27,6 +27,7 @@ from viz.ir.model import Graph, SourceLoc
 from viz.memory.lines import Kernels, line_or_reason
 from viz.memory.live import flatten, live_ranges
 from viz.memory.model import PeakAt, PeakBuffer, TimelinePoint
+from viz.memory.padding import layout_text
 from viz.memory.schema import parse
 from viz.memory.xla import (
     KINDS,
@@ -286,6 +287,7 @@ def _at_peak(
                 index=list(buffer.index),
                 logical_bytes=shape.logical_bytes,
                 padded_bytes=shape.padded_bytes,
+                layout=layout_text(shape.layout),
             )
         )
     rows.sort(key=lambda r: (-r.bytes, natural(r.instruction), r.index))  # p2 before p10

@@ -114,6 +114,12 @@ def memory_schedule_of(device: str) -> dict[str, str]:
         return {}
 
 
+def memory_space_name(device: str, space: str) -> str:
+    """A memory space of `device`'s platform by its name: `VMEM, the core's vector
+    memory`; `memory space 6` where the platform names it not."""
+    return dict(platform_of(device).memory_spaces).get(space, f"memory space {space}")
+
+
 def platform_of(device: str) -> Platform:
     """The platform of a device configuration (`tpu`, `gpu`, `cpu:8`) or of JAX's name
     for its platform (`cuda`); an unknown one is the CPU."""
@@ -212,6 +218,7 @@ __all__ = [
     "examples",
     "held",
     "memory_schedule_of",
+    "memory_space_name",
     "platform_of",
     "start_probe",
     "written",

@@ -33,6 +33,9 @@ class Platform(Protocol):
     # whether a compile's `memory_analysis()` holds XLA's buffer assignment (else the
     # memory profile is read from XLA's dump of the compile, `viz.hlo_dump`)
     assignment_in_analysis: bool
+    # its memory spaces besides the device's main memory (space 0), as XLA numbers them
+    # in a buffer's colour and a layout's S(n), each with its name
+    memory_spaces: tuple[tuple[str, str], ...]
 
     def detect(self) -> bool:
         """Whether this machine may have the device: cheap, without jax (a file, a

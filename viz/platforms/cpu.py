@@ -51,6 +51,7 @@ class Cpu:
     offered = ("cpu", "cpu:8")
     memory_schedule = tuple(MEMORY_SCHEDULE.items())
     assignment_in_analysis = True
+    memory_spaces: tuple[tuple[str, str], ...] = ()
     trace_rules = trace.TraceRules(
         trace.named_kernel_events,
         trace.no_device_clock,

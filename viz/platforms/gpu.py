@@ -24,6 +24,7 @@ class Gpu:
     offered = ("gpu",)
     memory_schedule: tuple[tuple[str, str], ...] = ()
     assignment_in_analysis = False
+    memory_spaces: tuple[tuple[str, str], ...] = ()
     trace_rules = trace.TraceRules(
         trace.named_kernel_events,
         trace.device_module_times("/device:GPU"),

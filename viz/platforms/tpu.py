@@ -22,6 +22,12 @@ DEVICE_FILES = ("/dev/accel*", "/dev/vfio/[0-9]*")  # a chip's file (v4 and v5e 
 LOCKFILE = "/tmp/libtpu_lockfile"  # the file libtpu locks while a process holds the chip
 HELD = "Another process holds the TPU chip"
 COMMAND_CHARS = 80  # of a holder's command, in the message
+# The memory spaces XLA's memory-usage report names on a TPU v5e (`Memory Space: vmem
+# (color=1)`, `smem (color=2)`; space 6 it calls only `color_6`, so it has no name here)
+MEMORY_SPACES = (
+    ("1", "VMEM, the core's on-chip vector memory"),
+    ("2", "SMEM, the core's on-chip scalar memory"),
+)
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,7 @@ class Tpu:
     offered = ("tpu",)
     memory_schedule: tuple[tuple[str, str], ...] = ()
     assignment_in_analysis = False
+    memory_spaces = MEMORY_SPACES
     trace_rules = trace.TraceRules(
         trace.tpu_kernel_events,
         trace.device_module_times("/device:TPU"),

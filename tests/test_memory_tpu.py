@@ -1,0 +1,206 @@
+"""The memory profile on a real TPU v5e's recordings (tests/fixtures/tpu_v5e/, issue #59):
+XLA's dumps read through the reader a TPU compile uses (`hlo_proto_profile`), checked
+against XLA's own figures from the same chip; the padding of its tiled layouts; its
+out-of-memory refusal; and the words the CLI and the Memory tab say about them. No
+accelerator: the chip's files are read back on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from viz.cli import summarize_report
+from viz.errors import limit_in, out_of_memory, required_in
+from viz.memory.display import (
+    buffer_rows,
+    fit_text,
+    padding_reason,
+    padding_text,
+    peak_line,
+    spaces_text,
+    xla_disagrees_text,
+)
+from viz.memory.model import Memory, PeakBuffer
+from viz.memory.padding import layout_text, logical_bytes, padded_bytes, parse_array
+from viz.memory.profile import MemoryProfile, hlo_proto_profile
+from viz.report import Report
+from viz.units import nbytes
+
+CHIP = Path(__file__).resolve().parent / "fixtures" / "tpu_v5e"
+GiB = 1 << 30
+
+
+def dumped_profile(program: str) -> MemoryProfile:
+    """The profile of `program` from its dump on the chip, as a TPU compile reads it."""
+    (dump,) = (CHIP / program / "dump").glob("*.after_optimizations.hlo.pb")
+    return hlo_proto_profile(dump.read_bytes())
+
+
+def xla_memory(program: str) -> dict:
+    """XLA's `memory_analysis()` on the chip, as recorded beside the dump."""
+    return json.loads((CHIP / program / "memory.json").read_text())["memory_analysis"]
+
+
+def usage_report_total(program: str, space: str) -> int:
+    """The bytes XLA's own memory-usage report gives a memory space (`default`: HBM)."""
+    (path,) = (CHIP / program / "dump").glob("*memory-usage-report.txt")
+    found = re.search(rf"Memory Space: {space} \(color=\d+\)\nTotal bytes: (\d+)", path.read_text())
+    assert found, f"no {space} space in {path.name}"
+    return int(found.group(1))
+
+
+def chip_report(name: str) -> Report:
+    return Report.from_dict(json.loads((CHIP / "reports" / f"{name}.json").read_text()))
+
+
+# ------------------------------------------------------------ the HBM peak
+
+
+def test_the_sort_and_cumsum_peak_is_within_5_percent_of_xlas_on_the_chip():
+    profile = dumped_profile("sort_cumsum")
+    xla = xla_memory("sort_cumsum")["xla_peak_bytes"]  # 202,443,264 on the chip
+    off = abs(profile.peak_bytes - xla) / xla
+    assert off <= 0.05, (profile.peak_bytes, xla)
+    largest = [(r.instruction, r.type) for r in profile.at_peak[:3]]
+    assert largest == [
+        ("sort.6", "f32[2048,8192]"),
+        ("sort.6", "i32[2048,8192]"),
+        ("x.1", "f32[2048,8192]"),
+    ]
+
+
+@pytest.mark.parametrize("program", ["sort_cumsum", "narrow", "pallas_forward"])
+def test_only_hbm_is_in_the_peak_vmem_and_the_other_spaces_apart(program):
+    """The peak holds the buffers of space 0 alone: XLA's own report of HBM ('default')
+    holds the bytes of every buffer live at it; VMEM's are counted apart."""
+    profile = dumped_profile(program)
+    hbm = usage_report_total(program, "default")
+    assert profile.peak_bytes <= hbm
+    vmem = usage_report_total(program, "vmem")
+    assert int(profile.other_spaces.get("1", 0)) == vmem
+    if vmem:  # counted in HBM, the peak would be off XLA's by it
+        assert profile.peak_bytes + vmem > hbm
+
+
+def test_the_pallas_kernels_vmem_output_is_not_in_the_hbm_peak():
+    """The Pallas kernel's output lives in VMEM (`S(1)`): the HBM peak is the arguments
+    and the result, 1.25 MiB, as XLA's report of HBM says."""
+    profile = dumped_profile("pallas_forward")
+    assert profile.other_spaces == {"1": 512 * 1024}
+    assert profile.peak_bytes == usage_report_total("pallas_forward", "default") == 1310720
+    assert "forward.1" not in {r.instruction for r in profile.at_peak}
+
+
+# ------------------------------------------------------------------ padding
+
+
+def test_the_narrow_arrays_padding_is_read_from_its_real_layout():
+    """XLA laid f32[65536,3] out `{0,1:T(4,128)}`: the long axis along the 128 lanes,
+    the 3 padded to 4 rows, 1.3× its size, not the 43× of the textbook layout."""
+    profile = dumped_profile("narrow")
+    narrow = [r for r in profile.at_peak if r.type == "f32[65536,3]"]
+    assert len(narrow) == 2  # the argument and the result
+    for row in narrow:
+        assert (row.logical_bytes, row.padded_bytes) == (786_432, 1_048_576)
+        assert row.layout == "{0,1:T(4,128)}"
+    memory = Memory(peak_bytes=profile.peak_bytes, at_peak=profile.at_peak)
+    assert padding_text(memory) == (
+        "padding: 512.0 KiB of the 2.0 MiB peak, most from f32[65536,3] (1.3× its size, laid "
+        "out {0,1:T(4,128)}): "
+        "axis 0 lies along the 128 lanes and axis 1's 3 is padded to 4 rows of its 4×128 "
+        "tiles (small: nothing to change)"
+    )
+    assert {r["padding"] for r in buffer_rows(profile.at_peak)} == {"+256.0 KiB (1.3×)"}
+
+
+def test_a_lane_padded_layout_from_the_chip_asks_for_the_long_axis_last():
+    """The 24-layer transformer's attention heads, f32[2,4,128,64] in 8×128 tiles on the
+    chip: the head dimension, 64, fills half of the 128 lanes."""
+    dtype, dims, layout = parse_array("f32[2,4,128,64]{3,2,1,0:T(8,128)S(1)}")
+    row = PeakBuffer(
+        instruction="fusion.7",
+        op="fusion",
+        shape=list(dims),
+        dtype=dtype,
+        bytes=padded_bytes(dtype, dims, layout),
+        kind="temporary",
+        logical_bytes=logical_bytes(dtype, dims),
+        padded_bytes=padded_bytes(dtype, dims, layout),
+        layout=layout_text(layout),
+    )
+    assert row.padded_bytes == 2 * row.logical_bytes
+    assert padding_reason(row) == (
+        "axis 3's 64 fills 64 of the 128 lanes of its 8×128 tiles: put the long axis last, "
+        "or make it a multiple of 128"
+    )
+
+
+def test_the_sorts_scalar_tiles_are_too_small_to_name():
+    """The sort's scalars take a 128-element tile each (508 B of padding on a 192 MiB
+    peak): not worth a line."""
+    profile = dumped_profile("sort_cumsum")
+    assert any(r.padded_bytes > r.logical_bytes for r in profile.at_peak)
+    assert padding_text(Memory(peak_bytes=profile.peak_bytes, at_peak=profile.at_peak)) is None
+
+
+# ------------------------------------------------------ the memory spaces' names
+
+
+def test_the_chips_other_memory_spaces_are_named_by_the_platform():
+    peak = chip_report("peak")
+    assert peak.memory.other_spaces == {"1": 68222976, "6": 10240}
+    assert spaces_text(peak.memory, peak.device) == (
+        "also in other memory spaces, not in the peak: 65.1 MiB in VMEM, the core's on-chip vector "
+        "memory; 10.0 KiB in memory space 6"
+    )
+    narrow = chip_report("narrow")  # VMEM's allocation there holds nothing
+    assert narrow.memory.other_spaces == {"1": 0}
+    assert spaces_text(narrow.memory, narrow.device) is None
+
+
+# ------------------------------------------------------------ out of memory
+
+
+def test_xlas_refusal_on_the_chip_gives_its_figure_and_the_limit():
+    detail = chip_report("oom").error.detail
+    assert out_of_memory(detail)
+    assert required_in(detail) == (round(30.52 * GiB), "HLO temporaries")
+    assert limit_in(detail) == round(15.75 * GiB)
+    assert required_in(
+        "RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm. Used 20.00G of 15.75G hbm."
+    ) == (20 * GiB, "")
+    assert required_in("RESOURCE_EXHAUSTED: Ran out of memory on HBM") is None
+
+
+def test_where_xlas_figure_and_the_estimate_disagree_it_is_said_which_to_trust():
+    """On the chip, XLA's temporaries (30.52G) are twice the estimate's (15.3 GiB)."""
+    report = chip_report("oom")
+    memory = report.memory
+    assert xla_disagrees_text(memory) is None  # recorded before jitscope kept XLA's figure
+    from_refusal = xla_disagrees_text(memory, report.error.detail)  # read from XLA's text
+    figure, counts = required_in(report.error.detail)
+    how = replace(memory.estimate, xla_required_bytes=figure, xla_required_for=counts)
+    memory = replace(memory, estimate=how)
+    temporaries = nbytes(memory.by_kind_at_peak["temporary"])
+    said = xla_disagrees_text(memory)
+    assert said.startswith(
+        f"XLA's own figure, 30.5 GiB for HLO temporaries, is 2.0× the estimate's {temporaries}"
+    )
+    assert "trust it for whether it fits" in said and "which buffers and lines" in said
+    assert from_refusal == said
+    assert fit_text(memory).endswith(said)
+    near = replace(how, xla_required_bytes=memory.by_kind_at_peak["temporary"] * 105 // 100)
+    assert xla_disagrees_text(replace(memory, estimate=near)) is None  # within 10 %
+
+
+def test_the_cli_reads_the_chips_out_of_memory_report_without_none():
+    report = chip_report("oom")
+    text = summarize_report(report)
+    assert "None" not in text
+    assert "compiled kernels –" in text and "run median – (eager –)" in text
+    assert peak_line(report.memory).startswith("estimated peak 22.9 GiB at fusion")
