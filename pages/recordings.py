@@ -22,6 +22,7 @@ from viz.recorder import (
     diff_recordings,
     diff_rows,
     diff_text,
+    eager_words,
     explore_target,
     function_rows,
     need_text,
@@ -84,12 +85,13 @@ def overview(rec: Recording) -> None:
         else "no compiled executable was seen",
     )
     ended = f"exit status {program.exit_code}" + (f" ({program.signal})" if program.signal else "")
-    extra = (
-        f" · {s.eager_compiles} op-by-op compiles of JAX's own not listed"
-        if s.eager_compiles
-        else ""
-    )
+    kept = any(f.eager for f in rec.functions)
+    listed = "listed below" if kept else "record with --eager to list them"
+    eager, advice = eager_words(s, program.wall_s or 0.0, listed) if s.eager_compiles else ("", "")
+    extra = f" · {eager}" if eager else ""
     st.caption(f"`{' '.join(program.argv)}` in `{program.cwd}` · {ended}{extra}")
+    if advice:
+        st.info(f"Op-by-op compiles: {advice}.", icon=":material/bolt:")
     if s.compiles > s.functions:  # recompiles: how many had new inputs, how many did not
         st.caption(
             f"{need_text(s)}: a needed compile had new inputs (or was the function's "

@@ -81,3 +81,20 @@ def test_a_journal_left_by_a_killed_recorder_is_offered_and_recovered(home: Path
     assert any("Recovered 1 recording" in s.value for s in at.success)
     assert not path.exists()
     assert [m.value for m in at.metric][:1] == ["1"]
+
+
+def test_op_by_op_compiles_that_took_a_third_of_the_run_are_said_with_advice():
+    """The recording of JAX's examples/mnist_classifier_fromscratch.py on a TPU v5e
+    (tests/fixtures/tpu_v5e/recordings): 47 op-by-op compiles took 12.0 s of 32.5 s."""
+    import json
+
+    from viz.recorder import Recording
+    from viz.recorder.storage.recordings import save
+
+    fixture = ROOT / "tests" / "fixtures" / "tpu_v5e" / "recordings"
+    data = json.loads((fixture / "mnist_classifier_fromscratch.json").read_text())
+    save(Recording.from_dict(data))
+    at = recordings_page()
+    said = " ".join(c.value for c in at.caption)
+    assert "47 op-by-op compiles of ops run outside jit (12.01 s, 37%" in said
+    assert any("jit the code that calls them" in i.value for i in at.info)

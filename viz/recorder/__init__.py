@@ -42,7 +42,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "viz.recorder.display.views": ("call_tree", "compile_rows", "explore_target", "function_rows"),
     "viz.recorder.display.html": ("RECORDING_STYLE", "recording_html", "recording_section"),
     "viz.recorder.display.compare": ("diff_recordings", "diff_rows", "diff_text"),
-    "viz.recorder.display.summary": ("need_text",),
+    "viz.recorder.display.summary": ("eager_words", "need_text"),
     "viz.recorder.display.charts": ("call_tree_chart", "job_timeline", "recording_timeline"),
     "viz.recorder.display.divergence": ("processes_text",),
     "viz.recorder.display.job": ("JobError", "JobView", "from_history", "job_view"),

@@ -455,14 +455,24 @@ def _avoidable_text(reasons: list[Reason], found: Inputs | None, same: Inputs | 
 
 
 def _peak(executable: Any) -> int | None:
-    """The memory profile's peak of a compiled executable (None where it was not seen,
-    or XLA gave no buffer assignment): the program's own compile, read in its process."""
+    """The memory profile's peak of a compiled executable: the program's own compile,
+    read in its process. Where XLA gives no buffer assignment (a TPU's executable),
+    XLA's own `peak_memory_in_bytes`, where it counts the temporaries (a CPU's is the
+    arguments and outputs alone). None where it was not seen."""
     if executable is None:
         return None
     try:
         return executable_profile(executable).peak_bytes
     except Exception:
+        return _xla_peak(executable)
+
+
+def _xla_peak(executable: Any) -> int | None:
+    try:
+        stats = executable.get_compiled_memory_stats()
+    except Exception:  # no stats from this backend
         return None
+    return int(stats.peak_memory_in_bytes) if stats.temp_size_in_bytes > 0 else None
 
 
 def _compared(

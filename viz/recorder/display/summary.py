@@ -56,18 +56,22 @@ def summary_text(recording: Recording) -> str:
 
 
 def _eager_lines(s: Summary, wall: float, listed: str) -> list[str]:
-    """`plus 47 op-by-op compiles of ops run outside jit (12.0 s, 37%; …)`, and where
-    they take a tenth of the run or more, what to do about them."""
+    said, advice = eager_words(s, wall, listed)
+    return [f"  plus {said}"] + ([f"    ↳ {advice}"] if advice else [])
+
+
+def eager_words(s: Summary, wall: float, listed: str) -> tuple[str, str]:
+    """(`47 op-by-op compiles of ops run outside jit (12.0 s, 37%; …)`, and where they
+    take a tenth of the run or more, what to do about them, else '')."""
     share = s.eager_compile_s / wall if wall > 0 else 0.0
-    said = f"{seconds(s.eager_compile_s)}" + (f", {share:.0%}" if share >= 0.01 else "")
-    counted = plural(s.eager_compiles, EAGER)
-    lines = [f"  plus {counted} of ops run outside jit ({said}; {listed})"]
-    if share >= EAGER_ADVICE_SHARE:
-        lines.append(
-            "    ↳ each op and shape run outside jit compiles once: jit the code that calls "
-            "them (an evaluation loop, the data preparation)"
-        )
-    return lines
+    took = f"{seconds(s.eager_compile_s)}" + (f", {share:.0%}" if share >= 0.01 else "")
+    said = f"{plural(s.eager_compiles, EAGER)} of ops run outside jit ({took}; {listed})"
+    if share < EAGER_ADVICE_SHARE:
+        return said, ""
+    return said, (
+        "each op and shape run outside jit compiles once: jit the code that calls them "
+        "(an evaluation loop, the data preparation)"
+    )
 
 
 def need_text(s: Summary) -> str:
