@@ -117,6 +117,20 @@ def _broken_pipes_result() -> dict[str, Any]:
     )
 
 
+def _open_device() -> int:
+    """Open the device before the first request, and return this process's resident
+    memory then: what the runtime holds from its start, which the pool's memory budget
+    does not count against requests (a TPU's libtpu: 13.5 GiB resident on a v5e, next
+    to a 16 GiB budget). A device that cannot open says why in the first request."""
+    import jax
+
+    with contextlib.suppress(Exception):
+        jax.devices()
+    from viz.worker.processes import process_rss_bytes
+
+    return process_rss_bytes(os.getpid()) or 0
+
+
 def serve() -> None:
     """The child's loop: answer requests until the parent goes away, then take the
     whole process group down (subprocesses the user's code left behind included)."""
@@ -125,6 +139,7 @@ def serve() -> None:
     overlap.own_process()  # the collector and switch interval are ours to tune here
     from viz.worker import handlers  # noqa: F401  (import jax before the first request)
 
+    floor = _open_device()
     # what started the worker (`python -m viz.worker`) is no frame of the user's either
     jax_private.hide_frames("<frozen runpy>", runpy.__file__)
 
@@ -135,7 +150,7 @@ def serve() -> None:
             except (EOFError, OSError, ProtocolError):
                 return
             rid = request.get("id")
-            channel.send({"kind": "started", "id": rid})
+            channel.send({"kind": "started", "id": rid, "floor": floor})
 
             def progress(payload: Any, rid: int = rid) -> None:
                 channel.send({"kind": "progress", "id": rid, "payload": payload})

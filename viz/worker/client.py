@@ -38,6 +38,7 @@ LESSON_TIMEOUT_S = 300.0
 POLL_S = 0.05
 QUEUE_POLL_S = 0.25
 TICK_S = 0.25  # how often `on_tick` hears that a request is still waiting or running
+RUNTIME_SAID = 1 << 30  # a runtime's own memory worth naming in a memory stop (a TPU's)
 STARTUP_S = 120.0  # a fresh child's JAX import, not counted against a request's limit
 
 
@@ -152,6 +153,7 @@ class Worker:
         self.generation = 0
         self.reason = ""
         self.startup_s = 0.0  # the last request's wait for the child to pick it up
+        self._floor = 0  # the child's resident memory once its device opened (its runtime's)
         self._family: dict[int, int] = {}  # the child's descendants at the last look
         self._looked = 0.0
         self._cancelled = False
@@ -178,6 +180,7 @@ class Worker:
         widen(self._proc.stdout.fileno())
         self._reader = FrameReader(self._proc.stdout.fileno())
         self.generation += 1
+        self._floor = 0
 
     def _kill(self, reason: str = "") -> None:
         proc, self._proc = self._proc, None
@@ -209,6 +212,12 @@ class Worker:
     def rss(self) -> int | None:
         proc = self._proc
         return process_rss_bytes(proc.pid) if proc else None
+
+    def grown(self) -> int | None:
+        """The child's resident memory beyond what it held once its device opened:
+        what its requests hold (the budget's measure)."""
+        rss = self.rss()
+        return None if rss is None else max(rss - self._floor, 0)
 
     def close(self) -> None:
         with self._lock:
@@ -427,6 +436,7 @@ class Worker:
                 kind, payload = message["kind"], message.get("payload")
                 if kind == "started":
                     started = True
+                    self._floor = int(message.get("floor") or 0)
                     self.startup_s = time.monotonic() - sent
                     deadline = time.monotonic() + timeout_s
                 elif kind == "result":
@@ -456,17 +466,21 @@ class Worker:
             self._family.update(descendants_of(self._proc.pid))
 
     def _over_budget(self) -> dict[str, Any] | None:
-        rss = self.rss()
+        rss = self.grown()
         if rss is None:
             return None
         others = self.budget.others(self) if rss > self.budget.total // 8 else 0
         if rss + others <= self.budget.total:
             return None
+        floor = self._floor
         self._kill("a request ran out of memory")
         shared = f" (the other workers use {others / 2**30:.1f} GiB of it)" if others else ""
+        runtime = ""
+        if floor > RUNTIME_SAID:
+            runtime = f" beyond the {floor / 2**30:.1f} GiB its device's runtime holds"
         return error_result(
             "memory",
-            f"Stopped at {rss / 2**30:.1f} GiB: above the memory limit of "
+            f"Stopped at {rss / 2**30:.1f} GiB{runtime}: above the memory limit of "
             f"{self.budget.total / 2**30:.1f} GiB{shared}.",
             "shrink the shapes, or analyze compile-only (runs=0); the worker was restarted",
         )

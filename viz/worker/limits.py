@@ -9,9 +9,10 @@ from typing import Protocol
 
 
 class Member(Protocol):
-    """What the budget needs of a worker: its resident memory now."""
+    """What the budget needs of a worker: the resident memory its requests hold now
+    (beyond what its device's runtime holds from its start)."""
 
-    def rss(self) -> int | None: ...
+    def grown(self) -> int | None: ...
 
 
 def default_memory_limit() -> int:
@@ -48,4 +49,4 @@ class MemoryBudget:
     def others(self, worker: Member) -> int:
         with self._lock:
             members = [w for w in self._members if w is not worker]
-        return sum(w.rss() or 0 for w in members)
+        return sum(w.grown() or 0 for w in members)
