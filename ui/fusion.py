@@ -24,7 +24,14 @@ from viz.charts import roofline_chart
 from viz.fusion.model import FusionEntry
 from viz.fusion.profile import Profile
 from viz.fusion.report import PROFILE_RUNS
-from viz.fusion.roofline import peaks_words, roofline, undrawn_words, unplaced_words
+from viz.fusion.roofline import (
+    PALLAS,
+    past_hbm_words,
+    peaks_words,
+    roofline,
+    undrawn_words,
+    unplaced_words,
+)
 from viz.fusion.roofline import rows as roofline_rows
 from viz.fusion.selection import (
     Picked,
@@ -339,9 +346,11 @@ def roofline_view(profile: Profile, titles: dict[str, str], index: int) -> None:
         st.caption(f"Peaks of the {peaks_words(line.peaks)} ({line.peaks.source})")
     if line.note:
         st.caption(f"Roofline: {line.note}.")
-    for words in unplaced_words(line, titles):
-        st.warning(f"Roofline: {words}.")
-    if undrawn := undrawn_words(line):
-        st.caption(f"Roofline: {undrawn}.")
+    said = unplaced_words(line, titles)
+    if PALLAS in said:  # a Pallas kernel's missing cost is the user's to give
+        st.warning(f"Roofline: {said.pop(PALLAS)}.")
+    notes = [*said.values(), past_hbm_words(line), undrawn_words(line)]
+    if notes := [f"- {words}." for words in notes if words]:
+        st.caption("\n".join(["Read the roofline with these in mind:", *notes]))
     if line.points:
         table(roofline_rows(line), height=min(38 + 35 * len(line.points), 320))

@@ -448,7 +448,13 @@ def _kernel_title(name: str, titles: dict[str, str]) -> str:
 
 
 def _roofline_lines(prof: Profile, titles: dict[str, str]) -> list[str]:
-    from viz.fusion.roofline import peaks_words, point_words, roofline, unplaced_words
+    from viz.fusion.roofline import (
+        past_hbm_words,
+        peaks_words,
+        point_words,
+        roofline,
+        unplaced_words,
+    )
 
     line = roofline(prof)
     head = f"roofline on {peaks_words(line.peaks)}" if line.peaks else f"roofline: {line.note}"
@@ -461,7 +467,8 @@ def _roofline_lines(prof: Profile, titles: dict[str, str]) -> list[str]:
             f"  {_kernel_title(p.kernel, titles)} {seconds(p.seconds)}: {point_words(p)}"
             for p in slowest
         ]
-        + [f"  {words}" for words in unplaced_words(line, titles)]
+        + [f"  {words}" for words in unplaced_words(line, titles).values()]
+        + [f"  {words}" for words in filter(None, [past_hbm_words(line)])]
     )
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from viz.fusion.profile import KernelTime, Profile
 from viz.platforms import platform_of
 from viz.platforms.base import Peaks
-from viz.platforms.trace import PALLAS
+from viz.platforms.trace import ASYNC_HALVES, PALLAS
 from viz.units import listed, nbytes, plural, seconds, si
 
 PALLAS_FIX = (
@@ -37,6 +37,7 @@ PALLAS_FIX = (
     "`pl.pallas_call(..., cost_estimate=pl.CostEstimate(...))`"
 )
 NO_TIME = "no time"  # an unplaced kernel's reason: the trace timed it at 0 s
+ASYNC = "async"  # an unplaced kernel's reason: half of an asynchronous op (its time no rate)
 
 
 @dataclass(frozen=True)
@@ -88,18 +89,30 @@ def roofline(profile: Profile) -> Roofline:
 
 def unplaced_kernels(kernels: list[KernelTime]) -> dict[str, list[KernelTime]]:
     """The kernels with no cost (by why: `KernelTime.no_cost`) and the costed ones the
-    trace timed at 0 s (NO_TIME), the Pallas kernels first."""
+    trace timed at 0 s (NO_TIME) or whose time is not their work's (ASYNC), the Pallas
+    kernels first."""
     found: dict[str, list[KernelTime]] = {PALLAS: []}
     for k in kernels:
-        reason = k.no_cost or (NO_TIME if k.flops is not None and k.mean_s <= 0 else "")
-        if reason:
+        if reason := unplaced_reason(k):
             found.setdefault(reason, []).append(k)
     return {reason: ks for reason, ks in found.items() if ks}
 
 
+def unplaced_reason(k: KernelTime) -> str:
+    """Why a kernel is not placed ("": it is, or the trace has no costs at all)."""
+    if k.no_cost:
+        return k.no_cost
+    if k.flops is None:
+        return ""
+    if k.category in ASYNC_HALVES:
+        return ASYNC
+    return NO_TIME if k.mean_s <= 0 else ""
+
+
 def point(kernel: KernelTime, peaks: Peaks | None) -> RooflinePoint | None:
-    """The kernel's point, None where its FLOPs or bytes are unknown or it took no time."""
-    if kernel.flops is None or kernel.bytes_accessed is None or kernel.mean_s <= 0:
+    """The kernel's point, None where its FLOPs or bytes are unknown, it took no time or
+    its time is not its work's (`unplaced_reason`)."""
+    if kernel.flops is None or kernel.bytes_accessed is None or unplaced_reason(kernel):
         return None
     flops, moved, seconds = kernel.flops, kernel.bytes_accessed, kernel.mean_s
     intensity = flops / moved if moved > 0 else None
@@ -165,13 +178,29 @@ def undrawn_words(line: Roofline) -> str:
     )
 
 
+def past_hbm_words(line: Roofline) -> str:
+    """The placed kernels whose bytes/s pass the chip's HBM bandwidth, in words: XLA's
+    bytes for them count more than the HBM's traffic; "" when none does."""
+    peaks = line.peaks
+    past = [p for p in line.points if peaks is not None and p.bytes_per_s > peaks.bytes_per_s]
+    if peaks is None or not past:
+        return ""
+    most = max(p.bytes_per_s for p in past) / peaks.bytes_per_s
+    return (
+        f"{plural(len(past), 'kernel')} ({named_groups([p.kernel for p in past])}) move bytes "
+        f"faster than the HBM's {si(peaks.bytes_per_s)}B/s (up to {most:.1f}×), so above its "
+        "roof: XLA's bytes for them count more than HBM traffic (operands it keeps in "
+        "on-chip memory), and their intensity reads low"
+    )
+
+
 def _share(part_s: float, step_s: float) -> str:
     """`31.2%` of the step; `< 0.1%` for a sliver, never a `0.0%` that hides one."""
     share = part_s / step_s if step_s > 0 else 0.0
     return "< 0.1%" if 0 < share < 0.001 else f"{share:.1%}"
 
 
-SHOWN_GROUPS = 3  # kernel names the words of an unplaced reason name
+SHOWN_GROUPS = 4  # kernel names the words of an unplaced reason name
 NUMBERED = re.compile(r"\.\d+$")  # `online-softmax.3`: XLA numbers each copy of a name
 
 
@@ -192,10 +221,10 @@ def _titled(name: str, titles: dict[str, str]) -> str:
     return f"{name} ({titles[name]})" if titles.get(name) else name
 
 
-def unplaced_words(line: Roofline, titles: dict[str, str] | None = None) -> list[str]:
-    """One sentence per reason the roofline leaves kernels out, with the kernels, their
+def unplaced_words(line: Roofline, titles: dict[str, str] | None = None) -> dict[str, str]:
+    """reason → one sentence on the kernels the roofline leaves out for it, with their
     share of the step and, for a Pallas kernel, the fix."""
-    return [_reason_words(why, ks, line.step_s, titles) for why, ks in line.unplaced.items()]
+    return {why: _reason_words(why, ks, line.step_s, titles) for why, ks in line.unplaced.items()}
 
 
 def _reason_words(
@@ -205,6 +234,13 @@ def _reason_words(
     n, have = plural(len(kernels), "kernel"), "has" if len(kernels) == 1 else "have"
     if reason == NO_TIME:
         return f"{n} ({names}) took no device time the trace could measure: not placed"
+    if reason == ASYNC:
+        share = _share(sum(k.mean_s for k in kernels), step_s)
+        return (
+            f"{n} ({names}; {share} of the device time) are halves of asynchronous copies: "
+            "a half's time is the start of a transfer or the wait for it, while the "
+            "transfer runs beside other kernels, so no rate is measured: not placed"
+        )
     untimed = sum(k.mean_s <= 0 for k in kernels)
     what = f"{names}, {_share(sum(k.mean_s for k in kernels), step_s)} of the device time"
     what += f", {untimed} timed at 0 s" if untimed else ""

@@ -49,6 +49,10 @@ PALLAS_TARGET = "tpu_custom_call"  # the custom call a Pallas kernel lowers to o
 # A kernel's `no_cost` reason when it is a Pallas kernel given no `cost_estimate=`
 # (others: the custom call's target, as `ConcatBitcast`, or the instruction's category).
 PALLAS = "pallas"
+# The categories of the two halves of an asynchronous op (TPU: hlo_category): a half's
+# device time is the start of a transfer or the wait for it, not the transfer, which runs
+# beside other kernels; its bytes are the whole transfer's.
+ASYNC_HALVES = frozenset({"copy-start", "copy-done", "async-start", "async-done"})
 
 
 @dataclass(slots=True)  # not frozen: a 24-layer model's trace makes 15,000 of them
