@@ -189,20 +189,22 @@ class Check:
         return MIN_KERNELS if self.sample == PROFILE_SAMPLE else 1
 
     def on_roofline(self) -> Outcome:
-        """Every kernel with a cost and device time is placed; the rest named with why."""
+        """Every kernel with a cost and device time is placed, or named with why not (an
+        async copy's half: its time is no transfer's); every other one named with why."""
         profile = self._profile()
         line = roofline(profile)
         if self.platform == "cpu":
             return None, f"no peaks or FLOPs on cpu: {line.note}"
         placed = {p.kernel for p in line.points}
-        costed = [k.name for k in profile.kernels if k.flops is not None and k.mean_s > 0]
-        missing = [name for name in costed if name not in placed]
+        named = {k.name for kernels in line.unplaced.values() for k in kernels}
+        missing = [k.name for k in profile.kernels if k.name not in placed | named]
+        costed = sum(k.flops is not None and k.mean_s > 0 for k in profile.kernels)
         bounds = {b: sum(p.bound == b for p in line.points) for b in ("memory", "compute")}
         peaks = line.peaks.chip if line.peaks else f"no peaks ({line.note})"
-        seen = f"{len(placed):,} of {len(costed):,} costed, timed kernels on the {peaks} roofline: "
-        seen += f"{bounds}; " + "; ".join(unplaced_words(line))
+        seen = f"{len(placed):,} of {costed:,} costed, timed kernels on the {peaks} roofline "
+        seen += f"{bounds}, the rest named: " + "; ".join(unplaced_words(line).values())
         if missing:
-            seen = f"not placed, with a cost and a time: {', '.join(missing[:5])}; {seen}"
+            seen = f"neither placed nor named: {', '.join(missing[:5])}; {seen}"
         return line.peaks is not None and not missing, seen
 
     def device_time_named(self) -> Outcome:

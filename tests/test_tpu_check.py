@@ -18,7 +18,7 @@ from test_gpu_check import rows
 from viz.fusion.profile import profile_of
 from viz.ir.hlo import read_hlo_text
 from viz.ir.kernels import kernel_names
-from viz.platforms.trace import read_trace
+from viz.platforms.trace import ASYNC_HALVES, read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TPU_ONLY = (
@@ -92,8 +92,10 @@ def test_the_roofline_items_pass_on_the_recorded_chip_and_name_the_pallas_kernel
     assert passed and "pallas: online-softmax ×24" in said, said
     passed, said = check.on_roofline()
     costed = sum(k.flops is not None and k.mean_s > 0 for k in profile.kernels)
-    assert passed and said.startswith(f"{costed:,} of {costed:,} costed, timed kernels"), said
+    halves = sum(k.category in ASYNC_HALVES for k in profile.kernels)
+    assert passed and said.startswith(f"{costed - halves:,} of {costed:,} costed, timed"), said
     assert "24 kernels (online-softmax ×24" in said and "cost_estimate" in said, said
+    assert f"{halves} kernels (copy-done ×" in said and "asynchronous copies" in said, said
 
 
 def test_the_roofline_items_fail_on_a_kernel_left_out_without_a_reason(recorded_check) -> None:
