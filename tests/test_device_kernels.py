@@ -40,6 +40,7 @@ from viz.fusion.profile import KernelTime, Profile, profile_of
 from viz.fusion.roofline import (
     ASYNC,
     NO_TIME,
+    NOTHING,
     NUMBERED,
     PALLAS_FIX,
     attainable,
@@ -705,3 +706,18 @@ def test_the_fusion_view_says_why_the_pallas_kernel_is_off_the_roofline(
     assert warning.startswith("Roofline: 1 kernel (forward.1 (add_kernel), ")
     assert warning.endswith(f"{PALLAS_FIX}.")
     assert any(c.value.startswith("Peaks of the TPU v5e: 197.00 TFLOP/s") for c in at.caption)
+
+
+def test_a_report_read_before_no_cost_leaves_its_zero_cost_kernel_off_the_roofline() -> None:
+    """The chip's report as recorded (its reader kept the Pallas kernel's "0"s as 0):
+    nothing to place, and said."""
+    from viz.report import Report
+
+    report = Report.from_dict(json.loads((TPU_V5E / "reports" / "pallas.json").read_text()))
+    kernel = next(k for k in report.profile.kernels if k.name == "forward.1")
+    assert kernel.flops == 0 and kernel.bytes_accessed == 0 and kernel.no_cost == ""
+    line = roofline(report.profile)
+    assert [p.kernel for p in line.points] == ["convolution_tanh_fusion"]
+    assert unplaced_words(line) == {
+        NOTHING: "1 kernel (forward.1) has neither FLOPs nor bytes in the trace: not placed"
+    }

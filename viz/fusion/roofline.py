@@ -38,6 +38,7 @@ PALLAS_FIX = (
 )
 NO_TIME = "no time"  # an unplaced kernel's reason: the trace timed it at 0 s
 ASYNC = "async"  # an unplaced kernel's reason: half of an asynchronous op (its time no rate)
+NOTHING = "nothing"  # an unplaced kernel's reason: 0 FLOPs and 0 bytes (an older report's)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,8 @@ def unplaced_reason(k: KernelTime) -> str:
         return k.no_cost
     if k.flops is None:
         return ""
+    if k.flops == 0 and not k.bytes_accessed:  # a report read before `no_cost` was
+        return NOTHING
     if k.category in ASYNC_HALVES:
         return ASYNC
     return NO_TIME if k.mean_s <= 0 else ""
@@ -234,6 +237,8 @@ def _reason_words(
     n, have = plural(len(kernels), "kernel"), "has" if len(kernels) == 1 else "have"
     if reason == NO_TIME:
         return f"{n} ({names}) took no device time the trace could measure: not placed"
+    if reason == NOTHING:
+        return f"{n} ({names}) {have} neither FLOPs nor bytes in the trace: not placed"
     if reason == ASYNC:
         share = _share(sum(k.mean_s for k in kernels), step_s)
         return (
