@@ -5,9 +5,11 @@ saves the chip's real artifacts as test fixtures.
 Items, each in a process of its own as a user runs them (the CLI from a folder outside
 the clone; one process at a time, since one process owns a TPU chip):
 - the picker offers the device: `python -m viz analyze --help` names `tpu`;
-- `--profile` on the 24-layer sample times >= 100 kernels, each with FLOPs and bytes,
-  each placed on the chip's roofline, and >= 90 % of the program's device time lands
-  on named kernels;
+- `--profile` on the 24-layer sample times >= 100 kernels with FLOPs and bytes, the
+  others each named with why XLA knows no cost for it (a Pallas kernel given no
+  `cost_estimate=`); every kernel with a cost and device time placed on the chip's
+  roofline, the rest named with their reason; and >= 90 % of the program's device time
+  lands on named kernels;
 - the run's device time is shown beside its wall time (the JSON's `timings.device_s`
   and the CLI's "host and dispatch" line; on CPU: "the same clock");
 - the compile profile has XLA's spans (on TPU `XLA::TPU emitting for <kernel>`);
@@ -59,7 +61,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from gpu_check import Outcome, Row, print_table, timed  # noqa: E402
 
 from viz.fusion.profile import Profile  # noqa: E402
-from viz.fusion.roofline import roofline  # noqa: E402
+from viz.fusion.roofline import named_groups, roofline, unplaced_words  # noqa: E402
 from viz.report import Report  # noqa: E402
 
 MIN_KERNELS = 100  # timed kernels on the 24-layer sample
@@ -180,25 +182,48 @@ class Check:
         profile = self.profiled().profile
         if profile is None or not profile.kernels:
             return False, "no kernel timed: " + "; ".join(self.profiled().warnings)[:200]
-        least = MIN_KERNELS if self.sample == PROFILE_SAMPLE else 1
+        least = self._least_kernels()
         top = ", ".join(f"{k.name} {k.share:.0%}" for k in profile.kernels[:3])
         return len(profile.kernels) >= least, f"{len(profile.kernels)} kernels timed ({top})"
 
     def flops_and_bytes(self) -> Outcome:
+        """Kernels timed with FLOPs and bytes; each other one named with why it has none."""
         profile = self._profile()
         known = [k for k in profile.kernels if k.flops is not None and k.bytes_accessed is not None]
         if self.platform == "cpu":
             return None, f"the cpu trace carries no FLOPs or bytes ({len(known)} kernels have them)"
-        return len(known) == len(profile.kernels), f"{len(known)} of {len(profile.kernels)}"
+        unknown = [k for k in profile.kernels if k not in known]
+        unsaid = [k.name for k in unknown if not k.no_cost]
+        reasons: dict[str, list[str]] = {}
+        for k in unknown:
+            reasons.setdefault(k.no_cost or "no reason", []).append(k.name)
+        said = "; ".join(f"{why}: {named_groups(names)}" for why, names in reasons.items())
+        seen = f"{len(known):,} of {len(profile.kernels):,}" + (
+            f"; no cost: {said}" if said else ""
+        )
+        return len(known) >= self._least_kernels() and not unsaid, seen
+
+    def _least_kernels(self) -> int:
+        return MIN_KERNELS if self.sample == PROFILE_SAMPLE else 1
 
     def on_roofline(self) -> Outcome:
-        line = roofline(self._profile())
+        """Every kernel with a cost and device time is placed, or named with why not (an
+        async copy's half: its time is no transfer's); every other one named with why."""
+        profile = self._profile()
+        line = roofline(profile)
         if self.platform == "cpu":
             return None, f"no peaks or FLOPs on cpu: {line.note}"
+        placed = {p.kernel for p in line.points}
+        named = {k.name for kernels in line.unplaced.values() for k in kernels}
+        missing = [k.name for k in profile.kernels if k.name not in placed | named]
+        costed = sum(k.flops is not None and k.mean_s > 0 for k in profile.kernels)
         bounds = {b: sum(p.bound == b for p in line.points) for b in ("memory", "compute")}
         peaks = line.peaks.chip if line.peaks else f"no peaks ({line.note})"
-        seen = f"{len(line.points)} kernels on the {peaks} roofline: {bounds}"
-        return line.peaks is not None and len(line.points) == len(self._profile().kernels), seen
+        seen = f"{len(placed):,} of {costed:,} costed, timed kernels on the {peaks} roofline "
+        seen += f"{bounds}, the rest named: " + "; ".join(unplaced_words(line).values())
+        if missing:
+            seen = f"neither placed nor named: {', '.join(missing[:5])}; {seen}"
+        return line.peaks is not None and not missing, seen
 
     def device_time_named(self) -> Outcome:
         profile = self._profile()
@@ -374,8 +399,8 @@ def run_items(check: Check) -> list[Row]:
     return [
         timed("the picker offers tpu (analyze --help)", check.picker),
         timed(f"--profile {check.sample}: kernels timed", check.kernels_timed),
-        timed("every timed kernel has FLOPs and bytes", check.flops_and_bytes),
-        timed("every timed kernel on the roofline", check.on_roofline),
+        timed("timed kernels have FLOPs and bytes, or why not", check.flops_and_bytes),
+        timed("every costed, timed kernel on the roofline", check.on_roofline),
         timed(f">= {ON_NAMED:.0%} of the device time on named kernels", check.device_time_named),
         timed(f"device time beside wall time on {d}", check.device_beside_wall),
         timed(f"compile profile on {d} has XLA's spans", check.compile_spans),

@@ -6,21 +6,24 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from test_device_kernels import LAYERS_24, recorded_profile
 from test_gpu_check import rows
 
 from viz.fusion.profile import profile_of
 from viz.ir.hlo import read_hlo_text
 from viz.ir.kernels import kernel_names
-from viz.platforms.trace import read_trace
+from viz.platforms.trace import ASYNC_HALVES, read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TPU_ONLY = (
-    "every timed kernel has FLOPs and bytes",
-    "every timed kernel on the roofline",
+    "timed kernels have FLOPs and bytes, or why not",
+    "every costed, timed kernel on the roofline",
     ">= 90% of the device time on named kernels",
     "a second process on a held chip",
     "the Pallas kernel's Mosaic text opens",
@@ -57,3 +60,50 @@ def test_every_item_runs_on_the_cpu_and_the_recorded_fixtures_read_back(tmp_path
     assert profile.per_kernel_events
     assert (recorded / "jaxpr.txt").read_text().count("pallas_call") == 1
     assert any((recorded / "dump").iterdir())
+
+
+@pytest.fixture
+def recorded_check():
+    """The check's roofline items as on the chip: its 24-layer report holding the profile
+    read from the trace recorded there (tests/fixtures/tpu_v5e)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import tpu_check
+
+    from viz.report import Report
+
+    made = []
+
+    def check_of(profile):
+        made.append(tpu_check.Check("tpu", tpu_check.PROFILE_SAMPLE))
+        made[-1].reports["profile"] = Report(profile=profile)
+        return made[-1]
+
+    yield check_of
+    for check in made:
+        shutil.rmtree(check.folder, ignore_errors=True)
+
+
+def test_the_roofline_items_pass_on_the_recorded_chip_and_name_the_pallas_kernels(
+    recorded_check,
+) -> None:
+    profile = recorded_profile(LAYERS_24)
+    check = recorded_check(profile)
+    passed, said = check.flops_and_bytes()
+    assert passed and "pallas: online-softmax ×24" in said, said
+    passed, said = check.on_roofline()
+    costed = sum(k.flops is not None and k.mean_s > 0 for k in profile.kernels)
+    halves = sum(k.category in ASYNC_HALVES for k in profile.kernels)
+    assert passed and said.startswith(f"{costed - halves:,} of {costed:,} costed, timed"), said
+    assert "24 kernels (online-softmax ×24" in said and "cost_estimate" in said, said
+    assert f"{halves} kernels (copy-done ×" in said and "asynchronous copies" in said, said
+
+
+def test_the_roofline_items_fail_on_a_kernel_left_out_without_a_reason(recorded_check) -> None:
+    profile = recorded_profile(LAYERS_24)
+    silent = next(k for k in profile.kernels if k.no_cost)
+    silent.no_cost = ""  # no cost, and no word why
+    passed, said = recorded_check(profile).flops_and_bytes()
+    assert not passed and f"no reason: {silent.name}" in said
+    profile.device_kind = "a chip nobody published"  # no peaks: nothing is placed
+    passed, said = recorded_check(profile).on_roofline()
+    assert not passed and "no peaks" in said

@@ -24,7 +24,14 @@ from viz.charts import roofline_chart
 from viz.fusion.model import FusionEntry
 from viz.fusion.profile import Profile
 from viz.fusion.report import PROFILE_RUNS
-from viz.fusion.roofline import peaks_words, roofline
+from viz.fusion.roofline import (
+    PALLAS,
+    past_hbm_words,
+    peaks_words,
+    roofline,
+    undrawn_words,
+    unplaced_words,
+)
 from viz.fusion.roofline import rows as roofline_rows
 from viz.fusion.selection import (
     Picked,
@@ -316,7 +323,7 @@ def kernel_table(profile: Profile | None, fmap: list[FusionEntry], device: str, 
     elif profile:
         st.info(f"{device} emitted no per-kernel events in the trace.")
     if profile and profile.kernels:
-        roofline_view(profile, index)
+        roofline_view(profile, {e.kernel: e.title for e in fmap if e.title}, index)
     rows = viz.fusion.view.kernel_rows(fmap, profile)
     kernels = sum(1 for e in fmap if e.is_kernel)
     st.markdown(
@@ -329,13 +336,21 @@ def kernel_table(profile: Profile | None, fmap: list[FusionEntry], device: str, 
             st.code(text, language="mlir")
 
 
-def roofline_view(profile: Profile, index: int) -> None:
-    """The kernels on the chip's roofline, or why there is none."""
+def roofline_view(profile: Profile, titles: dict[str, str], index: int) -> None:
+    """The kernels on the chip's roofline, what it leaves out and why, or why there is
+    none."""
     line = roofline(profile)
     if line.points:
         st.plotly_chart(roofline_chart(line), width="stretch", key=f"fm_roofline_{index}")
-        table(roofline_rows(line), height=min(38 + 35 * len(line.points), 320))
     if line.peaks is not None:
         st.caption(f"Peaks of the {peaks_words(line.peaks)} ({line.peaks.source})")
     if line.note:
         st.caption(f"Roofline: {line.note}.")
+    said = unplaced_words(line, titles)
+    if PALLAS in said:  # a Pallas kernel's missing cost is the user's to give
+        st.warning(f"Roofline: {said.pop(PALLAS)}.")
+    notes = [*said.values(), past_hbm_words(line), undrawn_words(line)]
+    if notes := [f"- {words}." for words in notes if words]:
+        st.caption("\n".join(["Read the roofline with these in mind:", *notes]))
+    if line.points:
+        table(roofline_rows(line), height=min(38 + 35 * len(line.points), 320))

@@ -16,7 +16,7 @@ from viz import units
 from viz.cache.events import CacheEvent, CallEvent, RoutedEvent
 from viz.cache.planner import BucketPlan
 from viz.compile_profile.model import CompileProfileSection
-from viz.fusion.roofline import Roofline, attainable
+from viz.fusion.roofline import Roofline, attainable, drawn
 from viz.lessons.verdicts import break_even
 from viz.report import Report
 from viz.worker.protocol import PassStep, PlacementRow, ScalingRow, ShapeRow
@@ -509,7 +509,7 @@ def roofline_chart(line: Roofline) -> go.Figure:
     """Each kernel's achieved FLOP/s against its arithmetic intensity (log-log), under
     the chip's roof: its bandwidth slope up to the ridge point, then its compute peak."""
     fig = go.Figure()
-    points = [p for p in line.points if p.intensity is not None and p.flops_per_s > 0]
+    points = [p for p in line.points if drawn(p)]
     intensities = [p.intensity for p in points if p.intensity is not None]
     peaks = line.peaks
     if peaks is not None:

@@ -451,15 +451,28 @@ def _kernel_title(name: str, titles: dict[str, str]) -> str:
 
 
 def _roofline_lines(prof: Profile, titles: dict[str, str]) -> list[str]:
-    from viz.fusion.roofline import peaks_words, point_words, roofline
+    from viz.fusion.roofline import (
+        past_hbm_words,
+        peaks_words,
+        point_words,
+        roofline,
+        unplaced_words,
+    )
 
     line = roofline(prof)
     head = f"roofline on {peaks_words(line.peaks)}" if line.peaks else f"roofline: {line.note}"
+    if line.peaks and line.note:
+        head += f" ({line.note})"
     slowest = sorted(line.points, key=lambda p: -p.seconds)[:TOP_KERNELS]
-    return [head] + [
-        f"  {_kernel_title(p.kernel, titles)} {seconds(p.seconds)}: {point_words(p)}"
-        for p in slowest
-    ]
+    return (
+        [head]
+        + [
+            f"  {_kernel_title(p.kernel, titles)} {seconds(p.seconds)}: {point_words(p)}"
+            for p in slowest
+        ]
+        + [f"  {words}" for words in unplaced_words(line, titles).values()]
+        + [f"  {words}" for words in filter(None, [past_hbm_words(line)])]
+    )
 
 
 SHOWN_LEAVES = 6  # the summary's specialization line names this many leaves

@@ -18,7 +18,8 @@ def host_share_s(t: Timings) -> float | None:
 
 
 def device_time_words(t: Timings, device: str) -> str:
-    """`device 0.25 ms per call · host and dispatch: 0.95 ms of 1.20 ms`, or why there
+    """`device time on the tpu: 250 µs per call · host and dispatch: 950 µs of the 1.2 ms
+    wall median`, or why there
     is no separate device time; "" where nothing is known (no runs)."""
     if t.device_clock == "host":
         return (
@@ -29,8 +30,9 @@ def device_time_words(t: Timings, device: str) -> str:
         return ""
     if t.device_s is None:
         return "device time: not measured (profile the kernels to read it from the trace)"
-    said = f"device {seconds(t.device_s)} per call"
+    said = f"device time on the {device}: {seconds(t.device_s)} per call"
     host = host_share_s(t)
     if host is None:
         return said
-    return f"{said} · host and dispatch: {seconds(host)} of {seconds(t.run_median_s)}"
+    median = seconds(t.run_median_s)
+    return f"{said} · host and dispatch: {seconds(host)} of the {median} wall median"

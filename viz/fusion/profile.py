@@ -11,14 +11,15 @@ events may overlap (the same kernel seen on two threads, a kernel split across a
 pool); its time is the length of the union of its events, so nothing is counted twice.
 
 `profile`: {source, runs, step_s, kernels[{name, calls, mean_s, total_s, share, flops,
-bytes_accessed, category}], unattributed_s, per_kernel_events, concurrent, trace_file,
+bytes_accessed, category, no_cost}], unattributed_s, per_kernel_events, concurrent, trace_file,
 platform, device_kind, device_step_s}
 - step_s: mean wall time of one call while profiled (perf_counter around each
   call, waiting for its result);
 - total_s: the kernel's time over all runs; mean_s = total_s / runs, its time per
   step; calls: its events (merged where they overlap) over all runs;
 - flops, bytes_accessed: the kernel's per step, where the platform's trace carries them
-  (TPU: `model_flops`, `bytes_accessed`); None where it does not (CPU);
+  (TPU: `model_flops`, `bytes_accessed`); None where it does not (CPU), or where XLA
+  has no cost for the kernel (TPU: a custom call), `no_cost` then saying why;
 - share = mean_s / step_s (device_step_s where the platform has a device clock).
   Kernels that run at the same time can make the shares add up to more than 1;
   `concurrent` says so;
@@ -58,6 +59,9 @@ class KernelTime(Plain):
     flops: float | None = None  # per step; None: the platform's trace does not say
     bytes_accessed: float | None = None  # per step
     category: str = ""  # the platform's class of the kernel (TPU: hlo_category)
+    # why its FLOPs and bytes are unknown where the trace gives other kernels' ("" where
+    # known, or where it gives none, as on CPU)
+    no_cost: str = ""  # "pallas" (no cost_estimate), else a custom call's target
 
 
 @dataclass
@@ -189,15 +193,18 @@ def _kernel_time(name: str, events: list[KernelEvent], runs: int, step_s: float)
     merged = _union([(e.start_ns, e.end_ns) for e in events])
     total = sum(end - start for start, end in merged) / 1e9
     mean = total / runs
+    flops = _per_step([e.flops for e in events], runs)
+    moved = _per_step([e.bytes_accessed for e in events], runs)
     return KernelTime(
         name,
         len(merged),
         mean,
         total,
         mean / step_s if step_s > 0 else 0.0,
-        _per_step([e.flops for e in events], runs),
-        _per_step([e.bytes_accessed for e in events], runs),
+        flops,
+        moved,
         next((e.category for e in events if e.category), ""),
+        "" if flops is not None else next((e.no_cost for e in events if e.no_cost), ""),
     )
 
 

@@ -15,11 +15,11 @@ import re
 from dataclasses import dataclass, field
 
 from viz.ir.model import SourceLoc, name_parts, source_loc
+from viz.platforms.trace import CUSTOM_CALL_TARGET
 
 _PRED = re.compile(r"\bpred\[")
 _SIGNED = re.compile(r"\bs(\d+)\[")
 _INDEX = re.compile(r"^(\d+)\)")
-_TARGET = re.compile(r'\bcustom_call_target="([^"]*)"')
 _LAYOUT = re.compile(r"\{[^{}]*\}|/\*[^*]*\*/")
 _OPCODE = re.compile(r"\s*([\w\-]+)\(")
 _OPERAND = re.compile(r"%([^\s,()]+)")
@@ -204,7 +204,7 @@ def parse_instruction(line: str, frames: dict[int, SourceLoc]) -> Inst:
         op_name.group(1) if op_name else "",
         _source(rest, frames),
         int(_first(_INDEX, rest) or 0) if opcode == "parameter" else 0,
-        _first(_TARGET, rest) if opcode == "custom-call" else "",
+        _first(CUSTOM_CALL_TARGET, rest) if opcode == "custom-call" else "",
     )
 
 

@@ -14,6 +14,22 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Peaks:
+    """A chip's published peaks (`Platform.peaks`), for the roofline."""
+
+    chip: str
+    flops_per_s: float  # the bf16 matrix peak
+    bytes_per_s: float  # the HBM bandwidth
+    int8_ops_per_s: float | None = None
+    source: str = ""  # where the figures are published
+
+    @property
+    def ridge(self) -> float:
+        """The ridge point, in FLOPs per byte."""
+        return self.flops_per_s / self.bytes_per_s
+
+
+@dataclass(frozen=True)
 class Unavailable:
     """Why a platform's backend cannot start, in that platform's own terms."""
 
@@ -54,6 +70,11 @@ class Platform(Protocol):
     def unavailable(self, version: str, error: str) -> Unavailable:
         """Why JAX `version` could not start this backend (`error`: JAX's exception
         text), and what to do about it."""
+        ...
+
+    def peaks(self, device_kind: str) -> Peaks | None:
+        """The published peaks of a device kind as JAX names it (`TPU v5 lite`); None
+        where none are known."""
         ...
 
 

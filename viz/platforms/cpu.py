@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from viz.platforms import trace
-from viz.platforms.base import Unavailable, backend_failed
+from viz.platforms.base import Peaks, Unavailable, backend_failed
 
 if TYPE_CHECKING:
     from viz.platforms import DeviceConfig
@@ -78,6 +78,9 @@ class Cpu:
             "JAX's CPU backend ships with jaxlib: reinstall jax and jaxlib at one version "
             "(pip install -r requirements.txt), and check XLA_FLAGS for a flag it rejects",
         )
+
+    def peaks(self, device_kind: str) -> Peaks | None:
+        return None  # a host CPU's peaks depend on its model and cores: none are kept
 
 
 PLATFORM = Cpu()

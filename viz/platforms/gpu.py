@@ -8,7 +8,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from viz.platforms import trace
-from viz.platforms.base import Unavailable, backend_failed
+from viz.platforms.base import Peaks, Unavailable, backend_failed
 
 if TYPE_CHECKING:
     from viz.platforms import DeviceConfig
@@ -54,6 +54,9 @@ class Gpu:
             "install the CUDA plugin that matches jax (pip install -r requirements-gpu.txt), "
             f"and check that {SMI} sees the GPU; else pick cpu",
         )
+
+    def peaks(self, device_kind: str) -> Peaks | None:
+        return None  # no GPU's peaks are kept yet (none was measured here)
 
 
 PLATFORM = Gpu()

@@ -18,8 +18,8 @@ import json
 from typing import Any
 
 from viz.jax_private import mosaic_context
+from viz.platforms.trace import PALLAS_TARGET as CALL_TARGET
 
-CALL_TARGET = "tpu_custom_call"  # the custom call a Pallas kernel lowers to on TPU
 DESERIALIZE = "builtin.module(mosaic-serde{serialize=false})"
 
 

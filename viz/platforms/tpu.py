@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from viz.platforms import trace
-from viz.platforms.base import Unavailable, backend_failed
+from viz.platforms.base import Peaks, Unavailable, backend_failed
 
 if TYPE_CHECKING:
     from viz.platforms import DeviceConfig
@@ -28,6 +28,11 @@ MEMORY_SPACES = (
     ("1", "VMEM, the core's on-chip vector memory"),
     ("2", "SMEM, the core's on-chip scalar memory"),
 )
+
+# Google's published TPU v5e figures (per chip): 197 TFLOP/s bf16, 394 TOP/s int8,
+# 819 GB/s HBM bandwidth. Source: https://cloud.google.com/tpu/docs/v5e
+V5E = Peaks("TPU v5e", 197e12, 819e9, 394e12, "https://cloud.google.com/tpu/docs/v5e")
+PEAKS = {"tpu v5 lite": V5E, "tpu v5e": V5E}  # by JAX's device_kind, lower case
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,9 @@ class Tpu:
             f"check that {LIBRARY} matches jax (pip install 'jax[tpu]') and that this "
             "machine has a TPU chip; else pick cpu",
         )
+
+    def peaks(self, device_kind: str) -> Peaks | None:
+        return PEAKS.get(device_kind.strip().lower())
 
 
 PLATFORM = Tpu()

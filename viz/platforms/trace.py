@@ -17,12 +17,17 @@ What the events mean differs by platform: each platform module names its `TraceR
   instruction under its name; XLA's passes are `XlaPass` ranges named by their
   `name` arg.
 - **tpu**: the process `/device:TPU:N`, thread `XLA Ops`: one event per executed HLO
-  instruction, named by the whole instruction text (`%fusion.3 = f32[256]{0}
-  fusion(...), kind=kOutput, ...`), with args `device_duration_ps`, `bytes_accessed`,
+  instruction, named by the instruction (`fusion.3`; jax 0.10.2 with libtpu 0.0.42,
+  recorded) or by its whole text (`%fusion.3 = f32[256]{0} fusion(...), ...`, as the
+  text is in `long_name`: both read), with args `device_duration_ps`, `bytes_accessed`,
   `model_flops`, `hlo_category`, `long_name`, `shape_with_layout`; thread
   `XLA Modules`: one event per program run, its device time; thread
   `Async XLA Ops`: copy-start/copy-done. Code generation reads
-  `XLA::TPU emitting for <kernel>`.
+  `XLA::TPU emitting for <kernel>`. XLA's cost analysis has no cost for a custom call:
+  its events say `model_flops: "0"` and `bytes_accessed: "0"` (a Pallas kernel's, a
+  `tpu_custom_call`, unless given `cost_estimate=`; XLA's own, `ConcatBitcast`), where
+  every instruction XLA costs moves bytes (a copy: 0 FLOPs, its bytes). Both zero reads
+  as unknown (None), with the reason (`no_cost`).
 """
 
 from __future__ import annotations
@@ -38,6 +43,16 @@ from typing import Any
 DEVICE_PREFIX = "/device:"
 MODULES_THREAD = "XLA Modules"  # one event per program run, on a device's clock
 OPS_THREAD = "XLA Ops"  # one event per executed instruction (TPU)
+# an HLO custom call's target in its text (the HLO reader's too, `viz.ir.hlo_text`)
+CUSTOM_CALL_TARGET = re.compile(r'\bcustom_call_target="([^"]*)"')
+PALLAS_TARGET = "tpu_custom_call"  # the custom call a Pallas kernel lowers to on TPU
+# A kernel's `no_cost` reason when it is a Pallas kernel given no `cost_estimate=`
+# (others: the custom call's target, as `ConcatBitcast`, or the instruction's category).
+PALLAS = "pallas"
+# The categories of the two halves of an asynchronous op (TPU: hlo_category): a half's
+# device time is the start of a transfer or the wait for it, not the transfer, which runs
+# beside other kernels; its bytes are the whole transfer's.
+ASYNC_HALVES = frozenset({"copy-start", "copy-done", "async-start", "async-done"})
 
 
 @dataclass(slots=True)  # not frozen: a 24-layer model's trace makes 15,000 of them
@@ -116,6 +131,9 @@ class KernelEvent:
     bytes_accessed: float | None = None
     text: str = ""  # the instruction's text, where the trace carries it
     category: str = ""  # the platform's class of the instruction (TPU: hlo_category)
+    # why the trace knows no FLOPs or bytes for it: PALLAS, a custom call's target, or
+    # its category; "" where they are known, or where the platform gives none at all
+    no_cost: str = ""
 
 
 KernelEvents = Callable[[list[TraceEvent], set[str], str | None], list[KernelEvent]]
@@ -180,18 +198,29 @@ def tpu_kernel_events(
             name = instruction_name(text)
         if name not in names:
             continue
-        found.append(
-            KernelEvent(
-                name,
-                e.start_ns,
-                e.start_ns + _device_ns(e),
-                _number(e.args.get("model_flops")),
-                _number(e.args.get("bytes_accessed")),
-                text,
-                str(e.args.get("hlo_category", "")),
-            )
-        )
+        found.append(_tpu_kernel_event(e, name, text))
     return found
+
+
+def _tpu_kernel_event(e: TraceEvent, name: str, text: str) -> KernelEvent:
+    """One `XLA Ops` event as a kernel's run: no FLOPs and no bytes is no cost known."""
+    flops, moved = _number(e.args.get("model_flops")), _number(e.args.get("bytes_accessed"))
+    category = str(e.args.get("hlo_category", ""))
+    no_cost = ""
+    if flops == 0 and moved == 0:
+        flops = moved = None
+        no_cost = _no_cost_reason(text, category)
+    return KernelEvent(name, e.start_ns, e.start_ns + _device_ns(e), flops, moved, text,
+                       category, no_cost)  # fmt: skip
+
+
+def _no_cost_reason(text: str, category: str) -> str:
+    """Why XLA has no cost for an instruction: PALLAS for a Pallas kernel, else its
+    custom call's target (`ConcatBitcast`), else its category."""
+    target = CUSTOM_CALL_TARGET.search(text)
+    if target is None:
+        return category or "unknown"
+    return PALLAS if target.group(1) == PALLAS_TARGET else target.group(1)
 
 
 def _device_ns(e: TraceEvent) -> int:
