@@ -6,8 +6,8 @@ time beside the wall time, and the CLI's missing counts.
 The TPU readers run on real artifacts recorded on a TPU v5e (tests/fixtures/tpu_v5e:
 the 24-layer sample, whose attention is a Pallas kernel, and a Pallas program); the
 expected values are read from the recorded trace itself where they can be, so a test
-checks the reader, not a copied number. The compile's spans still read a hand-written
-trace (tests/fixtures/tpu_v5e_handmade) until a compile is recorded on a chip."""
+checks the reader, not a copied number. The compile's spans on the chip's recorded
+compile traces: tests/test_tpu_compile_spans.py."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from viz import analyze
 from viz.cli import summarize_report
 from viz.compile_profile.model import CompileProfileSection
 from viz.compile_profile.run import _read_xla
-from viz.compile_profile.spans import WINDOW, read_spans, spans_of
+from viz.compile_profile.spans import WINDOW, spans_of
 from viz.device_time import device_time_words
 from viz.fusion.map import fusion_map
 from viz.fusion.model import FusionEntry
@@ -75,8 +75,6 @@ LAYERS_24 = TPU_V5E / "transformer_24"
 PALLAS_FORWARD = TPU_V5E / "pallas_forward"
 RUNS = 5  # the recording's profiled calls (bench/tpu_check.py --record)
 NS = 1e-9  # the reader keeps a trace's times in whole ns (its ps and µs rounded)
-# the compile of jit_forward, hand-written until a compile is recorded on a chip
-COMPILE_TRACE = FIXTURES / "tpu_v5e_handmade" / "compile" / "trace.json"
 
 
 def manifest(folder: Path) -> dict:
@@ -264,13 +262,6 @@ def test_the_cpu_reading_of_a_tpu_trace_has_neither_cost_nor_device_clock() -> N
 
 
 # -- the compile profile ---------------------------------------------------------------
-
-
-def test_tpu_compile_spans_name_the_kernels_they_emit() -> None:
-    tree = read_spans(COMPILE_TRACE, compile_s=1e-3, platform="tpu")
-    assert [k.kernel for k in tree.kernels] == ["fusion.3", "custom-call.1", "fusion"]
-    assert tree.kernels[0].seconds == pytest.approx(200e-6)
-    assert tree.covered == pytest.approx(0.99)
 
 
 def span(thread: str, name: str, start: int, end: int) -> TraceEvent:
