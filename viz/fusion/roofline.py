@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from viz.fusion.profile import KernelTime, Profile
 from viz.platforms import platform_of
 from viz.platforms.base import Peaks
-from viz.platforms.trace import ASYNC_HALVES, PALLAS
+from viz.platforms.trace import ASYNC_HALVES, PALLAS, PALLAS_TARGET
 from viz.units import listed, nbytes, plural, seconds, si
 
 PALLAS_FIX = (
@@ -251,6 +251,11 @@ def _reason_words(
     what += f", {untimed} timed at 0 s" if untimed else ""
     if reason == PALLAS:
         return f"{n} ({what}) {have} no cost XLA knows, so not placed: {PALLAS_FIX}"
+    if reason == PALLAS_TARGET:  # a kernel XLA's TPU compiler wrote from the user's ops
+        return (
+            f"{n} that XLA's TPU compiler wrote itself ({what}) {have} no cost in the "
+            "trace: not placed"
+        )
     return f"{n} of XLA's own ({reason}: {what}) {have} no cost in the trace: not placed"
 
 

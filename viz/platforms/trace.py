@@ -46,6 +46,9 @@ OPS_THREAD = "XLA Ops"  # one event per executed instruction (TPU)
 # an HLO custom call's target in its text (the HLO reader's too, `viz.ir.hlo_text`)
 CUSTOM_CALL_TARGET = re.compile(r'\bcustom_call_target="([^"]*)"')
 PALLAS_TARGET = "tpu_custom_call"  # the custom call a Pallas kernel lowers to on TPU
+# ...and XLA's TPU compiler's own kernels too (the 24-layer sample's attention became 24
+# `online-softmax` ones): a Pallas kernel's op is the user's `pallas_call`
+PALLAS_OP = "pallas_call"
 # A kernel's `no_cost` reason when it is a Pallas kernel given no `cost_estimate=`
 # (others: the custom call's target, as `ConcatBitcast`, or the instruction's category).
 PALLAS = "pallas"
@@ -209,18 +212,20 @@ def _tpu_kernel_event(e: TraceEvent, name: str, text: str) -> KernelEvent:
     no_cost = ""
     if flops == 0 and moved == 0:
         flops = moved = None
-        no_cost = _no_cost_reason(text, category)
+        no_cost = _no_cost_reason(text, category, str(e.args.get("tf_op", "")))
     return KernelEvent(name, e.start_ns, e.start_ns + _device_ns(e), flops, moved, text,
                        category, no_cost)  # fmt: skip
 
 
-def _no_cost_reason(text: str, category: str) -> str:
-    """Why XLA has no cost for an instruction: PALLAS for a Pallas kernel, else its
-    custom call's target (`ConcatBitcast`), else its category."""
+def _no_cost_reason(text: str, category: str, op: str) -> str:
+    """Why XLA has no cost for an instruction: PALLAS for a Pallas kernel (its op the
+    user's `pallas_call`), else its custom call's target (`ConcatBitcast`, or
+    `tpu_custom_call` for a kernel XLA's TPU compiler wrote itself), else its category."""
     target = CUSTOM_CALL_TARGET.search(text)
     if target is None:
         return category or "unknown"
-    return PALLAS if target.group(1) == PALLAS_TARGET else target.group(1)
+    pallas = target.group(1) == PALLAS_TARGET and PALLAS_OP in op
+    return PALLAS if pallas else target.group(1)
 
 
 def _device_ns(e: TraceEvent) -> int:
