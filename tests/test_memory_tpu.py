@@ -75,6 +75,18 @@ def chip_report(name: str) -> Report:
     return Report.from_dict(json.loads((CHIP / "reports" / f"{name}.json").read_text()))
 
 
+# the chip's reports of the programs whose dump is recorded, by report
+REPORTED = {"peak": "sort_cumsum", "narrow": "narrow", "pallas": "pallas_forward"}
+
+
+def with_parts(name: str) -> Report:
+    """The chip's report `name`, recorded before jitscope counted XLA's peak as XLA
+    does, given the parts its program's dump on the chip makes (the same reader)."""
+    report = chip_report(name)
+    parts = dumped_profile(REPORTED[name]).xla_peak_parts
+    return replace(report, memory=replace(report.memory, xla_peak_parts=parts))
+
+
 # ------------------------------------------------------------ the HBM peak
 
 
@@ -183,13 +195,16 @@ def test_the_cli_and_the_tab_say_what_xlas_peak_counts():
         f"its fullest step; {xla_peak_text(memory, 'tpu')}. They differ by 1.1 MiB."
     )
     assert xla_peak_text(replace(memory, xla_peak_parts=None), "tpu") is None
+    narrow = dumped_profile("narrow")
+    assert xla_peak_text(Memory(xla_peak_parts=narrow.xla_peak_parts), "tpu") == (
+        "XLA's peak_memory_in_bytes 2.0 MiB = 2.0 MiB HBM (arguments, outputs and constants, "
+        "held the whole run), nothing in VMEM; HBM's temporaries are not in it"
+    )
     moved = replace(memory, xla_peak_bytes=memory.xla_peak_bytes + 512)
     assert xla_peak_text(moved, "tpu").endswith(
         "(those parts make 202,443,264 B, XLA says 202,443,776 B)"
     )
-    report = chip_report("peak")  # recorded before the parts: given them from its dump
-    report = replace(report, memory=replace(report.memory, xla_peak_parts=profile.xla_peak_parts))
-    assert xla_peak_text(memory, "tpu") in summarize_report(report).splitlines()
+    assert xla_peak_text(memory, "tpu") in summarize_report(with_parts("peak")).splitlines()
 
 
 # ------------------------------------------------------------------ padding

@@ -291,11 +291,15 @@ def xla_peak_text(memory: Memory, device: str) -> str | None:
     main, other = (_short_name(device, space) for space in ("0", parts.space))
     xla = memory.xla_peak_bytes
     at = f" (step {parts.position}, {parts.instruction})" if parts.instruction else ""
+    space = (
+        f" + {nbytes(parts.space_bytes)} {other} at its own peak{at}"
+        if parts.space_bytes
+        else f", nothing in {other}"
+    )
     said = (
         f"XLA's peak_memory_in_bytes {nbytes(parts.bytes if xla is None else xla)} = "
         f"{nbytes(parts.held_bytes)} {main} (arguments, outputs and constants, held the whole "
-        f"run) + {nbytes(parts.space_bytes)} {other} at its own peak{at}; {main}'s "
-        "temporaries are not in it"
+        f"run){space}; {main}'s temporaries are not in it"
     )
     if xla is not None and xla != parts.bytes:  # a platform whose rule moved: say so
         said += f" (those parts make {parts.bytes:,} B, XLA says {xla:,} B)"
