@@ -7,20 +7,29 @@ with the estimate. Screenshots (1440×2400) land in screenshots/ and /tmp.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 from serving import browser_marks, running_server
 from test_browser import browser, page  # noqa: F401
 from test_browser_specialization import TALL, table_text, tall_shot
+from test_memory_tpu import CHIP, REPORTED, chip_report, with_parts
 
 pytestmark = [*browser_marks(), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The chip's reports, those whose program's dump is recorded given the parts of
+    XLA's peak it makes (`with_parts`)."""
     log = tmp_path_factory.mktemp("streamlit") / "server.log"
-    with running_server(log, script="tests/pages/saved_report.py") as url:
+    reports = tmp_path_factory.mktemp("reports")
+    for path in (CHIP / "reports").glob("*.json"):
+        report = with_parts(path.stem) if path.stem in REPORTED else chip_report(path.stem)
+        (reports / path.name).write_text(json.dumps(report.to_dict()))
+    env = {"SAVED_REPORTS": str(reports)}
+    with running_server(log, env, script="tests/pages/saved_report.py") as url:
         yield url
 
 
@@ -45,6 +54,24 @@ def test_the_chips_peak_with_vmem_apart(page) -> None:  # noqa: F811
     page.get_by_text("65.1 MiB in VMEM, the core's on-chip vector memory").wait_for()
     page.get_by_text("10.0 KiB in memory space 6").wait_for()
     tall_shot(page, "tpu_memory_peak", None)
+
+
+def test_xlas_peak_with_what_it_counts(page) -> None:  # noqa: F811
+    """XLA's figure beside the HBM peak, and what it counts: HBM's arguments, outputs
+    and constants, and VMEM at its own peak (the Pallas kernel's output)."""
+    saved(page, "pallas")
+    assert (metric(page, "peak"), metric(page, "XLA's peak")) == ("1.2 MiB", "1.8 MiB")
+    said = page.get_by_text("Two peaks, two counts").inner_text()
+    assert "is what is live in HBM, where memory runs out, at its fullest step" in said
+    assert (
+        "XLA's peak_memory_in_bytes 1.8 MiB = 1.2 MiB HBM (arguments, outputs and constants, "
+        "held the whole run) + 512.0 KiB VMEM at its own peak (step 2, forward.1); HBM's "
+        "temporaries are not in it. They differ by 512.0 KiB."
+    ) in said
+    tall_shot(page, "tpu_memory_pallas", None)
+    saved(page, "peak")
+    said = page.get_by_text("Two peaks, two counts").inner_text()
+    assert "193.1 MiB = 128.0 MiB HBM" in said and "65.1 MiB VMEM at its own peak" in said
 
 
 def test_the_narrow_arrays_padding(page) -> None:  # noqa: F811

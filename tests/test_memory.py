@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 from conftest import TESTED_JAX
+from live_range_dump import read_live_ranges
 
 import viz.stages
 from viz import analyze
@@ -243,19 +244,7 @@ def _dumped_live_ranges(folder: Path) -> tuple[list[str], dict[tuple[str, str], 
     if not found:
         pytest.skip(f"this jax's XLA ({jax.__version__}) dumps no live-range file")
     (path,) = found
-    sequence, ranges, part = [], {}, None
-    for line in path.read_text().splitlines():
-        text = line.strip()
-        if text in ("InstructionSequence:", "BufferLiveRange:"):
-            part = text
-        elif text.startswith("Live ranges at"):
-            break
-        elif part == "InstructionSequence:":
-            sequence.append(text.split(":", 1)[1])
-        elif part == "BufferLiveRange:":
-            name, index, start, end = re.fullmatch(r"(.*?)(\{[\d,]*\}):(\d+)-(\d+)", text).groups()
-            ranges[(name, index)] = (int(start), int(end))
-    return sequence, ranges
+    return read_live_ranges(path.read_text())
 
 
 S = jax.ShapeDtypeStruct

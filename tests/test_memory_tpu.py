@@ -7,12 +7,14 @@ accelerator: the chip's files are read back on CPU.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from live_range_dump import read_live_ranges
 
 from viz.cli import summarize_report
 from viz.errors import limit_in, out_of_memory, required_in
@@ -23,11 +25,17 @@ from viz.memory.display import (
     padding_text,
     peak_line,
     spaces_text,
+    two_peaks_text,
     xla_disagrees_text,
+    xla_peak_text,
 )
+from viz.memory.live import flatten, live_ranges
 from viz.memory.model import Memory, PeakBuffer
 from viz.memory.padding import layout_text, logical_bytes, padded_bytes, parse_array
 from viz.memory.profile import MemoryProfile, hlo_proto_profile
+from viz.memory.schema import parse
+from viz.memory.xla import read_assignment, read_module
+from viz.platforms.tpu import XLA_PEAK_SPACE
 from viz.report import Report
 from viz.units import nbytes
 
@@ -35,10 +43,19 @@ CHIP = Path(__file__).resolve().parent / "fixtures" / "tpu_v5e"
 GiB = 1 << 30
 
 
+DUMPED = ["sort_cumsum", "narrow", "pallas_forward", "transformer_24"]
+
+
+def dumped(program: str, suffix: str) -> bytes:
+    """A file of `program`'s dump on the chip (gzipped where large: the transformer's)."""
+    (path,) = (CHIP / program / "dump").glob(f"*{suffix}*")
+    data = path.read_bytes()
+    return gzip.decompress(data) if path.suffix == ".gz" else data
+
+
 def dumped_profile(program: str) -> MemoryProfile:
     """The profile of `program` from its dump on the chip, as a TPU compile reads it."""
-    (dump,) = (CHIP / program / "dump").glob("*.after_optimizations.hlo.pb")
-    return hlo_proto_profile(dump.read_bytes())
+    return hlo_proto_profile(dumped(program, ".after_optimizations.hlo.pb"), XLA_PEAK_SPACE)
 
 
 def xla_memory(program: str) -> dict:
@@ -56,6 +73,18 @@ def usage_report_total(program: str, space: str) -> int:
 
 def chip_report(name: str) -> Report:
     return Report.from_dict(json.loads((CHIP / "reports" / f"{name}.json").read_text()))
+
+
+# the chip's reports of the programs whose dump is recorded, by report
+REPORTED = {"peak": "sort_cumsum", "narrow": "narrow", "pallas": "pallas_forward"}
+
+
+def with_parts(name: str) -> Report:
+    """The chip's report `name`, recorded before jitscope counted XLA's peak as XLA
+    does, given the parts its program's dump on the chip makes (the same reader)."""
+    report = chip_report(name)
+    parts = dumped_profile(REPORTED[name]).xla_peak_parts
+    return replace(report, memory=replace(report.memory, xla_peak_parts=parts))
 
 
 # ------------------------------------------------------------ the HBM peak
@@ -94,6 +123,88 @@ def test_the_pallas_kernels_vmem_output_is_not_in_the_hbm_peak():
     assert profile.other_spaces == {"1": 512 * 1024}
     assert profile.peak_bytes == usage_report_total("pallas_forward", "default") == 1310720
     assert "forward.1" not in {r.instruction for r in profile.at_peak}
+
+
+# ------------------------------------------------ XLA's own peak, as XLA makes it
+
+
+@pytest.mark.parametrize("program", DUMPED)
+def test_each_buffers_live_range_on_the_chip_is_xlas_own(program):
+    """The schedule flattened and every buffer's range, VMEM's included, equal XLA's
+    `*-live-range.txt` (the transformer's async slices and prefetches to VMEM too)."""
+    hlo = parse("HloProto", dumped(program, ".after_optimizations.hlo.pb"))
+    module, assignment = read_module(hlo.module), read_assignment(hlo.assignment)
+    schedule = flatten(module)
+    ours = {}
+    for bid, (start, end) in live_ranges(module, assignment, schedule).items():
+        buffer = assignment.buffers[bid]
+        index = "{" + ",".join(map(str, buffer.index)) + "}"
+        ours[(module.instructions[buffer.instruction].name, index)] = (start, end)
+    sequence, theirs = read_live_ranges(dumped(program, "-live-range.txt").decode())
+    assert [module.instructions[i].name for i in schedule.order] == sequence
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("program", DUMPED)
+def test_xlas_peak_is_hbms_arguments_outputs_and_constants_plus_vmem_at_its_peak(program):
+    """On every program recorded on the chip, XLA's peak_memory_in_bytes is, to the
+    byte, HBM's arguments, outputs and constants (held the whole run) plus VMEM's bytes
+    live at VMEM's own peak: HBM's temporaries are not in it."""
+    profile = dumped_profile(program)
+    xla = xla_memory(program)
+    parts = profile.xla_peak_parts
+    assert parts.bytes == parts.held_bytes + parts.space_bytes == xla["xla_peak_bytes"]
+    assert parts.space == "1"
+    constants = parts.held_bytes - xla["argument_bytes"] - xla["output_bytes"]
+    assert 0 <= constants <= 4096  # a few scalars' 512-byte tiles
+    assert parts.space_bytes <= profile.other_spaces["1"]
+    if parts.space_bytes:  # the HBM peak alone falls short of XLA's
+        assert profile.peak_bytes < xla["xla_peak_bytes"]
+        assert profile.schedule[parts.position] == parts.instruction
+
+
+def test_the_rule_on_the_chips_programs_in_numbers():
+    """The figures the rule was found on (XLA's, from the chip's memory.json)."""
+    found = {p: dumped_profile(p).xla_peak_parts for p in DUMPED}
+    assert {p: (f.held_bytes, f.space_bytes, f.instruction) for p, f in found.items()} == {
+        "sort_cumsum": (134_220_288, 68_222_976, "reduce-window.1"),
+        "narrow": (2_097_152, 0, ""),
+        "pallas_forward": (1_310_720, 524_288, "forward.1"),
+        "transformer_24": (76_245_504, 3_680_256, "fusion.2035"),
+    }
+    sort = dumped_profile("sort_cumsum")
+    # at HBM's peak (the sort) VMEM holds the sort's 64 MiB input: HBM + VMEM there is
+    # 256 MiB, not XLA's 193.1 MiB; XLA counts VMEM at its own peak, HBM's temporaries not
+    assert sort.peak_bytes == 201_327_616 and sort.peak_at.instruction == "sort.6"
+
+
+def test_the_cli_and_the_tab_say_what_xlas_peak_counts():
+    profile = dumped_profile("sort_cumsum")
+    memory = Memory(
+        peak_bytes=profile.peak_bytes,
+        xla_peak_bytes=xla_memory("sort_cumsum")["xla_peak_bytes"],
+        xla_peak_parts=profile.xla_peak_parts,
+    )
+    assert xla_peak_text(memory, "tpu") == (
+        "XLA's peak_memory_in_bytes 193.1 MiB = 128.0 MiB HBM (arguments, outputs and "
+        "constants, held the whole run) + 65.1 MiB VMEM at its own peak (step 9, "
+        "reduce-window.1); HBM's temporaries are not in it"
+    )
+    assert two_peaks_text(memory, "tpu") == (
+        "Two peaks, two counts: **peak** is what is live in HBM, where memory runs out, at "
+        f"its fullest step; {xla_peak_text(memory, 'tpu')}. They differ by 1.1 MiB."
+    )
+    assert xla_peak_text(replace(memory, xla_peak_parts=None), "tpu") is None
+    narrow = dumped_profile("narrow")
+    assert xla_peak_text(Memory(xla_peak_parts=narrow.xla_peak_parts), "tpu") == (
+        "XLA's peak_memory_in_bytes 2.0 MiB = 2.0 MiB HBM (arguments, outputs and constants, "
+        "held the whole run), nothing in VMEM; HBM's temporaries are not in it"
+    )
+    moved = replace(memory, xla_peak_bytes=memory.xla_peak_bytes + 512)
+    assert xla_peak_text(moved, "tpu").endswith(
+        "(those parts make 202,443,264 B, XLA says 202,443,776 B)"
+    )
+    assert xla_peak_text(memory, "tpu") in summarize_report(with_parts("peak")).splitlines()
 
 
 # ------------------------------------------------------------------ padding

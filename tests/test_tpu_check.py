@@ -14,11 +14,15 @@ from pathlib import Path
 import pytest
 from test_device_kernels import LAYERS_24, recorded_profile
 from test_gpu_check import rows
+from test_memory_tpu import chip_report, with_parts
 
 from viz.fusion.profile import profile_of
 from viz.ir.hlo import read_hlo_text
 from viz.ir.kernels import kernel_names
 from viz.platforms.trace import ASYNC_HALVES, read_trace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from tpu_check import xla_peak_agrees
 
 ROOT = Path(__file__).resolve().parent.parent
 TPU_ONLY = (
@@ -28,6 +32,7 @@ TPU_ONLY = (
     "a second process on a held chip",
     "the Pallas kernel's Mosaic text opens",
     "the device's memory_stats beside XLA's peak",
+    "the Pallas program: XLA's peak, counted as XLA does, within 5 %",
 )
 
 
@@ -108,3 +113,15 @@ def test_the_roofline_items_fail_on_a_kernel_left_out_without_a_reason(recorded_
     profile.device_kind = "a chip nobody published"  # no peaks: nothing is placed
     passed, said = recorded_check(profile).on_roofline()
     assert not passed and "no peaks" in said
+
+
+def test_the_peak_items_compare_xlas_count_with_the_same_count_on_the_chips_reports() -> None:
+    """On the chip's Pallas report, given the parts its dump makes: XLA's 1,835,008 B is
+    HBM's 1,310,720 plus the kernel's VMEM output, 524,288; the HBM peak alone is 29 % off."""
+    assert xla_peak_agrees(with_parts("pallas").memory) == (
+        True,
+        "XLA's count made from the profile 1,835,008 B (HBM 1,310,720 + VMEM 524,288 at "
+        "forward.1) vs XLA's 1,835,008 (0.0%); HBM peak 1,310,720 B",
+    )
+    agrees, said = xla_peak_agrees(chip_report("pallas").memory)  # recorded before the parts
+    assert not agrees and said.startswith("no parts of XLA's peak")

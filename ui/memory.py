@@ -27,8 +27,10 @@ from viz.memory.display import (
     padding_text,
     residual_rows,
     spaces_text,
+    two_peaks_text,
     where_text,
     xla_disagrees_text,
+    xla_peak_text,
 )
 from viz.memory.model import Memory
 from viz.memory.profile import OTHER
@@ -98,8 +100,12 @@ def metrics(r: Report) -> None:
         m[1].metric(
             "XLA's peak",
             nbytes(memory.xla_peak_bytes),
-            help="memory_analysis().peak_memory_in_bytes: on CPU it counts the arguments "
-            "and outputs, not the temporaries; none where XLA refused the compile",
+            help="memory_analysis().peak_memory_in_bytes: "
+            + (
+                xla_peak_text(memory, r.device)
+                or "on CPU it counts the arguments and outputs, not the temporaries"
+            )
+            + "; none where XLA refused the compile",
         )
     m[2].metric(
         "temporaries (one block)",
@@ -113,27 +119,9 @@ def metrics(r: Report) -> None:
         "else the worker's memory limit",
     )
     st.caption("At the peak: " + kinds_text(memory))
-    said = two_peaks(memory)
+    said = two_peaks_text(memory, r.device)
     if said:
         st.caption(said)
-
-
-def two_peaks(memory: Memory) -> str:
-    """Why the two peaks differ, in words: what each counts (one fact, one number)."""
-    peak, xla = memory.peak_bytes, memory.xla_peak_bytes
-    if peak is None or xla is None or peak == xla:
-        return ""
-    edges = (memory.argument_bytes or 0) + (memory.output_bytes or 0)
-    counts = (
-        f"the arguments and outputs ({nbytes(edges)}), not the temporaries"
-        if abs(xla - edges) <= 1024  # the constants' few bytes aside
-        else "its own total"
-    )
-    return (
-        f"Two peaks, two counts: **peak** is what is live at the fullest step of the "
-        f"schedule; XLA's **peak_memory_in_bytes** counts {counts}. They differ by "
-        f"{nbytes(abs(peak - xla))}."
-    )
 
 
 def fits(r: Report) -> None:

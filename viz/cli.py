@@ -371,10 +371,17 @@ def summarize_report(report: Report) -> str:
         )
     lines.extend(_fusion_lines(report))
     if report.memory:
-        from viz.memory.display import device_memory_text, padding_text, peak_line, spaces_text
+        from viz.memory.display import (
+            device_memory_text,
+            padding_text,
+            peak_line,
+            spaces_text,
+            xla_peak_text,
+        )
 
         memory = report.memory
-        said = [peak_line(memory), padding_text(memory), spaces_text(memory, report.device)]
+        said = [peak_line(memory), xla_peak_text(memory, report.device)]
+        said += [padding_text(memory), spaces_text(memory, report.device)]
         said.append(device_memory_text(memory))
         lines.extend(filter(None, said))
     lines.extend(_donation_lines(report))

@@ -252,6 +252,7 @@ def memory_section(totals: Memory, profile: MemoryProfile | None, limit: tuple[i
                 "library_kernels",
                 "recomputed",
                 "other_spaces",
+                "xla_peak_parts",
             )
         }
     return replace(totals, **found, limit_bytes=limit[0], limit_of=limit[1])

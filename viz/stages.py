@@ -245,7 +245,9 @@ class Compiled:
         buffer assignment."""
         if self._layout is None:
             executable = self.compiled.runtime_executable()
-            self._layout = executable_profile(executable, self._analysis(), self.dumped_hlo)
+            self._layout = executable_profile(
+                executable, self._analysis(), self.dumped_hlo, self.target.device
+            )
         return self._layout
 
     def memory_profile(self, graph: Any = None, kernels: Sequence[Any] = ()) -> MemoryProfile:

@@ -1,10 +1,12 @@
 """A Streamlit page for browser tests: a saved JSON report (`jitscope analyze --json`)
 as Explore shows it, its error card and its Memory tab, without running anything.
-`?report=NAME` reads tests/fixtures/tpu_v5e/reports/NAME.json (a real TPU v5e's)."""
+`?report=NAME` reads tests/fixtures/tpu_v5e/reports/NAME.json (a real TPU v5e's), or
+NAME.json in the folder `SAVED_REPORTS` names (a test's copies of them)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -20,7 +22,9 @@ from viz.report import Report  # noqa: E402
 from viz.settings import Settings  # noqa: E402
 from viz.worker.requests import Analyze  # noqa: E402
 
-REPORTS = ROOT / "tests" / "fixtures" / "tpu_v5e" / "reports"
+REPORTS = Path(
+    os.environ.get("SAVED_REPORTS") or ROOT / "tests" / "fixtures" / "tpu_v5e" / "reports"
+)
 
 st.set_page_config(layout="wide")  # as app.py
 name = st.query_params.get("report", "peak")

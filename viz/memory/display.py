@@ -280,6 +280,63 @@ def spaces_text(memory: Memory, device: str) -> str | None:
     return "also in other memory spaces, not in the peak: " + "; ".join(said) if said else None
 
 
+def xla_peak_text(memory: Memory, device: str) -> str | None:
+    """What XLA's own peak counts where the platform makes it of parts (a TPU's): `XLA's
+    peak_memory_in_bytes 193.1 MiB = 128.0 MiB HBM (arguments, outputs and constants,
+    held the whole run) + 65.1 MiB VMEM at its own peak (step 9, reduce-window.1); HBM's
+    temporaries are not in it`. None where the report has no parts (the CPU, a GPU)."""
+    parts = memory.xla_peak_parts
+    if parts is None:
+        return None
+    main, other = (_short_name(device, space) for space in ("0", parts.space))
+    xla = memory.xla_peak_bytes
+    at = f" (step {parts.position}, {parts.instruction})" if parts.instruction else ""
+    space = (
+        f" + {nbytes(parts.space_bytes)} {other} at its own peak{at}"
+        if parts.space_bytes
+        else f", nothing in {other}"
+    )
+    said = (
+        f"XLA's peak_memory_in_bytes {nbytes(parts.bytes if xla is None else xla)} = "
+        f"{nbytes(parts.held_bytes)} {main} (arguments, outputs and constants, held the whole "
+        f"run){space}; {main}'s temporaries are not in it"
+    )
+    if xla is not None and xla != parts.bytes:  # a platform whose rule moved: say so
+        said += f" (those parts make {parts.bytes:,} B, XLA says {xla:,} B)"
+    return said
+
+
+def _short_name(device: str, space: str) -> str:
+    """A memory space's name alone (`VMEM`), as `device`'s platform gives it."""
+    return memory_space_name(device, space).split(",")[0]
+
+
+def two_peaks_text(memory: Memory, device: str) -> str:
+    """Why the peak and XLA's differ, in words: what each counts (one fact, one number);
+    '' where they agree or one is missing."""
+    peak, xla = memory.peak_bytes, memory.xla_peak_bytes
+    if peak is None or xla is None or peak == xla:
+        return ""
+    parts = xla_peak_text(memory, device)
+    if parts is not None:
+        main = _short_name(device, "0")
+        return (
+            f"Two peaks, two counts: **peak** is what is live in {main}, where memory runs "
+            f"out, at its fullest step; {parts}. They differ by {nbytes(abs(peak - xla))}."
+        )
+    edges = (memory.argument_bytes or 0) + (memory.output_bytes or 0)
+    counts = (
+        f"the arguments and outputs ({nbytes(edges)}), not the temporaries"
+        if abs(xla - edges) <= 1024  # the constants' few bytes aside
+        else "its own total"
+    )
+    return (
+        f"Two peaks, two counts: **peak** is what is live at the fullest step of the "
+        f"schedule; XLA's **peak_memory_in_bytes** counts {counts}. They differ by "
+        f"{nbytes(abs(peak - xla))}."
+    )
+
+
 def device_memory_text(memory: Memory) -> str | None:
     """The device's own count after the runs beside XLA's compile-time figure, and what
     each counts; None where the device keeps no count (the CPU)."""

@@ -27,6 +27,7 @@ from viz.memory.xla import Assignment, Instruction, Module, ShapeIndex
 
 # opcodes whose result at an index is an operand's value there (they define nothing)
 FORWARDS = frozenset(("bitcast", "domain", "opt-barrier", "optimization-barrier", "add-dependency"))
+CALLS = frozenset(("call", "conditional", "async-start"))  # their computations run before them
 NEVER_READ = frozenset(("tuple", "domain"))  # they pass their operands on, never read them
 TOP_LEVEL_ONLY = frozenset(("get-tuple-element", "copy"))  # read only a tuple's own table
 
@@ -56,7 +57,7 @@ def flatten(module: Module) -> Schedule:
         span[cid] = (start, start)  # a computation called twice is flattened once
         for iid in module.schedule[cid]:
             inst = module.instructions[iid]
-            if inst.opcode in ("call", "conditional"):
+            if inst.opcode in CALLS:
                 for called in inst.called:
                     walk(called)
             elif inst.opcode == "while":
@@ -106,6 +107,14 @@ def places(module: Module, schedule: Schedule, assignment: Assignment) -> dict[i
             return at(operands[0], index) | at(roots[_loop(inst)[0]], index)
         if op in ("call", "conditional"):
             return frozenset().union(*(at(roots[c], index) for c in inst.called))
+        if op == "async-start":  # ((operands), its computation's result, context)
+            return _async_start(inst, index, at, roots)
+        if op == "async-done":  # the result its start holds
+            return at(operands[0], (1, *index))
+        if op == "copy-start" and index[:1] == (1,):  # (destination, source, context)
+            return at(operands[0], index[1:])
+        if op == "copy-done":  # the destination its start holds, the source read till then
+            return at(operands[0], (0, *index))
         if op == "parameter" and inst.computation != module.entry:
             return _from_callers(inst, index, callers[inst.computation], at, roots)
         return frozenset()
@@ -133,6 +142,16 @@ def places(module: Module, schedule: Schedule, assignment: Assignment) -> dict[i
     return by_buffer
 
 
+def _async_start(inst: Instruction, index: ShapeIndex, at, roots) -> frozenset[int]:
+    """An async-start's tuple: its operands at {0, i}, the result of the computation it
+    wraps at {1} (its context, {2}, is its own)."""
+    if len(index) >= 2 and index[0] == 0 and index[1] < len(inst.operands):
+        return at(inst.operands[index[1]], index[2:])
+    if index and index[0] == 1:
+        return frozenset().union(*(at(roots[c], index[1:]) for c in inst.called))
+    return frozenset()
+
+
 def _from_callers(
     param: Instruction, index: ShapeIndex, callers: list[Instruction], at, roots
 ) -> frozenset[int]:
@@ -141,7 +160,7 @@ def _from_callers(
     for caller in callers:
         if caller.opcode == "while":
             held |= at(caller.operands[0], index) | at(roots[_loop(caller)[0]], index)
-        elif caller.opcode == "call" and param.parameter < len(caller.operands):
+        elif caller.opcode in ("call", "async-start") and param.parameter < len(caller.operands):
             held |= at(caller.operands[param.parameter], index)
         elif caller.opcode == "conditional" and param.computation in caller.called:
             branch = caller.called.index(param.computation)
@@ -218,7 +237,7 @@ def _use_time(
     passes_on = user.opcode in NEVER_READ or (user.opcode in TOP_LEVEL_ONLY and index)
     if passes_on and user.id not in at_roots:
         return -1
-    if user.opcode == "call":  # its computation's instructions read it, in their turn
+    if user.opcode in ("call", "async-start"):  # its computation's instructions read it
         return -1
     if user.opcode == "while":  # read as the body takes it in: at its parameter
         return schedule.position.get(body_parameters.get(_loop(user)[0], -1), -1)

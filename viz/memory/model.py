@@ -3,7 +3,8 @@
     peak_bytes, peak_at{position, instruction, op, where},
     timeline[{position, bytes, parameter, output, temporary, constant, instruction}],
     at_peak[{instruction, op, shape, dtype, bytes, kind, where, live[from, to], ...}],
-    by_kind_at_peak{parameter, output, temporary, constant}, xla_peak_bytes
+    by_kind_at_peak{parameter, output, temporary, constant}, xla_peak_bytes,
+    xla_peak_parts{bytes, held_bytes, space, space_bytes, position, instruction}
 
 A position is a step of the schedule XLA runs the program in (`viz.memory.live`); the
 bytes at a position are those of every buffer live there (read and written by that
@@ -73,6 +74,22 @@ class PeakBuffer(Plain):
 
 
 @dataclass
+class XlaPeakParts(Plain):
+    """What XLA's own peak (`peak_memory_in_bytes`) counts where the platform says (a
+    TPU's), recomputed from its buffer assignment: the arguments, outputs and constants
+    in the device's memory (HBM), held for the whole run, and another memory space
+    (VMEM) at its own peak. HBM's temporaries are not in it. On the recorded TPU v5e
+    programs it equals XLA's figure to the byte (tests/test_memory_tpu.py)."""
+
+    bytes: int  # held_bytes + space_bytes: XLA's figure, as XLA makes it
+    held_bytes: int  # arguments, outputs and constants in the device's memory
+    space: str  # the other memory space counted, as XLA numbers it ('1': a TPU's VMEM)
+    space_bytes: int  # live in that space at its peak
+    position: int = 0  # the step of the schedule where that space peaks
+    instruction: str = ""  # the instruction that runs there ('' where nothing lives in it)
+
+
+@dataclass
 class Residual(Plain):
     """A value the backward pass keeps from the forward pass (what
     `jax.ad_checkpoint.print_saved_residuals` prints, one line a row)."""
@@ -134,6 +151,7 @@ class Memory(Plain):
     at_peak: list[PeakBuffer] = field(default_factory=list)  # live at the peak, largest first
     by_kind_at_peak: dict[str, int] = field(default_factory=dict)  # parameter, output, …
     xla_peak_bytes: int | None = None  # peak_memory_in_bytes (on CPU: arguments + outputs)
+    xla_peak_parts: XlaPeakParts | None = None  # what XLA's peak counts (a TPU's); else None
     limit_bytes: int | None = None  # the device's bytes_limit, else the worker's limit
     limit_of: str = ""  # which of the two
     library_kernels: list[str] = field(default_factory=list)  # their memory is their own

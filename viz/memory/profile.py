@@ -26,10 +26,12 @@ from viz.fusion.model import FusionEntry
 from viz.ir.model import Graph, SourceLoc
 from viz.memory.lines import Kernels, line_or_reason
 from viz.memory.live import flatten, live_ranges
-from viz.memory.model import PeakAt, PeakBuffer, TimelinePoint
+from viz.memory.model import PeakAt, PeakBuffer, TimelinePoint, XlaPeakParts
 from viz.memory.padding import layout_text
 from viz.memory.schema import parse
 from viz.memory.xla import (
+    CONSTANT,
+    DEVICE_MEMORY,
     KINDS,
     OUTPUT,
     PARAMETER,
@@ -72,16 +74,21 @@ class MemoryProfile:
     recomputed: list[str] = field(default_factory=list)
     schedule: list[str] = field(default_factory=list)  # instruction names, in order
     other_spaces: dict[str, int] = field(default_factory=dict)  # memory space → bytes
+    xla_peak_parts: XlaPeakParts | None = None  # what XLA's own peak counts, where asked
 
 
-def memory_profile(module_proto: bytes, assignment_proto: bytes) -> MemoryProfile:
+def memory_profile(
+    module_proto: bytes, assignment_proto: bytes, xla_space: str | None = None
+) -> MemoryProfile:
     """The profile of one executable, from its scheduled module's and its buffer
-    assignment's protos (no lines yet: `with_origins` adds them)."""
+    assignment's protos (no lines yet: `with_origins` adds them): the device memory's.
+    `xla_space`: the other memory space XLA's own peak counts on this platform (a
+    TPU's VMEM, '1'): its parts are recomputed (`xla_peak_parts`)."""
     module, assignment = read_module(module_proto), read_assignment(assignment_proto)
     schedule = flatten(module)
     if not schedule.order:
         raise ValueError("the executable's module has no schedule")
-    ranges = live_ranges(module, assignment, schedule)
+    ranges, elsewhere = _device_memory_apart(live_ranges(module, assignment, schedule), assignment)
     kinds = {
         bid: buffer_kind(assignment.buffers[bid], module, end == schedule.end)
         for bid, (_, end) in ranges.items()
@@ -102,6 +109,45 @@ def memory_profile(module_proto: bytes, assignment_proto: bytes) -> MemoryProfil
         library_kernels=[i.name for i in scheduled if i.library],
         schedule=names,
         other_spaces={str(space): size for space, size in assignment.other_spaces.items()},
+        xla_peak_parts=None
+        if xla_space is None
+        else _xla_peak_parts(xla_space, elsewhere.get(int(xla_space), {}), assignment, names),
+    )
+
+
+Ranges = dict[int, list[int]]  # buffer id → [start, end]
+
+
+def _device_memory_apart(
+    ranges: Ranges, assignment: Assignment
+) -> tuple[Ranges, dict[int, Ranges]]:
+    """The live ranges of the device memory's buffers, and the other spaces' by space."""
+    device: Ranges = {}
+    elsewhere: dict[int, Ranges] = defaultdict(dict)
+    for bid, found in ranges.items():
+        space = assignment.buffers[bid].space
+        (device if space == DEVICE_MEMORY else elsewhere[space])[bid] = found
+    return device, elsewhere
+
+
+def _xla_peak_parts(
+    space: str, ranges: Ranges, assignment: Assignment, names: list[str]
+) -> XlaPeakParts:
+    """XLA's own peak as a TPU makes it: the device memory's arguments, outputs and
+    constants (their allocations, for the whole run) and `space` at its own peak (its
+    buffers' bytes live at one step, a shared slot once)."""
+    held = sum(assignment.allocation_bytes[k] for k in (PARAMETER, OUTPUT, CONSTANT))
+    temporary = dict.fromkeys(ranges, TEMPORARY)
+    timeline = _timeline(ranges, temporary, _shared(ranges, assignment), assignment, names)
+    peak = max(range(len(timeline)), key=lambda t: (timeline[t].bytes, -t))
+    live = timeline[peak].bytes
+    return XlaPeakParts(
+        bytes=held + live,
+        held_bytes=held,
+        space=space,
+        space_bytes=live,
+        position=peak if live else 0,
+        instruction=timeline[peak].instruction if live else "",
     )
 
 
@@ -112,32 +158,35 @@ def assignment_from_dump(device: str) -> bool:
     return not platform_of(device).assignment_in_analysis
 
 
-def hlo_proto_profile(data: bytes) -> MemoryProfile:
+def hlo_proto_profile(data: bytes, xla_space: str | None = None) -> MemoryProfile:
     """The profile from XLA's dump of the optimized module (`*after_optimizations.hlo.pb`,
     written with `xla_dump_hlo_as_proto`): an HloProto, the scheduled module and its
-    buffer assignment in one (what a TPU gives where `memory_analysis()` holds none)."""
+    buffer assignment in one (what a TPU gives where `memory_analysis()` holds none).
+    `xla_space`: as `memory_profile`'s."""
     hlo = parse("HloProto", data)
     if not hlo.module or not hlo.assignment:
         raise ValueError("XLA's dump holds no buffer assignment")
-    return memory_profile(hlo.module, hlo.assignment)
+    return memory_profile(hlo.module, hlo.assignment, xla_space)
 
 
 def executable_profile(
-    executable: Any, analysis: Any = None, dumped: bytes | None = None
+    executable: Any, analysis: Any = None, dumped: bytes | None = None, device: str = "cpu"
 ) -> MemoryProfile:
     """The profile of a loaded XLA executable (`Compiled.runtime_executable()`, or what
     jit's compiling frame holds), from its memory stats (`analysis`, where already
     asked for) and its first HLO module; where the stats hold no buffer assignment (a
     TPU's), from XLA's dump of the compile (`dumped`: the HloProto, `hlo_proto_profile`).
-    ValueError where neither gives one."""
+    The parts of XLA's own peak are recomputed where `device`'s platform says what it
+    counts. ValueError where neither gives an assignment."""
+    xla_space = platform_of(device).xla_peak_space
     stats = analysis if analysis is not None else executable.get_compiled_memory_stats()
     assignment = getattr(stats, "serialized_buffer_assignment_proto", b"")
     modules = executable.hlo_modules()
     if (not assignment or not modules) and dumped:
-        return hlo_proto_profile(dumped)
+        return hlo_proto_profile(dumped, xla_space)
     if not assignment or not modules:
         raise ValueError("XLA gives no buffer assignment for this executable")
-    return memory_profile(modules[0].as_serialized_hlo_module_proto(), assignment)
+    return memory_profile(modules[0].as_serialized_hlo_module_proto(), assignment, xla_space)
 
 
 def with_origins(profile: MemoryProfile, graph: Graph | None) -> MemoryProfile:

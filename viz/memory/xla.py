@@ -163,7 +163,9 @@ class Module:
     aliased_parameters: set[tuple[int, ShapeIndex]] = field(default_factory=set)
 
 
-SEQUENTIAL = frozenset(("while", "call", "conditional"))  # they run computations in turn
+# they run computations in turn (an async-start, the computation it wraps: a TPU's
+# async slices and copies)
+SEQUENTIAL = frozenset(("while", "call", "conditional", "async-start"))
 
 
 def read_module(data: bytes) -> Module:
@@ -234,6 +236,7 @@ class Buffer:
     allocation: int = -1  # -1: in no allocation of the program's own (thread-local)
     offset: int = 0
     kind: str = THREAD_LOCAL
+    space: int = DEVICE_MEMORY  # its allocation's memory space (colour): a TPU's VMEM is 1
 
 
 @dataclass
@@ -251,8 +254,8 @@ class Assignment:
 
 def read_assignment(data: bytes) -> Assignment:
     """The buffer assignment; an allocation in a memory space other than the device's
-    memory is counted in `other_spaces`, and its buffers placed nowhere (as a
-    thread-local's: no live range, no bytes at any step)."""
+    memory is counted in `other_spaces`, its buffers placed with their space (the
+    profile keeps them out of the device memory's peak)."""
     message = parse("Assignment", data)
     buffers = {
         b.id: Buffer(b.id, b.at.instruction, tuple(b.at.index), b.size) for b in message.buffers
@@ -260,11 +263,11 @@ def read_assignment(data: bytes) -> Assignment:
     totals = dict.fromkeys((*KINDS, THREAD_LOCAL), 0)
     other_spaces: dict[int, int] = {}
     for allocation in message.allocations:
-        if allocation.color != DEVICE_MEMORY:  # counted apart, its buffers not placed
-            other_spaces[allocation.color] = other_spaces.get(allocation.color, 0) + allocation.size
-            continue
         kind = _kind(allocation)
-        totals[kind] += allocation.size
+        if allocation.color != DEVICE_MEMORY:  # counted apart
+            other_spaces[allocation.color] = other_spaces.get(allocation.color, 0) + allocation.size
+        else:
+            totals[kind] += allocation.size
         if kind == THREAD_LOCAL:  # a reducer's scalars, on a stack: no slot of the program's
             continue
         for assigned in allocation.assigned:
@@ -275,6 +278,7 @@ def read_assignment(data: bytes) -> Assignment:
                     assigned.offset,
                     kind,
                 )
+                buffer.space = allocation.color
     defined = {(b.instruction, b.index): b.id for b in buffers.values()}
     shared = [
         (alias.source, defined[at])

@@ -49,9 +49,13 @@ class Platform(Protocol):
     # whether a compile's `memory_analysis()` holds XLA's buffer assignment (else the
     # memory profile is read from XLA's dump of the compile, `viz.hlo_dump`)
     assignment_in_analysis: bool
-    # its memory spaces besides the device's main memory (space 0), as XLA numbers them
-    # in a buffer's colour and a layout's S(n), each with its name
+    # its memory spaces, as XLA numbers them in a buffer's colour and a layout's S(n),
+    # each with its name (the main memory, space 0, where the platform names it)
     memory_spaces: tuple[tuple[str, str], ...]
+    # the memory space besides the device's main memory that XLA's own peak
+    # (`peak_memory_in_bytes`) counts at its peak, with the main memory's arguments,
+    # outputs and constants (a TPU's VMEM); None where XLA makes its figure otherwise
+    xla_peak_space: str | None
 
     def detect(self) -> bool:
         """Whether this machine may have the device: cheap, without jax (a file, a

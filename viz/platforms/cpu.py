@@ -52,6 +52,7 @@ class Cpu:
     memory_schedule = tuple(MEMORY_SCHEDULE.items())
     assignment_in_analysis = True
     memory_spaces: tuple[tuple[str, str], ...] = ()
+    xla_peak_space: str | None = None
     trace_rules = trace.TraceRules(
         trace.named_kernel_events,
         trace.no_device_clock,

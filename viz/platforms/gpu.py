@@ -25,6 +25,7 @@ class Gpu:
     memory_schedule: tuple[tuple[str, str], ...] = ()
     assignment_in_analysis = False
     memory_spaces: tuple[tuple[str, str], ...] = ()
+    xla_peak_space: str | None = None
     trace_rules = trace.TraceRules(
         trace.named_kernel_events,
         trace.device_module_times("/device:GPU"),

@@ -25,9 +25,14 @@ COMMAND_CHARS = 80  # of a holder's command, in the message
 # The memory spaces XLA's memory-usage report names on a TPU v5e (`Memory Space: vmem
 # (color=1)`, `smem (color=2)`; space 6 it calls only `color_6`, so it has no name here)
 MEMORY_SPACES = (
+    ("0", "HBM, the chip's high-bandwidth memory"),
     ("1", "VMEM, the core's on-chip vector memory"),
     ("2", "SMEM, the core's on-chip scalar memory"),
 )
+# XLA's peak_memory_in_bytes on a TPU: HBM's arguments, outputs and constants, plus VMEM
+# at its own peak (HBM's temporaries not in it): to the byte on every program recorded on
+# a v5e (tests/test_memory_tpu.py)
+XLA_PEAK_SPACE = "1"
 
 # Google's published TPU v5e figures (per chip): 197 TFLOP/s bf16, 394 TOP/s int8,
 # 819 GB/s HBM bandwidth. Source: https://cloud.google.com/tpu/docs/v5e
@@ -104,6 +109,7 @@ class Tpu:
     memory_schedule: tuple[tuple[str, str], ...] = ()
     assignment_in_analysis = False
     memory_spaces = MEMORY_SPACES
+    xla_peak_space: str | None = XLA_PEAK_SPACE
     trace_rules = trace.TraceRules(
         trace.tpu_kernel_events,
         trace.device_module_times("/device:TPU"),

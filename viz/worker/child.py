@@ -120,7 +120,7 @@ def _broken_pipes_result() -> dict[str, Any]:
 def _open_device() -> int:
     """Open the device before the first request, and return this process's resident
     memory then: what the runtime holds from its start, which the pool's memory budget
-    does not count against requests (a TPU's libtpu: 13.5 GiB resident on a v5e, next
+    does not count against requests (a TPU's runtime: 13.5 GiB resident on a v5e, next
     to a 16 GiB budget). A device that cannot open says why in the first request."""
     import jax
 
