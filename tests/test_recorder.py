@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from functools import partial
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +18,8 @@ import viz
 from viz.recorder import Recordings
 from viz.recorder.storage.journal import read_journal
 from viz.spec import abstract_args, parse_spec
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @jax.jit
@@ -303,3 +308,39 @@ def test_a_closure_is_read_by_its_data_not_its_identity():
     assert made[2].need_why.startswith("new ")
     summary = rec.recording().summary
     assert (summary.needed, summary.avoidable) == (2, 1)
+
+
+def test_the_memory_profile_is_imported_beside_the_first_compile_and_its_peak_read():
+    """The recorder starts without the memory profile's reader (half its imports):
+    that is imported on a thread as the first compile goes to XLA, and every compile
+    still has its peak."""
+    program = """
+import sys
+import jax, jax.numpy as jnp
+import viz
+with viz.recording() as rec:
+    before = "viz.memory.profile" in sys.modules
+    jax.jit(lambda x: jnp.sort(x * 2, axis=1))(jnp.ones((64, 128))).block_until_ready()
+print(before, "viz.memory.profile" in sys.modules, [c.peak_bytes for c in rec.compiles])
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    before, after, peaks = done.stdout.strip().split(" ", 2)
+    assert (before, after) == ("False", "True")
+    assert peaks.startswith("[") and "None" not in peaks and int(peaks.strip("[]")) >= 64 * 128 * 4
+
+
+def test_work_ahead_of_a_compile_runs_once_as_the_first_program_is_lowered():
+    from viz.recorder.capture import listener
+
+    heard: list[str] = []
+    sink = heard.append  # subscribed: the listener hears JAX's events
+    listener.subscribe(sink)
+    try:
+        listener.ahead_of_compile(lambda: heard.append("ahead"))
+        jax.jit(lambda x: x + 1)(jnp.ones(3))
+        jax.jit(lambda x: x - 1)(jnp.ones(3))
+    finally:
+        listener.unsubscribe(sink)
+    assert heard.count("ahead") == 1 and heard[0] == "ahead"  # before the compile's record

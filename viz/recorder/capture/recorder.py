@@ -17,6 +17,9 @@ raises into the program: an error of its own is counted and the program goes on.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import importlib
 import os
 import sys
 import threading
@@ -29,7 +32,6 @@ from types import FrameType
 from typing import Any
 
 from viz.cache.signature import NEW, Reason, Signature, diff
-from viz.memory.profile import executable_profile
 from viz.recorder.capture import listener, persistent
 from viz.recorder.capture.describe import TRANSFORMATION, Described, describe
 from viz.recorder.capture.distributed import ProcessWatch
@@ -118,6 +120,7 @@ class Recorder:
     # -- lifetime -------------------------------------------------------------
     def start(self) -> Recorder:
         listener.subscribe(self._on_compile)
+        listener.ahead_of_compile(_MEMORY_PROFILE.start)
         self.process_watch.start()
         return self
 
@@ -454,13 +457,51 @@ def _avoidable_text(reasons: list[Reason], found: Inputs | None, same: Inputs | 
     return "no difference found in the inputs"
 
 
+class _ImportedAhead:
+    """Module `name`, imported on a thread of its own from `start()` on, and waited for
+    where first used (imported there where that thread did not, or never started)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(
+                target=self._import, name="jitscope-import", daemon=True
+            )
+            self._thread.start()
+        atexit.register(self._thread.join)  # a program that ends first waits for it
+
+    def _import(self) -> None:
+        with contextlib.suppress(Exception):  # `module()` imports it again, and fails there
+            importlib.import_module(self.name)
+
+    def module(self) -> Any:
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        return importlib.import_module(self.name)
+
+
+# The memory profile's reader (protobuf's runtime, XLA's schema, the live ranges: 0.07
+# s of imports, half of the recorder's) is imported while the program's first compile
+# is in XLA, which leaves the GIL free (`listener.ahead_of_compile`), not as the
+# program imports JAX, and waited for where a compile's peak is read
+_MEMORY_PROFILE = _ImportedAhead("viz.memory.profile")
+
+
 def _peak(executable: Any) -> int | None:
     """The memory profile's peak of a compiled executable (None where it was not seen,
     or XLA gave no buffer assignment): the program's own compile, read in its process."""
     if executable is None:
         return None
     try:
-        return executable_profile(executable).peak_bytes
+        return _MEMORY_PROFILE.module().executable_profile(executable).peak_bytes
     except Exception:
         return None
 
