@@ -276,13 +276,13 @@ def test_journal_json_and_history_hold_the_same_recording(tmp_path):
 
 
 def test_a_recorder_failure_is_counted_named_and_never_reaches_the_program(monkeypatch):
-    from viz.recorder.capture import recorder
+    from viz.recorder.capture import describe
 
     def broken(call, finished, cwd):
         raise RuntimeError("describe failed")
 
     x = jnp.ones(3)  # made before the block: the one compile inside is scale's
-    monkeypatch.setattr(recorder, "describe", broken)
+    monkeypatch.setattr(describe, "describe", broken)  # the recorder calls it there
     with viz.recording() as rec:
         out = np.asarray(scale(x, 2.0))
     np.testing.assert_array_equal(out, np.full(3, 2.0, np.float32))
