@@ -311,17 +311,19 @@ def test_a_closure_is_read_by_its_data_not_its_identity():
 
 
 def test_the_memory_profile_is_imported_beside_the_first_compile_and_its_peak_read():
-    """The recorder starts without the memory profile's reader (half its imports):
-    that is imported on a thread as the first compile goes to XLA, and every compile
-    still has its peak."""
+    """The recorder starts without the memory profile's reader and the call's describer
+    (two thirds of its imports): they are imported on a thread as the first compile goes
+    to XLA, and every compile is still described, with its peak."""
     program = """
 import sys
 import jax, jax.numpy as jnp
 import viz
 with viz.recording() as rec:
-    before = "viz.memory.profile" in sys.modules
+    ahead = ("viz.memory.profile", "viz.recorder.capture.describe", "viz.spec")
+    before = any(name in sys.modules for name in ahead)
     jax.jit(lambda x: jnp.sort(x * 2, axis=1))(jnp.ones((64, 128))).block_until_ready()
-print(before, "viz.memory.profile" in sys.modules, [c.peak_bytes for c in rec.compiles])
+after = all(name in sys.modules for name in ahead)
+print(before, after, [c.peak_bytes for c in rec.compiles])
 """
     done = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, check=True
