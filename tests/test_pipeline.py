@@ -957,6 +957,39 @@ def test_in_the_callers_process_what_is_not_read_is_made_when_first_read():
     assert "tanh" in report.jaxpr.text and not pending(report, "fusion_map")
 
 
+def test_in_the_callers_process_xlas_memory_analysis_runs_beside_the_fusion_map_and_ends_there(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Read first, XLA's analyses start XLA's memory analysis (its C++ leaves the GIL)
+    before the fusion map they need is made, and wait for it: once read, nothing of
+    jitscope's runs on in the caller's process."""
+    import threading
+
+    import viz.pipeline
+    import viz.readers
+
+    order: list[str] = []
+    read_memory, fusion_map_section = viz.readers.read_memory, viz.pipeline.fusion_map_section
+
+    def memory(*args: Any) -> Any:
+        order.append("memory")
+        return read_memory(*args)
+
+    def fusion(*args: Any) -> Any:  # the memory analysis under way, or done, by now
+        threads = {t.name for t in threading.enumerate()}
+        order.append("memory" if "jitscope-xla" in threads and not order else "")
+        order.append("fusion map")
+        return fusion_map_section(*args)
+
+    monkeypatch.setattr(viz.readers, "read_memory", memory)
+    monkeypatch.setattr(viz.pipeline, "fusion_map_section", fusion)
+    report = analyze(_chain, "f32[8,10]", runs=0)
+    assert order == []  # neither made before the report is read
+    assert report.memory.peak_bytes and report.cost.flops
+    assert order.index("memory") < order.index("fusion map") and report.fusion_map
+    assert not [t for t in threading.enumerate() if t.name.startswith("jitscope")]
+
+
 @pytest.mark.parametrize("process", ["the worker's", "a caller's"])
 def test_nothing_of_jitscope_runs_beside_the_timed_runs(
     monkeypatch: pytest.MonkeyPatch, process: str

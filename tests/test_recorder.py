@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from functools import partial
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +18,8 @@ import viz
 from viz.recorder import Recordings
 from viz.recorder.storage.journal import read_journal
 from viz.spec import abstract_args, parse_spec
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @jax.jit
@@ -271,13 +276,13 @@ def test_journal_json_and_history_hold_the_same_recording(tmp_path):
 
 
 def test_a_recorder_failure_is_counted_named_and_never_reaches_the_program(monkeypatch):
-    from viz.recorder.capture import recorder
+    from viz.recorder.capture import describe
 
     def broken(call, finished, cwd):
         raise RuntimeError("describe failed")
 
     x = jnp.ones(3)  # made before the block: the one compile inside is scale's
-    monkeypatch.setattr(recorder, "describe", broken)
+    monkeypatch.setattr(describe, "describe", broken)  # the recorder calls it there
     with viz.recording() as rec:
         out = np.asarray(scale(x, 2.0))
     np.testing.assert_array_equal(out, np.full(3, 2.0, np.float32))
@@ -324,3 +329,41 @@ def test_a_compile_without_a_buffer_assignment_takes_xlas_peak_where_it_counts_t
     assert _peak(_TpuLikeExecutable(temp=67_141_120)) == 202_443_264
     assert _peak(_TpuLikeExecutable(temp=0)) is None  # a CPU's: arguments and outputs only
     assert _peak(object()) is None  # no stats at all
+
+
+def test_the_memory_profile_is_imported_beside_the_first_compile_and_its_peak_read():
+    """The recorder starts without the memory profile's reader and the call's describer
+    (two thirds of its imports): they are imported on a thread as the first compile goes
+    to XLA, and every compile is still described, with its peak."""
+    program = """
+import sys
+import jax, jax.numpy as jnp
+import viz
+with viz.recording() as rec:
+    ahead = ("viz.memory.profile", "viz.recorder.capture.describe", "viz.spec")
+    before = any(name in sys.modules for name in ahead)
+    jax.jit(lambda x: jnp.sort(x * 2, axis=1))(jnp.ones((64, 128))).block_until_ready()
+after = all(name in sys.modules for name in ahead)
+print(before, after, [c.peak_bytes for c in rec.compiles])
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    before, after, peaks = done.stdout.strip().split(" ", 2)
+    assert (before, after) == ("False", "True")
+    assert peaks.startswith("[") and "None" not in peaks and int(peaks.strip("[]")) >= 64 * 128 * 4
+
+
+def test_work_ahead_of_a_compile_runs_once_as_the_first_program_is_lowered():
+    from viz.recorder.capture import listener
+
+    heard: list[str] = []
+    sink = heard.append  # subscribed: the listener hears JAX's events
+    listener.subscribe(sink)
+    try:
+        listener.ahead_of_compile(lambda: heard.append("ahead"))
+        jax.jit(lambda x: x + 1)(jnp.ones(3))
+        jax.jit(lambda x: x - 1)(jnp.ones(3))
+    finally:
+        listener.unsubscribe(sink)
+    assert heard.count("ahead") == 1 and heard[0] == "ahead"  # before the compile's record

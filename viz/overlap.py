@@ -191,10 +191,14 @@ class Background(Generic[T]):
         if self._priority is not None:
             self._priority.restore()
 
-    def _join(self) -> None:
+    def start(self) -> None:
+        """A deferred thread started now, not waited for (`result()` waits)."""
         with self._starting:
-            if self._thread.ident is None:  # deferred, and asked for now
+            if self._thread.ident is None:
                 self._thread.start()
+
+    def _join(self) -> None:
+        self.start()  # deferred, and asked for now
         self._thread.join()
 
     def result(self) -> T:

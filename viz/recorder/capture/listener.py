@@ -161,6 +161,8 @@ class _Listeners:
     lock: threading.Lock = field(default_factory=threading.Lock)
     registered: bool = False
     clears: Clears = field(default_factory=Clears)
+    # called once each, as the next compile is handed to XLA (`ahead_of_compile`)
+    ahead: list[Callable[[], None]] = field(default_factory=list)
 
 
 _state = _Listeners()
@@ -175,6 +177,14 @@ def subscribe(sink: Callable[[Finished], None]) -> None:
             _watch_cache_clears()
             _state.registered = True
         _state.sinks.append(sink)
+
+
+def ahead_of_compile(then: Callable[[], None]) -> None:
+    """`then()` called once, in the thread that compiles, as soon as a program is
+    lowered and about to go to XLA (whose compile then leaves the GIL free): for work
+    a compile's record will need, started where it costs the program least."""
+    with _state.lock:
+        _state.ahead.append(then)
 
 
 def unsubscribe(sink: Callable[[Finished], None]) -> None:
@@ -217,6 +227,7 @@ def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
         pending = _state.local.pending = _Pending(name, now - duration)
     if event == LOWER:
         pending.lower_s = duration
+        _run_ahead()
         return
     frame = sys._getframe(1)
     jax_frames = _jax_frames(frame)
@@ -241,6 +252,15 @@ def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
     _state.local.pending = _Pending()
     for sink in list(_state.sinks):
         sink(finished)
+
+
+def _run_ahead() -> None:
+    if not _state.ahead:
+        return
+    with _state.lock:
+        ahead, _state.ahead = _state.ahead, []
+    for then in ahead:
+        then()
 
 
 # The frames between the compile and the user's call that say what compiled and how.

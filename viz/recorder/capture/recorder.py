@@ -17,6 +17,9 @@ raises into the program: an error of its own is counted and the program goes on.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import importlib
 import os
 import sys
 import threading
@@ -26,14 +29,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from viz.cache.signature import NEW, Reason, Signature, diff
-from viz.memory.profile import executable_profile
 from viz.recorder.capture import listener, persistent
-from viz.recorder.capture.describe import TRANSFORMATION, Described, describe
 from viz.recorder.capture.distributed import ProcessWatch
-from viz.recorder.capture.inputs import Inputs, inputs
 from viz.recorder.capture.unwrap import defined_at, unwrap
 from viz.recorder.display.summary import summary_text
 from viz.recorder.model import (
@@ -56,6 +56,10 @@ from viz.recorder.model import (
 )
 from viz.recorder.storage.journal import Journal
 from viz.recorder.tally import Tally
+
+if TYPE_CHECKING:
+    from viz.recorder.capture.describe import Described
+    from viz.recorder.capture.inputs import Inputs
 
 MAX_IDENTITIES = 100  # function objects and jit wrappers remembered per function
 MAX_ERROR_TEXT = 300  # characters of a recorder error's message kept
@@ -118,6 +122,7 @@ class Recorder:
     # -- lifetime -------------------------------------------------------------
     def start(self) -> Recorder:
         listener.subscribe(self._on_compile)
+        listener.ahead_of_compile(_COMPILE_RECORD.start)
         self.process_watch.start()
         return self
 
@@ -217,7 +222,7 @@ class Recorder:
         )
         frames = [f for f in finished.frames if f[0] not in self._hidden]
         call_site = f"{frames[-1][0]}:{frames[-1][1]}" if frames else "?"
-        described = describe(call, finished, self.program.folders)
+        described = _describe().describe(call, finished, self.program.folders)
         with self._lock:
             key = function_key(where.name, where.defined_at)
             state = self._state.setdefault(key, _FunctionState())
@@ -385,7 +390,8 @@ def _inputs_of(
         for leaf in arg.leaves
         if leaf.value is not None
     ]
-    return inputs(where.fun or call.fun, arrays, described.static_values, _transform(described))
+    found = _COMPILE_RECORD.module(INPUTS).inputs
+    return found(where.fun or call.fun, arrays, described.static_values, _transform(described))
 
 
 DATA_KINDS = frozenset({"shape", "dtype", "weak_type", "pytree", "sharding", "device"})
@@ -416,7 +422,7 @@ def _is_new_data(reason: Reason) -> bool:
         return True
     if reason.kind == "static_value":
         return not reason.after.startswith(NEW)
-    return reason.arg == TRANSFORMATION
+    return reason.arg == _describe().TRANSFORMATION
 
 
 def _new_data_text(data: list[Reason], found: Inputs | None, earlier: list[Inputs]) -> str:
@@ -454,6 +460,56 @@ def _avoidable_text(reasons: list[Reason], found: Inputs | None, same: Inputs | 
     return "no difference found in the inputs"
 
 
+class _ImportedAhead:
+    """Modules `names`, imported in turn on a thread of its own from `start()` on, and
+    waited for where first used (imported there where that thread did not, or never
+    started)."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = names
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(
+                target=self._import, name="jitscope-import", daemon=True
+            )
+            self._thread.start()
+        atexit.register(self._thread.join)  # a program that ends first waits for it
+
+    def _import(self) -> None:
+        for name in self.names:
+            with contextlib.suppress(Exception):  # `module()` imports it again, fails there
+                importlib.import_module(name)
+
+    def module(self, name: str) -> Any:
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        return importlib.import_module(name)
+
+
+# What a compile's record needs and the program's start does not: the call's describer
+# and its inputs (the args-spec language: 0.03 s of imports) and the memory profile's
+# reader (protobuf's runtime, XLA's schema, the live ranges: 0.07 s), two thirds of the
+# recorder's imports, are imported while the program's first compile is in XLA, which
+# leaves the GIL free (`listener.ahead_of_compile`), not as the program imports JAX
+DESCRIBE, INPUTS, MEMORY_PROFILE = (
+    "viz.recorder.capture.describe",
+    "viz.recorder.capture.inputs",
+    "viz.memory.profile",
+)
+_COMPILE_RECORD = _ImportedAhead(DESCRIBE, INPUTS, MEMORY_PROFILE)
+
+
+def _describe() -> Any:
+    return _COMPILE_RECORD.module(DESCRIBE)
+
+
 def _peak(executable: Any) -> int | None:
     """The memory profile's peak of a compiled executable: the program's own compile,
     read in its process. Where XLA gives no buffer assignment (a TPU's executable),
@@ -462,7 +518,7 @@ def _peak(executable: Any) -> int | None:
     if executable is None:
         return None
     try:
-        return executable_profile(executable).peak_bytes
+        return _COMPILE_RECORD.module(MEMORY_PROFILE).executable_profile(executable).peak_bytes
     except Exception:
         return _xla_peak(executable)
 
@@ -515,14 +571,14 @@ def _closest_differences(described: Described, earlier: list[_Earlier]) -> list[
 def _readable(reason: Any) -> Reason:
     """A transformation, which the signature keeps as a setting, said in words."""
     before, after = reason.before, reason.after
-    if reason.arg == TRANSFORMATION:
+    if reason.arg == _describe().TRANSFORMATION:
         before = "a direct call" if before == "default" else f"under {before}"
         after = "a direct call" if after == "default" else f"under {after}"
     return Reason(reason.arg, reason.kind, before, after)
 
 
 def _transform(described: Described | None) -> str | None:
-    return dict(described.signature.config).get(TRANSFORMATION) if described else None
+    return dict(described.signature.config).get(_describe().TRANSFORMATION) if described else None
 
 
 @dataclass
