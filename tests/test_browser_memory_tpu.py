@@ -78,7 +78,8 @@ def test_the_narrow_arrays_padding(page) -> None:  # noqa: F811
     saved(page, "narrow")
     page.get_by_text("padding: 512.0 KiB of the 2.0 MiB peak").wait_for()
     said = page.get_by_text("padding: 512.0 KiB").inner_text()
-    assert "(1.3× its size)" in said and "long axis last" not in said
+    assert "(1.3× its size, laid out {0,1:T(4,128)})" in said and "long axis last" not in said
+    assert "axis 1's 3 is padded to 4 rows of its 4×128 tiles (small: nothing to change)" in said
     assert "+256.0 KiB (1.3×)" in table_text(page, "f32[65536,3]")
     tall_shot(page, "tpu_memory_narrow", None)
 
@@ -90,7 +91,7 @@ def test_the_out_of_memory_refusal_and_its_estimate(page) -> None:  # noqa: F811
     assert metric(page, "XLA's figure (HLO temporaries)") == "30.5 GiB"
     alert = page.locator("[data-testid=stAlert]", has_text="Running needs 22.9 GiB").first
     assert "it does not fit" in alert.inner_text() and "estimated:" not in alert.inner_text()
-    page.get_by_text(
+    page.get_by_test_id("stAlertContentWarning").get_by_text(
         "XLA's own figure, 30.5 GiB for HLO temporaries, is 2.0× the estimate's 15.3 GiB"
     ).wait_for()
     page.get_by_text("How: estimated: XLA gave no figures").wait_for()

@@ -291,8 +291,11 @@ def test_xlas_refusal_on_the_chip_gives_its_figure_and_the_limit():
 def test_where_xlas_figure_and_the_estimate_disagree_it_is_said_which_to_trust():
     """On the chip, XLA's temporaries (30.52G) are twice the estimate's (15.3 GiB)."""
     report = chip_report("oom")
-    memory = report.memory
-    assert xla_disagrees_text(memory) is None  # recorded before jitscope kept XLA's figure
+    kept = report.memory.estimate
+    assert (kept.xla_required_bytes, kept.xla_required_for) == (32_770_600_468, "HLO temporaries")
+    older = replace(kept, xla_required_bytes=None, xla_required_for="")  # before it was kept
+    memory = replace(report.memory, estimate=older)
+    assert xla_disagrees_text(memory) is None
     from_refusal = xla_disagrees_text(memory, report.error.detail)  # read from XLA's text
     figure, counts = required_in(report.error.detail)
     how = replace(memory.estimate, xla_required_bytes=figure, xla_required_for=counts)
