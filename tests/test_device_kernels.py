@@ -720,3 +720,11 @@ def test_a_report_read_before_no_cost_leaves_its_zero_cost_kernel_off_the_roofli
     assert unplaced_words(line) == {
         NOTHING: "1 kernel (forward.1) has neither FLOPs nor bytes in the trace: not placed"
     }
+
+
+def test_a_rate_of_nothing_reads_with_its_unit_spaced() -> None:
+    """On the chip, the flash attention's broadcasts read `0FLOP/s`."""
+    from viz.fusion.roofline import RooflinePoint, point_words
+
+    broadcast = RooflinePoint("broadcast_in_dim.3", 7e-6, 0.0, 8.7e6, 0.0, 1.24e12, 0.0, "memory")
+    assert point_words(broadcast).startswith("0 FLOP/s · 1.24 TB/s · 0.0 FLOP/B")

@@ -152,7 +152,7 @@ def peaks_words(peaks: Peaks) -> str:
 
 def point_words(p: RooflinePoint) -> str:
     """`1.20 TFLOP/s · 400.00 GB/s · 3.0 FLOP/B · memory-bound (49% of the roof)`."""
-    said = f"{si(p.flops_per_s)}FLOP/s · {si(p.bytes_per_s)}B/s"
+    said = f"{_rate(p.flops_per_s, 'FLOP/s')} · {_rate(p.bytes_per_s, 'B/s')}"
     if p.intensity is not None:
         said += f" · {p.intensity:.1f} FLOP/B"
     if p.bound:
@@ -160,6 +160,12 @@ def point_words(p: RooflinePoint) -> str:
     if p.of_roof is not None:
         said += f" ({p.of_roof:.0%} of the roof)"
     return said
+
+
+def _rate(value: float, unit: str) -> str:
+    """`3.21 TFLOP/s`, and `0 FLOP/s` (si's prefix, where it has one, joins the unit)."""
+    scaled = si(value)
+    return f"{scaled}{unit}" if scaled[-1].isalpha() else f"{scaled} {unit}"
 
 
 def drawn(p: RooflinePoint) -> bool:
