@@ -726,5 +726,6 @@ def test_a_rate_of_nothing_reads_with_its_unit_spaced() -> None:
     """On the chip, the flash attention's broadcasts read `0FLOP/s`."""
     from viz.fusion.roofline import RooflinePoint, point_words
 
-    broadcast = RooflinePoint("broadcast_in_dim.3", 7e-6, 0.0, 8.7e6, 0.0, 1.24e12, 0.0, "memory")
+    rates = 0.0, 1.24e12, 0.0  # FLOP/s, B/s, FLOP/B
+    broadcast = RooflinePoint("broadcast_in_dim.3", 7e-6, 0.0, 8.7e6, *rates, "memory", 1.5)
     assert point_words(broadcast).startswith("0 FLOP/s · 1.24 TB/s · 0.0 FLOP/B")
