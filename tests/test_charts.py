@@ -33,8 +33,13 @@ REPORT = Report(
 )
 
 
-def with_eager(eager_median_s: float) -> Report:
-    return Report(timings=replace(TIMINGS, eager_median_s=eager_median_s))
+def stats(median_s: float, samples: int) -> RunStats:
+    return RunStats(median_s, median_s, median_s, median_s, samples, 1, [median_s] * samples)
+
+
+def with_eager(eager_median_s: float, eager_samples: int = 7) -> Report:
+    run = Runs(jit=stats(TIMINGS.run_median_s, 20), eager=stats(eager_median_s, eager_samples))
+    return Report(timings=replace(TIMINGS, eager_median_s=eager_median_s), run=run)
 
 
 def rows(spec: dict) -> list[dict]:
@@ -91,6 +96,21 @@ def test_compiling_never_pays_off_when_eager_is_as_fast() -> None:
 
 def test_there_is_no_break_even_without_an_eager_time() -> None:
     assert charts.break_even_calls(REPORT) is None
+    assert charts.pays_off_after(REPORT) == "–"
+
+
+def test_the_verdict_reads_in_calls_or_never() -> None:
+    assert charts.pays_off_after(with_eager(0.0018)) == "74 calls"
+    assert charts.pays_off_after(with_eager(0.0008)) == "never"
+    assert charts.samples(with_eager(0.0008)) == (20, 7)
+
+
+def test_one_eager_sample_is_too_few_for_a_verdict() -> None:
+    # the attention sample: eager's op-by-op compiles left it one sample, "never" was noise
+    report = with_eager(0.0008, eager_samples=1)
+    assert charts.break_even_calls(report) is None
+    assert charts.pays_off_after(report) == "too few eager samples to tell"
+    assert charts.pays_off_after(with_eager(0.0018, eager_samples=3)) == "74 calls"
 
 
 def call(n: int, hit: bool, compile_s: float = 0.0) -> CallEvent:

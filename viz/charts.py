@@ -19,6 +19,7 @@ from viz.compile_profile.model import CompileProfileSection
 from viz.fusion.roofline import Roofline, attainable, drawn
 from viz.lessons.verdicts import break_even
 from viz.report import Report
+from viz.timing import MIN_EAGER_SAMPLES
 from viz.worker.protocol import PassStep, PlacementRow, ScalingRow, ShapeRow
 
 STAGE_COLOURS = {
@@ -235,14 +236,33 @@ def _donation_frees(report: Report) -> tuple[int, int] | None:
     return None
 
 
+def samples(report: Report) -> tuple[int, int]:
+    """How many timed samples the jit and the eager medians rest on (0: not timed)."""
+    run = report.run
+    jit, eager = (run.jit, run.eager) if run else (None, None)
+    return (jit.samples if jit else 0, eager.samples if eager else 0)
+
+
 def break_even_calls(report: Report) -> float | None:
     """Calls after which compiling paid off: compile cost (trace + lower + compile) over
-    the time saved per call; inf when jit saves nothing, None without both run times."""
+    the time saved per call; inf when jit saves nothing, None without both run times
+    or with fewer than MIN_EAGER_SAMPLES eager samples."""
     jit, eager = report.timings.run_median_s, report.timings.eager_median_s
-    if jit is None or eager is None:
+    if jit is None or eager is None or samples(report)[1] < MIN_EAGER_SAMPLES:
         return None
     calls = break_even(report.compile_total_s, eager, jit)
     return math.inf if calls is None else calls
+
+
+def pays_off_after(report: Report) -> str:
+    """The Timing tab's verdict: "74 calls", "never", "too few eager samples to tell",
+    or MISSING without an eager time."""
+    calls = break_even_calls(report)
+    if calls is not None:
+        return "never" if calls == math.inf else f"{calls:,.0f} calls"
+    if report.timings.eager_median_s is not None and report.timings.run_median_s is not None:
+        return "too few eager samples to tell"
+    return units.MISSING
 
 
 def cache_timeline(events: list[CacheEvent]) -> go.Figure:
