@@ -13,6 +13,7 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from viz.samples import list_samples
+from viz.timing import MIN_EAGER_SAMPLES
 
 TIMEOUT = 180
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -180,6 +181,10 @@ def test_the_timing_tab_shows_each_time_and_when_compiling_pays_off() -> None:
     for label in ("first call", "jit (median)", "eager (median)"):
         assert re.fullmatch(r"[\d.,]+ (ns|µs|ms|s)", shown[label]), (label, shown)
     assert re.fullmatch(r"[\d,]+ calls|never", shown["compile pays off after"]), shown
+    counted = {m.label: m.delta for m in at.metric if m.delta}  # how many samples each median has
+    assert set(counted) == {"jit (median)", "eager (median)"}, counted
+    assert all(re.fullmatch(r"n = \d+", n) for n in counted.values()), counted
+    assert int(counted["eager (median)"].removeprefix("n = ")) >= MIN_EAGER_SAMPLES
     assert len(at.get("plotly_chart")) == 2  # the stage waterfall, the run distribution
 
 

@@ -20,7 +20,7 @@ from viz.report import (
     Timings,
 )
 from viz.timing import RunStats
-from viz.worker.protocol import PassStep
+from viz.worker.protocol import PassStep, ScalingRow, ShapeRow
 
 TIMINGS = Timings(
     trace_s=0.004, lower_s=0.02, compile_s=0.05, first_call_s=0.003, run_median_s=0.0008
@@ -33,8 +33,13 @@ REPORT = Report(
 )
 
 
-def with_eager(eager_median_s: float) -> Report:
-    return Report(timings=replace(TIMINGS, eager_median_s=eager_median_s))
+def stats(median_s: float, samples: int) -> RunStats:
+    return RunStats(median_s, median_s, median_s, median_s, samples, 1, [median_s] * samples)
+
+
+def with_eager(eager_median_s: float, eager_samples: int = 7) -> Report:
+    run = Runs(jit=stats(TIMINGS.run_median_s, 20), eager=stats(eager_median_s, eager_samples))
+    return Report(timings=replace(TIMINGS, eager_median_s=eager_median_s), run=run)
 
 
 def rows(spec: dict) -> list[dict]:
@@ -91,6 +96,21 @@ def test_compiling_never_pays_off_when_eager_is_as_fast() -> None:
 
 def test_there_is_no_break_even_without_an_eager_time() -> None:
     assert charts.break_even_calls(REPORT) is None
+    assert charts.pays_off_after(REPORT) == "–"
+
+
+def test_the_verdict_reads_in_calls_or_never() -> None:
+    assert charts.pays_off_after(with_eager(0.0018)) == "74 calls"
+    assert charts.pays_off_after(with_eager(0.0008)) == "never"
+    assert charts.samples(with_eager(0.0008)) == (20, 7)
+
+
+def test_one_eager_sample_is_too_few_for_a_verdict() -> None:
+    # the attention sample: eager's op-by-op compiles left it one sample, "never" was noise
+    report = with_eager(0.0008, eager_samples=1)
+    assert charts.break_even_calls(report) is None
+    assert charts.pays_off_after(report) == "too few eager samples to tell"
+    assert charts.pays_off_after(with_eager(0.0018, eager_samples=3)) == "74 calls"
 
 
 def call(n: int, hit: bool, compile_s: float = 0.0) -> CallEvent:
@@ -149,3 +169,55 @@ def test_the_run_distribution_has_one_box_per_timed_mode() -> None:
     assert [b.name for b in charts.run_distribution(Report(run=Runs(jit=jit))).data] == ["jit"]
     assert list(charts.run_distribution(Report(run=Runs(jit=jit))).data[0].y) == [1.0, 2.0]
     assert charts.run_distribution(Report()).data == ()
+
+
+def axis_ticks(axis) -> dict[float, str]:
+    return dict(zip(axis.tickvals, axis.ticktext, strict=True))
+
+
+def test_the_run_time_axis_labels_its_ticks_with_full_times_and_says_it_is_log_scale() -> None:
+    # the Timing tab read "4 5 … 9 1 2 …": the lower 4 was 0.4 ms, the 410 µs jit median
+    jit = stats(0.00041, 20)
+    eager = RunStats(0.1, 0.0019, 0.0004, 0.006, 3, 1, [0.0004, 0.0019, 0.006])
+    axis = charts.run_distribution(Report(run=Runs(jit=jit, eager=eager))).layout.yaxis
+    assert axis.type == "log" and axis.title.text.endswith("(log scale)")
+    ticks = axis_ticks(axis)
+    assert ticks[0.5] == "500 µs" and ticks[1] == "1 ms" and ticks[5] == "5 ms"
+    assert ticks[0.2] == "200 µs" and ticks[10] == "10 ms"  # the decades around the samples
+
+
+def compiled(total_s: float) -> dict:
+    return {"trace_s": 0.0, "lower_s": 0.0, "compile_s": total_s, "total_s": total_s}
+
+
+def test_every_log_axis_says_so_and_labels_its_decades_in_full() -> None:
+    shapes = [
+        ShapeRow(**compiled(0.2 / size), eqns=3, stablehlo_lines=9, run_s=1e-4 * size, size=size)
+        for size in (1, 10, 100, 1000)
+    ]
+    sweep = charts.shape_sweep_chart(shapes).layout
+    assert axis_ticks(sweep.xaxis)[100] == "100" and axis_ticks(sweep.xaxis)[1] == "1"
+    assert axis_ticks(sweep.yaxis)[0.1] == "100 µs" and axis_ticks(sweep.yaxis)[100] == "100 ms"
+    loops = [
+        ScalingRow(
+            **compiled(0.01 * n), eqns=n, stablehlo_lines=9, run_s=0.001, n=n, variant="scan"
+        )
+        for n in (1, 10, 100)
+    ]
+    timed = charts.scaling_chart(loops, "total_s", "compile", "ms").layout
+    counted = charts.scaling_chart(loops, "eqns", "equations", "equations").layout
+    assert axis_ticks(timed.yaxis)[1000] == "1 s" and axis_ticks(counted.yaxis)[20] == "20"
+    for axis in (sweep.xaxis, sweep.yaxis, timed.xaxis, timed.yaxis, counted.yaxis):
+        assert axis.type == "log" and axis.title.text.endswith("(log scale)")
+
+
+def test_log_ticks_fall_to_one_a_decade_over_a_wide_span() -> None:
+    assert charts.log_ticks([0.3, 4.0]) == [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50]
+    assert charts.log_ticks([0.01, 1e6]) == [10.0**e for e in range(-2, 7)]
+    assert charts.log_ticks([0.0, -1.0]) == []  # nothing a log axis can draw
+    assert [charts.tick_text(t) for t in ("1.00 T", "100.0 ms", "500 µs", "0.5")] == [
+        "1 T",
+        "100 ms",
+        "500 µs",
+        "0.5",
+    ]

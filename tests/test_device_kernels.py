@@ -631,6 +631,8 @@ def test_the_roofline_chart_draws_the_roof_and_each_costed_kernel(pallas_profile
     assert max(roof.y) == pytest.approx(tpu.V5E.flops_per_s)
     assert [name for trace in drawn for name in trace.text] == ["convolution_tanh_fusion"]
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert fig.layout.yaxis.title.text == "achieved FLOP/s (log scale)"
+    assert fig.layout.yaxis.ticktext[:3] == ("1 T", "2 T", "5 T")  # the v5e's FLOP/s, in full
 
 
 def test_the_clis_top_kernels_sit_on_the_tpu_roofline_and_name_the_pallas_kernel(

@@ -27,6 +27,7 @@ from viz import analyze
 from viz.report import Report
 from viz.samples import Sample, get_sample
 from viz.source import find_function, load_module
+from viz.timing import MIN_EAGER_SAMPLES
 
 # --------------------------------------------------------------------------- functions
 
@@ -407,6 +408,14 @@ def test_runs_time_the_compiled_function_and_the_eager_one():
     assert t["eager_median_s"] > 0
     assert set(report.run) == {"jit", "eager"}
     assert len(report.run["jit"]["per_call_s"]) == t["runs"]
+
+
+def test_eager_takes_enough_samples_for_a_verdict_even_past_its_time_budget():
+    # eager's first call compiles op by op and can use up its budget: not a sample
+    report = run(elementwise, "f32[64,64]", runs=5, time_budget_s=0.0)
+    assert report.ok, report.error
+    assert report.run["eager"]["samples"] >= MIN_EAGER_SAMPLES
+    assert len(report.run["eager"]["per_call_s"]) == report.run["eager"]["samples"]
 
 
 def test_eager_failure_is_a_warning_not_an_error():

@@ -160,13 +160,17 @@ def timing_tab(r: Report) -> None:
     t = r.timings
     m = st.columns(4)
     m[0].metric("first call", seconds(t.first_call_s))
-    m[1].metric("jit (median)", seconds(t.run_median_s))
-    m[2].metric("eager (median)", seconds(t.eager_median_s))
-    calls = charts.break_even_calls(r)
+    jit_n, eager_n = charts.samples(r)
+    for column, label, median, n in (
+        (m[1], "jit (median)", t.run_median_s, jit_n),
+        (m[2], "eager (median)", t.eager_median_s, eager_n),
+    ):
+        column.metric(label, seconds(median), f"n = {n}" if n else None, "off", delta_arrow="off")
     m[3].metric(
         "compile pays off after",
-        "never" if calls == float("inf") else (f"{calls:,.0f} calls" if calls else "–"),
-        help="trace+lower+compile time ÷ (eager − jit) time per call",
+        charts.pays_off_after(r),
+        help="trace+lower+compile time ÷ (eager − jit) time per call; it needs "
+        f"{charts.MIN_EAGER_SAMPLES} eager samples or more",
     )
     left, right = st.columns(2)
     left.plotly_chart(charts.stage_waterfall(r), width="stretch", key="ti_stages")

@@ -9,6 +9,8 @@ Overview's two charts in Vega-Lite are `viz.vega`.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable
 
 import plotly.graph_objects as go
 
@@ -19,6 +21,7 @@ from viz.compile_profile.model import CompileProfileSection
 from viz.fusion.roofline import Roofline, attainable, drawn
 from viz.lessons.verdicts import break_even
 from viz.report import Report
+from viz.timing import MIN_EAGER_SAMPLES
 from viz.worker.protocol import PassStep, PlacementRow, ScalingRow, ShapeRow
 
 STAGE_COLOURS = {
@@ -47,6 +50,49 @@ def layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
 
 def ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e3
+
+
+def ms_label(value: float) -> str:
+    """A value in milliseconds as the project writes times: 500 µs, 2.0 ms, 1.00 s."""
+    return units.seconds(value / 1e3)
+
+
+AxisLabel = tuple[str, Callable[[float], str]]  # a log axis's title and its ticks' format
+LOG_DECADES_WITH_2_AND_5 = 3  # past this many decades, ticks at each decade alone
+
+
+def log_ticks(values: list[float]) -> list[float]:
+    """1, 2 and 5 of each decade the positive `values` span (each decade alone over a
+    wide span): a log axis's ticks (Plotly leaves out those outside the drawn range)."""
+    shown = [v for v in values if v is not None and v > 0]
+    if not shown:
+        return []
+    low = math.floor(math.log10(min(shown)))
+    high = math.ceil(math.log10(max(shown)))
+    steps = (1, 2, 5) if high - low <= LOG_DECADES_WITH_2_AND_5 else (1,)
+    return [float(f"{step}e{decade}") for decade in range(low, high + 1) for step in steps]
+
+
+def tick_text(text: str) -> str:
+    """A tick's label without the zero decimals of a round value: "1 ms", not "1.0 ms"."""
+    return re.sub(r"\.0+(?=\D|$)", "", text)
+
+
+def log_axes(fig: go.Figure, x: AxisLabel | None = None, y: AxisLabel | None = None) -> go.Figure:
+    """`fig`'s x and/or y axes made log scale, said so in their titles, with full values
+    at their ticks (Plotly's own log ticks read "4 5 … 9 1 2", 0.4 and 4 alike)."""
+    for axis, spec, update in (("x", x, fig.update_xaxes), ("y", y, fig.update_yaxes)):
+        if spec is None:
+            continue
+        title, label = spec
+        ticks = log_ticks([v for t in fig.data for v in (getattr(t, axis, None) or ())])
+        update(
+            type="log",
+            title=f"{title} (log scale)",
+            tickvals=ticks,
+            ticktext=[tick_text(label(t)) for t in ticks],
+        )
+    return fig
 
 
 def stage_spans(report: Report) -> list[tuple[str, float, float]]:
@@ -103,7 +149,7 @@ def run_distribution(report: Report) -> go.Figure:
                 jitter=0.4,
                 marker_color=colour,
             )
-    fig.update_yaxes(title="ms per call", type="log")
+    log_axes(fig, y=("time per call", ms_label))
     return layout(fig, "Run time per call: jit vs eager")
 
 
@@ -235,14 +281,33 @@ def _donation_frees(report: Report) -> tuple[int, int] | None:
     return None
 
 
+def samples(report: Report) -> tuple[int, int]:
+    """How many timed samples the jit and the eager medians rest on (0: not timed)."""
+    run = report.run
+    jit, eager = (run.jit, run.eager) if run else (None, None)
+    return (jit.samples if jit else 0, eager.samples if eager else 0)
+
+
 def break_even_calls(report: Report) -> float | None:
     """Calls after which compiling paid off: compile cost (trace + lower + compile) over
-    the time saved per call; inf when jit saves nothing, None without both run times."""
+    the time saved per call; inf when jit saves nothing, None without both run times
+    or with fewer than MIN_EAGER_SAMPLES eager samples."""
     jit, eager = report.timings.run_median_s, report.timings.eager_median_s
-    if jit is None or eager is None:
+    if jit is None or eager is None or samples(report)[1] < MIN_EAGER_SAMPLES:
         return None
     calls = break_even(report.compile_total_s, eager, jit)
     return math.inf if calls is None else calls
+
+
+def pays_off_after(report: Report) -> str:
+    """The Timing tab's verdict: "74 calls", "never", "too few eager samples to tell",
+    or MISSING without an eager time."""
+    calls = break_even_calls(report)
+    if calls is not None:
+        return "never" if calls == math.inf else f"{calls:,.0f} calls"
+    if report.timings.eager_median_s is not None and report.timings.run_median_s is not None:
+        return "too few eager samples to tell"
+    return units.MISSING
 
 
 def cache_timeline(events: list[CacheEvent]) -> go.Figure:
@@ -359,8 +424,8 @@ def scaling_chart(rows: list[ScalingRow], metric: str, title: str, unit: str) ->
             mode="lines+markers",
             line={"color": colour},
         )
-    fig.update_xaxes(type="log", title="N (loop body repeated N times)")
-    fig.update_yaxes(type="log", title=unit)
+    y_label = ms_label if unit == "ms" else units.count
+    log_axes(fig, ("N (loop body repeated N times)", units.count), (unit, y_label))
     return layout(fig, title, 340)
 
 
@@ -381,8 +446,7 @@ def shape_sweep_chart(rows: list[ShapeRow]) -> go.Figure:
             mode="lines+markers",
             line=line,
         )
-    fig.update_xaxes(type="log", title="size")
-    fig.update_yaxes(type="log", title="ms")
+    log_axes(fig, ("size", units.count), ("time", ms_label))
     return layout(fig, "Compile once, run many: cost per shape", 360)
 
 
@@ -534,6 +598,6 @@ def roofline_chart(line: Roofline) -> go.Figure:
             text=[p.kernel for p in mine],
             hovertemplate="%{text}: %{x:.3g} FLOP/B, %{y:.3s}FLOP/s<extra></extra>",
         )
-    fig.update_xaxes(type="log", title="arithmetic intensity (FLOPs per byte)")
-    fig.update_yaxes(type="log", title="achieved FLOP/s")
+    intensity = ("arithmetic intensity (FLOPs per byte)", units.count)
+    log_axes(fig, intensity, ("achieved FLOP/s", units.si))
     return layout(fig, "Roofline: each kernel's FLOP/s against its intensity", 380)

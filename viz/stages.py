@@ -38,7 +38,7 @@ from viz.memory.profile import (
     with_reasons,
 )
 from viz.target import Args, Target, resolve_device
-from viz.timing import RunStats, time_calls
+from viz.timing import MIN_EAGER_SAMPLES, RunStats, time_calls
 from viz.units import nbytes
 
 # jitscope's own frames (the worker, the pipeline) are not the user's: kept out of every
@@ -355,9 +355,15 @@ class Compiled:
         return call
 
     def time_eager(self, runs: int, budget_s: float = 1.0) -> RunStats:
-        """Time the function without jit, op by op (raises what the function raises)."""
+        """Time the function without jit, op by op (raises what the function raises):
+        its first call (which compiles each op) and a warm-up are not samples, and at
+        least MIN_EAGER_SAMPLES are taken even past `budget_s`."""
         with self.target.scope(self.args):
             values = self.args.concrete()
             return time_calls(
-                lambda: self.target.fn(*values), block, max_samples=runs, budget_s=budget_s
+                lambda: self.target.fn(*values),
+                block,
+                max_samples=max(runs, MIN_EAGER_SAMPLES),
+                budget_s=budget_s,
+                min_samples=MIN_EAGER_SAMPLES,
             )

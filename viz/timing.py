@@ -17,6 +17,10 @@ from typing import Any
 from viz.overlap import gc_paused
 from viz.plain import Plain
 
+# the fewest eager samples a jit-vs-eager verdict rests on (eager's op-by-op compiles
+# can use up its whole time budget, leaving one sample: noise)
+MIN_EAGER_SAMPLES = 3
+
 
 @dataclass
 class RunStats(Plain):
@@ -43,11 +47,13 @@ def time_calls(
     sample_s: float = 0.01,
     fresh: Callable[[], Any] | None = None,
     max_number: int | None = None,
+    min_samples: int = 1,
 ) -> RunStats:
     """Time `block(call())`: one cold call, one warm-up, then up to `max_samples` samples.
     With `fresh`, each call is `call(fresh())` instead, the inputs made (and waited
     for) before the sample's clock starts: for calls that consume them (donation).
-    `max_number` caps the calls per sample (and so the inputs made for one sample)."""
+    `max_number` caps the calls per sample (and so the inputs made for one sample).
+    At least `min_samples` samples are taken, however long they take."""
 
     def sample(count: int) -> float:
         inputs = [block(fresh()) for _ in range(count)] if fresh else []
@@ -70,7 +76,7 @@ def time_calls(
     with gc_paused(settle=False):  # in the worker: as timeit does
         while len(per_call) < max(1, max_samples):
             per_call.append(sample(number))
-            if time.perf_counter() > deadline:
+            if len(per_call) >= min_samples and time.perf_counter() > deadline:
                 break
     return RunStats(
         first_call_s=first,
