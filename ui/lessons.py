@@ -24,5 +24,5 @@ def show_lesson_error(reply: Reply) -> bool:
     """Render a failed reply's error card; True when it failed."""
     if reply.ok or reply.error is None:
         return False
-    error_card(reply.error, program().code)
+    error_card(reply.error, program().settings.code)
     return True

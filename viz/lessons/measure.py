@@ -33,7 +33,7 @@ from viz.progress import OnProgress, Progress
 from viz.settings import Settings
 from viz.source import find_function, load_module
 from viz.spec import resize
-from viz.stages import Compiled, block, trace
+from viz.stages import Compiled, block, timed, trace
 from viz.target import Args, Target
 from viz.timing import time_calls
 
@@ -92,7 +92,8 @@ def _measure_placement(target: Target, args: str, label: str, jit_outer: bool) -
     call = target.jitted if jit_outer else target.fn
     with target.scope(parsed):
         values = parsed.concrete()
-        with events.collect() as found:
+        # the first call traces the user's code (and compiles it): its failure is theirs
+        with events.collect() as found, timed("trace", target.user_file):
             start = time.perf_counter()
             block(call(*values))
             first = time.perf_counter() - start

@@ -1,0 +1,69 @@
+"""The lesson pages' own behaviour, driven headless with AppTest (the real worker runs
+the code): their error path, their verdicts and their controls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from viz.program import Program
+from viz.settings import Settings
+
+TIMEOUT = 180
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+pytestmark = pytest.mark.usefixtures("navigation_mode", "plain_editor")
+
+# `step` calls `inner`, which adds a 3-vector to the 4-vector it is given: every lesson
+# that traces it fails on line 5
+BROKEN = """import jax.numpy as jnp
+
+
+def inner(x):
+    return x + jnp.ones(3)
+
+
+def step(x):
+    return inner(x)
+"""
+
+
+def open_lesson(page: str, program: Program) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["program"] = program
+    at.session_state["results"] = []  # skip the explorer's first-visit analysis
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def press(at: AppTest, label: str) -> AppTest:
+    next(b for b in at.button if b.label == label).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.mark.parametrize(
+    ("page", "run"),
+    [
+        ("pages/placement.py", "Measure the four strategies"),
+        ("pages/scaling.py", "Sweep N"),
+        ("pages/shapes.py", "Sweep shapes"),
+    ],
+)
+def test_a_lesson_that_fails_shows_the_error_card_on_the_users_code(page, run) -> None:
+    broken = Program(Settings(code=BROKEN, function="step", args="f32[4]"))
+    at = open_lesson(page, broken)
+    if page == "pages/scaling.py":
+        at.selectbox[0].set_value("step").run()
+    if page == "pages/shapes.py":
+        at.text_input[-1].set_value("4").run()  # the sizes: one is enough to fail
+    press(at, run)
+    what = at.error[0].value
+    assert "line 5" in what and "add got incompatible shapes" in what, what
+    assert any(i.value.startswith("**Fix:**") for i in at.info)  # how to fix it
+    assert "→ 5 |     return x + jnp.ones(3)" in at.code[0].value  # where, in the user's code
+    assert at.session_state["program"].settings.code == BROKEN  # the code is kept
