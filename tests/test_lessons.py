@@ -12,8 +12,8 @@ import pytest
 
 import viz.lessons.measure
 from viz.errors import UserCodeError
-from viz.lessons.measure import loop_variants
-from viz.lessons.rows import ScalingRow
+from viz.lessons.measure import _recommend, loop_variants
+from viz.lessons.rows import PlacementRow, ScalingRow
 from viz.samples import get_sample
 from viz.settings import Settings
 from viz.spec import resize
@@ -81,6 +81,45 @@ def test_placement_recommendation_names_both_functions(placement):
     result, _ = placement
     assert (result["outer"], result["inner"]) == ("g", "f")
     assert "`g`" in result["recommendation"] and "`f`" in result["recommendation"]
+
+
+def test_jit_on_the_outer_function_and_both_compile_the_same_program(placement):
+    result, _ = placement
+    rows = {row["strategy"]: row for row in result["rows"]}
+    assert (
+        rows["jit(outer)"]["program"] and rows["jit(outer)"]["program"] == rows["both"]["program"]
+    )
+    assert rows["jit(inner) only"]["program"] == rows["none"]["program"] == ""  # no one program
+    assert "jit(outer) and both are the same program (12 kernels)" in result["recommendation"]
+    fastest = result["recommendation"].split(".")[0]
+    assert "**jit(outer)**" in fastest and "**both**" in fastest  # one program, one speed
+
+
+def placed(strategy: str, run_s: float, program: str = "", kernels: int = 12) -> PlacementRow:
+    """A placement row whose per-call samples ran from 95 % of `run_s` to it."""
+    return PlacementRow(
+        strategy, 0.1, 0.1, run_s, 1, kernels, run_min_s=0.95 * run_s, program=program
+    )
+
+
+def test_the_recommendation_reads_a_difference_within_the_noise_as_a_tie():
+    # the reviewer's reading: both at 346 µs against jit(outer) at 391 µs, one program
+    rows = [
+        placed("jit(outer)", 391e-6, "p"),
+        placed("jit(inner) only", 2e-3, kernels=30),
+        placed("both", 346e-6, "p"),
+        placed("none", 9e-3, kernels=66),
+    ]
+    said = _recommend(rows, "g", "f")
+    assert said.startswith("Fastest per call: **jit(outer)** and **both** (346 µs, one speed")
+    assert "jit(outer) and both are the same program" in said
+    assert "runs 5.1× faster per call than jit on `f` alone" in said
+    rows[2] = placed("both", 346e-6, "another")  # not one program, still within 15 %
+    assert _recommend(rows, "g", "f").startswith("Fastest per call: **jit(outer)** and **both**")
+    rows[2] = placed("both", 200e-6, "another")  # twice as fast: no tie
+    said = _recommend(rows, "g", "f")
+    assert said.startswith("Fastest per call: **both** (200 µs).")
+    assert "same program" not in said
 
 
 def test_placement_reports_progress_after_each_strategy(placement):
