@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from viz.lessons.verdicts import EVERY_SHAPE, break_even_reading
 from viz.program import Program
 from viz.settings import Settings
 
@@ -67,3 +68,15 @@ def test_a_lesson_that_fails_shows_the_error_card_on_the_users_code(page, run) -
     assert any(i.value.startswith("**Fix:**") for i in at.info)  # how to fix it
     assert "→ 5 |     return x + jnp.ones(3)" in at.code[0].value  # where, in the user's code
     assert at.session_state["program"].settings.code == BROKEN  # the code is kept
+
+
+def test_the_shape_sweep_reads_its_break_even_calls() -> None:
+    from ui import program_from_sample
+
+    at = open_lesson("pages/shapes.py", program_from_sample("batched_model"))
+    at.text_input[-1].set_value("1, 256").run()
+    press(at, "Sweep shapes")
+    assert list(at.dataframe[0].value.columns)[-1] == "break-even calls"  # no 100× test
+    reading = at.info[0].value
+    assert "100×" not in reading and reading.endswith(EVERY_SHAPE), reading
+    assert reading == f"On cpu: {break_even_reading(at.session_state['shapes'].rows)}"

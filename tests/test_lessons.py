@@ -13,7 +13,8 @@ import pytest
 import viz.lessons.measure
 from viz.errors import UserCodeError
 from viz.lessons.measure import _recommend, loop_variants
-from viz.lessons.rows import PlacementRow, ScalingRow
+from viz.lessons.rows import PlacementRow, ScalingRow, ShapeRow
+from viz.lessons.verdicts import EVERY_SHAPE, break_even_reading
 from viz.samples import get_sample
 from viz.settings import Settings
 from viz.spec import resize
@@ -222,8 +223,43 @@ def test_shape_sweep_has_one_row_per_size_with_a_break_even(lessons):
             assert row["break_even_calls"] == pytest.approx(expected)
         else:
             assert row["break_even_calls"] is None
-        assert isinstance(row["rule_of_thumb"], bool)
     assert len(progress) == len(sizes)
+
+
+def test_the_shape_sweep_compiles_once_unmeasured_before_its_first_size(monkeypatch):
+    # the process's first compile of the function carries JAX's and XLA's start: it
+    # must not land on the first size's row
+    compiled: list[str] = []
+    stage_times = viz.lessons.measure._stage_times
+
+    def recorded(target, parsed):
+        compiled.append(parsed.spec)
+        return stage_times(target, parsed)
+
+    monkeypatch.setattr(viz.lessons.measure, "_stage_times", recorded)
+    sample = get_sample("batched_model")
+    settings = Settings(code=sample.code, function="predict", args=sample.args)
+    rows = viz.lessons.measure.shape_sweep(settings, "x", 0, [1, 2, 8], lambda _: None)
+    assert [r.size for r in rows] == [1, 2, 8]
+    assert compiled == [f"params, f32[{n},128]" for n in (3, 1, 2, 8)]
+
+
+def shaped(size: int, break_even_calls: float | None) -> ShapeRow:
+    return ShapeRow(0.01, 0.01, 0.01, 0.03, 5, 40, 1e-4, size, "", 2e-4, break_even_calls)
+
+
+def test_the_shape_sweeps_reading_is_its_break_even_calls():
+    rows = [shaped(1, None), shaped(4, None), shaped(16, 2999.6), shaped(64, 41.5), shaped(256, 7)]
+    assert break_even_reading(rows) == (
+        "Compiling a shape pays for itself after 7 calls (size 256) to 3,000 calls (size 16) "
+        "of that shape; at 2 sizes (1, 4) eager ran as fast: jit never pays. " + EVERY_SHAPE
+    )
+    assert break_even_reading([shaped(8, 1)]).startswith(
+        "Compiling a shape pays for itself after 1 call (size 8) of that shape. "
+    )
+    assert break_even_reading([shaped(8, None)]).startswith(
+        "At 1 size (8) eager ran as fast: jit never pays. "
+    )
 
 
 def test_bucket_costs_has_one_row_per_bucket_in_order(lessons):

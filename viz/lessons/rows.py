@@ -44,8 +44,7 @@ class ShapeRow(StageTimes):
     size: int = 0
     spec: str = ""
     eager_s: float = 0.0
-    break_even_calls: float | None = None
-    rule_of_thumb: bool = False
+    break_even_calls: float | None = None  # calls of one shape that pay for its compile
 
 
 @dataclass
