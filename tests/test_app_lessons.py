@@ -80,3 +80,35 @@ def test_the_shape_sweep_reads_its_break_even_calls() -> None:
     reading = at.info[0].value
     assert "100×" not in reading and reading.endswith(EVERY_SHAPE), reading
     assert reading == f"On cpu: {break_even_reading(at.session_state['shapes'].rows)}"
+
+
+def test_the_scaling_lesson_says_its_body_must_be_step_x_and_loads_one() -> None:
+    from ui import program_from_sample
+
+    at = open_lesson("pages/scaling.py", program_from_sample("dot_plus_one"))  # f(x, y)
+    assert "`f(x, y)` takes 2 arguments: the loop body must be `step(x) → x`" in at.error[0].value
+    assert "Sweep N" not in [b.label for b in at.button]  # nothing to run on f
+    press(at, "Load the unrolled loop sample")
+    assert at.session_state["program"].settings.sample == "unrolled_loop"
+    assert at.selectbox[0].value == "step" and not at.error
+    assert "Sweep N" in [b.label for b in at.button]
+
+
+def test_the_scaling_lesson_shows_every_n() -> None:
+    from ui import program_from_sample
+
+    at = open_lesson("pages/scaling.py", program_from_sample("unrolled_loop"))
+    sizes = at.button_group[0]  # pills: every N in view, not chips cut off in a box
+    assert [o.content for o in sizes.proto.options] == [
+        "1",
+        "2",
+        "4",
+        "8",
+        "16",
+        "32",
+        "64",
+        "128",
+        "256",
+        "512",
+    ]
+    assert sizes.value == [1, 2, 4, 8, 16, 32, 64, 128, 256]
