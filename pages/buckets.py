@@ -25,9 +25,7 @@ batch_default = prog.hint("BATCH_ARG")
 arrays = [n for n, item in rows if (p := array_item_parts(item)) and p[1]]
 if not arrays:
     st.warning("The current function has no batched array argument.")
-    if st.button("Load the batched model sample"):
-        st.session_state.program = ui.program_from_sample("batched_model")
-        st.rerun()
+    ui.load_sample_button("Load the batched model sample", "batched_model")
     st.stop()
 
 left, right = st.columns([3, 2], gap="large")

@@ -20,9 +20,7 @@ prog = ui.program()
 functions = ui.functions_of(prog.settings.code)
 if len(functions) < 2:
     st.warning("This lesson needs two functions, an outer one that calls an inner one.")
-    if st.button("Load the outer/inner sample"):
-        st.session_state.program = ui.program_from_sample("outer_inner")
-        st.rerun()
+    ui.load_sample_button("Load the outer/inner sample", "outer_inner")
     st.stop()
 inner_default = prog.hint("INNER")
 c = st.columns(3)

@@ -6,6 +6,7 @@ import ui
 from viz import charts, demo
 from viz.lessons.verdicts import unroll_break_even
 from viz.settings import Settings
+from viz.units import plural
 from viz.worker.protocol import Scaling, ScalingReply
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
@@ -22,7 +23,7 @@ functions = ui.functions_of(prog.settings.code)
 step_default = prog.hint("LOOP_STEP")
 if not functions:
     st.stop()
-c = st.columns([1, 1, 2])
+c = st.columns(2)
 step = c[0].selectbox(
     "loop body step(x) → x",
     functions,
@@ -30,13 +31,26 @@ step = c[0].selectbox(
 )
 args = c[1].text_input("args of step", "f32[64,64]" if step_default else prog.settings.args)
 largest = demo.LIMITS.loop_n if demo.enabled() else 512
-sizes = c[2].multiselect(
+sizes = st.pills(  # every N in view, the chosen ones lit (a multiselect cut the last off)
     "N",
     [n for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if n <= largest],
+    selection_mode="multi",
     default=[n for n in (1, 2, 4, 8, 16, 32, 64, 128, 256) if n <= largest],
 )
+params = ui.params_of(prog.settings.code, step)
+one_argument = len(params) == 1
+if not one_argument:
+    st.error(
+        f"`{step}({', '.join(params)})` takes {plural(len(params), 'argument')}: the loop "
+        "body must be `step(x) → x`, one argument and a result of its shape and dtype "
+        "(the loop feeds each result back in as the next `x`).",
+        icon=":material/error:",
+    )
 if not step_default:
     st.caption("Tip: the *Unrolled loop vs scan* sample has a ready `step`.")
+    ui.load_sample_button("Load the unrolled loop sample", "unrolled_loop")
+if not one_argument:
+    st.stop()
 
 if ui.lesson_controls("Sweep N"):
     lesson = Settings(

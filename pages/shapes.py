@@ -4,6 +4,7 @@ import streamlit as st
 
 import ui
 from viz import charts
+from viz.lessons.verdicts import break_even_reading
 from viz.settings import Settings
 from viz.spec import SpecError, array_item_parts, parse_sizes
 from viz.worker.protocol import ShapeSweep, ShapeSweepReply
@@ -13,8 +14,8 @@ ui.leave_legacy_pages()  # a deep link may start here, without app.py
 st.title("Shape sweep")
 st.caption(
     "Every new shape is a new compilation. How much does each cost, how long does one "
-    "call take, and after how many calls did compiling pay off? Rule of thumb: jit "
-    "pays when the work per call dwarfs the one-time overhead."
+    "call take, and after how many calls of one shape did compiling pay off (jit's time "
+    "saved per call against eager mode, summed until it covers the compile)?"
 )
 
 prog = ui.program()
@@ -59,13 +60,7 @@ if result and not ui.show_lesson_error(result):
             "break-even calls": f"{r.break_even_calls:,.0f}"
             if r.break_even_calls
             else "never (eager is as fast)",
-            "run ≥ 100× compile overhead?": "yes" if r.rule_of_thumb else "no",
         }
         for r in data
     )
-    holds = sum(r.rule_of_thumb for r in data)
-    st.info(
-        f"On {ui.device()}, one call ran at least 100× longer than the compile overhead at "
-        f"{holds} of {len(data)} sizes: below that, per-shape compile time dominates unless "
-        "the same shape is called many times (see the break-even column)."
-    )
+    st.info(f"On {ui.device()}: {break_even_reading(data)}")

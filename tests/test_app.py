@@ -357,7 +357,7 @@ def test_placement_page_measures_four_strategies() -> None:
 @pytest.mark.slow
 def test_scaling_page_fits_exponents() -> None:
     at = _lesson("pages/scaling.py", "unrolled_loop")
-    at.multiselect[0].set_value([1, 4, 16, 64]).run()
+    at.button_group[0].set_value([1, 4, 16, 64]).run()
     button(at, "Sweep N").click().run()
     assert not at.exception, at.exception
     assert at.metric[0].label.startswith("unrolled")

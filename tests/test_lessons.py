@@ -12,8 +12,9 @@ import pytest
 
 import viz.lessons.measure
 from viz.errors import UserCodeError
-from viz.lessons.measure import loop_variants
-from viz.lessons.rows import ScalingRow
+from viz.lessons.measure import _recommend, loop_variants
+from viz.lessons.rows import PlacementRow, ScalingRow, ShapeRow
+from viz.lessons.verdicts import EVERY_SHAPE, break_even_reading
 from viz.samples import get_sample
 from viz.settings import Settings
 from viz.spec import resize
@@ -81,6 +82,45 @@ def test_placement_recommendation_names_both_functions(placement):
     result, _ = placement
     assert (result["outer"], result["inner"]) == ("g", "f")
     assert "`g`" in result["recommendation"] and "`f`" in result["recommendation"]
+
+
+def test_jit_on_the_outer_function_and_both_compile_the_same_program(placement):
+    result, _ = placement
+    rows = {row["strategy"]: row for row in result["rows"]}
+    assert (
+        rows["jit(outer)"]["program"] and rows["jit(outer)"]["program"] == rows["both"]["program"]
+    )
+    assert rows["jit(inner) only"]["program"] == rows["none"]["program"] == ""  # no one program
+    assert "jit(outer) and both are the same program (12 kernels)" in result["recommendation"]
+    fastest = result["recommendation"].split(".")[0]
+    assert "**jit(outer)**" in fastest and "**both**" in fastest  # one program, one speed
+
+
+def placed(strategy: str, run_s: float, program: str = "", kernels: int = 12) -> PlacementRow:
+    """A placement row whose per-call samples ran from 95 % of `run_s` to it."""
+    return PlacementRow(
+        strategy, 0.1, 0.1, run_s, 1, kernels, run_min_s=0.95 * run_s, program=program
+    )
+
+
+def test_the_recommendation_reads_a_difference_within_the_noise_as_a_tie():
+    # the reviewer's reading: both at 346 µs against jit(outer) at 391 µs, one program
+    rows = [
+        placed("jit(outer)", 391e-6, "p"),
+        placed("jit(inner) only", 2e-3, kernels=30),
+        placed("both", 346e-6, "p"),
+        placed("none", 9e-3, kernels=66),
+    ]
+    said = _recommend(rows, "g", "f")
+    assert said.startswith("Fastest per call: **jit(outer)** and **both** (346 µs, one speed")
+    assert "jit(outer) and both are the same program" in said
+    assert "runs 5.1× faster per call than jit on `f` alone" in said
+    rows[2] = placed("both", 346e-6, "another")  # not one program, still within 15 %
+    assert _recommend(rows, "g", "f").startswith("Fastest per call: **jit(outer)** and **both**")
+    rows[2] = placed("both", 200e-6, "another")  # twice as fast: no tie
+    said = _recommend(rows, "g", "f")
+    assert said.startswith("Fastest per call: **both** (200 µs).")
+    assert "same program" not in said
 
 
 def test_placement_reports_progress_after_each_strategy(placement):
@@ -183,8 +223,43 @@ def test_shape_sweep_has_one_row_per_size_with_a_break_even(lessons):
             assert row["break_even_calls"] == pytest.approx(expected)
         else:
             assert row["break_even_calls"] is None
-        assert isinstance(row["rule_of_thumb"], bool)
     assert len(progress) == len(sizes)
+
+
+def test_the_shape_sweep_compiles_once_unmeasured_before_its_first_size(monkeypatch):
+    # the process's first compile of the function carries JAX's and XLA's start: it
+    # must not land on the first size's row
+    compiled: list[str] = []
+    stage_times = viz.lessons.measure._stage_times
+
+    def recorded(target, parsed):
+        compiled.append(parsed.spec)
+        return stage_times(target, parsed)
+
+    monkeypatch.setattr(viz.lessons.measure, "_stage_times", recorded)
+    sample = get_sample("batched_model")
+    settings = Settings(code=sample.code, function="predict", args=sample.args)
+    rows = viz.lessons.measure.shape_sweep(settings, "x", 0, [1, 2, 8], lambda _: None)
+    assert [r.size for r in rows] == [1, 2, 8]
+    assert compiled == [f"params, f32[{n},128]" for n in (3, 1, 2, 8)]
+
+
+def shaped(size: int, break_even_calls: float | None) -> ShapeRow:
+    return ShapeRow(0.01, 0.01, 0.01, 0.03, 5, 40, 1e-4, size, "", 2e-4, break_even_calls)
+
+
+def test_the_shape_sweeps_reading_is_its_break_even_calls():
+    rows = [shaped(1, None), shaped(4, None), shaped(16, 2999.6), shaped(64, 41.5), shaped(256, 7)]
+    assert break_even_reading(rows) == (
+        "Compiling a shape pays for itself after 7 calls (size 256) to 3,000 calls (size 16) "
+        "of that shape; at 2 sizes (1, 4) eager ran as fast: jit never pays. " + EVERY_SHAPE
+    )
+    assert break_even_reading([shaped(8, 1)]).startswith(
+        "Compiling a shape pays for itself after 1 call (size 8) of that shape. "
+    )
+    assert break_even_reading([shaped(8, None)]).startswith(
+        "At 1 size (8) eager ran as fast: jit never pays. "
+    )
 
 
 def test_bucket_costs_has_one_row_per_bucket_in_order(lessons):

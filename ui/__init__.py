@@ -28,12 +28,13 @@ from ui.graphs import (
     shared_box,
     show_graph,
 )
-from ui.lessons import lesson_controls, show_lesson_error
+from ui.lessons import lesson_controls, load_sample_button, show_lesson_error
 from ui.live import LiveAnalysis
 from ui.navigation import leave_legacy_pages, open_diff
 from ui.program import (
     functions_of,
     open_program,
+    params_of,
     program,
     program_from_sample,
     reset_inputs,
@@ -73,12 +74,14 @@ __all__ = [
     "leave_legacy_pages",
     "lesson_controls",
     "lesson_worker",
+    "load_sample_button",
     "nbytes",
     "node_details",
     "open_diff",
     "open_program",
     "owner",
     "page_style",
+    "params_of",
     "pool",
     "program",
     "program_from_sample",

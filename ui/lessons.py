@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.cards import error_card
-from ui.program import program
+from ui.program import program, program_from_sample
 from ui.workers import lesson_worker, owner
 from viz.worker.protocol import Reply
 
@@ -20,9 +20,17 @@ def lesson_controls(run_label: str) -> bool:
     return run
 
 
+def load_sample_button(label: str, sample: str) -> None:
+    """A button that makes the built-in `sample` the current program (a lesson's own
+    sample, when the code at hand does not suit it)."""
+    if st.button(label):
+        st.session_state.program = program_from_sample(sample)
+        st.rerun()
+
+
 def show_lesson_error(reply: Reply) -> bool:
     """Render a failed reply's error card; True when it failed."""
     if reply.ok or reply.error is None:
         return False
-    error_card(reply.error, program().code)
+    error_card(reply.error, program().settings.code)
     return True

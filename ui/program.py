@@ -55,6 +55,11 @@ def functions_of(code: str) -> list[str]:
     return [f.name for f in list_functions(code)]
 
 
+def params_of(code: str, function: str) -> tuple[str, ...]:
+    """The parameters of `function` in `code` (none when it is not there)."""
+    return next((f.params for f in list_functions(code) if f.name == function), ())
+
+
 def open_program(program: Program, device: str | None = None) -> None:
     """Make `program` Explore's current program, with fresh widgets and nothing run:
     Explore shows it and waits for Analyze (History and Recordings open runs this way)."""

@@ -16,6 +16,8 @@ class PlacementRow(Plain):
     run_s: float
     executables: int
     kernels_per_call: int
+    run_min_s: float = 0.0  # the fastest of the per-call samples (run_s: their median)
+    program: str = ""  # the compiled program's fingerprint under jit(outer), else ""
 
 
 @dataclass
@@ -42,8 +44,7 @@ class ShapeRow(StageTimes):
     size: int = 0
     spec: str = ""
     eager_s: float = 0.0
-    break_even_calls: float | None = None
-    rule_of_thumb: bool = False
+    break_even_calls: float | None = None  # calls of one shape that pay for its compile
 
 
 @dataclass

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from viz.lessons.rows import ScalingRow, UnrollVerdict
+from viz.lessons.rows import ScalingRow, ShapeRow, UnrollVerdict
+from viz.units import listed, plural
 
 
 def fit_exponent(xs: Sequence[float], ys: Sequence[float]) -> float | None:
@@ -40,3 +41,36 @@ def unroll_break_even(rows: Sequence[ScalingRow]) -> list[UnrollVerdict]:
             UnrollVerdict(n, extra, saved, break_even(extra, scan.run_s, unrolled.run_s))
         )
     return verdicts
+
+
+EVERY_SHAPE = (
+    "Every new shape compiles again: jit pays for a shape called more often than its "
+    "break-even, and costs for one called less."
+)
+
+
+def break_even_reading(rows: Sequence[ShapeRow]) -> str:
+    """What the sweep's break-even column says: after how many calls of one shape jit's
+    compile paid for itself (the fewest and the most), and at which sizes it never
+    does (eager runs as fast)."""
+    paying = [r for r in rows if r.break_even_calls is not None]
+    never = [str(r.size) for r in rows if r.break_even_calls is None]
+    said = []
+    if paying:
+        low = min(paying, key=lambda r: r.break_even_calls or 0.0)
+        high = max(paying, key=lambda r: r.break_even_calls or 0.0)
+        span = (
+            f"after {_calls(low)} (size {low.size})"
+            if low is high
+            else f"after {_calls(low)} (size {low.size}) to {_calls(high)} (size {high.size})"
+        )
+        said.append(f"compiling a shape pays for itself {span} of that shape")
+    if never:
+        sizes = listed(never, 6)
+        said.append(f"at {plural(len(never), 'size')} ({sizes}) eager ran as fast: jit never pays")
+    reading = "; ".join(said)
+    return f"{reading[:1].upper()}{reading[1:]}. {EVERY_SHAPE}"
+
+
+def _calls(row: ShapeRow) -> str:
+    return plural(round(row.break_even_calls or 0.0), "call")  # as the table rounds it
