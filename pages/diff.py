@@ -97,9 +97,12 @@ def pickers(runs: list[Run]) -> tuple[int, int]:
     return a, b
 
 
-def header(d: Diff, named: bool) -> None:
-    """Device and options of each side (and what ran, unless the pickers above say it)."""
-    for column, name, side in zip(st.columns(2), "AB", (d.a, d.b), strict=True):
+def header(d: Diff, sides: tuple[Side, Side], named: bool) -> None:
+    """Device and options of each side (and what ran, unless the pickers above say it);
+    a failed run, how it failed."""
+    for column, name, side, (report, origin) in zip(
+        st.columns(2), "AB", (d.a, d.b), sides, strict=True
+    ):
         s = side.settings
         options = [f"`{k}={v}`" for k, v in s.compiler_options.items()]
         options += [f"static `{x}`" for x in s.static] + [f"donate `{x}`" for x in s.donate]
@@ -108,7 +111,7 @@ def header(d: Diff, named: bool) -> None:
             f"**{name}** · {call}on {s.device} · "
             + ("options: " + ", ".join(options) if options else "default options")
             + ("" if side.full else " · numbers only: the full report was not kept")
-            + ("" if side.ok else " · **this run failed**")
+            + ("" if side.ok else f" · **{failure(report, origin, name)}**")
         )
 
 
@@ -261,7 +264,7 @@ def graphs_tab(sides: tuple[Side, Side]) -> None:
 
 def show(a: Side, b: Side, named: bool = True) -> None:
     d = diff_reports(a[0], b[0], origins=(a[1], b[1]))
-    header(d, named)
+    header(d, (a, b), named)
     count_metrics(d)
     peak_line(d)
     render = {

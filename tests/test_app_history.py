@@ -254,6 +254,7 @@ def test_the_diff_starts_on_two_runs_of_one_function_and_a_failed_side_says_it_f
     assert {m.label: m.value for m in at.metric}["jaxpr equations"] == "1 → failed"
     line = relu.__code__.co_firstlineno + 1
     why = f"run #{failed} relu(f32[]) failed (control flow at line {line})"
+    assert any(f"**{why}**" in c.value for c in at.caption)  # B's header: how it failed
     timings = at.dataframe[0].value.set_index("")
     assert timings.loc["timed runs", "B"] == "failed"
     notes = {}
