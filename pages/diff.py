@@ -19,12 +19,13 @@ from viz.diff import (
     collective_rows,
     collectives_line,
     diff_reports,
-    human,
+    failure,
     kernel_rows,
     op_rows,
     rows,
+    shown,
 )
-from viz.history import History, HistoryError, Run, sample_runs
+from viz.history import History, HistoryError, Run, default_pair, sample_runs
 from viz.ir.model import IR
 from viz.memory.display import buffer_rows
 from viz.report import Report
@@ -73,9 +74,11 @@ def take_request() -> None:
 
 
 def pickers(runs: list[Run]) -> tuple[int, int]:
+    """A and B; until picked, the two newest successful runs of one function."""
     by_id = {r.id: r for r in runs}
     ids = list(by_id)
-    for key, default in (("diff_a", ids[min(1, len(ids) - 1)]), ("diff_b", ids[0])):
+    first_a, first_b, why = default_pair(runs)
+    for key, default in (("diff_a", first_a.id), ("diff_b", first_b.id)):
         if st.session_state.get(key) not in by_id:
             st.session_state[key] = default
 
@@ -88,13 +91,18 @@ def pickers(runs: list[Run]) -> tuple[int, int]:
     c1, c2 = st.columns(2)
     a = c1.selectbox("A (before)", ids, format_func=label, key="diff_a")
     b = c2.selectbox("B (after)", ids, format_func=label, key="diff_b")
+    if why and (a, b) == (first_a.id, first_b.id):
+        st.caption(why[0].upper() + why[1:] + ".")
     st.query_params.from_dict({"a": str(a), "b": str(b)})
     return a, b
 
 
-def header(d: Diff, named: bool) -> None:
-    """Device and options of each side (and what ran, unless the pickers above say it)."""
-    for column, name, side in zip(st.columns(2), "AB", (d.a, d.b), strict=True):
+def header(d: Diff, sides: tuple[Side, Side], named: bool) -> None:
+    """Device and options of each side (and what ran, unless the pickers above say it);
+    a failed run, how it failed."""
+    for column, name, side, (report, origin) in zip(
+        st.columns(2), "AB", (d.a, d.b), sides, strict=True
+    ):
         s = side.settings
         options = [f"`{k}={v}`" for k, v in s.compiler_options.items()]
         options += [f"static `{x}`" for x in s.static] + [f"donate `{x}`" for x in s.donate]
@@ -103,17 +111,18 @@ def header(d: Diff, named: bool) -> None:
             f"**{name}** · {call}on {s.device} · "
             + ("options: " + ", ".join(options) if options else "default options")
             + ("" if side.full else " · numbers only: the full report was not kept")
-            + ("" if side.ok else " · this run failed")
+            + ("" if side.ok else f" · **{failure(report, origin, name)}**")
         )
 
 
 def count_metrics(d: Diff) -> None:
     row = st.container(horizontal=True, wrap=True, gap="large")  # wide counts wrap, not cut
+    fa, fb = d.failed
     for name in COUNT_PATHS:
         c = d.counts[name]
         row.metric(
             LABELS[name],
-            f"{human('counts', name, c.a)} → {human('counts', name, c.b)}",
+            f"{shown('counts', name, c.a, fa)} → {shown('counts', name, c.b, fb)}",
             delta=c.delta,  # a number: Streamlit reads its sign for the arrow
             delta_color="inverse",
             help="A → B; fewer is green",
@@ -128,7 +137,7 @@ def numbers_tab(d: Diff) -> None:
         ("memory", "Memory", d.memory),
     ):
         st.markdown(f"**{title}**")
-        ui.table(rows(group, deltas))
+        ui.table(rows(group, deltas, d.failed))
         if group == "timings" and clock_note(d):
             st.caption(clock_note(d))
     if d.peak is not None:
@@ -175,7 +184,7 @@ def ops_tab(d: Diff) -> None:
         ("Compiled HLO ops by type", "StableHLO ops by type"),
         strict=True,
     ):
-        table = op_rows(deltas, every)
+        table = op_rows(deltas, every, d.failed)
         column.markdown(f"**{title}**")
         if table:
             with column:
@@ -226,10 +235,14 @@ def graphs_tab(sides: tuple[Side, Side]) -> None:
     kept = [(origin is None or origin.full) and IR.COMPILED in r.graphs for r, origin in sides]
     dots = [r.graphs[IR.COMPILED].dot for (r, _), k in zip(sides, kept, strict=True) if k]
     box = ui.shared_box(dots)  # both at one scale
-    for column, name, (report, _), has_graph in zip(st.columns(2), "AB", sides, kept, strict=True):
+    for column, name, (report, origin), has_graph in zip(
+        st.columns(2), "AB", sides, kept, strict=True
+    ):
         with column:
             if not has_graph:
-                st.info(f"{name}: the full report was not kept, so its graph is gone.")
+                failed = failure(report, origin, name)
+                why = f"{failed}: it has no compiled graph" if failed else None
+                st.info(f"{name}: {why or 'the full report was not kept, so its graph is gone'}.")
                 continue
             title = f"{name} · {report.function}({report.args})"
             if panels and IR.COMPILED in report.graph_models:
@@ -251,7 +264,7 @@ def graphs_tab(sides: tuple[Side, Side]) -> None:
 
 def show(a: Side, b: Side, named: bool = True) -> None:
     d = diff_reports(a[0], b[0], origins=(a[1], b[1]))
-    header(d, named)
+    header(d, (a, b), named)
     count_metrics(d)
     peak_line(d)
     render = {

@@ -19,18 +19,21 @@ def load_runs(db: History) -> list[Run]:
 
 
 def table(runs: list[Run]) -> list[dict[str, object]]:
-    """One row per run: what ran, its options, key counts (jaxpr equations, StableHLO
-    ops, compiled kernels and fusions), times (trace + lower + compile, run median) and
-    the memory peak."""
+    """One row per run: what ran and whether it failed, its options, key counts (jaxpr
+    equations, StableHLO ops, compiled kernels and fusions), times (trace → compile as
+    on the Overview, none for a run that never compiled; run median) and the memory
+    peak."""
     records = []
     for r in runs:
         n = r.numbers
-        result = "ok" if r.ok else (r.error_kind or "error").replace("_", " ")
+        result = "ok" if r.ok else "failed: " + (r.error_kind or "error").replace("_", " ")
+        compiled = n.timings.compile_s is not None
         records.append(
             {
                 "run": f"#{r.id}",
                 "when": r.when,
                 "function": r.settings.function,
+                "result": result,
                 "args": r.settings.args,
                 "options": r.options_text,
                 "device": r.settings.device,
@@ -38,10 +41,10 @@ def table(runs: list[Run]) -> list[dict[str, object]]:
                 "StableHLO": n.stablehlo.op_count,
                 "kernels": n.compiled.kernel_count,
                 "fusions": n.compiled.fusion_count,
-                "compile": ui.seconds(n.compile_total_s or None),
+                "trace → compile": ui.seconds(n.compile_total_s if compiled else None),
                 "run time": ui.seconds(n.timings.run_median_s),
                 "peak": ui.nbytes(n.memory.peak_bytes if n.memory else None),
-                "result": f"{result} · {r.source}" + ("" if r.full else " · numbers only"),
+                "source": f"{r.source} · " + ("full report" if r.full else "numbers only"),
             }
         )
     return records

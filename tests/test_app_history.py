@@ -68,7 +68,7 @@ def test_every_analysis_in_explore_is_recorded_and_listed(home):
     listed = at.dataframe[0].value
     assert list(listed["run"]) == [f"#{runs[0].id}", f"#{runs[1].id}"]
     assert list(listed["kernels"]) == [r.summary["counts"]["compiled.kernel_count"] for r in runs]
-    assert list(listed["compile"]) == [
+    assert list(listed["trace → compile"]) == [
         seconds(History().report(r.id).compile_total_s) for r in runs
     ]
     at.selectbox(key="hist_function").select("g").run()
@@ -211,3 +211,59 @@ def test_page_loads_do_not_repeat_the_first_visits_run_in_history(home):
     at = open_app()
     button(at, "Analyze").click().run()  # a click is the user's own run: it is kept
     assert len(History().runs()) == 2
+
+
+def relu(x):
+    if x > 0:  # a traced `if`: the run fails while tracing
+        return x
+    return x * 0.0
+
+
+def record_two_doubles_and_a_failed_relu() -> list[int]:
+    """#1 double(f32[4]), #2 double(f32[8]), then the newest: relu(f32[]), failed."""
+    from viz import analyze  # in the test process only: the pages never import jax
+
+    def double(x):
+        return x * 2.0
+
+    db = History()
+    reports = [analyze(double, "f32[4]", runs=2), analyze(double, "f32[8]", runs=2)]
+    return [db.record(r) for r in [*reports, analyze(relu, "f32[]", runs=2)]]
+
+
+def test_a_failed_run_says_so_next_to_its_function_and_has_no_compile_time(home):
+    ok, _, failed = record_two_doubles_and_a_failed_relu()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.switch_page("pages/history.py").run()
+    assert not at.exception, at.exception
+    listed = at.dataframe[0].value
+    assert list(listed.columns[:4]) == ["run", "when", "function", "result"]
+    rows = listed.set_index("run")
+    assert rows.loc[f"#{failed}", "result"] == "failed: control flow"
+    assert rows.isna().loc[f"#{failed}", "trace → compile"]  # it never compiled
+    assert rows.loc[f"#{ok}", "trace → compile"] == seconds(History().report(ok).compile_total_s)
+
+
+def test_the_diff_starts_on_two_runs_of_one_function_and_a_failed_side_says_it_failed(home):
+    first, second, failed = record_two_doubles_and_a_failed_relu()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.switch_page("pages/diff.py").run()
+    assert not at.exception, at.exception
+    assert (at.selectbox(key="diff_a").value, at.selectbox(key="diff_b").value) == (first, second)
+    at.selectbox(key="diff_b").select(failed).run()
+    assert {m.label: m.value for m in at.metric}["jaxpr equations"] == "1 → failed"
+    line = relu.__code__.co_firstlineno + 1
+    why = f"run #{failed} relu(f32[]) failed (control flow at line {line})"
+    assert any(f"**{why}**" in c.value for c in at.caption)  # B's header: how it failed
+    timings = at.dataframe[0].value.set_index("")
+    assert timings.loc["timed runs", "B"] == "failed"
+    notes = {}
+    for tab in ("Kernels", "IR text", "Compiled graphs"):
+        at.session_state["diff_tab"] = tab
+        at.run()
+        assert not at.exception, (tab, at.exception)
+        notes[tab] = [i.value for i in at.info]
+    assert notes["Kernels"] == [f"{why[0].upper()}{why[1:]}: it has no kernels."]
+    assert f"{why[0].upper()}{why[1:]}: it has no jaxpr text." in notes["IR text"]
+    assert notes["Compiled graphs"] == [f"B: {why}: it has no compiled graph."]
+    assert not any("not kept" in n for texts in notes.values() for n in texts)

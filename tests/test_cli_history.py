@@ -137,5 +137,6 @@ def test_a_json_file_that_is_not_a_report_is_misuse(two_runs, tmp_path):
 def test_the_history_table_shows_each_runs_compile_total(two_runs):
     home, _, b_json = two_runs
     report = Report.from_dict(json.loads(b_json.read_text()))
-    newest = cli(home, "history").stdout.splitlines()[1]
+    head, newest = cli(home, "history").stdout.splitlines()[:2]
     assert seconds(report.compile_total_s) in newest
+    assert "trace → compile" in head  # trace + lower + compile, as the app says

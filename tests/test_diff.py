@@ -279,7 +279,7 @@ def test_a_numbers_only_side_has_no_texts_nor_kernels_to_compare(shapes):
 def test_kernel_rows_say_what_changed_in_each_kernel(chains):
     (row,) = kernel_rows(diff_reports(*chains).kernels)
     assert (row[""], row["kind"]) == ("changed", "kLoop")
-    assert row["what changed"] == "negate -1; source lines −33"
+    assert row["what changed"] == "negate −1; source lines −33"  # one minus sign
     assert "negate ×1" in row["ops inside"]  # B's ops
 
 
@@ -302,3 +302,33 @@ def test_number_and_op_rows_show_a_b_delta_and_ratio(shapes):
     assert memory["arguments"]["B / A"] == f"{256 * 256 / 8:.2f}×"
     assert memory["arguments"]["Δ (B − A)"].startswith("+")
     assert op_rows(d.ops) == [] and op_rows(d.ops, every=True)  # same ops, other shapes
+
+
+def relu(x):
+    if x > 0:  # a traced `if`: this run fails while tracing
+        return x
+    return x * 0.0
+
+
+RELU_IF_LINE = relu.__code__.co_firstlineno + 1
+
+
+def test_a_failed_side_says_it_failed_instead_of_zeros_or_a_report_not_kept(shapes):
+    a = shapes[0]
+    failed = analyze(relu, "f32[]", runs=3)
+    assert not failed.ok and failed.error.line == RELU_IF_LINE
+    d = diff_reports(a, failed, origins=(None, Origin(id=4, when="now", full=True)))
+    why = f"run #4 relu(f32[]) failed (control flow at line {RELU_IF_LINE})"
+    assert d.ir["jaxpr"].note == f"{why}: it has no jaxpr text"
+    assert all(not x.kept and "was not kept" not in x.note for x in d.ir.values())
+    assert d.kernels.note == f"{why}: it has no kernels" and d.kernels.removed == []
+    assert d.timings["runs"].b is None and d.failed == (False, True)  # not 0 timed runs
+    timings = {r[""]: r for r in rows("timings", d.timings, d.failed)}
+    assert timings["timed runs"]["B"] == "failed" and timings["timed runs"]["Δ (B − A)"] == "–"
+    ops = op_rows(d.ops, failed=d.failed)
+    assert ops and all(r["B"] == "failed" and r["Δ"] == "–" for r in ops)  # not 'removed'
+
+
+def test_differences_are_written_with_one_minus_sign(chains):
+    d = diff_reports(*chains)
+    assert {r["op"]: r["Δ"] for r in op_rows(d.stablehlo_ops)} == {"stablehlo.negate": "−1"}

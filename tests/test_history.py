@@ -22,9 +22,10 @@ from conftest import REPO
 from viz import analyze
 from viz.diff import numbers
 from viz.errors import ErrorKind
-from viz.history import SCHEMA_VERSION, History, HistoryError, sample_runs
+from viz.history import SCHEMA_VERSION, History, HistoryError, Run, default_pair, sample_runs
 from viz.report import DonatedArg, Donation, Report
 from viz.samples import get_sample
+from viz.settings import Settings
 
 
 def scale(x):
@@ -390,3 +391,25 @@ def test_a_run_recorded_without_once_is_always_stored(db, reports):
     second = db.record(reports["scale8"], code="def scale(x): ...", source="app")
     assert second != first and db.count() == 2
     assert db.record(reports["scale8"], code="def scale(x): ...", once=True) == second
+
+
+def a_run(run_id: int, function: str, ok: bool = True) -> Run:
+    return Run(
+        id=run_id,
+        created=0.0,
+        source="app",
+        ok=ok,
+        error_kind=None if ok else "control_flow",
+        code_hash=None,
+        jax_version="",
+        settings=Settings(function=function),
+    )
+
+
+def test_the_default_diff_is_the_two_newest_successful_runs_of_one_function():
+    runs = [a_run(5, "relu", ok=False), a_run(4, "block"), a_run(3, "f"), a_run(2, "block")]
+    assert [r.id for r in default_pair(runs)[:2]] == [2, 4] and default_pair(runs)[2] == ""
+    unrelated = [a_run(2, "relu", ok=False), a_run(1, "block")]
+    a, b, why = default_pair(unrelated)
+    assert (a.id, b.id) == (1, 2) and "two newest" in why
+    assert [r.id for r in default_pair([a_run(1, "f")])[:2]] == [1, 1]

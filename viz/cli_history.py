@@ -139,14 +139,15 @@ def wrote(what: str, path: Path) -> None:
 def history_table(runs: list[Run]) -> str:
     if not runs:
         return "no runs recorded yet"
-    head = f"{'id':>5}  {'when':<19}  {'function(args)':<40} counts          compile    run"
+    head = f"{'id':>5}  {'when':<19}  {'function(args)':<40} counts          trace → compile    run"
     rows = [f"{head}       peak"]
     for r in runs:
         n = r.numbers
         counts = (n.jaxpr.eqn_count, n.stablehlo.op_count, n.compiled.kernel_count)
         chain = "→".join("-" if c is None else str(c) for c in counts)
         call = f"{r.settings.function}({r.settings.args})"
-        line = f"#{r.id:>4}  {r.when}  {call[:40]:<40} {chain:<15} {_s(n.compile_total_s):>8} "
+        compiled = n.compile_total_s if n.timings.compile_s is not None else None  # as the app
+        line = f"#{r.id:>4}  {r.when}  {call[:40]:<40} {chain:<15} {_s(compiled):>15} "
         peak = n.memory.peak_bytes if n.memory else None
         line += f"{_s(n.timings.run_median_s):>9} {units.nbytes(peak):>10}  {r.settings.device}"
         if r.options_text:

@@ -60,6 +60,7 @@ from viz.diff.display import (
     kernel_rows,
     op_rows,
     rows,
+    shown,
     summarize,
 )
 from viz.diff.kernels import SIMILAR, Pairs, diff_kernels
@@ -75,7 +76,7 @@ from viz.diff.model import (
 )
 from viz.diff.peak import PeakDiff
 from viz.diff.sharding import ArgChange, CollectiveDelta, ShardingDiff, diff_sharding
-from viz.diff.text import MAX_DIFF_LINES, comparable, diff_text, label
+from viz.diff.text import MAX_DIFF_LINES, comparable, diff_text, failure, label
 from viz.ir.model import IRS
 
 __all__ = [
@@ -113,12 +114,14 @@ __all__ = [
     "diff_sharding",
     "diff_text",
     "donated_names",
+    "failure",
     "human",
     "kernel_rows",
     "label",
     "numbers",
     "op_rows",
     "rows",
+    "shown",
     "side",
     "summarize",
 ]

@@ -89,7 +89,14 @@ def key_deltas(
     return {k: delta(a[k], b[k]) for k in keys}
 
 
-def histogram_deltas(a: dict[str, int], b: dict[str, int]) -> dict[str, Delta]:
-    """Every op of either side, biggest change first; an op missing on one side is 0."""
-    ops = sorted(set(a) | set(b), key=lambda op: (-abs(b.get(op, 0) - a.get(op, 0)), op))
-    return {op: delta(a.get(op, 0), b.get(op, 0)) for op in ops}
+def histogram_deltas(a: dict[str, int] | None, b: dict[str, int] | None) -> dict[str, Delta]:
+    """Every op of either side, biggest change first; an op missing on one side is 0,
+    on a side whose histogram is not known (None: a failed run's) None."""
+    ops = sorted(
+        set(a or {}) | set(b or {}),
+        key=lambda op: (-abs((b or {}).get(op, 0) - (a or {}).get(op, 0)), op),
+    )
+    return {
+        op: delta(None if a is None else a.get(op, 0), None if b is None else b.get(op, 0))
+        for op in ops
+    }

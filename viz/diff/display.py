@@ -57,6 +57,14 @@ def human(group: str, key: str, value: Number | None, signed: bool = False) -> s
     return units.count(value, signed)
 
 
+FAILED = "failed"  # a number a failed run never measured
+
+
+def shown(group: str, key: str, value: Number | None, failed: bool = False) -> str:
+    """`human`, where a number that a failed run never measured reads 'failed'."""
+    return FAILED if failed and value is None else human(group, key, value)
+
+
 def clock_note(diff: Diff) -> str | None:
     """Where the two device times per call are read on two clocks (a CPU's is the host's,
     the same as its wall time; an accelerator's is its own), the words that say so."""
@@ -97,7 +105,7 @@ def summarize(diff: Diff) -> str:
             f"kernels: {len(k.added)} added, {len(k.removed)} removed, "
             f"{len(k.changed)} changed, {k.unchanged} unchanged"
         )
-    moved = [f"{op} {d.delta:+d}" for op, d in diff.ops.items() if d.delta]
+    moved = [f"{op} {units.count(d.delta, signed=True)}" for op, d in diff.ops.items() if d.delta]
     if moved:
         out.append("compiled ops: " + ", ".join(moved[:12]))
     if diff.sharding is not None:
@@ -108,7 +116,7 @@ def summarize(diff: Diff) -> str:
 def collectives_line(s: ShardingDiff) -> str:
     """`collectives: all-reduce f32 1 → 2 (+1), all-gather f32 0 → 2 (+2)`."""
     moved = [
-        f"{c.kind} {c.dtype} {c.count.a} → {c.count.b} ({c.count.delta:+d})"
+        f"{c.kind} {c.dtype} {c.count.a} → {c.count.b} ({units.count(c.count.delta, True)})"
         for c in s.collectives
         if c.count.delta
     ]
@@ -132,7 +140,7 @@ def collective_rows(s: ShardingDiff) -> list[dict[str, Any]]:
             "collective": f"{c.kind} ({c.dtype})",
             "A": c.count.a,
             "B": c.count.b,
-            "Δ count": c.count.delta,
+            "Δ count": units.count(c.count.delta, True),
             "bytes/device A": units.nbytes(c.bytes_per_device.a),
             "bytes/device B": units.nbytes(c.bytes_per_device.b),
             "Δ bytes/device": units.nbytes(c.bytes_per_device.delta, True),
@@ -150,17 +158,19 @@ def _who(side: DiffSide) -> str:
     return f"{ident}{s.function}({s.args}) on {s.device}" + (f" [{opts}]" if opts else "")
 
 
-def rows(group: str, deltas: dict[str, Delta]) -> list[dict[str, str | None]]:
+def rows(
+    group: str, deltas: dict[str, Delta], failed: tuple[bool, bool] = (False, False)
+) -> list[dict[str, str | None]]:
     """One display row per number of a group (`timings`, `cost`, `memory`): A, B, Δ and
-    the ratio B / A."""
+    the ratio B / A (`failed`: whether run A, run B failed)."""
     out = []
     for key, d in deltas.items():
         ratio = f"{d.b / d.a:.2f}×" if d.a and d.b is not None else None
         out.append(
             {
                 "": LABELS.get(key, key),
-                "A": human(group, key, d.a),
-                "B": human(group, key, d.b),
+                "A": shown(group, key, d.a, failed[0]),
+                "B": shown(group, key, d.b, failed[1]),
                 "Δ (B − A)": human(group, key, d.delta, signed=True),
                 "B / A": ratio,
             }
@@ -168,10 +178,20 @@ def rows(group: str, deltas: dict[str, Delta]) -> list[dict[str, str | None]]:
     return out
 
 
-def op_rows(deltas: dict[str, Delta], every: bool = False) -> list[dict[str, Any]]:
-    """One display row per op type whose count changed (every op type with `every`)."""
+def op_rows(
+    deltas: dict[str, Delta], every: bool = False, failed: tuple[bool, bool] = (False, False)
+) -> list[dict[str, Any]]:
+    """One display row per op type whose count changed or is not known on a failed
+    side (every op type with `every`)."""
     return [
-        {"op": op, "A": d.a, "B": d.b, "Δ": d.delta} for op, d in deltas.items() if every or d.delta
+        {
+            "op": op,
+            "A": d.a if d.a is not None else shown("ops", op, None, failed[0]),
+            "B": d.b if d.b is not None else shown("ops", op, None, failed[1]),
+            "Δ": units.count(d.delta, signed=True),
+        }
+        for op, d in deltas.items()
+        if every or d.delta != 0
     ]
 
 
@@ -180,7 +200,7 @@ def _ops_text(kernel: KernelBrief) -> str:
 
 
 def _what_changed(c: KernelChange) -> str:
-    change = [f"{op} {d.delta:+d}" for op, d in c.ops.items()]
+    change = [f"{op} {units.count(d.delta, signed=True)}" for op, d in c.ops.items()]
     if c.lines:
         gone = sorted(set(c.lines["a"]) - set(c.lines["b"]))
         new = sorted(set(c.lines["b"]) - set(c.lines["a"]))

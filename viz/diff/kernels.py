@@ -88,11 +88,16 @@ def _pair(left: list[Kernel], right: list[Kernel], key: Callable[[Kernel], Any])
     return pairs, rest_left, [k for k in right if id(k) not in paired]
 
 
-def diff_kernels(a: list[Kernel] | None, b: list[Kernel] | None) -> KernelDiff:
+NOT_KEPT_KERNELS = "the full report was not kept, so its kernels are not known"
+
+
+def diff_kernels(
+    a: list[Kernel] | None, b: list[Kernel] | None, gone: str = NOT_KEPT_KERNELS
+) -> KernelDiff:
     """Kernels added, removed and changed from `a` to `b`, matched by content (None: a
-    side whose kernels are not known)."""
+    side whose kernels are not known, for the reason `gone`)."""
     if a is None or b is None:
-        return KernelDiff(note="the full report was not kept, so its kernels are not known")
+        return KernelDiff(note=gone)
     left, right = list(a), list(b)
     same: list[SameKernel] = []
     changed: list[KernelChange] = []

@@ -111,3 +111,8 @@ class Diff(Plain):
     ir: dict[str, TextDiff]
     sharding: ShardingDiff | None = None  # None: neither run is sharded
     peak: PeakDiff | None = None  # None: neither run has a memory profile
+
+    @property
+    def failed(self) -> tuple[bool, bool]:
+        """Whether run A, run B failed (a number it never measured reads 'failed')."""
+        return not self.a.ok, not self.b.ok

@@ -2,8 +2,9 @@
 
 The compiled HLO is compared without its `metadata={…}` and stack-frame tables
 (`comparable`): they hold file paths and jitscope's own frames, which differ between
-any two runs. A side whose full report the history no longer keeps has no text: the
-`TextDiff` says so instead of comparing empty ones. At most `MAX_DIFF_LINES` lines.
+any two runs. A side whose run failed, or whose full report the history no longer
+keeps, has no text: the `TextDiff` says which and why instead of comparing empty ones.
+At most `MAX_DIFF_LINES` lines.
 """
 
 from __future__ import annotations
@@ -28,6 +29,27 @@ def label(report: Report, origin: Origin | None, fallback: str) -> str:
     return f"{prefix} {report.function or '?'}({report.args})"
 
 
+def failure(report: Report, origin: Origin | None, fallback: str) -> str | None:
+    """`run #4 relu(f32[]) failed (control flow at line 4)`, None for a run that did not
+    fail: why a side has no texts, kernels or graph."""
+    if report.ok:
+        return None
+    error = report.error
+    why = error.kind.value.replace("_", " ") if error else "an error"
+    where = f" at line {error.line}" if error and error.line else ""
+    stage = f", while {error.stage}" if error and error.stage and not where else ""
+    return f"run {label(report, origin, fallback)} failed ({why}{where}{stage})"
+
+
+def gone_note(
+    sides: tuple[tuple[Report, Origin | None, str], ...], what: str, kept_note: str
+) -> str:
+    """Why the sides `(report, origin, 'A')` have no `what`: a failed run says it failed
+    (and how); else `kept_note`, a pruned run's reason."""
+    failed = [f for r, o, name in sides if (f := failure(r, o, name))]
+    return f"{' and '.join(failed)}: it has no {what}" if failed else kept_note
+
+
 def comparable(ir: IR, text: str) -> list[str]:
     """The lines of an IR worth diffing: optimized HLO loses source metadata and the
     stack-frame tables (numbered rows under FileNames, FunctionNames, ...)."""
@@ -46,9 +68,12 @@ def comparable(ir: IR, text: str) -> list[str]:
 
 
 def _text(report: Report, ir: IR, origin: Origin) -> str | None:
-    """One IR's text, None when the report has no such section or is numbers only."""
+    """One IR's text, None when the report has no such section, is numbers only or
+    failed before it (a run failing in XLA's compile still has its jaxpr)."""
     section = report.section(ir)
-    return section.text if section is not None and origin.full else None
+    if section is None or not origin.full or not (report.ok or section.text):
+        return None
+    return section.text
 
 
 def diff_text(
@@ -63,17 +88,15 @@ def diff_text(
     oa, ob = (o or Origin() for o in origins)
     ta, tb = _text(a, ir, oa), _text(b, ir, ob)
     if ta is None or tb is None:
-        gone = [
-            label(r, o, name) for r, o, name, t in ((a, oa, "A", ta), (b, ob, "B", tb)) if t is None
-        ]
-        return TextDiff(
-            kept=False,
-            diff=None,
-            added=None,
-            removed=None,
-            note=f"the full report of {' and '.join(gone)} was not kept, so its "
-            f"{ir} text is gone (history keeps the newest full reports only)",
+        gone = [(r, o, name) for r, o, name, t in ((a, oa, "A", ta), (b, ob, "B", tb)) if t is None]
+        pruned = " and ".join(label(*side) for side in gone)
+        note = gone_note(
+            tuple(gone),
+            f"{ir} text",
+            f"the full report of {pruned} was not kept, so its {ir} text is gone "
+            "(history keeps the newest full reports only)",
         )
+        return TextDiff(kept=False, diff=None, added=None, removed=None, note=note)
     lines = list(
         difflib.unified_diff(
             comparable(ir, ta),

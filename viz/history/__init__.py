@@ -48,6 +48,7 @@ __all__ = [
     "Run",
     "Summary",
     "code_hash",
+    "default_pair",
     "default_path",
     "record_api_run",
     "sample_of",
@@ -55,7 +56,7 @@ __all__ = [
     "skeleton",
 ]
 
-_RUNS = ("Recorded", "Run", "Summary", "sample_of", "sample_runs", "skeleton")
+_RUNS = ("Recorded", "Run", "Summary", "default_pair", "sample_of", "sample_runs", "skeleton")
 
 
 def __getattr__(name: str) -> Any:

@@ -3,12 +3,14 @@
 
 A run's `summary` is `viz.diff.numbers(report)`, decoded once into a `Summary`; a
 pruned run's report is `skeleton(run)`, its numbers with no texts, kernels or graphs.
-`sample_runs` and `sample_of` tell which runs are of a built-in sample, unedited.
+`sample_runs` and `sample_of` tell which runs are of a built-in sample, unedited;
+`default_pair` is the two runs the Diff page compares until told otherwise.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -160,3 +162,16 @@ def sample_runs(runs: list[Run]) -> list[Run]:
 def sample_of(code: str) -> str | None:
     """The built-in sample whose file is exactly `code`, if any."""
     return next((s.name for s in list_samples() if s.code == code), None)
+
+
+def default_pair(runs: list[Run]) -> tuple[Run, Run, str]:
+    """The two runs to diff by default (`runs` newest first, at least one): the two
+    newest successful runs of one function, else the two newest runs and a word on why."""
+    done = [r for r in runs if r.ok]
+    times = Counter(r.settings.function for r in done)
+    b = next((r for r in done if times[r.settings.function] > 1), None)
+    if b is not None:
+        a = next(r for r in done if r.id < b.id and r.settings.function == b.settings.function)
+        return a, b, ""
+    a, b = runs[min(1, len(runs) - 1)], runs[0]
+    return a, b, "no two successful runs of one function yet: these are the two newest runs"
