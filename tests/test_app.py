@@ -230,7 +230,7 @@ def test_the_memory_tab_shows_the_peak_its_buffers_and_xlas_totals() -> None:
 
 def test_the_sidebar_counts_agree_with_their_nouns() -> None:
     status = WorkerStatus("cpu", True, 1, 2**20, 12 * 2**30, 1, 0, 1, queued=2)
-    assert counts_text(status) == "pool budget 12 GiB · 1 request · 0 restarts · 2 waiting"
+    assert counts_text(status) == "pool budget 12.0 GiB · 1 request · 0 restarts · 2 waiting"
     at = open_app()
     shown = next(c.value for c in at.sidebar.caption if "pool budget" in c.value)
     assert re.search(r"· (1 request|\d+ requests) · (1 restart|\d+ restarts)\b", shown), shown

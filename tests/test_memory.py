@@ -579,7 +579,7 @@ def test_a_peak_over_the_workers_limit_is_refused_before_running_naming_its_buff
         "Running needs 2.0 GiB at its peak: the sort at your code, line 6"
     )
     assert "f32[8192,16384] 512.0 MiB" in error.message
-    assert "the worker's limit is 1.0 GiB" in error.message
+    assert "the pool's memory budget is 1.0 GiB" in error.message
     assert reply.report.timings.runs == 0  # nothing ran
     assert small_worker.alive()
     ok = small_worker.ask(protocol.Analyze(Settings(code=FAT, function="f", args="f32[64,64]")))

@@ -118,7 +118,8 @@ def metrics(r: Report) -> None:
         memory.limit_of or "limit",  # lower case, as its neighbours
         nbytes(memory.limit_bytes),
         help="what a run must fit in: the device's bytes_limit where it reports one, "
-        "else the worker's memory limit",
+        "else the memory budget the app's workers share (the sidebar's pool budget): a "
+        "request stops when the workers together hold more",
     )
     st.caption("At the peak: " + kinds_text(memory))
     st.caption(

@@ -9,7 +9,7 @@ import streamlit as st
 from ui.workers import device, owner, pool, seen, worker
 from viz import demo
 from viz.platforms import available_with
-from viz.units import count, plural
+from viz.units import count, nbytes, plural
 from viz.worker.client import WorkerStatus
 
 
@@ -54,7 +54,7 @@ def counts_text(status: WorkerStatus) -> str:
     """The pool's budget and the worker's counts, each noun agreeing with its number:
     "pool budget 12 GiB · 1 request · 0 restarts · 2 waiting"."""
     said = [
-        f"pool budget {status.memory_limit_bytes / 2**30:.0f} GiB",
+        f"pool budget {nbytes(status.memory_limit_bytes)}",  # as the Memory tab says it
         plural(status.requests, "request"),
         plural(status.restarts, "restart"),
     ]

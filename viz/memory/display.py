@@ -67,7 +67,7 @@ def _named(row: PeakBuffer) -> str:
 
 def fit_text(memory: Memory, method: bool = True) -> str | None:
     """Whether a run fits, in one sentence: `Running needs 98.5 GiB at its peak: the
-    sort at line 12, f32[…] 32 GiB, …; the worker's limit is 11.8 GiB.`"""
+    sort at line 12, f32[…] 32 GiB, …; the pool's memory budget is 11.8 GiB.`"""
     if memory.peak_bytes is None:
         return None
     needs = f"Running needs {nbytes(memory.peak_bytes)} at its peak"
