@@ -12,8 +12,10 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
+from ui.sidebar import counts_text
 from viz.samples import list_samples
 from viz.timing import MIN_EAGER_SAMPLES
+from viz.worker.client import WorkerStatus
 
 TIMEOUT = 180
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -220,6 +222,24 @@ def test_the_memory_tab_shows_the_peak_its_buffers_and_xlas_totals() -> None:
     rows = at.dataframe[0].value
     assert rows["bytes"][0] == "512.0 KiB" and rows["made by"][0] == "argument x"  # the largest
     assert at.get("plotly_chart"), "no memory chart"
+    said = texts(at)
+    # x f32[256,512] and y f32[512,128]: neither is the output's f32[256,128]
+    assert "**Donation** would not help here" in said and "(f32[256,128])" in said
+    assert not any(b.label == "Donate the arrays" for b in at.button)
+    assert "Temporaries (one block): XLA allocates" in said
+    # the line column shows the app's code as `line N`, short enough to read whole
+    lines = [str(cell) for cell in rows["line"].dropna()]
+    assert any(cell.startswith("line ") for cell in lines), lines
+    assert not any(cell.startswith("your code") for cell in lines), lines
+
+
+def test_the_sidebar_counts_agree_with_their_nouns() -> None:
+    status = WorkerStatus("cpu", True, 1, 2**20, 12 * 2**30, 1, 0, 1, queued=2)
+    assert counts_text(status) == "pool budget 12.0 GiB · 1 request · 0 restarts · 2 waiting"
+    at = open_app()
+    shown = next(c.value for c in at.sidebar.caption if "pool budget" in c.value)
+    assert re.search(r"· (1 request|\d+ requests) · (1 restart|\d+ restarts)\b", shown), shown
+    assert not re.search(r"\b1 (requests|restarts)", shown), shown
 
 
 def test_the_export_tab_offers_the_report_as_json_and_html(monkeypatch) -> None:

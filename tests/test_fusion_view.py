@@ -143,3 +143,27 @@ def test_the_kernel_table_opens_a_kernels_own_ir() -> None:
     (opened,) = at.expander  # XLA's fusion has no IR of its own: one expander
     assert opened.label.startswith("add_kernel (custom-call.1): the kernel's own IR")
     assert "func.func @add_kernel" in at.code[0].value and at.code[0].language == "mlir"
+
+
+def relu_then_mask(x: jax.Array, w: jax.Array) -> jax.Array:
+    h = jax.nn.relu(x @ w)  # a custom_jvp_call holding a jit: two wrapper equations
+    return jnp.where(jnp.tril(jnp.ones((32, 32), bool)), h, 0.0)  # a mask XLA folds
+
+
+def test_the_jaxpr_equations_the_map_leaves_out_are_named_and_add_up() -> None:
+    r = analyze(relu_then_mask, "f32[32,32], f32[32,32]", runs=0)
+    counts = r.fusion_map_coverage.counts["jaxpr"]
+    said = viz.fusion.view.jaxpr_left_out_text(
+        r.graph_models["jaxpr"], r.fusion_map_coverage, r.jaxpr.eqn_count
+    )
+    assert said.startswith(
+        f"The map counts {counts['ops']} of the program's {r.jaxpr.eqn_count} jaxpr equations"
+    )
+    assert "custom_jvp_call ×1" in said and "the equations inside are counted" in said
+    assert "folded into constants" in said and "other equation" not in said  # all explained
+    wrappers = int(re.search(r"(\d+) wrapper equations", said).group(1))
+    assert wrappers + counts["folded"] + counts["ops"] == r.jaxpr.eqn_count
+    # the two counts agree: nothing to say
+    assert not viz.fusion.view.jaxpr_left_out_text(
+        r.graph_models["jaxpr"], r.fusion_map_coverage, counts["ops"]
+    )

@@ -28,7 +28,9 @@ from viz.memory.display import (
     buffer_rows,
     describe,
     device_memory_text,
+    donation_text,
     fit_text,
+    line_text,
     padding_text,
     peak_line,
     spaces_text,
@@ -326,6 +328,28 @@ def test_donation_lowers_the_peak():
     assert diff.peak.said.startswith("donation saved 16.0 MiB at the peak")
 
 
+def test_donation_is_offered_only_for_an_argument_shaped_like_an_output():
+    # scaled's x and y are both f32[64,64] like its output: XLA can alias one of them
+    aliasable = analyze(scaled, "f32[64,64], f32[64,64]", runs=0)
+    said, helps = donation_text(aliasable.memory, aliasable.graph_models["compiled"])
+    assert helps and said.count("f32[64,64]") == 1  # one output: one argument can take it
+    assert "`x` (f32[64,64])" in said and "deleted by the call" in said
+    # a classifier's head (the mlp sample's): f32[32,10] out, no argument of that type
+    other = analyze(lambda w, x: x @ w, "f32[256,10], f32[32,256]", runs=0)
+    said, helps = donation_text(other.memory, other.graph_models["compiled"])
+    assert not helps and said.startswith("**Donation** would not help here")
+    assert "(f32[32,10])" in said and "deleted all the same" in said
+
+
+@pytest.mark.parametrize(
+    "where, shown",
+    [("your code, line 41", "line 41"), ("/home/me/model.py:12", "model.py:12"), ("", "")],
+)
+def test_a_buffers_line_is_short_enough_for_its_column(where, shown):
+    row = PeakBuffer("dot.1", "dot", [32, 512], "f32", 65536, "temporary", where=where)
+    assert line_text(row) == shown
+
+
 def test_checkpointed_residuals_are_listed_with_their_lines():
     report = analyze(checkpointed, "f32[256,256], f32[128,256]", runs=0)
     residuals = report.memory.residuals
@@ -555,7 +579,7 @@ def test_a_peak_over_the_workers_limit_is_refused_before_running_naming_its_buff
         "Running needs 2.0 GiB at its peak: the sort at your code, line 6"
     )
     assert "f32[8192,16384] 512.0 MiB" in error.message
-    assert "the worker's limit is 1.0 GiB" in error.message
+    assert "the pool's memory budget is 1.0 GiB" in error.message
     assert reply.report.timings.runs == 0  # nothing ran
     assert small_worker.alive()
     ok = small_worker.ask(protocol.Analyze(Settings(code=FAT, function="f", args="f32[64,64]")))

@@ -58,10 +58,12 @@ def fusion_map_view(res: Result, index: int) -> None:
     st.markdown(viz.fusion.view.coverage_text(r.fusion_map_coverage))
     op_count = r.stablehlo.op_count if r.stablehlo else None
     left_out = viz.fusion.view.left_out_text(stablehlo, r.fusion_map_coverage, op_count)
-    if left_out:
-        st.caption(left_out)
-    profile_button(res, index)
     jaxpr = models.get(IR.JAXPR) or Graph(IR.JAXPR)
+    eqn_count = r.jaxpr.eqn_count if r.jaxpr else None
+    jaxpr_left_out = viz.fusion.view.jaxpr_left_out_text(jaxpr, r.fusion_map_coverage, eqn_count)
+    for said in filter(None, (left_out, jaxpr_left_out)):
+        st.caption(said)
+    profile_button(res, index)
     colours = viz.fusion.view.kernel_colours(e.kernel for e in fmap if e.is_kernel)
     chosen = selection(fmap, stablehlo, index)
     graphs(profile, fmap, stablehlo, compiled, colours, chosen, index)

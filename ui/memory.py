@@ -18,10 +18,12 @@ from ui.tables import table
 from ui.variants import variant_button
 from viz import charts
 from viz.errors import required_in
+from viz.ir.model import IR
 from viz.memory.display import (
     buffer_rows,
     describe_made_by,
     device_memory_text,
+    donation_text,
     fit_text,
     kinds_text,
     padding_text,
@@ -116,9 +118,15 @@ def metrics(r: Report) -> None:
         memory.limit_of or "limit",  # lower case, as its neighbours
         nbytes(memory.limit_bytes),
         help="what a run must fit in: the device's bytes_limit where it reports one, "
-        "else the worker's memory limit",
+        "else the memory budget the app's workers share (the sidebar's pool budget): a "
+        "request stops when the workers together hold more",
     )
     st.caption("At the peak: " + kinds_text(memory))
+    st.caption(
+        "Temporaries (one block): XLA allocates all the program's intermediates as one "
+        "block for the whole call and reuses its slots as values die; the peak counts the "
+        "slots in use at its step."
+    )
     said = two_peaks_text(memory, r.device)
     if said:
         st.caption(said)
@@ -148,7 +156,9 @@ def fits(r: Report) -> None:
         st.caption(
             f"{plural(len(memory.library_kernels), 'kernel')} run in a library (YNNPACK on "
             f"CPU: {listed(memory.library_kernels, 4)}), which allocates their "
-            "intermediates itself: XLA does not assign them, so they are not in these figures."
+            "intermediates itself: XLA does not assign them, so they are not in these figures. "
+            "A `ynn_fusion` is a kernel XLA hands to YNNPACK: the peak shown leaves out its "
+            "scratch, so a run can need somewhat more."
         )
 
 
@@ -210,13 +220,11 @@ def lower_it(res: Result) -> None:
             f"{nbytes(saved)} of outputs into their buffers (the chart marks where their "
             "bytes stop counting as arguments)."
         )
-    elif arguments:
-        st.markdown(
-            f"- **Donation**: the arguments hold {nbytes(arguments)} at the peak and live "
-            "to the end of the program. Donated, their buffers are freed or reused once "
-            "read: this button compiles it so and shows the two peaks in the diff."
-        )
-        variant_button(res, "Donate the arrays", key="mem_")
+    elif arguments and (compiled := r.graph_models.get(IR.COMPILED)) is not None:
+        said, helps = donation_text(memory, compiled)
+        st.markdown(f"- {said}")
+        if helps:
+            variant_button(res, "Donate the arrays", key="mem_")
     if memory_schedule_of(r.device):
         st.markdown(
             f"- **Schedule**: this button compiles again with "

@@ -9,6 +9,8 @@ import streamlit as st
 from ui.workers import device, owner, pool, seen, worker
 from viz import demo
 from viz.platforms import available_with
+from viz.units import count, nbytes, plural
+from viz.worker.client import WorkerStatus
 
 
 def device_picker() -> None:
@@ -33,17 +35,12 @@ def worker_status() -> None:
         status = worker().status()
         memory = f"{status.rss_bytes / 2**20:.0f} MiB" if status.rss_bytes else "not started"
         state = "alive" if status.alive else "idle"
-        queue = f" · {status.queued} waiting" if status.queued else ""
         which = (
             f"The {device()} worker (one process owns the device; every session takes turns)"
             if pool().shared(device())
             else f"Worker {pool().slot(owner()) + 1} of {pool().size}"
         )
-        st.caption(
-            f"{which} · {state} · {memory} · "
-            f"pool budget {status.memory_limit_bytes / 2**30:.0f} GiB · "
-            f"{status.requests} requests · {status.restarts} restarts{queue}"
-        )
+        st.caption(f"{which} · {state} · {memory} · {counts_text(status)}")
         if st.button(
             "Restart worker",
             help="kill your worker process; its jit caches go too (sessions sharing it are told)",
@@ -51,6 +48,19 @@ def worker_status() -> None:
             worker().restart(reason="a session sharing it pressed Restart worker")
             seen()[f"{device()}#main"] = worker().generation
             st.rerun()
+
+
+def counts_text(status: WorkerStatus) -> str:
+    """The pool's budget and the worker's counts, each noun agreeing with its number:
+    "pool budget 12 GiB · 1 request · 0 restarts · 2 waiting"."""
+    said = [
+        f"pool budget {nbytes(status.memory_limit_bytes)}",  # as the Memory tab says it
+        plural(status.requests, "request"),
+        plural(status.restarts, "restart"),
+    ]
+    if status.queued:
+        said.append(f"{count(status.queued)} waiting")
+    return " · ".join(said)
 
 
 def restarted_elsewhere() -> None:

@@ -262,11 +262,14 @@ class Compiled:
 
     def memory_limit(self) -> tuple[int, str]:
         """What a run must fit in: the device's own limit where it reports one (a GPU's
-        `memory_stats()['bytes_limit']`), else the worker's limit (the CPU's case)."""
+        `memory_stats()['bytes_limit']`), else the target's limit (the CPU's case): in
+        the app, the pool's memory budget, which every worker shares."""
         stats = self._memory_stats() or {}
         if stats.get("bytes_limit"):
             return int(stats["bytes_limit"]), "the device's memory"
-        return self.target.memory_limit_bytes, "the worker's limit"
+        if self.target.settings.memory_limit_bytes:
+            return self.target.memory_limit_bytes, "the worker's limit"
+        return self.target.memory_limit_bytes, self.target.memory_limit_of
 
     def _memory_stats(self) -> dict[str, int] | None:
         """The device's `memory_stats()` (None on the CPU, which keeps none, and where

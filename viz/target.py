@@ -120,6 +120,7 @@ class Target:
     user_file: str | None = None
     expressions: bool = True
     default_memory_limit: int = DEFAULT_MEMORY_LIMIT  # where the settings name none
+    memory_limit_of: str = "the worker's limit"  # what that limit is, in words
 
     @classmethod
     def from_settings(
@@ -131,12 +132,14 @@ class Target:
         user_file: str | None = None,
         expressions: bool = True,
         memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT,
+        memory_limit_of: str = "the worker's limit",
     ) -> Target:
         """The target `settings` describe: their function loaded from their code (with
         classified load errors), or `fn` when the caller holds it (`viz.analyze`, a
         lesson's variants), its spec's names `namespace` (default: `fn`'s module's) and
         its source `user_file` (default: where `fn` was defined). `memory_limit_bytes`
-        applies when the settings name no limit of their own."""
+        applies when the settings name no limit of their own; `memory_limit_of` says
+        what it is ("the pool's memory budget": a worker's)."""
         if fn is None:
             module, fn = load_function(
                 settings.code, settings.function, settings.folder, settings.file
@@ -146,7 +149,9 @@ class Target:
             namespace = getattr(fn, "__globals__", {})
         if user_file is None:
             user_file = getattr(getattr(fn, "__code__", None), "co_filename", None)
-        return cls(fn, settings, namespace, user_file, expressions, memory_limit_bytes)
+        return cls(
+            fn, settings, namespace, user_file, expressions, memory_limit_bytes, memory_limit_of
+        )
 
     @classmethod
     def from_code(cls, code: str, function: str | None, *, static: Sequence[str] = ()) -> Target:

@@ -332,3 +332,34 @@ def left_out_text(stablehlo: Graph, coverage: FusionCoverage | None, op_count: i
         f"The map counts {count(mapped)} of the program's {count(op_count)} StableHLO ops "
         f"(the Overview's count): it leaves out " + "; ".join(said) + "."
     )
+
+
+def jaxpr_left_out_text(
+    jaxpr: Graph, coverage: FusionCoverage | None, eqn_count: int | None
+) -> str:
+    """Why the map counts fewer jaxpr equations than the Overview (`eqn_count`, which
+    counts every equation at every level): the wrappers (a `jit` or `custom_jvp_call`
+    equation holding a jaxpr, whose own equations the map counts instead) and what XLA
+    folded into constants. '' when the two agree or either is unknown."""
+    counts = (coverage.counts.get("jaxpr") if coverage else None) or {}
+    mapped = counts.get("ops")
+    if mapped is None or eqn_count is None or eqn_count == mapped:
+        return ""
+    wrappers = Counter(g.op for g in jaxpr.groups.values() if g.op and not g.opaque)
+    kinds = ", ".join(f"{op} ×{n}" for op, n in wrappers.most_common())
+    parts = [
+        (
+            sum(wrappers.values()),
+            "wrapper equation",
+            f"({kinds}: the equations inside are counted)",
+        ),
+        (counts.get("folded", 0), "equation", "XLA folded into constants"),
+    ]
+    said = [f"{plural(n, word)} {why}" for n, word, why in parts if n]
+    other = eqn_count - mapped - sum(n for n, _, _ in parts)
+    if other > 0:
+        said.append(plural(other, "other equation"))
+    return (
+        f"The map counts {count(mapped)} of the program's {count(eqn_count)} jaxpr "
+        f"equations (the Overview's count): it leaves out " + "; ".join(said) + "."
+    )

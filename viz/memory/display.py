@@ -8,14 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 from viz.errors import required_in
+from viz.ir.model import Graph
 from viz.memory.lines import LAYOUT_COPY
 from viz.memory.model import Memory, PeakBuffer, Residual
 from viz.memory.padding import padded_dims, padding_ratio, parse_layout, times_its_size
 from viz.memory.profile import OTHER, MemoryProfile
 from viz.memory.xla import PARAMETER
 from viz.platforms import memory_space_name
-from viz.units import natural, nbytes
-from viz.where import split_where
+from viz.units import listed, natural, nbytes
+from viz.where import YOUR_CODE, place, split_where
 
 ON_LINE = 3  # buffers the one-line summary names
 FILLERS = 3  # the buffers a sentence about the peak names
@@ -66,7 +67,7 @@ def _named(row: PeakBuffer) -> str:
 
 def fit_text(memory: Memory, method: bool = True) -> str | None:
     """Whether a run fits, in one sentence: `Running needs 98.5 GiB at its peak: the
-    sort at line 12, f32[…] 32 GiB, …; the worker's limit is 11.8 GiB.`"""
+    sort at line 12, f32[…] 32 GiB, …; the pool's memory budget is 11.8 GiB.`"""
     if memory.peak_bytes is None:
         return None
     needs = f"Running needs {nbytes(memory.peak_bytes)} at its peak"
@@ -144,8 +145,9 @@ def padding_cell(row: PeakBuffer) -> str:
 
 def line_text(row: PeakBuffer) -> str:
     """The buffer's line, and how it was found where XLA gave none: `memcase.py:4 (a
-    copy XLA inserted for layout, of sort.0)`."""
-    line = where_text(row.where)
+    copy XLA inserted for layout, of sort.0)`; the app's own code's as `line 41`, which
+    a table's narrow column shows whole."""
+    line = place(row.where, YOUR_CODE)
     if not row.note:
         return line
     return f"{line} ({row.note})" if line else row.note
@@ -352,4 +354,43 @@ def device_memory_text(memory: Memory) -> str | None:
         f"{limit}. It counts every buffer the runtime held in this process since it began "
         f"(arguments, outputs, temporaries, other programs'); XLA's peak{plan} is the "
         "compile's plan for this one program"
+    )
+
+
+def donatable(graph: Graph) -> list[tuple[str, str]]:
+    """The argument leaves XLA could write an output into, with that output's type: an
+    input of the compiled program whose shape and dtype are an output's (XLA aliases a
+    donated buffer only to an output of its exact type, each output once)."""
+    outputs = [n.type for n in graph.nodes if n.kind == "output"]
+    found = []
+    for node in graph.nodes:
+        if node.kind == "input" and node.type in outputs:
+            outputs.remove(node.type)
+            found.append((node.label, node.type))
+    return found
+
+
+def donation_text(memory: Memory, graph: Graph) -> tuple[str, bool]:
+    """What donating the arguments would do to this program, and whether it would lower
+    anything: donated, an argument's buffer is reused only by an output of its shape and
+    dtype, and the caller's array is deleted by the call either way."""
+    matches = donatable(graph)
+    if not matches:
+        outputs = [n.type for n in graph.nodes if n.kind == "output"]
+        return (
+            f"**Donation** would not help here: no argument has the shape and dtype of an "
+            f"output ({listed(outputs, 4)}), so XLA could reuse none of their buffers (JAX "
+            "warns the donated buffers were not usable), and the caller's arrays would be "
+            "deleted all the same.",
+            False,
+        )
+    named = listed((f"`{name}` ({type_})" for name, type_ in matches), 4)
+    return (
+        f"**Donation**: {named} {'has' if len(matches) == 1 else 'have'} an output's shape "
+        f"and dtype, so XLA can write that output into {'its' if len(matches) == 1 else 'their'} "
+        f"buffer (the arguments hold {nbytes(memory.arguments_at_peak)} at the peak). A "
+        "donated array is deleted by the call: the caller cannot use it after. This button "
+        "donates every array argument and shows the two peaks in the diff; donate only "
+        "what you no longer need (`donate_argnames`).",
+        True,
     )

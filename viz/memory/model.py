@@ -152,7 +152,7 @@ class Memory(Plain):
     by_kind_at_peak: dict[str, int] = field(default_factory=dict)  # parameter, output, …
     xla_peak_bytes: int | None = None  # peak_memory_in_bytes (on CPU: arguments + outputs)
     xla_peak_parts: XlaPeakParts | None = None  # what XLA's peak counts (a TPU's); else None
-    limit_bytes: int | None = None  # the device's bytes_limit, else the worker's limit
+    limit_bytes: int | None = None  # the device's bytes_limit, else the pool's budget
     limit_of: str = ""  # which of the two
     library_kernels: list[str] = field(default_factory=list)  # their memory is their own
     recomputed: list[str] = field(default_factory=list)  # kernels jax.checkpoint recomputes

@@ -173,7 +173,7 @@ class Worker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None,
-            env=worker_env(self.device, self.budget.share(), self.demo),
+            env=worker_env(self.device, self.budget.total, self.demo),
             start_new_session=True,  # its own process group: killed as one
         )
         assert self._proc.stdout is not None

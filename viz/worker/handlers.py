@@ -92,6 +92,7 @@ def _target_of(request: p.CodeRequest) -> Target:
         user_file=module.__file__,
         expressions=_expressions(),
         memory_limit_bytes=_memory_limit(DEFAULT_MEMORY_LIMIT),
+        memory_limit_of=POOL_BUDGET,
     )
 
 
@@ -152,6 +153,11 @@ def _expressions() -> bool:
     """Whether specs may hold Python expressions: not in demo mode, where a spec is the
     spec language and the sample's own names only."""
     return not demo.enabled()
+
+
+# what a worker's memory limit is: its pool's whole budget, which the parent enforces
+# on every worker's requests together (`viz.worker.limits`); the same for each
+POOL_BUDGET = "the pool's memory budget"
 
 
 def _memory_limit(default: int) -> int:

@@ -41,11 +41,6 @@ class MemoryBudget:
         with self._lock:
             self._members.append(worker)
 
-    def share(self) -> int:
-        """What one worker may plan for (the pipeline refuses larger inputs up front)."""
-        with self._lock:
-            return self.total // max(len(self._members), 1)
-
     def others(self, worker: Member) -> int:
         with self._lock:
             members = [w for w in self._members if w is not worker]
