@@ -127,7 +127,7 @@ def compiles_of(rec: Recording, key: str) -> list[Compile]:
         f"Compiles of {stats.name if stats else '?'}, each against the closest earlier one"
     )
     if stats and stats.advice:
-        st.info(stats.advice, icon=":material/lightbulb:")
+        st.info("  \n".join(stats.advice.splitlines()), icon=":material/lightbulb:")
     if stats and stats.compiles > len(mine):
         st.caption(
             f"{stats.compiles - len(mine)} later compiles are counted but kept without details."

@@ -200,7 +200,7 @@ class FunctionStats:
     compiles: int = 0
     compile_s: float = 0.0
     reasons: dict[str, int] = field(default_factory=dict)  # kind → compiles it explained
-    advice: str = ""
+    advice: str = ""  # a line per kind of recompile, the one explaining most compiles first
     eager: bool = False
     persistent_hits: int = 0  # compiles the persistent cache served from disk
     peak_bytes: int | None = None  # the largest memory peak among its compiles

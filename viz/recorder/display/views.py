@@ -54,7 +54,7 @@ def function_rows(recording: Recording) -> list[dict[str, Any]]:
             "why": why_text(f),
             "from disk": f.persistent_hits,
             "largest peak": nbytes(f.peak_bytes),
-            "advice": plain(f.advice),
+            "advice": advice_cell(f.advice),
         }
         for f in recording.functions
     ]
@@ -75,6 +75,11 @@ def why_text(f: FunctionStats) -> str:
     words = ["first compile"] if new else []
     words += [f"{KIND_WORDS.get(k, k.replace('_', ' '))} ×{n}" for k, n in sorted(kinds.items())]
     return ", ".join(words)
+
+
+def advice_cell(advice: str) -> str:
+    """A function's advice on one line of a table cell, a line per kind apart by ' · '."""
+    return plain(" · ".join(advice.splitlines()))
 
 
 def plain(text: str) -> str:
