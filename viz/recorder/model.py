@@ -158,6 +158,12 @@ class Compile:
         return cls(**values)
 
 
+def new_data_text(reason: Reason) -> str:
+    """'new data: x f32[8] → f32[9]': why a compile was needed, from its first reason
+    of new data (the Recordings page leaves it out beside that reason)."""
+    return f"new data: {reason.arg} {reason.before} → {reason.after}"
+
+
 def cache_reason(cleared: bool, where: str = "") -> Reason:
     """A recompile with nothing different: after `jax.clear_caches()` (seen, at `where`),
     or, honestly, a difference jitscope did not find."""
