@@ -62,9 +62,14 @@ def list_table(rows: list[RecordingRow]) -> list[dict[str, object]]:
     ]
 
 
-def wide(*columns: str) -> dict[str, object]:
-    """Columns of sentences, wide enough to read: the rest of a cell shows on hover."""
-    return {c: st.column_config.TextColumn(width="large") for c in columns}
+# widths in pixels ('large': 400) of the columns of sentences, enough to read (the rest
+# of a cell shows on hover), after the columns that fit their cells: those stay in view
+FUNCTION_WIDTHS = {"why": 300, "advice": "large"}
+COMPILE_WIDTHS = {"need": "medium", "why": "large", "jit": "medium"}
+
+
+def sized(widths: dict[str, str | int]) -> dict[str, object]:
+    return {c: st.column_config.TextColumn(width=w) for c, w in widths.items()}  # type: ignore[arg-type]
 
 
 def overview(rec: Recording) -> None:
@@ -104,7 +109,7 @@ def overview(rec: Recording) -> None:
 
 def functions(rec: Recording) -> str | None:
     st.subheader("Functions, by compile time")
-    ui.table(function_rows(rec), column_config=wide("why", "advice"))
+    ui.table(function_rows(rec), column_config=sized(FUNCTION_WIDTHS))
     keys = [f.key for f in rec.functions]
     if not keys:
         return None
@@ -127,14 +132,14 @@ def compiles_of(rec: Recording, key: str) -> list[Compile]:
         f"Compiles of {stats.name if stats else '?'}, each against the closest earlier one"
     )
     if stats and stats.advice:
-        st.info(stats.advice, icon=":material/lightbulb:")
+        st.info("  \n".join(stats.advice.splitlines()), icon=":material/lightbulb:")
     if stats and stats.compiles > len(mine):
         st.caption(
             f"{stats.compiles - len(mine)} later compiles are counted but kept without details."
         )
     if stats:
         st.caption(f"Defined at `{short_path(stats.defined_at, rec.program.folders)}`")
-    ui.table(compile_rows(mine, rec.program.folders), column_config=wide("need", "why"))
+    ui.table(compile_rows(mine, rec.program.folders), column_config=sized(COMPILE_WIDTHS))
     return mine
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import jax
@@ -98,3 +100,25 @@ def test_op_by_op_compiles_that_took_a_third_of_the_run_are_said_with_advice():
     said = " ".join(c.value for c in at.caption)
     assert "47 op-by-op compiles of ops run outside jit (12.01 s, 37%" in said
     assert any("jit the code that calls them" in i.value for i in at.info)
+
+
+def test_each_compile_says_its_reason_once_beside_its_call_site_and_every_advice():
+    """A new shape, then a Python float turned array: two kinds, two lines of advice; the
+    compiles table's 'need' does not repeat the 'why' beside it, and 'called from' is as
+    wide as a file.py:line (it was cut to 'train_loop.p')."""
+    step = jax.jit(lambda x, s: x * s)
+    with viz.recording(name="kinds") as rec:
+        for size, s in ((3, 2.0), (4, 2.0), (5, 2.0), (5, jnp.float32(2.0))):
+            step(jnp.ones(size), s)
+    rec.save()
+    at = recordings_page()
+    (advice,) = [i.value for i in at.info if "x dim 0 took 3 values" in i.value]
+    assert advice.splitlines()[1].endswith("use jnp.asarray(s) or a Python float every time")
+    (table,) = [d for d in at.dataframe if "need" in d.value.columns]
+    frame = table.value
+    assert list(frame.columns)[:5] == ["#", "at", "called from", "need", "why"]
+    assert list(frame["need"]) == ["first", "needed", "needed", "needed"]
+    assert frame["why"][3] == "s: Python float (weak f32[]) → f32[]"
+    assert re.fullmatch(r"tests/test_app_recordings\.py:\d+", frame["called from"][0])
+    widths = json.loads(table.proto.columns)  # 'called from' fits its cells, left of 'why'
+    assert "called from" not in widths and widths["why"]["width"] == "large"

@@ -215,10 +215,12 @@ def test_a_new_closure_per_call_is_named_with_its_line(equinox_run):
         ("terms.vector_field", "static_value", closure, f"a new {closure}")
     ]
     advice = next(f["advice"] for f in data["functions"] if f["name"] == "diffeqsolve")
-    assert advice == (
+    new_closure, *others = advice.splitlines()  # then the shapes', the vmap's
+    assert new_closure == (
         f"`terms.vector_field`: a new {closure} on every call → define it once, outside `solve`"
     )
-    assert advice in stderr
+    assert others[0].startswith("y0 took 2 shapes ([3], [4,3])")
+    assert all(f"↳ {line}" in stderr for line in advice.splitlines())
 
 
 @needs("equinox", "diffrax")

@@ -123,10 +123,11 @@ def test_the_lambda_under_fori_loop_is_the_users_function_with_its_line(recorded
     assert mine[2]["need_why"] == "a new function object, the same code and data"
     listed = [f for f in data["functions"] if f["defined_at"] == f"{PROGRAM}:{line}"]
     assert listed and listed[0]["compiles"] == 3 and not listed[0]["eager"]
-    assert listed[0]["advice"] == (
+    assert listed[0]["advice"].splitlines() == [
         "a new `<lambda>` runs under lax.scan on each call of `accumulate` → define it "
-        "outside `accumulate` and pass the same function each time"
-    )
+        "outside `accumulate` and pass the same function each time",
+        "args[1] took 2 shapes ([], [3]) → pass it with the same number of dimensions every call",
+    ]
     # the while_loop's lambda is another function: compared with its own compiles only
     other = compiles_of(data, "<lambda>", line_of(PROGRAM, "lax.while_loop("))
     assert [c["need"] for c in other] == ["first"] and other[0]["wraps"] == ["lax.while_loop"]

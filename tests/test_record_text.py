@@ -185,3 +185,11 @@ def test_op_by_op_compiles_that_take_a_tenth_of_the_run_say_what_to_do():
     assert "jit the code that calls them" in text
     costly.eager.compile_s = 1.0  # 3 %: counted, no advice
     assert "jit the code that calls them" not in summary_text(costly)
+
+
+def test_every_line_of_a_functions_advice_is_printed_under_it():
+    advice = "x dim 0 took 5 values (32, 48) → pad\nweak type of lr changed → pass one kind"
+    step = FunctionStats("train_step", "/w/t.py:3", 7, 1.0, advice=advice)
+    text = summary_text(recording([step]))
+    assert "  ↳ x dim 0 took 5 values (32, 48) → pad\n" in text
+    assert text.endswith("  ↳ weak type of lr changed → pass one kind")

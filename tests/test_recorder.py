@@ -69,6 +69,20 @@ def test_a_new_shape_is_a_shape_reason_against_the_closest_earlier_compile():
     assert stats.advice.startswith("x dim 0 took 3 values (8, 9, 10) → pad")
 
 
+def test_each_kind_of_recompile_gets_its_advice_the_commonest_first():
+    """train_loop.py's train_step: shape ×4 and weak type ×2 gave only the shape's line."""
+    with viz.recording() as rec:
+        for size, s in ((3, 2.0), (4, 2.0), (5, 2.0), (5, jnp.float32(2.0))):
+            scale(jnp.ones(size), s)
+    first = next(c for c in rec.compiles if c.function == "scale")
+    stats = rec.recording().function(first.key)
+    assert stats is not None and stats.reasons == {"new_function": 1, "shape": 2, "weak_type": 1}
+    shape, weak = stats.advice.splitlines()
+    assert shape.startswith("x dim 0 took 3 values (3, 4, 5) → pad")
+    assert weak.startswith("weak type of s changed: Python float (weak f32[]), then f32[]")
+    assert weak.endswith("use jnp.asarray(s) or a Python float every time")
+
+
 def test_static_values_dtypes_weak_types_and_pytrees_are_named():
     with viz.recording() as rec:
         power(jnp.ones(3), 1)

@@ -49,11 +49,11 @@ class LeafSig:
             return self.value
         text = f"{self.dtype}[{','.join(map(str, self.shape))}]"
         if self.python_scalar:
-            return f"Python {_PY_NAMES.get(self.dtype, 'scalar')} (weak {text})"
+            return f"Python {PYTHON_NAMES.get(self.dtype, 'scalar')} (weak {text})"
         return f"weak {text}" if self.weak_type else text
 
 
-_PY_NAMES = {
+PYTHON_NAMES = {
     "f32": "float",
     "f64": "float",
     "i32": "int",

@@ -11,7 +11,7 @@ import linecache
 import re
 from collections import Counter
 
-from viz.cache.signature import NEW, Reason
+from viz.cache.signature import NEW, PYTHON_NAMES, Reason
 from viz.recorder.model import (
     AVOIDABLE,
     CACHE,
@@ -30,7 +30,7 @@ FIXES = {
     "shape": "pad to a few bucket sizes (Batch buckets page)",
     "new_function": "make it once, outside the test or loop",
     "static_value": "every new value compiles again: make it a dynamic argument if it varies",
-    "weak_type": "pass one kind every call (always a Python scalar, or always an array)",
+    "weak_type": "pass the same kind every call: a Python scalar and an array compile apart",
     "dtype": "cast once where data enters, e.g. x.astype(jnp.float32)",
     "pytree": "keep the structure fixed: same keys, same lengths",
     "sharding": "place inputs the same way every call (jax.device_put)",
@@ -51,13 +51,21 @@ LIBRARY_KINDS = frozenset({"new_function", "static_value", "config"})  # a new o
 
 
 def advise(stats: FunctionStats, compiles: list[Compile], cwd: str | tuple[str, ...]) -> str:
-    """'x dim 0 took 3 values (8, 9, 10) → pad to buckets (…)', or '' for one compile.
-    A jit that a library builds is spoken of as the library's: the user is told what
-    they can change, or that it is not in their code."""
+    """One line per kind of recompile that occurred, the kind that explains the most
+    compiles first ('x dim 0 took 3 values (8, 9, 10) → pad to buckets (…)'), joined by
+    newlines; '' for one compile. A jit that a library builds is spoken of as the
+    library's: the user is told what they can change, or that it is not in their code."""
     kinds = recompile_kinds(stats)
     if stats.compiles <= 1 or not kinds:
         return ""
-    kind = kinds.most_common(1)[0][0]
+    lines = [_kind_advice(kind, stats, compiles, cwd) for kind, _ in kinds.most_common()]
+    return "\n".join(dict.fromkeys(line for line in lines if line))
+
+
+def _kind_advice(
+    kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str | tuple[str, ...]
+) -> str:
+    """The words and the fix for the recompiles of one kind."""
     library = _library_text(stats, compiles) if kind in LIBRARY_KINDS else ""
     if library:
         return library
@@ -66,7 +74,7 @@ def advise(stats: FunctionStats, compiles: list[Compile], cwd: str | tuple[str, 
         return _cache_text(cache, stats)
     if kind == "static_value":
         statics = [r for c in compiles for r in c.reasons if r.kind == kind]
-        arg = Counter(r.arg for r in statics).most_common(1)[0][0]
+        arg = Counter(r.arg for r in statics).most_common(1)[0][0] if statics else "?"
         new_objects = [r for r in statics if r.arg == arg and r.after.startswith(NEW)]
         if new_objects:
             return _new_object_text(arg, new_objects, stats)
@@ -77,9 +85,14 @@ def advise(stats: FunctionStats, compiles: list[Compile], cwd: str | tuple[str, 
         outer = next((_enclosing(c) for c in compiles if _enclosing(c)), "")
         where = f"outside `{outer}`" if outer else "once"
         return f"{what} → define it {where} and pass the same function each time"
+    if kind == "weak_type":
+        return f"{what} → {_weak_type_fix(compiles)}"
+    if kind == "shape" and _rank_changed(compiles):
+        return f"{what} → {RANK_FIX}"  # a scalar, then a vector: no bucket pads that
     return f"{what} → {FIXES[kind]}" if kind in FIXES else what
 
 
+RANK_FIX = "pass it with the same number of dimensions every call"
 TRANSFORM_FIX = "jit the transformed function once, e.g. jax.jit(jax.grad(f))"
 
 
@@ -90,8 +103,7 @@ def _transformed(compiles: list[Compile]) -> list[str]:
 
 def _describe(kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str) -> str:
     reasons = [r for c in compiles for r in c.reasons if r.kind == kind]
-    args = Counter(r.arg for r in reasons)
-    arg = args.most_common(1)[0][0] if args else "?"
+    arg = _commonest_arg(kind, compiles)
     if kind == "shape":
         return _shape_text(arg, compiles)
     if kind == "new_function":
@@ -113,6 +125,25 @@ def _describe(kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str
     if kind == "config":
         return f"setting {arg} changed"
     return f"{kind.replace('_', ' ')} of {arg} changed"
+
+
+def _weak_type_fix(compiles: list[Compile]) -> str:
+    """FIXES' words with the argument's own cure: 'use jnp.asarray(lr) or a Python
+    float every time'."""
+    reasons = [r for c in compiles for r in c.reasons if r.kind == "weak_type"]
+    arg = Counter(r.arg for r in reasons).most_common(1)[0][0] if reasons else ""
+    scalar = next(
+        (
+            PYTHON_NAMES.get(leaf.dtype or "", "scalar")
+            for c in compiles
+            for leaf in c.signature
+            if leaf.arg == arg and leaf.python_scalar
+        ),
+        "scalar",
+    )
+    python = f"a Python {scalar}"
+    cure = f"use jnp.asarray({arg}) or {python} every time" if arg else ""
+    return FIXES["weak_type"] + (f" — {cure}" if cure else "")
 
 
 def _library_text(stats: FunctionStats, compiles: list[Compile]) -> str:
@@ -207,10 +238,26 @@ def _enclosing(compile: Compile) -> str:
     return ""
 
 
-def _shape_text(arg: str, compiles: list[Compile]) -> str:
-    shapes = _distinct(
+def _commonest_arg(kind: str, compiles: list[Compile]) -> str:
+    """The argument that the reasons of this kind name most often ('?' for none)."""
+    args = Counter(r.arg for c in compiles for r in c.reasons if r.kind == kind)
+    return args.most_common(1)[0][0] if args else "?"
+
+
+def _shapes(arg: str, compiles: list[Compile]) -> list[tuple[int, ...]]:
+    """The shapes `arg` took, in order of first appearance."""
+    return _distinct(
         tuple(leaf.shape or ()) for c in compiles for leaf in c.signature if leaf.arg == arg
     )
+
+
+def _rank_changed(compiles: list[Compile]) -> bool:
+    """Whether the argument whose shape changed most often took more than one rank."""
+    return len({len(s) for s in _shapes(_commonest_arg("shape", compiles), compiles)}) > 1
+
+
+def _shape_text(arg: str, compiles: list[Compile]) -> str:
+    shapes = _shapes(arg, compiles)
     if len({len(s) for s in shapes}) == 1 and shapes:
         varying = [d for d in range(len(shapes[0])) if len({s[d] for s in shapes}) > 1]
         if len(varying) == 1:

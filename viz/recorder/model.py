@@ -158,6 +158,12 @@ class Compile:
         return cls(**values)
 
 
+def new_data_text(reason: Reason) -> str:
+    """'new data: x f32[8] → f32[9]': why a compile was needed, from its first reason
+    of new data (the Recordings page leaves it out beside that reason)."""
+    return f"new data: {reason.arg} {reason.before} → {reason.after}"
+
+
 def cache_reason(cleared: bool, where: str = "") -> Reason:
     """A recompile with nothing different: after `jax.clear_caches()` (seen, at `where`),
     or, honestly, a difference jitscope did not find."""
@@ -200,7 +206,7 @@ class FunctionStats:
     compiles: int = 0
     compile_s: float = 0.0
     reasons: dict[str, int] = field(default_factory=dict)  # kind → compiles it explained
-    advice: str = ""
+    advice: str = ""  # a line per kind of recompile, the one explaining most compiles first
     eager: bool = False
     persistent_hits: int = 0  # compiles the persistent cache served from disk
     peak_bytes: int | None = None  # the largest memory peak among its compiles

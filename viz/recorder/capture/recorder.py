@@ -52,6 +52,7 @@ from viz.recorder.model import (
     cache_reason,
     function_key,
     jitted,
+    new_data_text,
     short_path,
 )
 from viz.recorder.storage.journal import Journal
@@ -429,7 +430,7 @@ def _new_data_text(data: list[Reason], found: Inputs | None, earlier: list[Input
     """'x: f32[8] → f32[9]', or the closure's data that changed: 'in the closure: data
     f32[200,3] → f32[500,3]'."""
     if data:
-        return f"new data: {data[0].arg} {data[0].before} → {data[0].after}"
+        return new_data_text(data[0])
     before = earlier[-1].data if earlier else {}
     now = found.data if found else {}
     changed = [(k, before[k], v) for k, v in now.items() if k in before and before[k] != v]

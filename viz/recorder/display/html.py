@@ -180,13 +180,21 @@ def _functions(recording: Recording) -> str:
             _esc(avoidable_text(f.avoidable, f.avoidable_s)),
             _esc(f.persistent_hits),
             _esc(why_text(f)),
-            f'<span class="advice">{_esc(plain(f.advice))}</span>' if f.advice else "–",
+            _advice_html(f.advice),
         ]
         for f in recording.functions
     ]
     header = ["function", "defined at", "compiles", "compile time", "avoidable", "from disk"]
     header += ["why", "advice"]
     return _table(header, rows)
+
+
+def _advice_html(advice: str) -> str:
+    """A function's advice, a line per kind of recompile; '–' for none."""
+    if not advice:
+        return "–"
+    lines = "<br>".join(_esc(plain(line)) for line in advice.splitlines())
+    return f'<span class="advice">{lines}</span>'
 
 
 def _compiles(recording: Recording) -> str:

@@ -103,8 +103,8 @@ def _table(functions: list[FunctionStats], cwd: str, advice: bool = True) -> lis
             f"  {f.name:<{width}}  {f.compiles:>8}  {seconds(f.compile_s):>8}  "
             f"{short_path(f.defined_at, cwd)}"
         )
-        if advice and f.advice:
-            lines.append(f"  {'':<{width}}  ↳ {f.advice}")
+        if advice:
+            lines += [f"  {'':<{width}}  ↳ {line}" for line in f.advice.splitlines()]
     return lines
 
 

@@ -22,6 +22,7 @@ from viz.recorder.model import (
     ProcessRun,
     Recording,
     jitted,
+    new_data_text,
     short_path,
 )
 from viz.settings import Settings
@@ -51,10 +52,10 @@ def function_rows(recording: Recording) -> list[dict[str, Any]]:
             "compiles": f.compiles,
             "compile time": seconds(f.compile_s),
             "avoidable": avoidable_text(f.avoidable, f.avoidable_s),
-            "why": why_text(f),
             "from disk": f.persistent_hits,
             "largest peak": nbytes(f.peak_bytes),
-            "advice": plain(f.advice),
+            "why": why_text(f),  # the sentences last: the numbers stay in view
+            "advice": advice_cell(f.advice),
         }
         for f in recording.functions
     ]
@@ -77,6 +78,11 @@ def why_text(f: FunctionStats) -> str:
     return ", ".join(words)
 
 
+def advice_cell(advice: str) -> str:
+    """A function's advice on one line of a table cell, a line per kind apart by ' · '."""
+    return plain(" · ".join(advice.splitlines()))
+
+
 def plain(text: str) -> str:
     """Markdown's code marks left out: a table cell shows text as it is."""
     return text.replace("`", "")
@@ -87,9 +93,9 @@ def compile_rows(compiles: list[Compile], cwd: str | tuple[str, ...]) -> list[di
         {
             "#": c.seq,
             "at": f"{c.t_s:.2f} s",
+            "called from": short_path(c.call_site, cwd),
             "need": need_words(c),
             "why": plain("; ".join(reason_words(r) for r in c.reasons)),
-            "called from": short_path(c.call_site, cwd),
             "signature": plain(c.signature_text),
             "trace": seconds(c.trace_s),
             "lower": seconds(c.lower_s),
@@ -103,8 +109,12 @@ def compile_rows(compiles: list[Compile], cwd: str | tuple[str, ...]) -> list[di
 
 
 def need_words(c: Compile) -> str:
-    """'first', 'needed: new data: x f32[8] → f32[9]', 'avoidable: a new jit wrapper …'."""
-    return plain(f"{c.need}: {c.need_why}" if c.need_why else c.need)
+    """'first', 'needed', 'needed: new data in the closure: …', 'avoidable: a new jit
+    wrapper …': why it was needed only where its reasons (the "why" beside it) do not
+    say so already."""
+    said = {new_data_text(r) for r in c.reasons}
+    why = "" if c.need_why in said else c.need_why
+    return plain(f"{c.need}: {why}" if why else c.need)
 
 
 def disk_text(c: Compile) -> str:
