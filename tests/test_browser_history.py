@@ -6,6 +6,7 @@ runs made here. Screenshots (1440×900) land in screenshots/ for a person to loo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
@@ -38,15 +39,23 @@ def results(tab) -> None:
     tab.locator("[data-testid=stMetricLabel]", has_text="jaxpr equations").first.wait_for()
 
 
+def kept_args(home: Path, runs: int, within_s: float = 60) -> list[str]:
+    """The args of the runs History keeps, newest first, once it keeps `runs` of them."""
+    deadline = time.monotonic() + within_s
+    while True:
+        kept = [r.settings.args for r in History(home / "history.sqlite").runs()]
+        if len(kept) >= runs or time.monotonic() > deadline:
+            return kept
+        time.sleep(0.2)
+
+
 def test_two_runs_diff_side_by_side_and_history_reopens_one(page, home) -> None:  # noqa: F811
     page.goto(page.base_url)  # the default sample, analyzed on a first visit: run #1
     results(page)
     page.goto(f"{page.base_url}/?sample=dot_plus_one&args=f32[64,512], f32[512,32]")
-    results(page)
-    assert [r.settings.args for r in History(home / "history.sqlite").runs()] == [
-        "f32[64,512], f32[512,32]",
-        "f32[256,512], f32[512,128]",
-    ]
+    results(page)  # (the first run's tabs may still be on screen: wait for the second run)
+    expected = ["f32[64,512], f32[512,32]", "f32[256,512], f32[512,128]"]
+    assert kept_args(home, len(expected)) == expected
     vs_previous = page.get_by_role("button", name="Diff with the previous run of f")
     shot(page, "explore_vs_previous", vs_previous)
     vs_previous.click()
