@@ -207,6 +207,7 @@ def test_the_cost_tab_shows_the_programs_flops() -> None:
     assert flop_per_byte == pytest.approx(
         flops / _quantity(shown["bytes accessed"], SIZE), rel=0.05
     )
+    assert shown["transcendentals"] == "0"  # XLA leaves a zero count out: 0, not unknown
 
 
 def test_the_memory_tab_shows_the_peak_its_buffers_and_xlas_totals() -> None:
@@ -254,6 +255,7 @@ def test_the_export_tab_offers_the_report_as_json_and_html(monkeypatch) -> None:
     at = open_tab("Export")
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["JSON report", "HTML report (offline)"]
+    assert any("JSON: the whole report" in c.value for c in at.caption)
     data, filename = saved["application/json"]
     report = json.loads(data)
     assert filename == "f.json"

@@ -1124,3 +1124,11 @@ def test_where_memory_analysis_holds_no_assignment_the_profile_comes_from_the_du
     monkeypatch.setattr(viz.pipeline, "assignment_from_dump", lambda device: False)
     without = analyze(_sorted_and_summed, "f32[256,512]", runs=0).memory
     assert without.peak_bytes is None and "no buffer assignment" in without.profile_warning
+
+
+def test_a_program_without_transcendentals_counts_zero_of_them() -> None:
+    """XLA's cost map leaves a zero count out: `transcendentals` is 0 where it counted."""
+    report = analyze(lambda x: jnp.maximum(x @ x, 0.0), "f32[64,64]", runs=0)
+    assert report.cost.transcendentals == 0.0
+    with_tanh = analyze(lambda x: jnp.tanh(x @ x), "f32[64,64]", runs=0)
+    assert with_tanh.cost.transcendentals == 64 * 64

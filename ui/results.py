@@ -207,3 +207,8 @@ def export_tab(r: Report, index: int) -> None:
         on_click="ignore",
     )
     c[2].markdown("Share: copy this page's URL — it carries the code, function, args and device.")
+    st.caption(
+        "JSON: the whole report as `jitscope analyze --json` writes it (docs/contracts.md): "
+        "counts, the three IRs' texts, timings, fusion map, cost, memory. HTML: one file "
+        "that opens offline: the counts, charts, memory, fusion map and the IR texts."
+    )

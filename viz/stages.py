@@ -211,10 +211,14 @@ class Compiled:
             value = raw.get(key)
             return float(value) if value is not None and value >= 0 else None
 
+        # XLA leaves a zero count out of its map (no `transcendentals` for a program of
+        # none): where it counted at all, a missing count is 0, not unknown
+        counted = 0.0 if "flops" in raw else None
+        transcendentals = get("transcendentals") if "transcendentals" in raw else counted
         return {
             "flops": get("flops"),
             "bytes_accessed": get("bytes accessed"),
-            "transcendentals": get("transcendentals"),
+            "transcendentals": transcendentals,
         }
 
     def memory(self) -> dict[str, int | None]:
