@@ -121,7 +121,7 @@ else:
 print("held", flush=True)
 time.sleep(600)
 """
-NOT_OUT_OF_MEMORY = 3  # a record child's exit status: the program compiled (on the CPU)
+NOT_OUT_OF_MEMORY = 3  # a record child's exit status: the program compiled (it fits)
 
 
 class Check:

@@ -352,9 +352,8 @@ def _app(streamlit_options: list[str]) -> int:
 def summarize_report(report: Report) -> str:
     from viz.device_time import device_time_words
 
-    version = (
-        f" · jax {report.jax_version}" if report.jax_version else ""
-    )  # a worker that never started: unknown
+    # a worker whose device never started knows no version
+    version = f" · jax {report.jax_version}" if report.jax_version else ""
     lines = [f"{report.function}({report.args}) on {report.device}{version}"]
     t = report.timings
     if report.jaxpr:

@@ -197,8 +197,8 @@ def past_hbm_words(line: Roofline) -> str:
     most = max(p.bytes_per_s for p in past) / peaks.bytes_per_s
     return (
         f"{plural(len(past), 'kernel')} ({named_groups([p.kernel for p in past])}) move bytes "
-        f"faster than the HBM's {si(peaks.bytes_per_s)}B/s (up to {most:.1f}×), so above its "
-        "roof: XLA's bytes for them count more than HBM traffic (operands it keeps in "
+        f"faster than the HBM's {_rate(peaks.bytes_per_s, 'B/s')} (up to {most:.1f}×), so "
+        "above its roof: XLA's bytes for them count more than HBM traffic (operands it keeps in "
         "on-chip memory), and their intensity reads low"
     )
 

@@ -466,11 +466,11 @@ class Worker:
             self._family.update(descendants_of(self._proc.pid))
 
     def _over_budget(self) -> dict[str, Any] | None:
-        rss = self.grown()
-        if rss is None:
+        held = self.grown()
+        if held is None:
             return None
-        others = self.budget.others(self) if rss > self.budget.total // 8 else 0
-        if rss + others <= self.budget.total:
+        others = self.budget.others(self) if held > self.budget.total // 8 else 0
+        if held + others <= self.budget.total:
             return None
         floor = self._floor
         self._kill("a request ran out of memory")
@@ -480,7 +480,7 @@ class Worker:
             runtime = f" beyond the {floor / 2**30:.1f} GiB its device's runtime holds"
         return error_result(
             "memory",
-            f"Stopped at {rss / 2**30:.1f} GiB{runtime}: above the memory limit of "
+            f"Stopped at {held / 2**30:.1f} GiB{runtime}: above the memory limit of "
             f"{self.budget.total / 2**30:.1f} GiB{shared}.",
             "shrink the shapes, or analyze compile-only (runs=0); the worker was restarted",
         )
