@@ -74,7 +74,7 @@ def _kind_advice(
         return _cache_text(cache, stats)
     if kind == "static_value":
         statics = [r for c in compiles for r in c.reasons if r.kind == kind]
-        arg = Counter(r.arg for r in statics).most_common(1)[0][0] if statics else "?"
+        arg = _commonest_arg(kind, compiles)
         new_objects = [r for r in statics if r.arg == arg and r.after.startswith(NEW)]
         if new_objects:
             return _new_object_text(arg, new_objects, stats)
@@ -130,8 +130,7 @@ def _describe(kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str
 def _weak_type_fix(compiles: list[Compile]) -> str:
     """FIXES' words with the argument's own cure: 'use jnp.asarray(lr) or a Python
     float every time'."""
-    reasons = [r for c in compiles for r in c.reasons if r.kind == "weak_type"]
-    arg = Counter(r.arg for r in reasons).most_common(1)[0][0] if reasons else ""
+    arg = _commonest_arg("weak_type", compiles)
     scalar = next(
         (
             PYTHON_NAMES.get(leaf.dtype or "", "scalar")
@@ -142,7 +141,7 @@ def _weak_type_fix(compiles: list[Compile]) -> str:
         "scalar",
     )
     python = f"a Python {scalar}"
-    cure = f"use jnp.asarray({arg}) or {python} every time" if arg else ""
+    cure = f"use jnp.asarray({arg}) or {python} every time" if arg != "?" else ""
     return FIXES["weak_type"] + (f" — {cure}" if cure else "")
 
 
