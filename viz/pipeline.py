@@ -1,16 +1,16 @@
 """`analyze`: one function through the staged pipeline, everything read into a Report.
 
 trace → lower → compile → run, each stage from `viz.stages` (which decides x64,
-the device, static arguments, compiler options and the memory limit). In the worker,
-the jaxpr, the StableHLO (a copy of the module, in an MLIR context of its own) and the
-specialization's rows are read on a thread while XLA compiles, then the compiled HLO
-from the text XLA dumps once its passes are done, while it generates code
-(`viz.hlo_dump`), checked against the executable's text after the compile (and read
-from that text where they differ). In a caller's own process (`viz.analyze()`, a
-notebook) all of them are read after the compile (`viz.overlap.reads_beside_compile`),
-with the collector paused for that reading only, and what a caller may never read (each
-IR's view and text, the fusion map, the sharding, XLA's analyses) is made where first
-read (`viz.plain.Later`). `compile_s` is XLA's time alone.
+the device, static arguments, compiler options and the memory limit). The jaxpr, the
+StableHLO (a copy of the module, in an MLIR context of its own) and the
+specialization's rows are read on a thread while XLA compiles (`viz.overlap`). In the
+worker, so is the compiled HLO, from the text XLA dumps once its passes are done, while
+it generates code (`viz.hlo_dump`), checked against the executable's text after the
+compile (and read from that text where they differ). In a caller's own process
+(`viz.analyze()`, a notebook) the compiled HLO is read from the executable's text after
+the compile, and what a caller may never read (the compiled HLO's view, the fusion map,
+the sharding, XLA's analyses) is made where first read (`viz.plain.Later`).
+`compile_s` is XLA's time alone.
 
 Each stage and reader (`viz.readers`) returns its section (`viz.sections`); the analysis
 keeps them as they come, and the Report is assembled from them once, at the end
@@ -45,7 +45,7 @@ from viz.overlap import (
     IdlePriority,
     collector_paused,
     gc_paused,
-    reads_beside_compile,
+    owns_process,
 )
 from viz.plain import Later
 from viz.progress import OnStage, glimpse
@@ -178,7 +178,7 @@ class _Analysis:
         # the compile, on the calling thread: what a caller may never read (each IR's
         # view and text, the fusion map, the sharding, XLA's cost analysis and the
         # memory profile) is made where it is first read, not before analyze returns
-        self.lazy = not reads_beside_compile()
+        self.lazy = not owns_process()
         self.stream = _Stream(on_stage, self.glimpse)
         self.args: Args | None = None
         self.traced: Traced | None = None
@@ -302,21 +302,22 @@ class _Analysis:
         """XLA's compile, and XLA's memory analysis under way. The jaxpr and the
         StableHLO (and the specialization's rows) are read on a thread while XLA
         compiles (XLA's compile releases the GIL, and on a 96-layer model takes longer
-        than both readers together), and so is the compiled HLO, from the text XLA dumps
-        once its passes are done, while it generates code (`viz.hlo_dump`); so they add
-        nothing to the wait. `compile_s` stays XLA's time alone. Where the dump did not
-        come, or does not match the executable's text, or the program is too small to
-        be worth a dump (`DUMP_FROM_BYTES`), the compiled HLO is read after. In a process
-        not jitscope's own, everything is read after (`_compile_then_read`)."""
+        than both readers together); so they add nothing to the wait. `compile_s`
+        stays XLA's time alone: the reader runs at idle priority, with the collector
+        paused and the switch interval shortened (`viz.overlap`), in a caller's process
+        too, for the compile's duration only. In the worker the compiled HLO is read
+        beside it as well, from the text XLA dumps once its passes are done, while it
+        generates code (`viz.hlo_dump`), where the program is big enough to be worth a
+        dump (`DUMP_FROM_BYTES`). In a caller's process, where `compile_s` is the figure
+        `jax.jit` would give, XLA dumps nothing that it would not dump there (the
+        buffer assignment alone, where the platform needs it: `assignment_from_dump`),
+        and the compiled HLO is read from the executable's text after the compile."""
         stream = self.stream
         bytecode = module_bytecode(lowered.mlir_module())  # read from a copy (module_copy)
-        if not reads_beside_compile():
-            return self._compile_then_read(traced, lowered, bytecode)
         proto = assignment_from_dump(traced.target.device)
+        worth_a_dump = not self.lazy and len(bytecode) >= DUMP_FROM_BYTES
         dump = OptimizedHloDump(
-            traced.target.compiler_options,
-            wanted=len(bytecode) >= DUMP_FROM_BYTES or proto,
-            proto=proto,
+            traced.target.compiler_options, wanted=worth_a_dump or proto, proto=proto
         )
         window = CompileWindow()  # the readers hold the GIL only while XLA does not
         # XLA generates code on every core: the readers take only the CPU it leaves idle,
@@ -334,50 +335,33 @@ class _Analysis:
                 idle.lower()
             told = seen if stream.listening else None
             user_file, texts_later = self.target.user_file, self.defer_texts
-            return readers.read_early(traced, bytecode, dump, user_file, told, False, texts_later)
+            early = readers.read_early(
+                traced, bytecode, dump, user_file, told, self.lazy, texts_later
+            )
+            return readers.made_beside(early, window.compiling) if self.lazy else early
 
-        reader = Background(read, priority=idle)
-        try:
+        # the reader allocates while XLA compiles: a collection set off there would walk
+        # a caller's every object holding the GIL, which JAX's Python around XLA wants
+        with gc_paused(callers_too=True):
+            reader = Background(read, priority=idle)
             try:
-                window.open()
-                compiled = lowered.compile(dump.options)
-                compiled.dumped_hlo = dump.hlo_proto()  # read before the folder goes
-                # XLA's memory analysis releases the GIL (its text and cost analyses
-                # hardly do): it runs beside the rest of the reading, the dump's check
-                # too, and the memory profile is read from it there
-                memory = Background(lambda: readers.read_memory(compiled), "xla")
-            finally:  # a failed compile keeps what the readers found
-                window.close()
-                dump.done()
-                reader.resume()  # what is left to read, the analysis now waits for
-                self._keep(reader.result())
-        finally:
-            dump.close()
-        return compiled, memory
-
-    def _compile_then_read(
-        self, traced: Traced, lowered: Lowered, bytecode: bytes
-    ) -> tuple[Compiled, Background[readers.MemoryRead]]:
-        """XLA's compile with nothing beside it, then the IRs read on the calling thread
-        (`viz.overlap.reads_beside_compile`: in a process not jitscope's own). No dump of
-        the text (of the buffer assignment alone, where the platform needs it:
-        `assignment_from_dump`): the compiled HLO is read from the executable's text.
-        XLA's memory analysis is made with the rest of XLA's analyses, where first read
-        (`lazy`): nothing of jitscope's runs on beside the caller once `analyze` returns."""
-        proto = assignment_from_dump(traced.target.device)
-        dump = OptimizedHloDump(traced.target.compiler_options, wanted=proto, proto=proto)
-        try:
-            compiled = lowered.compile(dump.options)
-            compiled.dumped_hlo = dump.hlo_proto()
-            memory = Background(lambda: readers.read_memory(compiled), "xla", deferred=self.lazy)
-        finally:  # a failed compile keeps what the readers find
-            dump.close()
-            no_dump = OptimizedHloDump({}, wanted=False)
-            user_file, told = self.target.user_file, self.stream.read
-            with gc_paused(callers_too=True):  # the reading, not the compile: compile_s
-                # is what jax.jit takes in the caller's process, collector and all
-                early = readers.read_early(traced, bytecode, no_dump, user_file, told, self.lazy)
-            self._keep(early)
+                try:
+                    window.open()
+                    compiled = lowered.compile(dump.options)
+                    compiled.dumped_hlo = dump.hlo_proto()  # read before the folder goes
+                    # XLA's memory analysis releases the GIL (its text and cost analyses
+                    # hardly do): in the worker it runs beside the rest of the reading,
+                    # the dump's check too; in a caller's process where first read
+                    memory = Background(
+                        lambda: readers.read_memory(compiled), "xla", deferred=self.lazy
+                    )
+                finally:  # a failed compile keeps what the readers found
+                    window.close()
+                    dump.done()
+                    reader.resume()  # what is left to read, the analysis now waits for
+                    self._keep(reader.result())
+            finally:
+                dump.close()
         return compiled, memory
 
     def _keep(self, early: Early) -> None:

@@ -137,6 +137,22 @@ def read_early(
     return Early(jaxpr, stablehlo, specialization, compiled)
 
 
+def made_beside(early: Early, compiling: Callable[[], bool]) -> Early:
+    """In a caller's process, where each IR's side of the fusion map, view and text
+    are made where first read (`lazy`): as many of them as XLA's compile leaves time
+    for, made now, on the reader thread beside it; the rest stay to be made where
+    first read, and nothing is left running once the compile returns."""
+    reads = []
+    for read in (early.jaxpr, early.stablehlo):
+        if compiling():
+            read = with_side(read)
+        for part in (read.view, read.text):
+            if compiling() and type(part) is Later:
+                part.value()
+        reads.append(read)
+    return replace(early, jaxpr=reads[0], stablehlo=reads[1])
+
+
 def _fusion_map_of(
     jaxpr: IRRead, stablehlo: IRRead, compiled: IRRead, user_file: str | None
 ) -> FusionMap | None:
