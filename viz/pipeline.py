@@ -65,6 +65,10 @@ __all__ = ["DEFAULT_MEMORY_LIMIT", "analyze", "analyze_target"]
 # compile takes a few ms; at 1-3 transformer layers (7-13 KB) the two came out even,
 # at 12 layers (44 KB) the dump saved a tenth of the analysis.
 DUMP_FROM_BYTES = 16 << 10
+# In a caller's process, where `compile_s` is the figure jax.jit would give, from where
+# the dump's fixed cost is lost in the compile's noise (a 48-layer transformer: 165 KB,
+# a compile of 1.5 s) and reading the compiled HLO after the compile is long (0.1 s).
+CALLERS_DUMP_FROM_BYTES = 160 << 10
 
 
 def analyze(
@@ -305,17 +309,16 @@ class _Analysis:
         than both readers together); so they add nothing to the wait. `compile_s`
         stays XLA's time alone: the reader runs at idle priority, with the collector
         paused and the switch interval shortened (`viz.overlap`), in a caller's process
-        too, for the compile's duration only. In the worker the compiled HLO is read
-        beside it as well, from the text XLA dumps once its passes are done, while it
-        generates code (`viz.hlo_dump`), where the program is big enough to be worth a
-        dump (`DUMP_FROM_BYTES`). In a caller's process, where `compile_s` is the figure
-        `jax.jit` would give, XLA dumps nothing that it would not dump there (the
-        buffer assignment alone, where the platform needs it: `assignment_from_dump`),
-        and the compiled HLO is read from the executable's text after the compile."""
+        too, for the compile's duration only. So is the compiled HLO, from the text XLA
+        dumps once its passes are done, while it generates code (`viz.hlo_dump`), where
+        the program is big enough to be worth a dump (`DUMP_FROM_BYTES`; in a caller's
+        process `CALLERS_DUMP_FROM_BYTES`, and the buffer assignment alone where the
+        platform needs it: `assignment_from_dump`). Where no dump came, the compiled HLO
+        is read from the executable's text after the compile."""
         stream = self.stream
         bytecode = module_bytecode(lowered.mlir_module())  # read from a copy (module_copy)
         proto = assignment_from_dump(traced.target.device)
-        worth_a_dump = not self.lazy and len(bytecode) >= DUMP_FROM_BYTES
+        worth_a_dump = len(bytecode) >= (CALLERS_DUMP_FROM_BYTES if self.lazy else DUMP_FROM_BYTES)
         dump = OptimizedHloDump(
             traced.target.compiler_options, wanted=worth_a_dump or proto, proto=proto
         )
@@ -335,10 +338,9 @@ class _Analysis:
                 idle.lower()
             told = seen if stream.listening else None
             user_file, texts_later = self.target.user_file, self.defer_texts
-            early = readers.read_early(
-                traced, bytecode, dump, user_file, told, self.lazy, texts_later
+            return readers.read_early(
+                traced, bytecode, dump, user_file, told, self.lazy, texts_later, window.compiling
             )
-            return readers.made_beside(early, window.compiling) if self.lazy else early
 
         # the reader allocates while XLA compiles: a collection set off there would walk
         # a caller's every object holding the GIL, which JAX's Python around XLA wants
