@@ -742,6 +742,28 @@ def test_the_reader_beside_the_compile_takes_only_idle_cpu_until_the_compile_end
     assert policies == [os.SCHED_IDLE, os.SCHED_OTHER]
 
 
+@pytest.mark.parametrize("restorable_only", [False, True], ids=["the worker", "a caller"])
+def test_where_idle_priority_cannot_be_given_back_a_callers_reader_keeps_its_own(
+    monkeypatch: pytest.MonkeyPatch, restorable_only: bool
+):
+    """Without CAP_SYS_NICE the worker's reader takes nice 19 for good; a caller's keeps
+    its priority (the call waits for what the reader left once the compile returned)."""
+    import os
+    import threading
+
+    import viz.overlap
+
+    monkeypatch.setattr(viz.overlap, "may_restore_policy", lambda: False)
+
+    def read() -> int:
+        priority = viz.overlap.IdlePriority(restorable_only)
+        before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        priority.lower()
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) - before
+
+    assert viz.overlap.Background(read).result() == (0 if restorable_only else 19)
+
+
 def test_the_readers_hold_the_gil_only_inside_the_compile_with_a_short_switch_interval(
     monkeypatch: pytest.MonkeyPatch, worker_process: None
 ):

@@ -218,9 +218,13 @@ class IdlePriority:
     at all) where the process may give the thread its normal policy back once the
     compile is done (CAP_SYS_NICE); else nice 19, which it keeps, since an unprivileged
     thread may never raise its priority again (a SCHED_IDLE one then starves, and holds
-    the GIL, whenever other processes keep the cores busy). Elsewhere: no change."""
+    the GIL, whenever other processes keep the cores busy). `restorable_only`: no nice
+    19 either (a caller's process: once the compile returned, the call waits for what
+    the reader has left, which another process keeping the cores busy would starve at
+    nice 19). Elsewhere: no change."""
 
-    def __init__(self) -> None:
+    def __init__(self, restorable_only: bool = False) -> None:
+        self._restorable_only = restorable_only
         self._lock = threading.Lock()
         self._tid: int | None = None  # the thread, once lowered to SCHED_IDLE
         self._lowered = False
@@ -237,7 +241,7 @@ class IdlePriority:
             if may_restore_policy():
                 os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
                 self._tid = tid
-            else:
+            elif not self._restorable_only:
                 os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + 19)
 
     def restore(self) -> None:

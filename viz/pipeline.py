@@ -326,7 +326,7 @@ class _Analysis:
         # XLA generates code on every core: the readers take only the CPU it leaves idle,
         # but for a streamed analysis's jaxpr graph, which a page waits for (on a busy
         # machine, idle CPU came only at the end of a 96-layer model's compile)
-        idle = IdlePriority()
+        idle = IdlePriority(restorable_only=self.lazy)
 
         def seen(read: IRRead) -> None:
             stream.read(read)
