@@ -7,9 +7,11 @@ specialization's rows are read on a thread while XLA compiles (`viz.overlap`). I
 worker, so is the compiled HLO, from the text XLA dumps once its passes are done, while
 it generates code (`viz.hlo_dump`), checked against the executable's text after the
 compile (and read from that text where they differ). In a caller's own process
-(`viz.analyze()`, a notebook) the compiled HLO is read from the executable's text after
-the compile, and what a caller may never read (the compiled HLO's view, the fusion map,
-the sharding, XLA's analyses) is made where first read (`viz.plain.Later`).
+(`viz.analyze()`, a notebook) XLA dumps only a big program's (`CALLERS_DUMP_FROM_BYTES`),
+a smaller one's is read from the executable's text after the compile, and what a caller
+may never read (the fusion map, the sharding, XLA's analyses, and each IR's view and
+text where the compile left no time for them) is made where first read
+(`viz.plain.Later`).
 `compile_s` is XLA's time alone.
 
 Each stage and reader (`viz.readers`) returns its section (`viz.sections`); the analysis
@@ -178,10 +180,10 @@ class _Analysis:
             jax_version=jax.__version__,
         )
         self.found = Sections()
-        # in a caller's own process (`viz.analyze()`, a notebook) the IRs are read after
-        # the compile, on the calling thread: what a caller may never read (each IR's
-        # view and text, the fusion map, the sharding, XLA's cost analysis and the
-        # memory profile) is made where it is first read, not before analyze returns
+        # in a caller's own process (`viz.analyze()`, a notebook) what a caller may never
+        # read (each IR's view and text, where XLA's compile left no time to make them
+        # beside it, the fusion map, the sharding, XLA's cost analysis and the memory
+        # profile) is made where it is first read, not before analyze returns
         self.lazy = not owns_process()
         self.stream = _Stream(on_stage, self.glimpse)
         self.args: Args | None = None
