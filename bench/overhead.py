@@ -8,9 +8,10 @@ function object with JAX's caches cleared:
 - jitscope: `analyze(f, spec, runs=0).to_dict()` — trace, lower, compile, the three
   IR readers, op counts, the fusion map, the default graph views and serialization,
   on both paths: as in the worker (`viz.overlap.own_process()`: the IRs read beside
-  XLA's compile, the collector paused and the switch interval shortened) and as
-  `viz.analyze()` in a caller's own process or notebook, which leaves both alone and
-  reads the IRs after the compile (`viz.overlap.reads_beside_compile`).
+  XLA's compile, the compiled HLO from XLA's dump, the collector paused for the whole
+  analysis) and as `viz.analyze()` in a caller's own process or notebook (the jaxpr
+  and the StableHLO read beside the compile, the compiled HLO after it, the collector
+  and the switch interval the caller's again once the compile is done).
 
 Two figures per path: the total, and the report's `compile_s` against bare jit's
 compile (what a notebook user reads as the truth). Each is the minimum over the
@@ -234,7 +235,8 @@ def with_jitscope(make: Callable, spec: str) -> Round:
 
 def in_callers_process(make: Callable, spec: str) -> Round:
     """`with_jitscope` as `viz.analyze()` runs in a user's process or notebook: the
-    IRs read after the compile (`viz.overlap.reads_beside_compile`), gc left on."""
+    compiled HLO read after the compile, the collector the caller's outside the
+    compile's window and the reading (`viz.overlap`)."""
     viz.overlap.own_process(False)
     try:
         return with_jitscope(make, spec)

@@ -1,21 +1,24 @@
-"""Reading the IRs beside XLA's compile, in the one process where that is safe to tune.
+"""Reading the IRs beside XLA's compile, and what keeps that from slowing it.
 
 XLA's compile releases the GIL and, on a big model, takes longer than reading the
-jaxpr and the StableHLO, so in jitscope's own process (the worker calls
-`own_process()` once at start) `viz.pipeline` reads them on a thread meanwhile. What
-makes that thread cost the compile next to nothing:
+jaxpr and the StableHLO, so `viz.pipeline` reads them on a thread meanwhile, in the
+worker and in a caller's own process or notebook alike. What makes that thread cost
+the compile next to nothing:
 
 - the reader waits until the compile is about to start (`CompileWindow`), runs at idle
   priority while XLA generates code on every core (`Background(idle=True)`,
   `IdlePriority`), and is joined before the analysis returns;
-- process-wide: the cyclic garbage collector paused during the analysis
-  (`gc_paused`) and CPython's switch interval shortened while XLA compiles
-  (`CompileWindow`).
+- process-wide: the cyclic garbage collector paused (`gc_paused`) and CPython's switch
+  interval shortened (`CompileWindow`) while XLA compiles. Without them a reader beside
+  the compile made a 12-layer transformer's `compile_s` 1.10-1.22x a bare compile's in
+  a caller's process (it held the GIL each time JAX's Python around XLA wanted it
+  back, a full collection of the caller's objects at a time).
 
-`viz.analyze()` in a user's own process or notebook leaves the user's switch interval
-as it is, and without it a reader beside the compile slows it (`reads_beside_compile`):
-there the IRs are read after the compile, with the collector paused for that reading
-only (`gc_paused(callers_too=True)`), as it was after.
+In jitscope's own process (the worker calls `own_process()` once at start) the
+collector stays paused for the whole analysis. In a caller's, both settings are the
+caller's again once the compile's window closes, however it closes (an exception, a
+KeyboardInterrupt, a timeout's signal), and the collector is paused only for the
+reading after it (`gc_paused(callers_too=True)`).
 """
 
 from __future__ import annotations
@@ -41,14 +44,8 @@ def own_process(owned: bool = True) -> None:
     _own_process = owned
 
 
-def reads_beside_compile() -> bool:
-    """Whether the pipeline reads the IRs on a thread beside XLA's compile: only in
-    jitscope's own process. Elsewhere, with the caller's collector running and their
-    5 ms switch interval, a reader beside the compile made a 12-layer transformer's
-    `compile_s` 1.10-1.22x a bare compile's (it held the GIL each time JAX's Python
-    around XLA wanted it back, a full collection of the caller's objects at a time),
-    so there the IRs are read after it: `compile_s` stays the figure a user would get
-    from `jax.jit`, at the cost of the readers' time added to the analysis."""
+def owns_process() -> bool:
+    """Whether this process is jitscope's own (the worker), not a caller's."""
     return _own_process
 
 
@@ -68,12 +65,12 @@ def gc_paused(settle: bool = True, callers_too: bool = False) -> Iterator[None]:
     after the block walked all of it three times over (youngest, middle, then a full
     collection it set off): 0.2 s after a 96-layer model's analysis.
 
-    `callers_too`: in a caller's own process as well (`viz.analyze()`'s reading, after
-    the compile, where a caller's objects made each full collection longer: a third of
-    a 12-layer analysis; its lowering and compile run as `jax.jit`'s would, so that
-    `compile_s` is what the caller gets from `jax.jit`). The collector is as it was once
-    the block is left, however it is left (an exception, a KeyboardInterrupt, a
-    timeout's signal): enabled or not, its thresholds untouched, nothing left frozen."""
+    `callers_too`: in a caller's own process as well (`viz.analyze()`'s compile window
+    and its reading, where a caller's objects made each full collection longer: a third
+    of a 12-layer analysis; its trace and lowering run as `jax.jit`'s would). The
+    collector is as it was once the block is left, however it is left (an exception, a
+    KeyboardInterrupt, a timeout's signal): enabled or not, its thresholds untouched,
+    nothing left frozen."""
     if not (_own_process or callers_too):  # a user's process: their collector is theirs
         yield
         return
@@ -130,8 +127,6 @@ class CompileWindow:
 
     def enter(self) -> None:
         self._opened.wait()
-        if not _own_process:  # a user's process: their switch interval is theirs
-            return
         cls = type(self)
         with cls._lock:
             if self._closed:  # the compile is over already (it failed at once)
@@ -141,6 +136,10 @@ class CompileWindow:
                 sys.setswitchinterval(min(cls._saved_s, self.SHORT_S))
             cls._shortened += 1
             self._shortened_here = True
+
+    def compiling(self) -> bool:
+        """Whether the compile has not returned yet."""
+        return not self._closed
 
     def close(self) -> None:
         self._opened.set()  # a reader never waits on a compile that will not come
@@ -219,9 +218,13 @@ class IdlePriority:
     at all) where the process may give the thread its normal policy back once the
     compile is done (CAP_SYS_NICE); else nice 19, which it keeps, since an unprivileged
     thread may never raise its priority again (a SCHED_IDLE one then starves, and holds
-    the GIL, whenever other processes keep the cores busy). Elsewhere: no change."""
+    the GIL, whenever other processes keep the cores busy). `restorable_only`: no nice
+    19 either (a caller's process: once the compile returned, the call waits for what
+    the reader has left, which another process keeping the cores busy would starve at
+    nice 19). Elsewhere: no change."""
 
-    def __init__(self) -> None:
+    def __init__(self, restorable_only: bool = False) -> None:
+        self._restorable_only = restorable_only
         self._lock = threading.Lock()
         self._tid: int | None = None  # the thread, once lowered to SCHED_IDLE
         self._lowered = False
@@ -238,7 +241,7 @@ class IdlePriority:
             if may_restore_policy():
                 os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
                 self._tid = tid
-            else:
+            elif not self._restorable_only:
                 os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + 19)
 
     def restore(self) -> None:

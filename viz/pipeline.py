@@ -1,16 +1,18 @@
 """`analyze`: one function through the staged pipeline, everything read into a Report.
 
 trace → lower → compile → run, each stage from `viz.stages` (which decides x64,
-the device, static arguments, compiler options and the memory limit). In the worker,
-the jaxpr, the StableHLO (a copy of the module, in an MLIR context of its own) and the
-specialization's rows are read on a thread while XLA compiles, then the compiled HLO
-from the text XLA dumps once its passes are done, while it generates code
-(`viz.hlo_dump`), checked against the executable's text after the compile (and read
-from that text where they differ). In a caller's own process (`viz.analyze()`, a
-notebook) all of them are read after the compile (`viz.overlap.reads_beside_compile`),
-with the collector paused for that reading only, and what a caller may never read (each
-IR's view and text, the fusion map, the sharding, XLA's analyses) is made where first
-read (`viz.plain.Later`). `compile_s` is XLA's time alone.
+the device, static arguments, compiler options and the memory limit). The jaxpr, the
+StableHLO (a copy of the module, in an MLIR context of its own) and the
+specialization's rows are read on a thread while XLA compiles (`viz.overlap`). In the
+worker, so is the compiled HLO, from the text XLA dumps once its passes are done, while
+it generates code (`viz.hlo_dump`), checked against the executable's text after the
+compile (and read from that text where they differ). In a caller's own process
+(`viz.analyze()`, a notebook) XLA dumps only a big program's (`CALLERS_DUMP_FROM_BYTES`),
+a smaller one's is read from the executable's text after the compile, and what a caller
+may never read (the fusion map, the sharding, XLA's analyses, and each IR's view and
+text where the compile left no time for them) is made where first read
+(`viz.plain.Later`).
+`compile_s` is XLA's time alone.
 
 Each stage and reader (`viz.readers`) returns its section (`viz.sections`); the analysis
 keeps them as they come, and the Report is assembled from them once, at the end
@@ -45,7 +47,7 @@ from viz.overlap import (
     IdlePriority,
     collector_paused,
     gc_paused,
-    reads_beside_compile,
+    owns_process,
 )
 from viz.plain import Later
 from viz.progress import OnStage, glimpse
@@ -65,6 +67,10 @@ __all__ = ["DEFAULT_MEMORY_LIMIT", "analyze", "analyze_target"]
 # compile takes a few ms; at 1-3 transformer layers (7-13 KB) the two came out even,
 # at 12 layers (44 KB) the dump saved a tenth of the analysis.
 DUMP_FROM_BYTES = 16 << 10
+# In a caller's process, where `compile_s` is the figure jax.jit would give, from where
+# the dump's fixed cost is lost in the compile's noise (a 48-layer transformer: 165 KB,
+# a compile of 1.5 s) and reading the compiled HLO after the compile is long (0.1 s).
+CALLERS_DUMP_FROM_BYTES = 160 << 10
 
 
 def analyze(
@@ -174,11 +180,11 @@ class _Analysis:
             jax_version=jax.__version__,
         )
         self.found = Sections()
-        # in a caller's own process (`viz.analyze()`, a notebook) the IRs are read after
-        # the compile, on the calling thread: what a caller may never read (each IR's
-        # view and text, the fusion map, the sharding, XLA's cost analysis and the
-        # memory profile) is made where it is first read, not before analyze returns
-        self.lazy = not reads_beside_compile()
+        # in a caller's own process (`viz.analyze()`, a notebook) what a caller may never
+        # read (each IR's view and text, where XLA's compile left no time to make them
+        # beside it, the fusion map, the sharding, XLA's cost analysis and the memory
+        # profile) is made where it is first read, not before analyze returns
+        self.lazy = not owns_process()
         self.stream = _Stream(on_stage, self.glimpse)
         self.args: Args | None = None
         self.traced: Traced | None = None
@@ -302,27 +308,27 @@ class _Analysis:
         """XLA's compile, and XLA's memory analysis under way. The jaxpr and the
         StableHLO (and the specialization's rows) are read on a thread while XLA
         compiles (XLA's compile releases the GIL, and on a 96-layer model takes longer
-        than both readers together), and so is the compiled HLO, from the text XLA dumps
-        once its passes are done, while it generates code (`viz.hlo_dump`); so they add
-        nothing to the wait. `compile_s` stays XLA's time alone. Where the dump did not
-        come, or does not match the executable's text, or the program is too small to
-        be worth a dump (`DUMP_FROM_BYTES`), the compiled HLO is read after. In a process
-        not jitscope's own, everything is read after (`_compile_then_read`)."""
+        than both readers together); so they add nothing to the wait. `compile_s`
+        stays XLA's time alone: the reader runs at idle priority, with the collector
+        paused and the switch interval shortened (`viz.overlap`), in a caller's process
+        too, for the compile's duration only. So is the compiled HLO, from the text XLA
+        dumps once its passes are done, while it generates code (`viz.hlo_dump`), where
+        the program is big enough to be worth a dump (`DUMP_FROM_BYTES`; in a caller's
+        process `CALLERS_DUMP_FROM_BYTES`, and the buffer assignment alone where the
+        platform needs it: `assignment_from_dump`). Where no dump came, the compiled HLO
+        is read from the executable's text after the compile."""
         stream = self.stream
         bytecode = module_bytecode(lowered.mlir_module())  # read from a copy (module_copy)
-        if not reads_beside_compile():
-            return self._compile_then_read(traced, lowered, bytecode)
         proto = assignment_from_dump(traced.target.device)
+        worth_a_dump = len(bytecode) >= (CALLERS_DUMP_FROM_BYTES if self.lazy else DUMP_FROM_BYTES)
         dump = OptimizedHloDump(
-            traced.target.compiler_options,
-            wanted=len(bytecode) >= DUMP_FROM_BYTES or proto,
-            proto=proto,
+            traced.target.compiler_options, wanted=worth_a_dump or proto, proto=proto
         )
         window = CompileWindow()  # the readers hold the GIL only while XLA does not
         # XLA generates code on every core: the readers take only the CPU it leaves idle,
         # but for a streamed analysis's jaxpr graph, which a page waits for (on a busy
         # machine, idle CPU came only at the end of a 96-layer model's compile)
-        idle = IdlePriority()
+        idle = IdlePriority(restorable_only=self.lazy)
 
         def seen(read: IRRead) -> None:
             stream.read(read)
@@ -334,50 +340,32 @@ class _Analysis:
                 idle.lower()
             told = seen if stream.listening else None
             user_file, texts_later = self.target.user_file, self.defer_texts
-            return readers.read_early(traced, bytecode, dump, user_file, told, False, texts_later)
+            return readers.read_early(
+                traced, bytecode, dump, user_file, told, self.lazy, texts_later, window.compiling
+            )
 
-        reader = Background(read, priority=idle)
-        try:
+        # the reader allocates while XLA compiles: a collection set off there would walk
+        # a caller's every object holding the GIL, which JAX's Python around XLA wants
+        with gc_paused(callers_too=True):
+            reader = Background(read, priority=idle)
             try:
-                window.open()
-                compiled = lowered.compile(dump.options)
-                compiled.dumped_hlo = dump.hlo_proto()  # read before the folder goes
-                # XLA's memory analysis releases the GIL (its text and cost analyses
-                # hardly do): it runs beside the rest of the reading, the dump's check
-                # too, and the memory profile is read from it there
-                memory = Background(lambda: readers.read_memory(compiled), "xla")
-            finally:  # a failed compile keeps what the readers found
-                window.close()
-                dump.done()
-                reader.resume()  # what is left to read, the analysis now waits for
-                self._keep(reader.result())
-        finally:
-            dump.close()
-        return compiled, memory
-
-    def _compile_then_read(
-        self, traced: Traced, lowered: Lowered, bytecode: bytes
-    ) -> tuple[Compiled, Background[readers.MemoryRead]]:
-        """XLA's compile with nothing beside it, then the IRs read on the calling thread
-        (`viz.overlap.reads_beside_compile`: in a process not jitscope's own). No dump of
-        the text (of the buffer assignment alone, where the platform needs it:
-        `assignment_from_dump`): the compiled HLO is read from the executable's text.
-        XLA's memory analysis is made with the rest of XLA's analyses, where first read
-        (`lazy`): nothing of jitscope's runs on beside the caller once `analyze` returns."""
-        proto = assignment_from_dump(traced.target.device)
-        dump = OptimizedHloDump(traced.target.compiler_options, wanted=proto, proto=proto)
-        try:
-            compiled = lowered.compile(dump.options)
-            compiled.dumped_hlo = dump.hlo_proto()
-            memory = Background(lambda: readers.read_memory(compiled), "xla", deferred=self.lazy)
-        finally:  # a failed compile keeps what the readers find
-            dump.close()
-            no_dump = OptimizedHloDump({}, wanted=False)
-            user_file, told = self.target.user_file, self.stream.read
-            with gc_paused(callers_too=True):  # the reading, not the compile: compile_s
-                # is what jax.jit takes in the caller's process, collector and all
-                early = readers.read_early(traced, bytecode, no_dump, user_file, told, self.lazy)
-            self._keep(early)
+                try:
+                    window.open()
+                    compiled = lowered.compile(dump.options)
+                    compiled.dumped_hlo = dump.hlo_proto()  # read before the folder goes
+                    # XLA's memory analysis releases the GIL (its text and cost analyses
+                    # hardly do): in the worker it runs beside the rest of the reading,
+                    # the dump's check too; in a caller's process where first read
+                    memory = Background(
+                        lambda: readers.read_memory(compiled), "xla", deferred=self.lazy
+                    )
+                finally:  # a failed compile keeps what the readers found
+                    window.close()
+                    dump.done()
+                    reader.resume()  # what is left to read, the analysis now waits for
+                    self._keep(reader.result())
+            finally:
+                dump.close()
         return compiled, memory
 
     def _keep(self, early: Early) -> None:

@@ -115,13 +115,15 @@ def read_early(
     seen: Seen | None = None,
     lazy: bool = False,
     texts_later: bool = False,
+    compiling: Callable[[], bool] | None = None,
 ) -> Early:
     """The jaxpr, the StableHLO and the specialization's rows, read on the compile's
     side thread (`seen` hears each IR once its graph is read): the StableHLO from a
     copy of the module in a context of its own, which XLA never touches. Then the
     compiled HLO, once XLA dumps it, with the fusion map of all three. `lazy`: each
-    IR's view and text, and its side of the fusion map, made where first read;
-    `texts_later`: the jaxpr's and the StableHLO's texts alone (`read_ir`)."""
+    IR's view and text, and its side of the fusion map, made where first read, but for
+    what they can be made in while `compiling()` (`made_beside`); `texts_later`: the
+    jaxpr's and the StableHLO's texts alone (`read_ir`)."""
     with traced.target.scope(traced.args):
         jaxpr = read_jaxpr_ir(traced, seen, lazy, texts_later)
         reading = StableHLOReading(module_copy(bytecode))
@@ -129,12 +131,27 @@ def read_early(
         specialization = _traced_specialization(traced)
         if not lazy:
             jaxpr, stablehlo = with_side(jaxpr), with_side(stablehlo)
+        elif compiling is not None:
+            jaxpr, stablehlo = made_beside(jaxpr, compiling), made_beside(stablehlo, compiling)
     text = dump.wait()
     compiled = None if text is None else read_compiled_text(text)
     if compiled is not None and compiled.read.graph is not None:
         made = _fusion_map_of(jaxpr, stablehlo, compiled.read, user_file)
         compiled = replace(compiled, fusion_map=made)
     return Early(jaxpr, stablehlo, specialization, compiled)
+
+
+def made_beside(read: IRRead, compiling: Callable[[], bool]) -> IRRead:
+    """An IR whose side of the fusion map, view and text are to be made where first read
+    (`lazy`), with as many of them as XLA's compile leaves time for made now, on the
+    reader thread beside it: the rest stay to be made where first read, and nothing is
+    left running once the compile returns."""
+    if compiling():
+        read = with_side(read)
+    for part in (read.view, read.text):
+        if compiling() and type(part) is Later:
+            part.value()
+    return read
 
 
 def _fusion_map_of(
