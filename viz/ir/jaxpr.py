@@ -203,9 +203,15 @@ def _read_eqns(
     reader: _Reader, jaxpr: Any, env: Env, path: Path, parent_src: SourceLoc | None
 ) -> list[Producers]:
     """Add `jaxpr`'s equations under `path`; returns the producers of its outvars."""
+    # the last equation's name-stack scopes and its scope: the equations in a row with
+    # one name stack share one scope tuple (which `register_scopes` then asks once)
+    parts: Path | None = None
+    scope = path
     for eqn in jaxpr.eqns:
         source = reader.source(eqn) or parent_src
-        scope = path + reader.name_stack(eqn)[1]
+        if reader.name_stack(eqn)[1] is not parts:
+            parts = reader.name_stack(eqn)[1]
+            scope = path + parts
         subs = _sub_jaxprs(eqn.params)
         if eqn.primitive.name in KERNEL_PRIMITIVES and len(subs) == 1:
             outs = _read_kernel(reader, eqn, subs[0][1], env, scope, source)
