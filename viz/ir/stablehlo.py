@@ -216,13 +216,22 @@ def _rows(text: str, names: dict[str, tuple[str, str]]) -> dict[str, list[int]]:
     for row, line in enumerate(text.split("\n"), 1):
         stripped = line.lstrip()
         if stripped.startswith("%"):
-            end = min((i for i in (stripped.find(" "), stripped.find(":")) if i > 0), default=0)
+            end = _name_end(stripped)
             if end:
                 where.setdefault((func, stripped[:end]), row)
         elif stripped.startswith("func.func"):
             found = _FUNC.match(line)
             func = found.group(1) if found else ""
     return {i: [where[key]] for i, key in names.items() if key in where}
+
+
+def _name_end(line: str) -> int:
+    """Where the first result's name ends on a line that defines it (`%3 = ...`,
+    `%3:2 = ...`): at its first space or colon, whichever comes first; 0 if neither."""
+    space, colon = line.find(" "), line.find(":")
+    if space > 0 and not 0 < colon < space:
+        return space
+    return colon if colon > 0 else 0
 
 
 def _count_calls(func: Any, calls: Counter[str]) -> None:
