@@ -209,9 +209,9 @@ def _read_eqns(
     scope = path
     for eqn in jaxpr.eqns:
         source = reader.source(eqn) or parent_src
-        if reader.name_stack(eqn)[1] is not parts:
-            parts = reader.name_stack(eqn)[1]
-            scope = path + parts
+        stack_parts = reader.name_stack(eqn)[1]
+        if stack_parts is not parts:
+            parts, scope = stack_parts, path + stack_parts
         subs = _sub_jaxprs(eqn.params)
         if eqn.primitive.name in KERNEL_PRIMITIVES and len(subs) == 1:
             outs = _read_kernel(reader, eqn, subs[0][1], env, scope, source)

@@ -94,7 +94,7 @@ TERMINATORS = frozenset({"func.return", "stablehlo.return"})
 REGION_KINDS = {"stablehlo.while": "loop", "stablehlo.case": "branch", "stablehlo.if": "branch"}
 _LINK = "\x00call:"  # producer id standing for "the callers of this shared function"
 _NOTHING: Producers = ((), "")  # what an unknown value comes from
-_UNSEEN = object()
+_UNSEEN = object()  # not looked up yet (a source found may be None)
 
 _DTYPES = {
     "i1": "bool",
@@ -123,7 +123,8 @@ class _Reader:
     # rendered result types: MLIR types are uniqued, and printing one is slow
     types: dict[Any, str] = field(default_factory=dict)
     # the source under each op's name: locations are uniqued too, and the ops of every
-    # layer share their call sites (keyed by the module's own objects: never outlives it)
+    # layer share their call sites (keyed by the call site's location attribute, one of
+    # the module's own objects: never outlives it)
     sources: dict[Any, SourceLoc | None] = field(default_factory=dict)
     func: str = ""  # the function whose ops are being read (the text writes them under it)
     # node id → (its function, its first result): where its text writes it
@@ -235,9 +236,9 @@ def _name_end(line: str) -> int:
 
 
 def _count_calls(func: Any, calls: Counter[str]) -> None:
-    """Count the calls in `func` by callee. MLIR's own walk, which hands Python each op
-    as it is: a loop over each block's ops makes each op's dialect class (twice the
-    time)."""
+    """Count the calls in `func` by callee, with MLIR's own walk: it hands Python each op
+    as a plain `Operation`, where a loop over each block's ops wraps each one in its
+    dialect's class (twice the time)."""
 
     def count(op: Any) -> Any:
         if op.name == "func.call":
