@@ -52,6 +52,8 @@ from viz.ir.hlo_text import (
 from viz.ir.kernels import fusion_colour
 from viz.ir.model import Graph, Node, Path, Producers, SourceLoc, connect, register_scopes
 
+_NOTHING: Producers = ((), "")  # what an operand read from no instruction comes from
+
 
 @dataclass
 class _Reader:
@@ -63,14 +65,19 @@ class _Reader:
 
     def new_id(self, name: str) -> str:
         """A unique id for instruction `name`, noting the row of the text it is on."""
-        id_, n = name, 1
-        while id_ in self.ids:
-            n += 1
-            id_ = f"{name}#{n}"
+        id_ = name if name not in self.ids else self._numbered(name)
         self.ids.add(id_)
         row = self.module.rows.get(name)
         if row is not None:
             self.graph.text_rows[id_] = [self.first_row + row]
+        return id_
+
+    def _numbered(self, name: str) -> str:
+        """`name#2`, `name#3`, …: the first not taken (another module has `name`)."""
+        id_, n = name, 1
+        while id_ in self.ids:
+            n += 1
+            id_ = f"{name}#{n}"
         return id_
 
 
@@ -139,7 +146,7 @@ def _read_comp(
             index = inst.index
             env[inst.name] = params[index] if index < len(params) else ((), inst.type)
         else:
-            operands = [env.get(o, ((), "")) for o in inst.operands]
+            operands = [env.get(o, _NOTHING) for o in inst.operands]
             env[inst.name] = _read_inst(reader, inst, operands, path)
     return env.get(root_name, ((), "")), insts
 

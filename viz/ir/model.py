@@ -266,27 +266,44 @@ def op_histogram(graph: Graph) -> dict[str, int]:
     a kernel are not separate ops at run time.
     """
     opaque = opaque_paths(graph)
-    counts: Counter[str] = Counter()
-    hidden: dict[Path, bool] = {}  # per scope: inside an opaque group?
-    for node in graph.nodes:
-        if node.kind != "op":
-            continue
-        scope = node.scope
-        if scope not in hidden:
-            hidden[scope] = _inside(scope, opaque)
-        if not hidden[scope]:
-            counts[node.op] += 1
+    counts = Counter(_visible_ops(graph, opaque))  # counted in C, in first-seen order
     for path, group in graph.groups.items():
         if group.op and not _inside(path[:-1], opaque):
             counts[group.op] += 1
     return dict(counts.most_common())
 
 
+def _visible_ops(graph: Graph, opaque: set[Path]) -> list[str]:
+    """The op of each 'op' node outside the `opaque` groups, in the nodes' order."""
+    ops = []
+    hidden: dict[Path, bool] = {}  # per scope: inside an opaque group?
+    # the last node's scope, and whether it is hidden: the readers give a run of nodes
+    # of one scope the same tuple, so a run asks once
+    scope: Path | None = None
+    inside = False
+    for node in graph.nodes:
+        if node.kind != "op":
+            continue
+        if node.scope is not scope:
+            scope = node.scope
+            if scope not in hidden:
+                hidden[scope] = _inside(scope, opaque)
+            inside = hidden[scope]
+        if not inside:
+            ops.append(node.op)
+    return ops
+
+
 def register_scopes(graph: Graph) -> Graph:
     """Describe every node scope path not yet in `graph.groups` as a plain 'scope' group."""
+    last: Path | None = None  # a run of nodes shares one scope tuple: asked once
     for node in graph.nodes:
-        if node.scope and node.scope not in graph.groups:
-            graph.add_group(node.scope)
+        scope = node.scope
+        if scope is last:
+            continue
+        last = scope
+        if scope and scope not in graph.groups:
+            graph.add_group(scope)
     return graph
 
 

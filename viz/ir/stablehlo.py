@@ -39,6 +39,7 @@ of its `return` feed 'output' nodes. Scopes come from op locations:
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 from collections import Counter
@@ -92,6 +93,8 @@ else:  # jaxlib 0.8, 0.9: one `ir.Location`, asked what it is (same attributes)
 TERMINATORS = frozenset({"func.return", "stablehlo.return"})
 REGION_KINDS = {"stablehlo.while": "loop", "stablehlo.case": "branch", "stablehlo.if": "branch"}
 _LINK = "\x00call:"  # producer id standing for "the callers of this shared function"
+_NOTHING: Producers = ((), "")  # what an unknown value comes from
+_UNSEEN = object()  # not looked up yet (a source found may be None)
 
 _DTYPES = {
     "i1": "bool",
@@ -120,7 +123,8 @@ class _Reader:
     # rendered result types: MLIR types are uniqued, and printing one is slow
     types: dict[Any, str] = field(default_factory=dict)
     # the source under each op's name: locations are uniqued too, and the ops of every
-    # layer share their call sites (keyed by the module's own objects: never outlives it)
+    # layer share their call sites (keyed by the call site's location attribute, one of
+    # the module's own objects: never outlives it)
     sources: dict[Any, SourceLoc | None] = field(default_factory=dict)
     func: str = ""  # the function whose ops are being read (the text writes them under it)
     # node id → (its function, its first result): where its text writes it
@@ -131,15 +135,19 @@ class _Reader:
         return f"op{self.count}"
 
     def locate(self, loc: Any) -> tuple[str, SourceLoc | None]:
-        """`parse_location(loc)`, the source under a name looked up once per call site."""
-        if location_kind(loc) != NAME or not loc.name_str:
+        """`parse_location(loc)`, the source under a name looked up once per call site:
+        the ops of every layer share a few dozen. Keyed by the child's attribute, which
+        hashes by what it says (a location object hashes by itself, and the bindings
+        make a new one each time they are asked)."""
+        name = loc.name_str if location_kind(loc) == NAME else ""
+        if not name:
             return parse_location(loc)
         child = loc.child_loc
-        if child in self.sources:
-            source = self.sources[child]
-        else:
-            source = self.sources[child] = _walk_location(child, named=True)[1]
-        return loc.name_str, source
+        key = child.attr
+        source = self.sources.get(key, _UNSEEN)
+        if source is _UNSEEN:
+            source = self.sources[key] = _walk_location(child, named=True)[1]
+        return name, source
 
     def render(self, type_: Any) -> str:
         text = self.types.get(type_)
@@ -209,7 +217,7 @@ def _rows(text: str, names: dict[str, tuple[str, str]]) -> dict[str, list[int]]:
     for row, line in enumerate(text.split("\n"), 1):
         stripped = line.lstrip()
         if stripped.startswith("%"):
-            end = min((i for i in (stripped.find(" "), stripped.find(":")) if i > 0), default=0)
+            end = _name_end(stripped)
             if end:
                 where.setdefault((func, stripped[:end]), row)
         elif stripped.startswith("func.func"):
@@ -218,14 +226,26 @@ def _rows(text: str, names: dict[str, tuple[str, str]]) -> dict[str, list[int]]:
     return {i: [where[key]] for i, key in names.items() if key in where}
 
 
-def _count_calls(op: Any, calls: Counter[str]) -> None:
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                if inner.operation.name == "func.call":
-                    calls[_callee(inner)] += 1
-                if len(inner.operation.regions):
-                    _count_calls(inner.operation, calls)
+def _name_end(line: str) -> int:
+    """Where the first result's name ends on a line that defines it (`%3 = ...`,
+    `%3:2 = ...`): at its first space or colon, whichever comes first; 0 if neither."""
+    space, colon = line.find(" "), line.find(":")
+    if space > 0 and not 0 < colon < space:
+        return space
+    return colon if colon > 0 else 0
+
+
+def _count_calls(func: Any, calls: Counter[str]) -> None:
+    """Count the calls in `func` by callee, with MLIR's own walk: it hands Python each op
+    as a plain `Operation`, where a loop over each block's ops wraps each one in its
+    dialect's class (twice the time)."""
+
+    def count(op: Any) -> Any:
+        if op.name == "func.call":
+            calls[_callee(op)] += 1
+        return ir.WalkResult.ADVANCE
+
+    func.walk(count)
 
 
 def _callee(op: Any) -> str:
@@ -239,7 +259,7 @@ def _read_main(reader: _Reader, main: Any) -> None:
         name, _ = parse_location(arg.location)
         reader.graph.input_names.append(name)
         label = name or f"in{i}"
-        node = Node(f"in{i}", "input", label, render_type(arg.type), kind="input")
+        node = Node(f"in{i}", "input", label, reader.render(arg.type), kind="input")
         reader.graph.nodes.append(node)
         reader.env[arg] = ((node.id,), node.type)
     outs = _read_block(reader, block, (), (), None)
@@ -255,30 +275,37 @@ def _read_shared(reader: _Reader, name: str, func: Any) -> None:
     reader.func = name
     block = func.regions[0].blocks[0]
     for arg in block.arguments:
-        reader.env[arg] = ((f"{_LINK}{name}",), render_type(arg.type))
+        reader.env[arg] = ((f"{_LINK}{name}",), reader.render(arg.type))
     _read_block(reader, block, path, (), None)
 
 
 def _link_calls(reader: _Reader) -> None:
-    """Edges from a link placeholder become edges from each call node of that function."""
-    edges = []
-    for edge in reader.graph.edges:
-        if not edge.src.startswith(_LINK):
-            edges.append(edge)
-            continue
-        for call_id in reader.call_nodes.get(edge.src[len(_LINK) :], []):
-            edges.append(Edge(call_id, edge.dst, edge.type))
-    reader.graph.edges = _dedupe(edges)
+    """Edges from a link placeholder become edges from each call node of that function.
 
-
-def _dedupe(edges: list[Edge]) -> list[Edge]:
+    Each node's edges in are added together (`connect` runs once per node), one per
+    producer, so only a node that reads a link can be given one edge twice: only its
+    edges are checked for repeats."""
+    edges = reader.graph.edges
+    linked = {edge.dst for edge in edges if edge.src.startswith(_LINK)}
+    if not linked:
+        return
+    out: list[Edge] = []
     seen: set[tuple[str, str]] = set()
-    out = []
     for edge in edges:
-        if (edge.src, edge.dst) not in seen:
-            seen.add((edge.src, edge.dst))
+        if edge.dst not in linked:
             out.append(edge)
-    return out
+        elif not edge.src.startswith(_LINK):
+            _add_once(out, seen, edge)
+        else:
+            for call_id in reader.call_nodes.get(edge.src[len(_LINK) :], []):
+                _add_once(out, seen, Edge(call_id, edge.dst, edge.type))
+    reader.graph.edges = out
+
+
+def _add_once(edges: list[Edge], seen: set[tuple[str, str]], edge: Edge) -> None:
+    if (edge.src, edge.dst) not in seen:
+        seen.add((edge.src, edge.dst))
+        edges.append(edge)
 
 
 def _read_block(
@@ -290,42 +317,55 @@ def _read_block(
     first); an op's location name is made relative to the first that matches.
     """
     outs: list[Producers] = []
+    env = reader.env
+    # location name → (its parts, the scope of an op so named): a block's thousands of
+    # ops share a few hundred names, so each is split and made relative once
+    scopes: dict[str, tuple[Path, Path]] = {}
     for op in block.operations:
         operation = op.operation
         name = operation.name
         if name in TERMINATORS:
-            outs = [_lookup(reader, v) for v in operation.operands]
+            outs = [env.get(v, _NOTHING) for v in operation.operands]
             continue
         loc_name, source = reader.locate(operation.location)
-        parts = _name_parts(loc_name)
-        scope = path + _relative(parts, prefixes)[:-1]
+        named = scopes.get(loc_name)
+        if named is None:
+            parts = _name_parts(loc_name)
+            named = scopes[loc_name] = (parts, path + _relative(parts, prefixes)[:-1])
+        parts, scope = named
         source = source or src
         if len(operation.regions):
             results = _read_region_op(reader, operation, scope, parts, source)
         elif name == "func.call" and reader.calls[_callee(op)] == 1:
             results = _read_inline_call(reader, op, scope, parts, source)
-        else:  # every result comes from the one node
-            producers = _read_op(reader, operation, scope, source, loc_name)
-            for value in operation.results:
-                reader.env[value] = producers
+        else:
+            _read_op(reader, operation, name, scope, source, loc_name)
             continue
         for value, producers in zip(operation.results, results, strict=False):
-            reader.env[value] = producers
+            env[value] = producers
     return outs
 
 
 def _read_op(
-    reader: _Reader, operation: Any, scope: Path, source: SourceLoc | None, loc_name: str
-) -> Producers:
-    name = operation.name
+    reader: _Reader,
+    operation: Any,
+    name: str,
+    scope: Path,
+    source: SourceLoc | None,
+    loc_name: str,
+) -> None:
+    """The op's node; every result of the op comes from it."""
     results = operation.results
-    if len(results) == 1:  # the common case, kept quick
-        type_ = reader.render(operation.result.type)
+    count = len(results)
+    if count == 1:  # the common case, kept quick: its one result asked for once
+        values = [operation.result]
+        type_ = reader.render(values[0].type)
     else:
-        type_ = ", ".join(reader.render(r.type) for r in results)
+        values = list(results)
+        type_ = ", ".join(reader.render(v.type) for v in values)
     node = Node(reader.new_id(), name, _short(name), type_, scope, source)
-    if len(results):
-        reader.results[node.id] = (reader.func, results[0])
+    if count:
+        reader.results[node.id] = (reader.func, values[0])
     if loc_name:  # the op's name stack, as its location spells it (the fusion map reads it)
         node.attrs["op_name"] = loc_name
     if name == "func.call":
@@ -335,8 +375,11 @@ def _read_op(
     elif name == CUSTOM_CALL:
         _read_kernel_call(reader.graph, operation, node)
     reader.graph.nodes.append(node)
-    connect(reader.graph, [_lookup(reader, v) for v in operation.operands], node.id)
-    return (node.id,), type_
+    env = reader.env
+    connect(reader.graph, [env.get(v, _NOTHING) for v in operation.operands], node.id)
+    producers = (node.id,), type_
+    for value in values:
+        env[value] = producers
 
 
 def _read_kernel_call(graph: Graph, operation: Any, node: Node) -> None:
@@ -375,7 +418,7 @@ def _read_region_op(
         for block in region.blocks:
             _bind_args(reader, block.arguments, operands)
             returns.append(_read_block(reader, block, sub, prefixes, source))
-    return _merge_results(operation, returns)
+    return _merge_results(reader, operation, returns)
 
 
 def _read_inline_call(
@@ -391,7 +434,7 @@ def _read_inline_call(
     caller, reader.func = reader.func, callee
     returns = _read_block(reader, block, group, (parts,), source)
     reader.func = caller
-    return _merge_results(op.operation, [returns])
+    return _merge_results(reader, op.operation, [returns])
 
 
 def _bind_args(reader: _Reader, args: Any, operands: list[Producers]) -> None:
@@ -402,10 +445,12 @@ def _bind_args(reader: _Reader, args: Any, operands: list[Producers]) -> None:
         return
     ids = tuple(dict.fromkeys(x for ids, _ in operands for x in ids))
     for arg in args:
-        reader.env[arg] = (ids, render_type(arg.type))
+        reader.env[arg] = (ids, reader.render(arg.type))
 
 
-def _merge_results(operation: Any, returns: list[list[Producers]]) -> list[Producers]:
+def _merge_results(
+    reader: _Reader, operation: Any, returns: list[list[Producers]]
+) -> list[Producers]:
     """The op's results take the producers of every region's matching return."""
     n = len(operation.results)
     matching = [r for r in returns if len(r) == n] or returns
@@ -416,7 +461,7 @@ def _merge_results(operation: Any, returns: list[list[Producers]]) -> list[Produ
             chosen = [ret[i]] if len(ret) == n else ret
             for producers, _ in chosen:
                 ids.update(dict.fromkeys(producers))
-        outs.append((tuple(ids), render_type(value.type)))
+        outs.append((tuple(ids), reader.render(value.type)))
     return outs
 
 
@@ -437,7 +482,9 @@ def _region_label(name: str, i: int) -> str:
     return f"region {i}"
 
 
+@functools.lru_cache(maxsize=1024)
 def _short(name: str) -> str:
+    """`stablehlo.add` → `add` (once per op name: a module has a few dozen)."""
     return name.split(".", 1)[1] if "." in name else name
 
 
@@ -521,4 +568,4 @@ def render_type(type_: Any) -> str:
 
 
 def _lookup(reader: _Reader, value: Any) -> Producers:
-    return reader.env.get(value, ((), ""))
+    return reader.env.get(value, _NOTHING)
