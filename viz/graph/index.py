@@ -34,6 +34,7 @@ class GraphIndex:
     positions: dict[Path, list[int]]
     counts_scope: dict[Path, bool]
     opaque: set[Path]
+    inside: dict[Path, bool]  # scope → whether in an opaque group (`_inside_memo`'s memo)
     group_order: dict[Path, int]  # position in graph.groups
     boxes: dict[Path, _Box] = field(default_factory=dict)
     tallies: dict[Path, tuple[int, dict[str, tuple[int, int]]]] = field(default_factory=dict)
@@ -157,6 +158,7 @@ def _build_index(graph: Graph) -> GraphIndex:
         positions,
         counts_scope,
         opaque,
+        inside,
         {p: k for k, p in enumerate(graph.groups)},
     )
 
@@ -188,22 +190,25 @@ def _tally(index: GraphIndex, path: Path) -> tuple[int, _Ops]:
     ops: _Ops = {}
     node_list = index.node_list
     own = 0
-    for i in index.positions.get(path, ()):
+    for i in index.positions.get(path, ()):  # ascending: an op's first position is kept
         node = node_list[i]
         if node.kind == "op":
             own += 1
-            _add(ops, node.op, 1, i)
+            seen = ops.get(node.op)
+            ops[node.op] = (1, i) if seen is None else (seen[0] + 1, seen[1])
     count = own if index.counts_scope.get(path, False) else 0
     groups, order, after = index.groups, index.group_order, len(node_list)
     for child in index.children.get(path, ()):
         sub_count, sub_ops = _tally(index, child)
         count += sub_count
-        for op, (n, first) in sub_ops.items():
-            _add(ops, op, n, first)
+        for op, (n, first) in sub_ops.items():  # `_add`, inlined: every op of every level
+            seen = ops.get(op)
+            ops[op] = (n, first) if seen is None else (seen[0] + n, min(seen[1], first))
         op = groups[child].op if child in order else None
         if op:  # a group's own op counts in the groups above it
             _add(ops, op, 1, after + order[child])
-    if path in order and groups[path].op and not _inside(path[:-1], index.opaque):
+    inside = _inside_memo(path[:-1], index.opaque, index.inside)
+    if path in order and groups[path].op and not inside:
         count += 1
     found = index.tallies[path] = (count, ops)
     return found
@@ -215,13 +220,9 @@ def _add(ops: _Ops, op: str, n: int, first: int) -> None:
 
 
 def _inside_memo(scope: Path, paths: set[Path], memo: dict[Path, bool]) -> bool:
-    """`_inside`, remembering each prefix's answer (a graph has thousands of scopes
-    sharing their prefixes)."""
+    """Whether `scope` or a prefix of it is in `paths`, remembering each prefix's answer
+    (a graph has thousands of scopes sharing their prefixes)."""
     found = memo.get(scope)
     if found is None:
         found = memo[scope] = scope in paths or _inside_memo(scope[:-1], paths, memo)
     return found
-
-
-def _inside(scope: Path, paths: set[Path]) -> bool:
-    return any(scope[:depth] in paths for depth in range(1, len(scope) + 1))

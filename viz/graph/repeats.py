@@ -129,10 +129,10 @@ class _Signatures:
     def __call__(self, path: Path) -> int:
         found = self.done.get(path)
         if found is None:
-            index = self.index
+            index, nodes = self.index, self.index.node_list
             group = self.graph.groups.get(path) or Group(path, path[-1])
-            ops = sorted(index.nodes[i].op for i in index.members[path])
-            kids = sorted(self(c) for c in index.children[path])
+            ops = sorted([nodes[i].op for i in index.positions[path]])
+            kids = sorted([self(c) for c in index.children[path]])
             name = NUMBER.sub("#", group.label)
             found = self.done[path] = hash((group.kind, group.op, name, tuple(ops), tuple(kids)))
         return found
@@ -140,11 +140,11 @@ class _Signatures:
     def typed(self, path: Path) -> int:
         """The types of every node under `path`: what says whether look-alikes differ
         in shape."""
-        index = self.index
+        index, nodes = self.index, self.index.node_list
         below, types = [path], []
         for sub in below:
             below.extend(index.children[sub])
-            types.extend(index.nodes[i].type for i in index.members[sub])
+            types.extend([nodes[i].type for i in index.positions[sub]])
         return hash(tuple(sorted(types)))
 
 
