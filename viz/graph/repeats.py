@@ -87,7 +87,8 @@ def _outside_kernels(graph: Graph) -> int:
     """How many groups are not kernels or inside one (a scope a producer forgot to
     describe counts: it may be a layer)."""
     kernels = {p for p, g in graph.groups.items() if g.kind == "fusion"}
-    scopes = {n.scope for n in graph.nodes if n.scope and n.scope[:1] not in kernels}
+    scopes = {n.scope for n in graph.nodes}  # a few hundred: each looked at once
+    scopes.discard(())
     scopes.update(graph.groups)
     return sum(1 for p in scopes if not any(p[:d] in kernels for d in range(1, len(p) + 1)))
 
@@ -327,9 +328,10 @@ def _apply(graph: Graph, folds: list[_Fold]) -> Graph:
             )
             node_levels.update(dict.fromkeys(member, chain))
     moved = _Mover(inserted)
+    known = moved.done  # the mover's memo, read here first: a call per node cost more
     nodes = []
     for n in graph.nodes:
-        scope = moved(n.scope)
+        scope = known.get(n.scope) or moved(n.scope)
         if n.id in node_levels:
             scope += node_levels[n.id]
         nodes.append(n if scope is n.scope else moved_node(n, scope))

@@ -357,18 +357,19 @@ def _representatives(
     """
     rep: dict[str, str] = {}
     boxes: dict[Path, Path | None] = {}
-    box_ids: dict[Path, str | None] = {}  # each scope's box's id (None: drawn itself)
     expanded, focus = view.expanded, view.focus
-    for node_id, node in index.nodes.items():
-        if focus is not None and node_id not in focus:
+    # scope by scope (a few hundred), each scope's nodes in one step (thousands)
+    for scope, ids in index.members.items():
+        if focus is not None:
+            ids = [i for i in ids if i in focus]
+        if not ids:
             continue
-        scope = node.scope
-        if scope not in boxes:
-            box = next(
-                (scope[:d] for d in range(1, len(scope) + 1) if scope[:d] not in expanded), None
-            )
-            boxes[scope], box_ids[scope] = box, None if box is None else _group_id(box)
-        rep[node_id] = box_ids[scope] or node_id
+        box = next((scope[:d] for d in range(1, len(scope) + 1) if scope[:d] not in expanded), None)
+        boxes[scope] = box
+        if box is None:  # drawn as themselves
+            rep.update({i: i for i in ids})
+        else:
+            rep.update(dict.fromkeys(ids, _group_id(box)))
     return rep, boxes
 
 
