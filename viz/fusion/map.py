@@ -226,13 +226,14 @@ def _add_ops(
         via = "metadata" if direct[op_id] else "kernel" if op_id in in_kernel else "dataflow"
         line = _user_line(op, user_file)
         for ref in refs:
-            name = ref.name
-            entry = entries.get(name)
+            entry = entries.get(ref.name)
             if entry is None:
-                entry = entries[name] = FusionEntry(name, ref.kind)
-            entry.kind = ref.kind
-            ops_in = entry.stablehlo_ops if stablehlo else entry.jaxpr_eqns
-            ops_in.append({"id": op_id, key: op.op, "via": via})
+                entry = entries[ref.name] = FusionEntry(ref.name, ref.kind)
+            else:
+                entry.kind = ref.kind
+            (entry.stablehlo_ops if stablehlo else entry.jaxpr_eqns).append(
+                {"id": op_id, key: op.op, "via": via}
+            )
             if line and line not in entry.lines:
                 entry.lines.append(line)
 
@@ -315,6 +316,8 @@ class _Index:
         ops = self.ops
         exact = self.exact.get((parts, loc)) if loc is not None else None
         if exact:  # the common case: same name stack, same place
+            if len(exact) == 1:  # most often one instruction: it, whatever its kind
+                return (exact[0],)
             same = [i for i in exact if ops[i] == want]
             return tuple(dict.fromkeys(same or exact))
         found = list(self.by_loc.get((parts[-1], loc), ())) if loc is not None else []
