@@ -454,22 +454,16 @@ def _inputs(graph: Graph) -> dict[str, list[str]]:
 
 
 def _constant_only(graph: Graph, inputs: dict[str, list[str]]) -> dict[str, bool]:
-    constant: dict[str, bool] = {}
-    later: dict[str, bool] | None = None  # node id → whether a constant node, made if needed
+    # constant nodes known from the start: an operand that comes after its user is
+    # constant if it is a constant node
+    constant = {node.id: True for node in graph.nodes if node.kind == "constant"}
     for node in graph.nodes:  # program order: operands first
         if node.kind in ("input", "output"):
             constant[node.id] = False
         elif node.kind == "constant" or node.op == "stablehlo.constant":
             constant[node.id] = True
         else:
-            operands = inputs.get(node.id, ())
-            # an operand not seen yet (rare) is constant if it is a constant node; the
-            # map of every node's kind is made only then
-            if not all(src in constant for src in operands):
-                later = later or {n.id: n.kind == "constant" for n in graph.nodes}
-                constant[node.id] = all(constant.get(s, later.get(s, False)) for s in operands)
-            else:
-                constant[node.id] = all(constant[src] for src in operands)
+            constant[node.id] = all(constant.get(src, False) for src in inputs.get(node.id, ()))
     return constant
 
 
