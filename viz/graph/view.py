@@ -356,21 +356,34 @@ def _representatives(
     Also: each scope → its outermost collapsed prefix (None when all are expanded).
     """
     rep: dict[str, str] = {}
-    boxes: dict[Path, Path | None] = {}
+    boxes: dict[Path, Path | None] = {(): None}
+    box_ids: dict[Path, str] = {}
     expanded, focus = view.expanded, view.focus
-    # scope by scope (a few hundred), each scope's nodes in one step (thousands)
+    # scope by scope (a few thousand), each scope's nodes in one step (tens of thousands)
     for scope, ids in index.members.items():
         if focus is not None:
             ids = [i for i in ids if i in focus]
         if not ids:
             continue
-        box = next((scope[:d] for d in range(1, len(scope) + 1) if scope[:d] not in expanded), None)
-        boxes[scope] = box
+        box = _outermost_box(scope, expanded, boxes)
         if box is None:  # drawn as themselves
             rep.update({i: i for i in ids})
         else:
-            rep.update(dict.fromkeys(ids, _group_id(box)))
+            box_id = box_ids.get(box) or box_ids.setdefault(box, _group_id(box))
+            rep.update(dict.fromkeys(ids, box_id))
     return rep, boxes
+
+
+def _outermost_box(
+    scope: Path, expanded: frozenset[Path], boxes: dict[Path, Path | None]
+) -> Path | None:
+    """The outermost collapsed prefix of `scope` (None: all expanded), remembered in `boxes`
+    for every prefix asked about (the scopes of a layer share theirs)."""
+    if scope in boxes:
+        return boxes[scope]
+    above = _outermost_box(scope[:-1], expanded, boxes)
+    found = boxes[scope] = above if above is not None or scope in expanded else scope
+    return found
 
 
 def _is_box(path: Path, expanded: frozenset[Path]) -> bool:
