@@ -1,4 +1,4 @@
-"""Per-graph lookups (children, members, counted ops, what a collapsed box stands
+"""Per-graph lookups (children, members, counted scopes, what a collapsed box stands
 for), built once per Graph object and shared by every view of it."""
 
 from __future__ import annotations
@@ -23,10 +23,8 @@ class GraphIndex:
     drawn: a default view draws a few dozen boxes of a graph with thousands of nodes.
     """
 
-    nodes: dict[str, Node]
     children: dict[Path, list[Path]]  # parent path (() = top) → child group paths
     members: dict[Path, list[str]]  # group path (() = top) → direct member node ids
-    counted: set[str]  # ids of nodes op_histogram counts
     # for `box_of`: the graph's nodes and groups (not the graph: the cache must not
     # keep it alive), each scope's node positions, and which scopes op_histogram counts
     node_list: list[Node]
@@ -39,6 +37,19 @@ class GraphIndex:
     boxes: dict[Path, _Box] = field(default_factory=dict)
     tallies: dict[Path, tuple[int, dict[str, tuple[int, int]]]] = field(default_factory=dict)
     _reader_paths: dict[Path, Path] | None = None
+    _nodes: dict[str, Node] | None = None
+
+    @property
+    def nodes(self) -> dict[str, Node]:
+        """node id → node, made when first asked: a default view, made for every report,
+        never asks (a search, a neighbourhood does)."""
+        if self._nodes is None:
+            self._nodes = {node.id: node for node in self.node_list}
+        return self._nodes
+
+    def counts(self, node: Node) -> bool:
+        """Whether op_histogram counts `node` (an op outside any opaque group)."""
+        return node.kind == "op" and self.counts_scope.get(node.scope, False)
 
     def reader_paths_of(self, path: Path) -> Path:
         """`path` without its synthetic components: the reader's groups above it."""
@@ -121,24 +132,19 @@ def _build_index(graph: Graph) -> GraphIndex:
     # One pass over the nodes (a 96-layer model has 13k): views build an index for
     # each copy they make, so this is on the worker's path after every compile.
     opaque = {p for p, g in graph.groups.items() if g.opaque}
-    nodes: dict[str, Node] = {}
     members: dict[Path, list[str]] = {(): []}
     positions: dict[Path, list[int]] = {(): []}
     counts_scope: dict[Path, bool] = {(): True}  # per scope: does op_histogram count its ops?
-    counted: set[str] = set()
     inside: dict[Path, bool] = {(): False}
     for i, node in enumerate(graph.nodes):
-        scope, node_id = node.scope, node.id
-        nodes[node_id] = node
+        scope = node.scope
         ids = members.get(scope)
         if ids is None:
             ids = members[scope] = []
             positions[scope] = []
             counts_scope[scope] = not _inside_memo(scope, opaque, inside)
-        ids.append(node_id)
+        ids.append(node.id)
         positions[scope].append(i)
-        if node.kind == "op" and counts_scope[scope]:
-            counted.add(node_id)
     paths = dict.fromkeys(graph.groups)
     for scope in list(members)[1:]:  # scopes a producer forgot to describe are groups too
         paths.update(dict.fromkeys(scope[:d] for d in range(1, len(scope) + 1)))
@@ -149,10 +155,8 @@ def _build_index(graph: Graph) -> GraphIndex:
         members.setdefault(path, [])
         positions.setdefault(path, [])
     return GraphIndex(
-        nodes,
         children,
         members,
-        counted,
         graph.nodes,
         graph.groups,
         positions,

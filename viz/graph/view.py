@@ -411,7 +411,7 @@ def _visible_item(
         node.op,
         node.type,
         node.source,
-        op_count=1 if node.id in index.counted else 0,
+        op_count=1 if index.counts(node) else 0,
         highlighted=matches > 0,
         tooltip=tooltip,
         matches=matches,
