@@ -56,7 +56,7 @@ def fold_top_level(graph: Graph, max_nodes: int, trust_folds: bool = True) -> Gr
     info = _item_info(graph, item_of)
     phases = any(info[i].scoped for i in items if i in info) and len(items) > PHASE_MIN
     if len(items) + len(new_groups) > max_nodes or phases:
-        users = _item_users(graph, item_of, items) if phases else {}
+        users = _item_users(graph, item_of, items, info) if phases else {}
         chunks = _chunks(items, info, max_nodes - len(new_groups), phases, trust_folds, users)
         for k, (label, members, parts) in enumerate(chunks):
             path = (_fresh(graph, f"[chunk {k + 1}]"),)
@@ -211,7 +211,7 @@ def _phases(
         key = info[item].keys[0] if item in info else ""
         if item in info and info[item].kind in ("input", "output"):
             key = f"\0{item}"  # a few inputs (many are boxed already) stay loose
-        elif not key:
+        elif not key:  # `_placed_by_users`
             found = (key_of.get(u, "") for u in users.get(item, ()))
             key = next((k for k in found if k and not k.startswith("\0")), f"\0{item}")
         key_of[item] = key
@@ -221,15 +221,29 @@ def _phases(
     return [("" if key.startswith("\0") else key, members) for key, members in runs.items()]
 
 
-def _item_users(graph: Graph, items_of: list[str], items: list[str]) -> dict[str, list[str]]:
-    """item → the items that use its values, in item order."""
+def _placed_by_users(item: str, info: dict[str, _ItemInfo]) -> bool:
+    """Whether `_phases` places `item` by its users: no key, not an input or output."""
+    found = info.get(item)
+    return found is None or (found.kind not in ("input", "output") and not found.keys[0])
+
+
+def _item_users(
+    graph: Graph, items_of: list[str], items: list[str], info: dict[str, _ItemInfo]
+) -> dict[str, list[str]]:
+    """item → the items that use its values, in item order, for the items `_phases`
+    places by their users (a few: the others' edges are passed over)."""
+    placed = {item for item in items if _placed_by_users(item, info)}
+    if not placed:
+        return {}
     item_of = dict(zip((n.id for n in graph.nodes), items_of, strict=True))
     order = {item: i for i, item in enumerate(items)}
     found: dict[str, set[str]] = {}
     for edge in graph.edges:
-        src, dst = item_of.get(edge.src), item_of.get(edge.dst)
-        if src != dst and src is not None and dst is not None:
-            found.setdefault(src, set()).add(dst)
+        src = item_of.get(edge.src)
+        if src in placed:
+            dst = item_of.get(edge.dst)
+            if dst is not None and dst != src:
+                found.setdefault(src, set()).add(dst)
     return {item: sorted(u, key=lambda x: order.get(x, len(order))) for item, u in found.items()}
 
 

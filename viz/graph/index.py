@@ -128,23 +128,72 @@ def _forget(graph_id: int) -> Callable[[weakref.ref[Graph]], None]:
     return forget
 
 
+def remember_index(graph: Graph, index: GraphIndex | None) -> None:
+    """`index` as `graph`'s (`moved_index`; None: none, built when asked)."""
+    if index is not None:
+        _slots(graph)["index"] = index
+
+
+def index_if_made(graph: Graph) -> GraphIndex | None:
+    """`graph`'s index where made already (a copy's is made from it)."""
+    return _slots(graph).get("index")
+
+
 def _build_index(graph: Graph) -> GraphIndex:
     # One pass over the nodes (a 96-layer model has 13k): views build an index for
     # each copy they make, so this is on the worker's path after every compile.
-    opaque = {p for p, g in graph.groups.items() if g.opaque}
     members: dict[Path, list[str]] = {(): []}
     positions: dict[Path, list[int]] = {(): []}
-    counts_scope: dict[Path, bool] = {(): True}  # per scope: does op_histogram count its ops?
-    inside: dict[Path, bool] = {(): False}
     for i, node in enumerate(graph.nodes):
         scope = node.scope
         ids = members.get(scope)
         if ids is None:
             ids = members[scope] = []
             positions[scope] = []
-            counts_scope[scope] = not _inside_memo(scope, opaque, inside)
         ids.append(node.id)
         positions[scope].append(i)
+    return _index_of(graph, members, positions)
+
+
+def moved_index(graph: Graph, source: GraphIndex) -> GraphIndex | None:
+    """The index of `graph`, a copy of the graph `source` indexes whose nodes kept their
+    order and moved scope by scope, top-level nodes one by one (a fold's copy, or
+    `fold_top_level`'s): `source`'s node lists under the scopes the copy gives them,
+    without the walk over every node that `_build_index` takes. None where it is not
+    such a copy."""
+    nodes = graph.nodes
+    if len(nodes) != len(source.node_list):
+        return None
+    found: dict[Path, tuple[list[str], list[int]]] = {}
+    for scope, at in source.positions.items():
+        if not at:  # a group without nodes of its own: `_index_of` adds it
+            continue
+        if scope:  # all its nodes moved together: where its first one went
+            moved = nodes[at[0]].scope
+            if moved in found:  # () comes first: a scope the copy merged with another
+                return None
+            found[moved] = (source.members[scope], at)
+            continue
+        for node_id, i in zip(source.members[()], at, strict=True):
+            ids, places = found.setdefault(nodes[i].scope, ([], []))
+            ids.append(node_id)
+            places.append(i)
+    # () first, then the scopes in the order the nodes first name them, as `_build_index`
+    order = sorted(found, key=lambda scope: (scope != (), found[scope][1][0]))
+    members: dict[Path, list[str]] = {(): []} | {scope: found[scope][0] for scope in order}
+    positions: dict[Path, list[int]] = {(): []} | {scope: found[scope][1] for scope in order}
+    return _index_of(graph, members, positions)
+
+
+def _index_of(
+    graph: Graph, members: dict[Path, list[str]], positions: dict[Path, list[int]]
+) -> GraphIndex:
+    """The index of `graph` from its nodes' scopes (`members`, `positions`: () first, then
+    each scope of nodes in the order the nodes first name it)."""
+    opaque = {p for p, g in graph.groups.items() if g.opaque}
+    inside: dict[Path, bool] = {(): False}
+    # per scope: does op_histogram count its ops?
+    counts_scope = {scope: not _inside_memo(scope, opaque, inside) for scope in members}
     paths = dict.fromkeys(graph.groups)
     for scope in list(members)[1:]:  # scopes a producer forgot to describe are groups too
         paths.update(dict.fromkeys(scope[:d] for d in range(1, len(scope) + 1)))

@@ -38,7 +38,7 @@ from viz.graph.fold import (
     synthetic_kind,
     user_function_name,
 )
-from viz.graph.index import GraphIndex, graph_index
+from viz.graph.index import GraphIndex, graph_index, moved_index, remember_index
 from viz.ir.model import Graph, Group, Node, Path
 
 REST_MAX = 100  # a fold's other members beyond this are listed in boxes of this many
@@ -80,7 +80,7 @@ def fold_groups(graph: Graph, kernels: bool = True, chunks_only: bool = False) -
         and (not chunks_only or _in_chunk(graph, parent))
         for fold in _group_folds(graph, parent, kids, signature, kernels, chunks_only)
     ]
-    return _apply(graph, folds) if folds else graph
+    return _apply(graph, folds, index) if folds else graph
 
 
 def _outside_kernels(graph: Graph) -> int:
@@ -295,8 +295,9 @@ def _short_type(type_: str) -> str:
 # ---------------------------------------------------------------- the folded copy
 
 
-def _apply(graph: Graph, folds: list[_Fold]) -> Graph:
-    """A copy of `graph` with each fold's members moved under its synthetic groups."""
+def _apply(graph: Graph, folds: list[_Fold], index: GraphIndex | None = None) -> Graph:
+    """A copy of `graph` with each fold's members moved under its synthetic groups.
+    `index`: `graph`'s, where made: the copy's is then made from it."""
     inserted: dict[Path, Path] = {}  # reader group path → the fold levels put above it
     node_levels: dict[str, Path] = {}  # node id → the fold levels of its chain
     new_groups: list[tuple[Path, Path, Group]] = []  # (reader parent, levels, group)
@@ -342,7 +343,10 @@ def _apply(graph: Graph, folds: list[_Fold]) -> Graph:
     for path, group in graph.groups.items():
         new = moved(path)
         groups[new] = group if new == path else moved_group(group, new)
-    return replace(graph, nodes=nodes, groups=groups)
+    folded = replace(graph, nodes=nodes, groups=groups)
+    if index is not None:
+        remember_index(folded, moved_index(folded, index))
+    return folded
 
 
 def _name(graph: Graph, fold: _Fold, j: int) -> str:

@@ -38,7 +38,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from viz.graph.fold import NUMBER, fold_top_level, group_kind, synthetic_kind
-from viz.graph.index import GraphIndex, box_of, default_views, graph_index
+from viz.graph.index import (
+    GraphIndex,
+    box_of,
+    default_views,
+    graph_index,
+    index_if_made,
+    moved_index,
+    remember_index,
+)
 from viz.graph.repeats import fold_chains, fold_groups
 from viz.ir.model import Graph, Group, Node, Path, SourceLoc
 
@@ -144,6 +152,8 @@ def _default_view(graph: Graph, max_nodes: int) -> View:
     if structure_only:  # a graph that fits is shown whole
         folded = fold_groups(fold_chains(graph), kernels=False)
         graph = fold_top_level(folded, max_nodes)
+        if graph is not folded and (made := index_if_made(folded)) is not None:
+            remember_index(graph, moved_index(graph, made))  # not a walk over every node
         if graph is not folded:  # the chunks of a flat top level (compiled layers) repeat too
             graph = fold_groups(graph, chunks_only=True)
             if _top_size(graph) > max_nodes:  # look-alike runs that did not fold after all
