@@ -195,8 +195,7 @@ def _index_of(
     # per scope: does op_histogram count its ops?
     counts_scope = {scope: not _inside_memo(scope, opaque, inside) for scope in members}
     paths = dict.fromkeys(graph.groups)
-    for scope in list(members)[1:]:  # scopes a producer forgot to describe are groups too
-        paths.update(dict.fromkeys(scope[:d] for d in range(1, len(scope) + 1)))
+    _add_prefixes(paths, list(members)[1:])  # scopes a producer forgot to describe are groups too
     children: dict[Path, list[Path]] = {(): []}
     for path in paths:
         children.setdefault(path[:-1], []).append(path)
@@ -214,6 +213,20 @@ def _index_of(
         inside,
         {p: k for k, p in enumerate(graph.groups)},
     )
+
+
+def _add_prefixes(paths: dict[Path, None], scopes: list[Path]) -> None:
+    """Each of `scopes` and its prefixes into `paths`, shallowest first where new; each
+    walk up a scope stops at a prefix seen before (a layer's scopes share theirs)."""
+    seen: set[Path] = {()}
+    for scope in scopes:
+        new = []
+        while scope not in seen:
+            new.append(scope)
+            scope = scope[:-1]
+        for path in reversed(new):
+            paths.setdefault(path, None)
+            seen.add(path)
 
 
 def box_of(index: GraphIndex, path: Path) -> _Box:
