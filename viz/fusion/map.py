@@ -136,13 +136,14 @@ def prepare(graph: Graph, ir: str) -> Side:
     keys = [(_node_parts(op, ir), _loc(op), op.op, owners.get(op.scope)) for op in ops]
     ids = {op.id for op in ops}
     users: dict[str, list[str]] = {}
-    producers: dict[str, list[str]] = {}
-    for edge in graph.edges:
-        if edge.src in ids:
-            users.setdefault(edge.src, []).append(edge.dst)
-        if edge.dst in ids:
-            producers.setdefault(edge.dst, []).append(edge.src)
-    constant = constant_only(graph)
+    inputs: dict[str, list[str]] = {}  # every node's, for `producers` and `constant_only`
+    for edge in graph.edges:  # one walk over the edges for all three
+        src, dst = edge.src, edge.dst
+        inputs.setdefault(dst, []).append(src)
+        if src in ids:
+            users.setdefault(src, []).append(dst)
+    producers = {op.id: inputs[op.id] for op in ops if op.id in inputs}
+    constant = _constant_only(graph, inputs)
     constants = [op.id for op in ops if constant.get(op.id)]
     return Side(ir, ops, keys, constants, users, producers, kernel_bodies(graph, ops))
 
@@ -225,13 +226,14 @@ def _add_ops(
         via = "metadata" if direct[op_id] else "kernel" if op_id in in_kernel else "dataflow"
         line = _user_line(op, user_file)
         for ref in refs:
-            name = ref.name
-            entry = entries.get(name)
+            entry = entries.get(ref.name)
             if entry is None:
-                entry = entries[name] = FusionEntry(name, ref.kind)
-            entry.kind = ref.kind
-            ops_in = entry.stablehlo_ops if stablehlo else entry.jaxpr_eqns
-            ops_in.append({"id": op_id, key: op.op, "via": via})
+                entry = entries[ref.name] = FusionEntry(ref.name, ref.kind)
+            else:
+                entry.kind = ref.kind
+            (entry.stablehlo_ops if stablehlo else entry.jaxpr_eqns).append(
+                {"id": op_id, key: op.op, "via": via}
+            )
             if line and line not in entry.lines:
                 entry.lines.append(line)
 
@@ -314,6 +316,8 @@ class _Index:
         ops = self.ops
         exact = self.exact.get((parts, loc)) if loc is not None else None
         if exact:  # the common case: same name stack, same place
+            if len(exact) == 1:  # most often one instruction: it, whatever its kind
+                return (exact[0],)
             same = [i for i in exact if ops[i] == want]
             return tuple(dict.fromkeys(same or exact))
         found = list(self.by_loc.get((parts[-1], loc), ())) if loc is not None else []
@@ -438,35 +442,45 @@ def constant_only(graph: Graph) -> dict[str, bool]:
     """node id → whether its value depends on constants only (a `sqrt` of a literal,
     an `iota` mask): XLA computes such ops while compiling, so an op of them that is
     not found (`folded`) is a constant, not a miss."""
-    nodes = graph.node_map()
+    return _constant_only(graph, _inputs(graph))
+
+
+def _inputs(graph: Graph) -> dict[str, list[str]]:
+    """node id → the nodes producing its operands, edge order."""
     inputs: dict[str, list[str]] = {}
     for edge in graph.edges:
         inputs.setdefault(edge.dst, []).append(edge.src)
-    constant: dict[str, bool] = {}
+    return inputs
+
+
+def _constant_only(graph: Graph, inputs: dict[str, list[str]]) -> dict[str, bool]:
+    # constant nodes known from the start: an operand that comes after its user is
+    # constant if it is a constant node
+    constant = {node.id: True for node in graph.nodes if node.kind == "constant"}
     for node in graph.nodes:  # program order: operands first
         if node.kind in ("input", "output"):
             constant[node.id] = False
         elif node.kind == "constant" or node.op == "stablehlo.constant":
             constant[node.id] = True
         else:
-            constant[node.id] = all(
-                constant.get(src, src in nodes and nodes[src].kind == "constant")
-                for src in inputs.get(node.id, ())
-            )
+            constant[node.id] = all(constant.get(src, False) for src in inputs.get(node.id, ()))
     return constant
 
 
 def _applied_owners(graph: Graph) -> dict[Path, str]:
     """Scope → the op with an applied computation (sort, reduce...) it lies in."""
-    owners: dict[Path, str] = {}
-    for path, group in graph.groups.items():
-        if group.op in APPLIED_REGION_OPS:
-            owners[path] = group.op
+    applied = {p: g.op for p, g in graph.groups.items() if g.op in APPLIED_REGION_OPS}
+    if not applied:  # most programs: no sort or reduce with a region
+        return {}
+    owners: dict[Path, str] = dict(applied)
+    seen: set[Path] = set()  # scopes looked up (thousands of nodes share a few hundred)
     for node in graph.nodes:
         scope = node.scope
-        if scope not in owners:
+        if scope not in seen:
+            seen.add(scope)
             owner = next(
-                (owners[scope[:d]] for d in range(len(scope), 0, -1) if scope[:d] in owners), None
+                (applied[scope[:d]] for d in range(len(scope), 0, -1) if scope[:d] in applied),
+                None,
             )
             if owner:
                 owners[scope] = owner
@@ -475,9 +489,14 @@ def _applied_owners(graph: Graph) -> dict[Path, str]:
 
 def _node_parts(node: Node, ir: str) -> Parts:
     if ir == "jaxpr":
-        return (*_strip_root(name_parts(node.attrs.get("name_stack", ""))), node.op)
+        return _eqn_parts(node.attrs.get("name_stack", ""), node.op)
     names = _op_names(node.attrs.get("op_name", ""))
     return names[0] if names else ()
+
+
+@functools.lru_cache(maxsize=16384)  # the equations of one scope share their name stack
+def _eqn_parts(name_stack: str, primitive: str) -> Parts:
+    return (*_strip_root(name_parts(name_stack)), primitive)
 
 
 def _loc(node: Node) -> Loc | None:

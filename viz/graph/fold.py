@@ -39,20 +39,24 @@ def fold_top_level(graph: Graph, max_nodes: int, trust_folds: bool = True) -> Gr
     """
     if len(graph.nodes) <= max_nodes:
         return graph
-    top = [n for n in graph.nodes if not n.scope]
+    by_kind: dict[str, list[str]] = {}  # top-level node ids by `_leaf_kind`
+    for node in graph.nodes:
+        if not node.scope:
+            by_kind.setdefault(_leaf_kind(node), []).append(node.id)
     moves: dict[str, Path] = {}
     new_groups: list[Group] = []
     for kind, name in (("input", "inputs"), ("constant", "constants"), ("output", "outputs")):
-        ids = [n.id for n in top if _leaf_kind(n) == kind]
+        ids = by_kind.get(kind, [])
         if len(ids) > INPUT_GROUP_MIN:
             path = (_fresh(graph, f"[{name}]"),)
             new_groups.append(synthetic_group(path, f"{name} ({len(ids)})", "leaves"))
             moves.update(dict.fromkeys(ids, path))
-    items = _top_items(graph, moves)
-    info = _item_info(graph)
+    item_of = _item_of(graph)
+    items = _top_items(graph, item_of, moves)
+    info = _item_info(graph, item_of)
     phases = any(info[i].scoped for i in items if i in info) and len(items) > PHASE_MIN
     if len(items) + len(new_groups) > max_nodes or phases:
-        users = _item_users(graph, items) if phases else {}
+        users = _item_users(graph, item_of, items, info) if phases else {}
         chunks = _chunks(items, info, max_nodes - len(new_groups), phases, trust_folds, users)
         for k, (label, members, parts) in enumerate(chunks):
             path = (_fresh(graph, f"[chunk {k + 1}]"),)
@@ -95,13 +99,21 @@ def group_kind(groups: dict[Path, Group], path: Path) -> str:
     return group.kind if group is not None else ""
 
 
-def _top_items(graph: Graph, moved: dict[str, Path]) -> list[str]:
+def _item_of(graph: Graph) -> list[str]:
+    """The top-level item of each node, in node order: its id, or its top-level group's
+    name (`g:layer3`). Worked out once for the walks of `fold_top_level`."""
+    return ["g:" + node.scope[0] if node.scope else node.id for node in graph.nodes]
+
+
+def _top_items(graph: Graph, item_of: list[str], moved: dict[str, Path]) -> list[str]:
     """Top-level members in program order: node ids and top-level group names."""
-    items: dict[str, None] = {}
-    for node in graph.nodes:
-        if node.id in moved:
-            continue
-        items["g:" + node.scope[0] if node.scope else node.id] = None
+    if moved:
+        kept = (
+            item for node, item in zip(graph.nodes, item_of, strict=True) if node.id not in moved
+        )
+        items = dict.fromkeys(kept)
+    else:
+        items = dict.fromkeys(item_of)
     for path in graph.groups:
         items.setdefault("g:" + path[0], None)
     return list(items)
@@ -199,7 +211,7 @@ def _phases(
         key = info[item].keys[0] if item in info else ""
         if item in info and info[item].kind in ("input", "output"):
             key = f"\0{item}"  # a few inputs (many are boxed already) stay loose
-        elif not key:
+        elif not key:  # `_placed_by_users`
             found = (key_of.get(u, "") for u in users.get(item, ()))
             key = next((k for k in found if k and not k.startswith("\0")), f"\0{item}")
         key_of[item] = key
@@ -209,15 +221,29 @@ def _phases(
     return [("" if key.startswith("\0") else key, members) for key, members in runs.items()]
 
 
-def _item_users(graph: Graph, items: list[str]) -> dict[str, list[str]]:
-    """item → the items that use its values, in item order."""
-    item_of = {n.id: "g:" + n.scope[0] if n.scope else n.id for n in graph.nodes}
+def _placed_by_users(item: str, info: dict[str, _ItemInfo]) -> bool:
+    """Whether `_phases` places `item` by its users: no key, not an input or output."""
+    found = info.get(item)
+    return found is None or (found.kind not in ("input", "output") and not found.keys[0])
+
+
+def _item_users(
+    graph: Graph, items_of: list[str], items: list[str], info: dict[str, _ItemInfo]
+) -> dict[str, list[str]]:
+    """item → the items that use its values, in item order, for the items `_phases`
+    places by their users (a few: the others' edges are passed over)."""
+    placed = {item for item in items if _placed_by_users(item, info)}
+    if not placed:
+        return {}
+    item_of = dict(zip((n.id for n in graph.nodes), items_of, strict=True))
     order = {item: i for i, item in enumerate(items)}
     found: dict[str, set[str]] = {}
     for edge in graph.edges:
-        src, dst = item_of.get(edge.src), item_of.get(edge.dst)
-        if src != dst and src is not None and dst is not None:
-            found.setdefault(src, set()).add(dst)
+        src = item_of.get(edge.src)
+        if src in placed:
+            dst = item_of.get(edge.dst)
+            if dst is not None and dst != src:
+                found.setdefault(src, set()).add(dst)
     return {item: sorted(u, key=lambda x: order.get(x, len(order))) for item, u in found.items()}
 
 
@@ -249,12 +275,11 @@ class _ItemInfo:
     kind: str = "op"  # its first node's: 'op', 'input', 'output', 'constant'
 
 
-def _item_info(graph: Graph) -> dict[str, _ItemInfo]:
+def _item_info(graph: Graph, item_of: list[str]) -> dict[str, _ItemInfo]:
     """Each top-level item's chunking keys (its first node's that has any: a fusion's
     first fused op may have no source) and source lines."""
     info: dict[str, _ItemInfo] = {}
-    for node in graph.nodes:
-        item = "g:" + node.scope[0] if node.scope else node.id
+    for node, item in zip(graph.nodes, item_of, strict=True):
         found = info.get(item)
         if found is None or not found.keys[0]:
             keys, scoped = _keys(node, graph.groups.get(node.scope[:1]))

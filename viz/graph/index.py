@@ -1,4 +1,4 @@
-"""Per-graph lookups (children, members, counted ops, what a collapsed box stands
+"""Per-graph lookups (children, members, counted scopes, what a collapsed box stands
 for), built once per Graph object and shared by every view of it."""
 
 from __future__ import annotations
@@ -23,10 +23,8 @@ class GraphIndex:
     drawn: a default view draws a few dozen boxes of a graph with thousands of nodes.
     """
 
-    nodes: dict[str, Node]
     children: dict[Path, list[Path]]  # parent path (() = top) → child group paths
     members: dict[Path, list[str]]  # group path (() = top) → direct member node ids
-    counted: set[str]  # ids of nodes op_histogram counts
     # for `box_of`: the graph's nodes and groups (not the graph: the cache must not
     # keep it alive), each scope's node positions, and which scopes op_histogram counts
     node_list: list[Node]
@@ -34,10 +32,24 @@ class GraphIndex:
     positions: dict[Path, list[int]]
     counts_scope: dict[Path, bool]
     opaque: set[Path]
+    inside: dict[Path, bool]  # scope → whether in an opaque group (`_inside_memo`'s memo)
     group_order: dict[Path, int]  # position in graph.groups
     boxes: dict[Path, _Box] = field(default_factory=dict)
     tallies: dict[Path, tuple[int, dict[str, tuple[int, int]]]] = field(default_factory=dict)
     _reader_paths: dict[Path, Path] | None = None
+    _nodes: dict[str, Node] | None = None
+
+    @property
+    def nodes(self) -> dict[str, Node]:
+        """node id → node, made when first asked: a default view, made for every report,
+        never asks (a search, a neighbourhood does)."""
+        if self._nodes is None:
+            self._nodes = {node.id: node for node in self.node_list}
+        return self._nodes
+
+    def counts(self, node: Node) -> bool:
+        """Whether op_histogram counts `node` (an op outside any opaque group)."""
+        return node.kind == "op" and self.counts_scope.get(node.scope, False)
 
     def reader_paths_of(self, path: Path) -> Path:
         """`path` without its synthetic components: the reader's groups above it."""
@@ -116,31 +128,74 @@ def _forget(graph_id: int) -> Callable[[weakref.ref[Graph]], None]:
     return forget
 
 
+def remember_index(graph: Graph, index: GraphIndex | None) -> None:
+    """`index` as `graph`'s (`moved_index`; None: none, built when asked)."""
+    if index is not None:
+        _slots(graph)["index"] = index
+
+
+def index_if_made(graph: Graph) -> GraphIndex | None:
+    """`graph`'s index where made already (a copy's is made from it)."""
+    return _slots(graph).get("index")
+
+
 def _build_index(graph: Graph) -> GraphIndex:
     # One pass over the nodes (a 96-layer model has 13k): views build an index for
     # each copy they make, so this is on the worker's path after every compile.
-    opaque = {p for p, g in graph.groups.items() if g.opaque}
-    nodes: dict[str, Node] = {}
     members: dict[Path, list[str]] = {(): []}
     positions: dict[Path, list[int]] = {(): []}
-    counts_scope: dict[Path, bool] = {(): True}  # per scope: does op_histogram count its ops?
-    counted: set[str] = set()
-    inside: dict[Path, bool] = {(): False}
     for i, node in enumerate(graph.nodes):
-        scope, node_id = node.scope, node.id
-        nodes[node_id] = node
+        scope = node.scope
         ids = members.get(scope)
         if ids is None:
             ids = members[scope] = []
             positions[scope] = []
-            counts_scope[scope] = not _inside_memo(scope, opaque, inside)
-        ids.append(node_id)
+        ids.append(node.id)
         positions[scope].append(i)
-        if node.kind == "op" and counts_scope[scope]:
-            counted.add(node_id)
+    return _index_of(graph, members, positions)
+
+
+def moved_index(graph: Graph, source: GraphIndex) -> GraphIndex | None:
+    """The index of `graph`, a copy of the graph `source` indexes whose nodes kept their
+    order and moved scope by scope, top-level nodes one by one (a fold's copy, or
+    `fold_top_level`'s): `source`'s node lists under the scopes the copy gives them,
+    without the walk over every node that `_build_index` takes. None where it is not
+    such a copy."""
+    nodes = graph.nodes
+    if len(nodes) != len(source.node_list):
+        return None
+    found: dict[Path, tuple[list[str], list[int]]] = {}
+    for scope, at in source.positions.items():
+        if not at:  # a group without nodes of its own: `_index_of` adds it
+            continue
+        if scope:  # all its nodes moved together: where its first one went
+            moved = nodes[at[0]].scope
+            if moved in found:  # () comes first: a scope the copy merged with another
+                return None
+            found[moved] = (source.members[scope], at)
+            continue
+        for node_id, i in zip(source.members[()], at, strict=True):
+            ids, places = found.setdefault(nodes[i].scope, ([], []))
+            ids.append(node_id)
+            places.append(i)
+    # () first, then the scopes in the order the nodes first name them, as `_build_index`
+    order = sorted(found, key=lambda scope: (scope != (), found[scope][1][0]))
+    members: dict[Path, list[str]] = {(): []} | {scope: found[scope][0] for scope in order}
+    positions: dict[Path, list[int]] = {(): []} | {scope: found[scope][1] for scope in order}
+    return _index_of(graph, members, positions)
+
+
+def _index_of(
+    graph: Graph, members: dict[Path, list[str]], positions: dict[Path, list[int]]
+) -> GraphIndex:
+    """The index of `graph` from its nodes' scopes (`members`, `positions`: () first, then
+    each scope of nodes in the order the nodes first name it)."""
+    opaque = {p for p, g in graph.groups.items() if g.opaque}
+    inside: dict[Path, bool] = {(): False}
+    # per scope: does op_histogram count its ops?
+    counts_scope = {scope: not _inside_memo(scope, opaque, inside) for scope in members}
     paths = dict.fromkeys(graph.groups)
-    for scope in list(members)[1:]:  # scopes a producer forgot to describe are groups too
-        paths.update(dict.fromkeys(scope[:d] for d in range(1, len(scope) + 1)))
+    _add_prefixes(paths, list(members)[1:])  # scopes a producer forgot to describe are groups too
     children: dict[Path, list[Path]] = {(): []}
     for path in paths:
         children.setdefault(path[:-1], []).append(path)
@@ -148,17 +203,30 @@ def _build_index(graph: Graph) -> GraphIndex:
         members.setdefault(path, [])
         positions.setdefault(path, [])
     return GraphIndex(
-        nodes,
         children,
         members,
-        counted,
         graph.nodes,
         graph.groups,
         positions,
         counts_scope,
         opaque,
+        inside,
         {p: k for k, p in enumerate(graph.groups)},
     )
+
+
+def _add_prefixes(paths: dict[Path, None], scopes: list[Path]) -> None:
+    """Each of `scopes` and its prefixes into `paths`, shallowest first where new; each
+    walk up a scope stops at a prefix seen before (a layer's scopes share theirs)."""
+    seen: set[Path] = {()}
+    for scope in scopes:
+        new = []
+        while scope not in seen:
+            new.append(scope)
+            scope = scope[:-1]
+        for path in reversed(new):
+            paths.setdefault(path, None)
+            seen.add(path)
 
 
 def box_of(index: GraphIndex, path: Path) -> _Box:
@@ -188,22 +256,25 @@ def _tally(index: GraphIndex, path: Path) -> tuple[int, _Ops]:
     ops: _Ops = {}
     node_list = index.node_list
     own = 0
-    for i in index.positions.get(path, ()):
+    for i in index.positions.get(path, ()):  # ascending: an op's first position is kept
         node = node_list[i]
         if node.kind == "op":
             own += 1
-            _add(ops, node.op, 1, i)
+            seen = ops.get(node.op)
+            ops[node.op] = (1, i) if seen is None else (seen[0] + 1, seen[1])
     count = own if index.counts_scope.get(path, False) else 0
     groups, order, after = index.groups, index.group_order, len(node_list)
     for child in index.children.get(path, ()):
         sub_count, sub_ops = _tally(index, child)
         count += sub_count
-        for op, (n, first) in sub_ops.items():
-            _add(ops, op, n, first)
+        for op, (n, first) in sub_ops.items():  # `_add`, inlined: every op of every level
+            seen = ops.get(op)
+            ops[op] = (n, first) if seen is None else (seen[0] + n, min(seen[1], first))
         op = groups[child].op if child in order else None
         if op:  # a group's own op counts in the groups above it
             _add(ops, op, 1, after + order[child])
-    if path in order and groups[path].op and not _inside(path[:-1], index.opaque):
+    inside = _inside_memo(path[:-1], index.opaque, index.inside)
+    if path in order and groups[path].op and not inside:
         count += 1
     found = index.tallies[path] = (count, ops)
     return found
@@ -215,13 +286,9 @@ def _add(ops: _Ops, op: str, n: int, first: int) -> None:
 
 
 def _inside_memo(scope: Path, paths: set[Path], memo: dict[Path, bool]) -> bool:
-    """`_inside`, remembering each prefix's answer (a graph has thousands of scopes
-    sharing their prefixes)."""
+    """Whether `scope` or a prefix of it is in `paths`, remembering each prefix's answer
+    (a graph has thousands of scopes sharing their prefixes)."""
     found = memo.get(scope)
     if found is None:
         found = memo[scope] = scope in paths or _inside_memo(scope[:-1], paths, memo)
     return found
-
-
-def _inside(scope: Path, paths: set[Path]) -> bool:
-    return any(scope[:depth] in paths for depth in range(1, len(scope) + 1))

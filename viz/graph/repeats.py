@@ -38,7 +38,7 @@ from viz.graph.fold import (
     synthetic_kind,
     user_function_name,
 )
-from viz.graph.index import GraphIndex, graph_index
+from viz.graph.index import GraphIndex, graph_index, moved_index, remember_index
 from viz.ir.model import Graph, Group, Node, Path
 
 REST_MAX = 100  # a fold's other members beyond this are listed in boxes of this many
@@ -80,14 +80,15 @@ def fold_groups(graph: Graph, kernels: bool = True, chunks_only: bool = False) -
         and (not chunks_only or _in_chunk(graph, parent))
         for fold in _group_folds(graph, parent, kids, signature, kernels, chunks_only)
     ]
-    return _apply(graph, folds) if folds else graph
+    return _apply(graph, folds, index) if folds else graph
 
 
 def _outside_kernels(graph: Graph) -> int:
     """How many groups are not kernels or inside one (a scope a producer forgot to
     describe counts: it may be a layer)."""
     kernels = {p for p, g in graph.groups.items() if g.kind == "fusion"}
-    scopes = {n.scope for n in graph.nodes if n.scope and n.scope[:1] not in kernels}
+    scopes = {n.scope for n in graph.nodes}  # a few hundred: each looked at once
+    scopes.discard(())
     scopes.update(graph.groups)
     return sum(1 for p in scopes if not any(p[:d] in kernels for d in range(1, len(p) + 1)))
 
@@ -129,10 +130,10 @@ class _Signatures:
     def __call__(self, path: Path) -> int:
         found = self.done.get(path)
         if found is None:
-            index = self.index
+            index, nodes = self.index, self.index.node_list
             group = self.graph.groups.get(path) or Group(path, path[-1])
-            ops = sorted(index.nodes[i].op for i in index.members[path])
-            kids = sorted(self(c) for c in index.children[path])
+            ops = sorted([nodes[i].op for i in index.positions[path]])
+            kids = sorted([self(c) for c in index.children[path]])
             name = NUMBER.sub("#", group.label)
             found = self.done[path] = hash((group.kind, group.op, name, tuple(ops), tuple(kids)))
         return found
@@ -140,11 +141,11 @@ class _Signatures:
     def typed(self, path: Path) -> int:
         """The types of every node under `path`: what says whether look-alikes differ
         in shape."""
-        index = self.index
+        index, nodes = self.index, self.index.node_list
         below, types = [path], []
         for sub in below:
             below.extend(index.children[sub])
-            types.extend(index.nodes[i].type for i in index.members[sub])
+            types.extend([nodes[i].type for i in index.positions[sub]])
         return hash(tuple(sorted(types)))
 
 
@@ -294,8 +295,9 @@ def _short_type(type_: str) -> str:
 # ---------------------------------------------------------------- the folded copy
 
 
-def _apply(graph: Graph, folds: list[_Fold]) -> Graph:
-    """A copy of `graph` with each fold's members moved under its synthetic groups."""
+def _apply(graph: Graph, folds: list[_Fold], index: GraphIndex | None = None) -> Graph:
+    """A copy of `graph` with each fold's members moved under its synthetic groups.
+    `index`: `graph`'s, where made: the copy's is then made from it."""
     inserted: dict[Path, Path] = {}  # reader group path → the fold levels put above it
     node_levels: dict[str, Path] = {}  # node id → the fold levels of its chain
     new_groups: list[tuple[Path, Path, Group]] = []  # (reader parent, levels, group)
@@ -327,9 +329,10 @@ def _apply(graph: Graph, folds: list[_Fold]) -> Graph:
             )
             node_levels.update(dict.fromkeys(member, chain))
     moved = _Mover(inserted)
+    known = moved.done  # the mover's memo, read here first: a call per node cost more
     nodes = []
     for n in graph.nodes:
-        scope = moved(n.scope)
+        scope = known.get(n.scope) or moved(n.scope)
         if n.id in node_levels:
             scope += node_levels[n.id]
         nodes.append(n if scope is n.scope else moved_node(n, scope))
@@ -340,7 +343,10 @@ def _apply(graph: Graph, folds: list[_Fold]) -> Graph:
     for path, group in graph.groups.items():
         new = moved(path)
         groups[new] = group if new == path else moved_group(group, new)
-    return replace(graph, nodes=nodes, groups=groups)
+    folded = replace(graph, nodes=nodes, groups=groups)
+    if index is not None:
+        remember_index(folded, moved_index(folded, index))
+    return folded
 
 
 def _name(graph: Graph, fold: _Fold, j: int) -> str:

@@ -38,7 +38,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from viz.graph.fold import NUMBER, fold_top_level, group_kind, synthetic_kind
-from viz.graph.index import GraphIndex, box_of, default_views, graph_index
+from viz.graph.index import (
+    GraphIndex,
+    box_of,
+    default_views,
+    graph_index,
+    index_if_made,
+    moved_index,
+    remember_index,
+)
 from viz.graph.repeats import fold_chains, fold_groups
 from viz.ir.model import Graph, Group, Node, Path, SourceLoc
 
@@ -144,6 +152,8 @@ def _default_view(graph: Graph, max_nodes: int) -> View:
     if structure_only:  # a graph that fits is shown whole
         folded = fold_groups(fold_chains(graph), kernels=False)
         graph = fold_top_level(folded, max_nodes)
+        if graph is not folded and (made := index_if_made(folded)) is not None:
+            remember_index(graph, moved_index(graph, made))  # not a walk over every node
         if graph is not folded:  # the chunks of a flat top level (compiled layers) repeat too
             graph = fold_groups(graph, chunks_only=True)
             if _top_size(graph) > max_nodes:  # look-alike runs that did not fold after all
@@ -356,20 +366,34 @@ def _representatives(
     Also: each scope → its outermost collapsed prefix (None when all are expanded).
     """
     rep: dict[str, str] = {}
-    boxes: dict[Path, Path | None] = {}
-    box_ids: dict[Path, str | None] = {}  # each scope's box's id (None: drawn itself)
+    boxes: dict[Path, Path | None] = {(): None}
+    box_ids: dict[Path, str] = {}
     expanded, focus = view.expanded, view.focus
-    for node_id, node in index.nodes.items():
-        if focus is not None and node_id not in focus:
+    # scope by scope (a few thousand), each scope's nodes in one step (tens of thousands)
+    for scope, ids in index.members.items():
+        if focus is not None:
+            ids = [i for i in ids if i in focus]
+        if not ids:
             continue
-        scope = node.scope
-        if scope not in boxes:
-            box = next(
-                (scope[:d] for d in range(1, len(scope) + 1) if scope[:d] not in expanded), None
-            )
-            boxes[scope], box_ids[scope] = box, None if box is None else _group_id(box)
-        rep[node_id] = box_ids[scope] or node_id
+        box = _outermost_box(scope, expanded, boxes)
+        if box is None:  # drawn as themselves
+            rep.update({i: i for i in ids})
+        else:
+            box_id = box_ids.get(box) or box_ids.setdefault(box, _group_id(box))
+            rep.update(dict.fromkeys(ids, box_id))
     return rep, boxes
+
+
+def _outermost_box(
+    scope: Path, expanded: frozenset[Path], boxes: dict[Path, Path | None]
+) -> Path | None:
+    """The outermost collapsed prefix of `scope` (None: all expanded), remembered in `boxes`
+    for every prefix asked about (the scopes of a layer share theirs)."""
+    if scope in boxes:
+        return boxes[scope]
+    above = _outermost_box(scope[:-1], expanded, boxes)
+    found = boxes[scope] = above if above is not None or scope in expanded else scope
+    return found
 
 
 def _is_box(path: Path, expanded: frozenset[Path]) -> bool:
@@ -397,7 +421,7 @@ def _visible_item(
         node.op,
         node.type,
         node.source,
-        op_count=1 if node.id in index.counted else 0,
+        op_count=1 if index.counts(node) else 0,
         highlighted=matches > 0,
         tooltip=tooltip,
         matches=matches,
