@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from viz.history.schema import MIGRATIONS, SCHEMA_VERSION, code_hash
+from viz.locations import home
 from viz.settings import Settings
-from viz.source import home
 
 if TYPE_CHECKING:
     from viz.history.runs import Recorded, Run
