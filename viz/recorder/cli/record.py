@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from viz.locations import app_command, invoked_name
 from viz.recorder.capture.run import BOOT, CONFIG_ENV, run_program
+from viz.recorder.display.summary import summary_text
 from viz.recorder.model import DEFAULT_DETAILS
 from viz.recorder.storage.journal import read_journal
 from viz.recorder.storage.orphans import journal_path
@@ -35,14 +35,10 @@ from viz.recorder.storage.orphans import journal_path
 if TYPE_CHECKING:
     from viz.recorder.model import Process
 
-# What the recording's end alone needs (the summary, the history), imported while the
-# program runs, not before it starts. What the program's start needs too (the model,
-# the journal) is imported before it, once: the program's process is this one forked.
-FINISH_MODULES = (
-    "viz.history",
-    "viz.recorder.display.summary",
-    "viz.recorder.storage.recordings",
-)
+# What the recording's end alone needs (the history), imported while the program runs,
+# not before it starts. What the program's recorder needs too (the model, the journal,
+# the summary) is imported before it, once: the program's process is this one forked.
+FINISH_MODULES = ("viz.history", "viz.recorder.storage.recordings")
 
 USAGE = (
     "%(prog)s [--json OUT] [--html OUT] [--no-history] [--eager] [--name NAME] "
@@ -188,6 +184,8 @@ def _run_forked(config: dict, target: list[str]) -> int:
 def _run_started(config: dict, target: list[str]) -> int:
     """The program run in a fresh interpreter (`viz.recorder.capture.run.main`); Ctrl+C
     reaches it from the terminal, SIGTERM is passed on."""
+    import subprocess
+
     viz_parent = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, CONFIG_ENV: json.dumps(config)}
     command = [sys.executable, "-c", BOOT.format(viz_parent=viz_parent), *target]
@@ -211,7 +209,6 @@ def _import_finish() -> None:
 
 def _finish(journal: Path, args: argparse.Namespace, status: int, wall_s: float) -> int:
     from viz.history import HistoryError
-    from viz.recorder.display.summary import summary_text
     from viz.recorder.storage.recordings import save
 
     recording = read_journal(journal)
