@@ -79,6 +79,43 @@ def test_the_program_sees_its_own_argv_main_path_and_stdio(tmp_path):
     assert "saved as recording #" in done.stderr
 
 
+def test_the_program_runs_in_a_fork_of_record_and_its_frames_are_not_call_sites(tmp_path):
+    """`record`'s own process, forked, runs the program (no second interpreter to start):
+    the recording's start is imported already, and record's frames under the program's
+    are no call site or stack of its compiles."""
+    body = """
+    import sys
+    print("forked", "viz.recorder.cli.record" in sys.modules)
+    step(jnp.ones(2))
+    """
+    done, data = record(tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    assert "forked True" in done.stdout
+    program = str(tmp_path / "prog" / "train.py")
+    assert [line.split(":")[0] for line in data["compiles"][0]["stack"]] == [program]
+
+
+def test_record_inside_a_process_with_jax_starts_a_fresh_interpreter(tmp_path, monkeypatch, capfd):
+    """Called inside a process that holds JAX (and threads), `record` does not fork it: the
+    program runs in a fresh interpreter, recorded all the same."""
+    from viz.recorder.cli import record as record_command
+
+    monkeypatch.setenv("JITSCOPE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    script = tmp_path / "train.py"
+    script.write_text(
+        STEP + 'import sys\nprint("forked", "viz.recorder.cli.record" in sys.modules)\n'
+        "step(jnp.ones(3))\nsys.exit(5)\n"
+    )
+    out = tmp_path / "rec.json"
+    status = record_command.main(["--no-history", "--json", str(out), "--", str(script)])
+    data = json.loads(out.read_text())
+    assert status == 5 and data["program"]["exit_code"] == 5
+    assert "forked False" in capfd.readouterr().out
+    assert data["summary"]["compiles"] == 1
+    assert data["compiles"][0]["call_site"] == f"{script}:9"
+
+
 def test_an_uncaught_exception_prints_as_python_does_and_exits_one(tmp_path):
     done, data = record(tmp_path, "step(jnp.ones(2))\nraise ValueError('bad batch')\n")
     assert done.returncode == 1

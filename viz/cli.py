@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from viz.locations import APP_SCRIPT, invoked_name
-from viz.options import parse_option
-from viz.platforms import DeviceConfig, DeviceError, examples, held, written
 from viz.recorder.cli import COMMAND_NAMES, command
 from viz.units import count, nbytes, seconds
 
@@ -41,7 +39,8 @@ if TYPE_CHECKING:
     from viz.worker.protocol import CacheReply, ReplyT, Request
 
 # The rest is imported where it is used: `jitscope record` starts its program without
-# the analysis's imports (numpy, the report, the worker: 0.3 s)
+# the analysis's imports (numpy, the report, the worker: 0.3 s; the devices and compiler
+# options the parser checks: 0.02 s)
 
 WAIT_POLL_S = 5.0  # how often --wait looks whether a held device is free
 
@@ -87,6 +86,8 @@ def _is_sample(file: Path) -> bool:
 
 
 def _device(text: str) -> str:
+    from viz.platforms import DeviceConfig, DeviceError
+
     try:
         return str(DeviceConfig.parse(text))
     except DeviceError as exc:
@@ -94,6 +95,8 @@ def _device(text: str) -> str:
 
 
 def _option(text: str) -> tuple[str, Any]:
+    from viz.options import parse_option
+
     try:
         return parse_option(text)
     except ValueError as exc:
@@ -102,6 +105,7 @@ def _option(text: str) -> tuple[str, Any]:
 
 def _parser() -> argparse.ArgumentParser:
     from viz import cli_history
+    from viz.platforms import examples, written
     from viz.worker import DEFAULT_TIMEOUT_S
 
     parser = argparse.ArgumentParser(
@@ -656,6 +660,8 @@ def ask_waiting(
     """`worker`'s reply to `request`; with `wait`, while another process holds the
     device, asked again every `poll_s` (the worker that found it held has ended: the
     next opens it afresh), saying once on stderr what it waits for."""
+    from viz.platforms import held
+
     told = False
     while True:
         reply = worker.ask(request)

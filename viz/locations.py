@@ -8,6 +8,7 @@ beside ``viz`` (see pyproject.toml). Never raises.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -16,6 +17,12 @@ _ROOT = Path(__file__).resolve().parent.parent
 APP_DIR = _ROOT if (_ROOT / "app.py").is_file() else _ROOT / "jitscope_app"
 APP_SCRIPT = APP_DIR / "app.py"
 SAMPLES_DIR = APP_DIR / "samples"
+
+
+def home() -> Path:
+    """Where jitscope keeps its files (user sources, history, recordings, the persistent
+    cache)."""
+    return Path(os.environ.get("JITSCOPE_HOME", Path.home() / ".cache" / "jitscope"))
 
 
 def command_name() -> str:

@@ -18,17 +18,12 @@ import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from viz.errors import USER_EXITS, ErrorInfo, UserCodeError
+from viz.locations import home  # noqa: F401  (where it was; the CLI's record needs it alone)
 from viz.where import YOUR_CODE
-
-
-def home() -> Path:
-    """Where jitscope keeps its files (user sources, the persistent cache)."""
-    return Path(os.environ.get("JITSCOPE_HOME", Path.home() / ".cache" / "jitscope"))
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from viz.locations import home
 from viz.recorder.model import KeyChange, Persistent, change_text
-from viz.source import home
 
 COMPONENTS = (
     "computation",

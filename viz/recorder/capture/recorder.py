@@ -462,35 +462,39 @@ def _avoidable_text(reasons: list[Reason], found: Inputs | None, same: Inputs | 
 
 
 class _ImportedAhead:
-    """Modules `names`, imported in turn on a thread of its own from `start()` on, and
-    waited for where first used (imported there where that thread did not, or never
-    started)."""
+    """Modules `names`, imported in turn on a thread of its own from `start()` on, each
+    waited for where first used, and no further (imported there where that thread did
+    not, or never started): the first compile's record waits for the describer alone,
+    while the memory profile's reader goes on beside the program."""
 
     def __init__(self, *names: str) -> None:
         self.names = names
-        self._thread: threading.Thread | None = None
+        self._done = {name: threading.Event() for name in names}
+        self._started = False
         self._lock = threading.Lock()
 
     def start(self) -> None:
         with self._lock:
-            if self._thread is not None:
+            if self._started:
                 return
-            self._thread = threading.Thread(
-                target=self._import, name="jitscope-import", daemon=True
-            )
-            self._thread.start()
-        atexit.register(self._thread.join)  # a program that ends first waits for it
+            self._started = True
+            thread = threading.Thread(target=self._import, name="jitscope-import", daemon=True)
+            thread.start()
+        atexit.register(thread.join)  # a program that ends first waits for it
 
     def _import(self) -> None:
         for name in self.names:
-            with contextlib.suppress(Exception):  # `module()` imports it again, fails there
-                importlib.import_module(name)
+            try:
+                with contextlib.suppress(Exception):  # `module()` imports it again, fails there
+                    importlib.import_module(name)
+            finally:
+                self._done[name].set()
 
     def module(self, name: str) -> Any:
         with self._lock:
-            thread = self._thread
-        if thread is not None:
-            thread.join()
+            started = self._started
+        if started and name in self._done:
+            self._done[name].wait()
         return importlib.import_module(name)
 
 

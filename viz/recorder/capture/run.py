@@ -1,8 +1,12 @@
 """The recorded program's own process: run SCRIPT (or -m MODULE) as `python` would.
 
-Started by `viz.recorder.cli.record` as `python -c BOOT ARGS...`, with its settings in the
-environment variable CONFIG_ENV (removed before the program starts, so the program's
-own subprocesses are not recorded twice). The program sees its own `sys.argv`,
+`viz.recorder.cli.record` forks itself and runs the program in the copy (`run_program`):
+its interpreter is started already, and what the recording needs from the start is
+imported once, before the fork. Where it cannot (no fork on this platform, or record
+called inside a process that holds threads or JAX), it starts `python -c BOOT ARGS...`
+(`main`), with its settings in the environment variable CONFIG_ENV (removed before the
+program starts, so the program's own subprocesses are not recorded twice). Either way
+the program sees its own `sys.argv`,
 `__main__` and `sys.path[0]` (the script's folder, or the working folder for -m);
 stdin, stdout and stderr are inherited. An uncaught exception prints as Python prints
 it (without this module's frames) and exits 1; `sys.exit(n)` exits n.
@@ -20,7 +24,7 @@ import runpy
 import signal
 import sys
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -35,13 +39,19 @@ BOOT = (
 
 
 def main() -> None:
+    """The program in a fresh interpreter (`python -c BOOT ARGS...`)."""
     config = json.loads(os.environ.pop(CONFIG_ENV))
     sys.path.pop(0)  # the folder BOOT put first to find viz; viz is imported now
-    target = sys.argv[1:]
+    run_program(config, sys.argv[1:])
+
+
+def run_program(config: dict, target: list[str]) -> None:
+    """Run the program in this process, recorded: returns as it ends; SystemExit for
+    its `sys.exit(n)`, and exit status 1 for an uncaught exception (printed first)."""
     module = config.get("module")
     script = None if module else os.path.abspath(target[0])
     sys.path[0] = os.path.dirname(script) if script else os.getcwd()
-    _start_recorder(config, sys.path[0])
+    _start_recorder(config, sys.path[0], sys._getframe())
     try:
         if script:
             sys.argv = list(target)
@@ -61,10 +71,12 @@ def main() -> None:
         sys.exit(1)
 
 
-def _start_recorder(config: dict, path: str) -> None:
+def _start_recorder(config: dict, path: str, launcher: FrameType) -> None:
     """The journal opened and the program's line written now; the recorder itself
     (and JAX's import, which it needs) once the program imports JAX: a program that
-    never does pays nothing for either, and every compile comes after that import."""
+    never does pays nothing for either, and every compile comes after that import.
+    `launcher`: the frame that runs the program, under which a forked `record`'s own
+    frames are (`viz/__main__.py`, the CLI): no call site of the program's."""
     from viz.recorder.capture.when_imported import when_imported
     from viz.recorder.model import ProcessRun
     from viz.recorder.storage.journal import Journal
@@ -78,10 +90,12 @@ def _start_recorder(config: dict, path: str) -> None:
     )
     journal = Journal(Path(config["journal"]))  # held (locked) while the program lives
     journal.write({"type": "program", **program.__dict__})
-    when_imported("jax", lambda: _recorder_on_jax(config, program, journal))
+    when_imported("jax", lambda: _recorder_on_jax(config, program, journal, launcher))
 
 
-def _recorder_on_jax(config: dict, program: ProcessRun, journal: Journal) -> None:
+def _recorder_on_jax(
+    config: dict, program: ProcessRun, journal: Journal, launcher: FrameType
+) -> None:
     """The recorder started on the journal the program's line is in (`--persistent-cache
     DIR`: JAX's cache set first, before any compile)."""
     from viz.recorder.capture.recorder import Recorder
@@ -92,6 +106,7 @@ def _recorder_on_jax(config: dict, program: ProcessRun, journal: Journal) -> Non
         jax.config.update("jax_compilation_cache_dir", config["persistent_cache"])
     recorder = Recorder(program, None, int(config["details"]), bool(config["eager"]))
     recorder.journal = journal  # the program's line is in it already
+    recorder.hide_stack(launcher)
     recorder.start()
     # before JAX's own exit handler shuts jax.distributed down (registered earlier, run later)
     atexit.register(recorder.process_watch.stop)

@@ -16,8 +16,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from viz.locations import home
 from viz.recorder.storage.journal import read_journal
-from viz.source import home
 
 try:
     import fcntl
