@@ -347,20 +347,23 @@ def _equations(
     the time."""
     for eqn in jaxpr.eqns:
         yield eqn, outer
-        subs = list(_sub_jaxprs(eqn.params))
+        subs = _sub_jaxprs(eqn.params)
         if subs:
             line = _line(eqn, user_file) or outer
             for sub in subs:
                 yield from _equations(sub, user_file, line)
 
 
-def _sub_jaxprs(params: dict[str, Any]) -> Iterator[Any]:
+def _sub_jaxprs(params: dict[str, Any]) -> list[Any]:
+    found = []
     for value in params.values():
         for sub in value if isinstance(value, tuple | list) else (value,):
-            if isinstance(sub, core.ClosedJaxpr):
-                yield sub.jaxpr
-            elif isinstance(sub, core.Jaxpr):
-                yield sub
+            if isinstance(sub, _JAXPRS):  # one test for the many values that are not
+                found.append(sub.jaxpr if isinstance(sub, core.ClosedJaxpr) else sub)
+    return found
+
+
+_JAXPRS = (core.ClosedJaxpr, core.Jaxpr)
 
 
 def _ints(value: Any) -> list[int]:
