@@ -343,8 +343,8 @@ def _equations(
     """Every equation, sub-jaxprs included, with its container's line in the user's
     file (`outer`), the line an equation without one of its own takes (inside a
     library's own jit: `jnp.tril`, `jax.random`). An equation's own line is read where
-    needed (`_line`): a traceback read for each of a big model's equations was most of
-    the time."""
+    it is needed (`_line`), not from the traceback of each of a 96-layer model's 8,000
+    equations."""
     for eqn in jaxpr.eqns:
         yield eqn, outer
         subs = _sub_jaxprs(eqn.params)
@@ -354,16 +354,17 @@ def _equations(
                 yield from _equations(sub, user_file, line)
 
 
+_JAXPRS = (core.ClosedJaxpr, core.Jaxpr)
+
+
 def _sub_jaxprs(params: dict[str, Any]) -> list[Any]:
+    """The jaxprs an equation's params hold (a loop's body, a branch), in order."""
     found = []
     for value in params.values():
         for sub in value if isinstance(value, tuple | list) else (value,):
             if isinstance(sub, _JAXPRS):  # one test for the many values that are not
                 found.append(sub.jaxpr if isinstance(sub, core.ClosedJaxpr) else sub)
     return found
-
-
-_JAXPRS = (core.ClosedJaxpr, core.Jaxpr)
 
 
 def _ints(value: Any) -> list[int]:
