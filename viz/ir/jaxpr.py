@@ -143,7 +143,11 @@ class JaxprReading:
         rows: dict[str, list[int]] = {}
         nodes = self._reader.tracebacks
         for row, spans in enumerate(source_map, 1):
-            for node_id in {i for *_, tb in spans for i in nodes.get(id(tb), ())}:
+            if len(spans) == 1:  # most rows: one equation's (a node holds one traceback)
+                found = nodes.get(id(spans[0][2]), ())
+            else:
+                found = dict.fromkeys(i for *_, tb in spans for i in nodes.get(id(tb), ()))
+            for node_id in found:
                 rows.setdefault(node_id, []).append(row)
         self._reader.graph.text_rows = rows
         return text

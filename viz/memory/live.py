@@ -137,8 +137,9 @@ def places(module: Module, schedule: Schedule, assignment: Assignment) -> dict[i
         for bid in held:
             by_buffer[bid].append(place)
     for bid, held in by_buffer.items():  # the definition first
-        buffer = assignment.buffers[bid]
-        held.sort(key=lambda p: p != (buffer.instruction, buffer.index))
+        if len(held) > 1:  # most buffers are found where they are defined alone
+            buffer = assignment.buffers[bid]
+            held.sort(key=lambda p: p != (buffer.instruction, buffer.index))
     return by_buffer
 
 

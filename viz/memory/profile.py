@@ -38,6 +38,7 @@ from viz.memory.xla import (
     TEMPORARY,
     Assignment,
     Buffer,
+    Instruction,
     Module,
     read_assignment,
     read_module,
@@ -97,14 +98,16 @@ def memory_profile(
     names = [module.instructions[i].name for i in schedule.order]
     timeline = _timeline(ranges, kinds, shared, assignment, names)
     peak = max(range(len(timeline)), key=lambda t: (timeline[t].bytes, -t))
-    rows = _at_peak(peak, ranges, kinds, shared.get(peak, {}), assignment, module)
+    rows = _at_peak(
+        peak, timeline[peak].bytes, ranges, kinds, shared.get(peak, {}), assignment, module
+    )
     at = module.instructions[schedule.order[min(peak, schedule.end - 1)]]
     scheduled = [module.instructions[i] for i in schedule.order]
     return MemoryProfile(
         peak_bytes=timeline[peak].bytes,
         peak_at=PeakAt(peak, at.name, at.opcode),
         timeline=timeline,
-        at_peak=_merge_small(rows, timeline[peak].bytes),
+        at_peak=rows,
         by_kind_at_peak={k: getattr(timeline[peak], k) for k in KINDS},
         library_kernels=[i.name for i in scheduled if i.library],
         schedule=names,
@@ -306,6 +309,7 @@ def _timeline(
 
 def _at_peak(
     peak: int,
+    peak_bytes: int,
     ranges: dict[int, list[int]],
     kinds: dict[int, str],
     shared: dict[int, int],
@@ -313,56 +317,71 @@ def _at_peak(
     module: Module,
 ) -> list[PeakBuffer]:
     """The buffers live at the peak, largest first, each counting the bytes it alone
-    holds there (so the rows add up to the peak)."""
-    rows = []
+    holds there (so the rows add up to the peak): the largest one by one, then one
+    `other` row for the rest (a 96-layer model has a thousand: only their bytes are
+    read, not made rows)."""
+    live: list[tuple[int, Buffer, Instruction]] = []  # bytes it alone holds, buffer, its definer
     for bid, (start, end) in ranges.items():
-        if not start <= peak <= end:
-            continue
-        buffer = assignment.buffers[bid]
-        size = buffer.size - shared.get(bid, 0)
-        if size <= 0:
-            continue
-        inst = module.instructions[buffer.instruction]
-        shape = inst.shape.at(buffer.index)
-        rows.append(
-            PeakBuffer(
-                instruction=inst.name,
-                op=inst.opcode,
-                shape=list(shape.dims),
-                dtype=shape.dtype or "tuple",
-                bytes=size,
-                kind=kinds[bid],
-                live=[start, end],
-                index=list(buffer.index),
-                logical_bytes=shape.logical_bytes,
-                padded_bytes=shape.padded_bytes,
-                layout=layout_text(shape.layout),
-            )
-        )
-    rows.sort(key=lambda r: (-r.bytes, natural(r.instruction), r.index))  # p2 before p10
-    return rows
+        if start <= peak <= end:
+            buffer = assignment.buffers[bid]
+            size = buffer.size - shared.get(bid, 0)
+            if size > 0:
+                live.append((size, buffer, module.instructions[buffer.instruction]))
+    live.sort(key=lambda b: (-b[0], natural(b[2].name), b[1].index))  # p2 before p10
+    keep = sum(
+        1
+        for i, (size, *_) in enumerate(live)
+        if i < AT_PEAK_ROWS and size >= ROW_SHARE * peak_bytes
+    )
+    if len(live) - keep < 2:
+        keep = len(live)
+    rows = [
+        _peak_row(size, buffer, inst, kinds[buffer.id], ranges[buffer.id])
+        for size, buffer, inst in live[:keep]
+    ]
+    return rows + ([_other(live[keep:], kinds, ranges)] if keep < len(live) else [])
 
 
-def _merge_small(rows: list[PeakBuffer], peak: int) -> list[PeakBuffer]:
-    """The largest rows, then one `other` row for the rest."""
-    keep = [r for i, r in enumerate(rows) if i < AT_PEAK_ROWS and r.bytes >= ROW_SHARE * peak]
-    rest = rows[len(keep) :]
-    if len(rest) < 2:
-        return rows
-    kinds = {r.kind for r in rest}
-    other = PeakBuffer(
+def _peak_row(
+    size: int, buffer: Buffer, inst: Instruction, kind: str, live: list[int]
+) -> PeakBuffer:
+    shape = inst.shape.at(buffer.index)
+    return PeakBuffer(
+        instruction=inst.name,
+        op=inst.opcode,
+        shape=list(shape.dims),
+        dtype=shape.dtype or "tuple",
+        bytes=size,
+        kind=kind,
+        live=list(live),
+        index=list(buffer.index),
+        logical_bytes=shape.logical_bytes,
+        padded_bytes=shape.padded_bytes,
+        layout=layout_text(shape.layout),
+    )
+
+
+def _other(
+    rest: list[tuple[int, Buffer, Instruction]], kinds: dict[int, str], ranges: Ranges
+) -> PeakBuffer:
+    """One row for the small buffers at the peak, merged."""
+    found = {kinds[buffer.id] for _, buffer, _ in rest}
+    shapes = [inst.shape.at(buffer.index) for _, buffer, inst in rest]
+    return PeakBuffer(
         instruction=OTHER,
         op="",
         shape=[],
         dtype="",
-        bytes=sum(r.bytes for r in rest),
-        kind=kinds.pop() if len(kinds) == 1 else "mixed",
-        live=[min(r.live[0] for r in rest), max(r.live[1] for r in rest)],
+        bytes=sum(size for size, *_ in rest),
+        kind=found.pop() if len(found) == 1 else "mixed",
+        live=[
+            min(ranges[buffer.id][0] for _, buffer, _ in rest),
+            max(ranges[buffer.id][1] for _, buffer, _ in rest),
+        ],
         buffers=len(rest),
-        logical_bytes=sum(r.logical_bytes for r in rest),
-        padded_bytes=sum(r.padded_bytes for r in rest),
+        logical_bytes=sum(shape.logical_bytes for shape in shapes),
+        padded_bytes=sum(shape.padded_bytes for shape in shapes),
     )
-    return [*keep, other]
 
 
 def where(source: SourceLoc | None) -> str:

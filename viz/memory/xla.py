@@ -195,6 +195,7 @@ def read_module(data: bytes) -> Module:
 
 
 def _instruction(message: Any, computation: int) -> Instruction:
+    shape, config = message.shape, message.backend_config
     return Instruction(
         id=message.id,
         name=message.name,
@@ -204,9 +205,9 @@ def _instruction(message: Any, computation: int) -> Instruction:
         called=list(message.called),
         tuple_index=message.tuple_index,
         parameter=message.parameter,
-        library=any(name in message.backend_config for name in LIBRARY_FUSIONS),
-        tuple_shaped=message.shape.element_type == TUPLE,
-        parsed_shape=message.shape,
+        library=bool(config) and any(name in config for name in LIBRARY_FUSIONS),
+        tuple_shaped=shape.element_type == TUPLE,
+        parsed_shape=shape,
     )
 
 
@@ -224,7 +225,7 @@ KINDS = (PARAMETER, OUTPUT, TEMPORARY, CONSTANT)
 DEVICE_MEMORY = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class Buffer:
     """One logical buffer: the value an instruction defines at a shape index, where it
     was placed (allocation, offset) and that allocation's kind."""
@@ -258,7 +259,8 @@ def read_assignment(data: bytes) -> Assignment:
     profile keeps them out of the device memory's peak)."""
     message = parse("Assignment", data)
     buffers = {
-        b.id: Buffer(b.id, b.at.instruction, tuple(b.at.index), b.size) for b in message.buffers
+        b.id: Buffer(b.id, (at := b.at).instruction, tuple(at.index), b.size)
+        for b in message.buffers
     }
     totals = dict.fromkeys((*KINDS, THREAD_LOCAL), 0)
     other_spaces: dict[int, int] = {}
