@@ -50,9 +50,16 @@ from viz.ir.hlo_text import (
     unescape,
 )
 from viz.ir.kernels import fusion_colour
-from viz.ir.model import Graph, Node, Path, Producers, SourceLoc, connect, register_scopes
-
-_NOTHING: Producers = ((), "")  # what an operand read from no instruction comes from
+from viz.ir.model import (
+    NO_PRODUCER,
+    Graph,
+    Node,
+    Path,
+    Producers,
+    SourceLoc,
+    connect,
+    register_scopes,
+)
 
 
 @dataclass
@@ -146,9 +153,9 @@ def _read_comp(
             index = inst.index
             env[inst.name] = params[index] if index < len(params) else ((), inst.type)
         else:
-            operands = [env.get(o, _NOTHING) for o in inst.operands]
+            operands = [env.get(o, NO_PRODUCER) for o in inst.operands]
             env[inst.name] = _read_inst(reader, inst, operands, path)
-    return env.get(root_name, ((), "")), insts
+    return env.get(root_name, NO_PRODUCER), insts
 
 
 def _topological(insts: list[Inst]) -> list[Inst]:

@@ -41,6 +41,7 @@ from typing import Any
 from jax.extend import core
 
 from viz.ir.model import (
+    NO_PRODUCER,
     Graph,
     Node,
     Path,
@@ -408,4 +409,4 @@ def _source(eqn: Any) -> SourceLoc | None:
 def _lookup(env: Env, var: Any) -> Producers:
     if isinstance(var, core.Literal):
         return (), _aval_str(var)
-    return env.get(var, ((), ""))
+    return env.get(var, NO_PRODUCER)

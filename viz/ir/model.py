@@ -44,6 +44,7 @@ IRS = tuple(IR)  # in the order JAX makes them
 # A value's producers, as the readers track them: node ids (several for a value merged
 # from regions or branches) and the value's type.
 Producers = tuple[tuple[str, ...], str]
+NO_PRODUCER: Producers = ((), "")  # a value read from no node: an unknown one
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from jax.interpreters.mlir import make_ir_context
 from jaxlib.mlir import ir
 
 from viz.ir.model import (
+    NO_PRODUCER,
     Edge,
     Graph,
     Node,
@@ -93,7 +94,6 @@ else:  # jaxlib 0.8, 0.9: one `ir.Location`, asked what it is (same attributes)
 TERMINATORS = frozenset({"func.return", "stablehlo.return"})
 REGION_KINDS = {"stablehlo.while": "loop", "stablehlo.case": "branch", "stablehlo.if": "branch"}
 _LINK = "\x00call:"  # producer id standing for "the callers of this shared function"
-_NOTHING: Producers = ((), "")  # what an unknown value comes from
 _UNSEEN = object()  # not looked up yet (a source found may be None)
 
 _DTYPES = {
@@ -325,7 +325,7 @@ def _read_block(
         operation = op.operation
         name = operation.name
         if name in TERMINATORS:
-            outs = [env.get(v, _NOTHING) for v in operation.operands]
+            outs = [env.get(v, NO_PRODUCER) for v in operation.operands]
             continue
         loc_name, source = reader.locate(operation.location)
         named = scopes.get(loc_name)
@@ -376,7 +376,7 @@ def _read_op(
         _read_kernel_call(reader.graph, operation, node)
     reader.graph.nodes.append(node)
     env = reader.env
-    connect(reader.graph, [env.get(v, _NOTHING) for v in operation.operands], node.id)
+    connect(reader.graph, [env.get(v, NO_PRODUCER) for v in operation.operands], node.id)
     producers = (node.id,), type_
     for value in values:
         env[value] = producers
@@ -568,4 +568,4 @@ def render_type(type_: Any) -> str:
 
 
 def _lookup(reader: _Reader, value: Any) -> Producers:
-    return reader.env.get(value, _NOTHING)
+    return reader.env.get(value, NO_PRODUCER)
