@@ -22,7 +22,6 @@ from types import ModuleType
 from typing import Any
 
 from viz.errors import USER_EXITS, ErrorInfo, UserCodeError
-from viz.locations import home  # noqa: F401  (where it was; the CLI's record needs it alone)
 from viz.where import YOUR_CODE
 
 

@@ -150,7 +150,7 @@ KEPT_TRACES = 8
 
 def trace_folder() -> Path:
     """A new folder under $JITSCOPE_HOME/traces; only the newest KEPT_TRACES stay."""
-    from viz.source import home
+    from viz.locations import home
 
     root = home() / "traces"
     root.mkdir(parents=True, exist_ok=True)

@@ -216,7 +216,7 @@ def disk_cache(enabled: bool) -> Iterator[None]:
     for one cache-lab request only: every other request on this worker (Explore's
     measurements, pass-by-pass dumps) compiles with it off. JAX decides once per
     process whether the cache is in use, so the decision is reset on each change."""
-    from viz.source import home
+    from viz.locations import home
 
     before = {
         name: getattr(jax.config, name)
