@@ -170,9 +170,14 @@ class History:
         """A connection (a transaction when `write`); SQLite's and the file system's
         errors become HistoryError, which names the file. The runs are read and written
         here; the recordings table beside them is `viz.recorder.storage.recordings`'s."""
+        with self._errors_named(), self._connection(write) as db:
+            yield db
+
+    @contextmanager
+    def _errors_named(self) -> Iterator[None]:
+        """SQLite's and the file system's errors raised as HistoryError, naming the file."""
         try:
-            with self._connection(write) as db:
-                yield db
+            yield
         except (sqlite3.Error, OSError) as exc:
             raise HistoryError(f"history {self.path}: {exc}") from exc
 
@@ -202,10 +207,8 @@ class History:
     def prepare(self) -> None:
         """Create or migrate the file now, ahead of its first use in this process
         (`jitscope record`, while the program runs)."""
-        try:
+        with self._errors_named():
             self._setup()
-        except (sqlite3.Error, OSError) as exc:
-            raise HistoryError(f"history {self.path}: {exc}") from exc
 
     def _setup(self) -> None:
         """Create or migrate the file once per process (and path)."""
