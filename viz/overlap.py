@@ -15,10 +15,10 @@ the compile next to nothing:
   back, a full collection of the caller's objects at a time).
 
 In jitscope's own process (the worker calls `own_process()` once at start) the
-collector stays paused for the whole analysis. In a caller's, both settings are the
-caller's again once the compile's window closes, however it closes (an exception, a
-KeyboardInterrupt, a timeout's signal), and the collector is paused only for the
-reading after it (`gc_paused(callers_too=True)`).
+collector stays paused for the whole analysis. In a caller's, the switch interval is
+the caller's again once the compile's window closes, and the collector once the reading
+after it is done (`gc_paused(callers_too=True)`), however either ends (an exception, a
+KeyboardInterrupt, a timeout's signal).
 """
 
 from __future__ import annotations

@@ -208,7 +208,7 @@ def _run_started(config: dict, target: list[str], history: bool) -> int:
 
 def _prepare_finish(history: bool) -> None:
     """While the program runs: the end's imports, and the history file opened (created
-    or migrated, its writes synced: 0.01-0.03 s). A failure is met again when saving."""
+    or migrated: 0.01-0.03 s). A failure is met again when saving."""
     for module in FINISH_MODULES:
         import_module(module)
     if history:
