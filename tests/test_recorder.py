@@ -324,24 +324,29 @@ def test_a_closure_is_read_by_its_data_not_its_identity():
     assert (summary.needed, summary.avoidable) == (2, 1)
 
 
-class _TpuLikeExecutable:
-    """An executable as a TPU's reads to the recorder: no buffer assignment, and XLA's
-    memory stats with temporaries (values of the chip's sort_cumsum f32[2048,8192])."""
+class _Executable:
+    """An executable as a TPU's (or a CPU's) reads to the recorder: no buffer
+    assignment, and XLA's memory stats (the chip's values for a jitted sort, cumsum and
+    matmul of f32[512,512]: no temporaries counted apart, a 5.2 MB peak)."""
 
-    def __init__(self, temp: int) -> None:
+    def __init__(self, platform: str, temp: int = 0) -> None:
+        from types import SimpleNamespace
+
+        self.client = SimpleNamespace(platform=platform)
         self.temp = temp
 
     def get_compiled_memory_stats(self):
         from types import SimpleNamespace
 
-        return SimpleNamespace(peak_memory_in_bytes=202_443_264, temp_size_in_bytes=self.temp)
+        return SimpleNamespace(peak_memory_in_bytes=5_245_440, temp_size_in_bytes=self.temp)
 
 
 def test_a_compile_without_a_buffer_assignment_takes_xlas_peak_where_it_counts_temporaries():
     from viz.recorder.capture.recorder import _peak
 
-    assert _peak(_TpuLikeExecutable(temp=67_141_120)) == 202_443_264
-    assert _peak(_TpuLikeExecutable(temp=0)) is None  # a CPU's: arguments and outputs only
+    assert _peak(_Executable("tpu")) == 5_245_440  # temp_size 0 on the chip, yet a peak
+    assert _peak(_Executable("tpu", temp=67_141_120)) == 5_245_440
+    assert _peak(_Executable("cpu", temp=1_120_256)) is None  # arguments and outputs only
     assert _peak(object()) is None  # no stats at all
 
 

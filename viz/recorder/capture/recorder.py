@@ -518,8 +518,8 @@ def _describe() -> Any:
 def _peak(executable: Any) -> int | None:
     """The memory profile's peak of a compiled executable: the program's own compile,
     read in its process. Where XLA gives no buffer assignment (a TPU's executable),
-    XLA's own `peak_memory_in_bytes`, where it counts the temporaries (a CPU's is the
-    arguments and outputs alone). None where it was not seen."""
+    XLA's own `peak_memory_in_bytes` where its platform counts the temporaries in it.
+    None where it was not seen."""
     if executable is None:
         return None
     try:
@@ -529,11 +529,17 @@ def _peak(executable: Any) -> int | None:
 
 
 def _xla_peak(executable: Any) -> int | None:
+    """XLA's peak where the executable's platform makes it the program's (a TPU's: the
+    main memory's arguments, outputs and constants and VMEM at the peak, temporaries
+    or none); a CPU's counts the arguments and outputs alone: None."""
+    from viz.platforms import platform_of
+
     try:
         stats = executable.get_compiled_memory_stats()
+        platform = platform_of(executable.client.platform)
     except Exception:  # no stats from this backend
         return None
-    return int(stats.peak_memory_in_bytes) if stats.temp_size_in_bytes > 0 else None
+    return int(stats.peak_memory_in_bytes) if platform.xla_peak_space is not None else None
 
 
 def _compared(
