@@ -1,7 +1,8 @@
 """viz.analyze() in a caller's own process against bare jit, in wall and CPU seconds
 (issue #60).
 
-The 12- and 96-layer transformer (bench/overhead.py's cases), compile only (runs=0),
+The 12- and 96-layer transformer (bench/overhead.py's cases), compile only (runs=0), on
+JAX's default backend as the bare run is (a TPU's where the machine has one),
 each round on a fresh function object with JAX's caches cleared after a full
 collection, interleaved with a bare `jax.jit(f).trace(...).lower().compile()`:
 
@@ -70,7 +71,7 @@ def one_round(make, layers: int) -> dict[str, float]:
     jax.clear_caches()
     gc.collect()
     start = clock()
-    report = viz.analyze(fn, SPEC, runs=0, namespace=namespace)
+    report = viz.analyze(fn, SPEC, runs=0, namespace=namespace, device=jax.default_backend())
     returned_wall, returned_cpu = since(start)
     report.to_dict()
     whole_wall, whole_cpu = since(start)
