@@ -55,9 +55,9 @@ def measure(script: Path, rounds: int, against: str | None, home: str) -> dict[s
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     recorded = [sys.executable, "-m", "viz", "record", "--", str(script)]  # history in a temp home
     ways = {"alone": ([sys.executable, str(script)], env)}
-    ways["recorded (this checkout)"] = (recorded, {**env, "PYTHONPATH": str(HERE)})
+    ways["recorded (this checkout)"] = (recorded, {**env, "PYTHONPATH": _first(str(HERE))})
     if against:
-        ways["recorded (--against)"] = (recorded, {**env, "PYTHONPATH": against})
+        ways["recorded (--against)"] = (recorded, {**env, "PYTHONPATH": _first(against)})
     for command, environment in ways.values():  # warm the file cache
         wall(command, environment, home)
     found: dict[str, list[float]] = {name: [] for name in ways}
@@ -66,6 +66,11 @@ def measure(script: Path, rounds: int, against: str | None, home: str) -> dict[s
         for name, (command, environment) in order[i % len(order) :] + order[: i % len(order)]:
             found[name].append(wall(command, environment, home))
     return found
+
+
+def _first(root: str) -> str:
+    """PYTHONPATH with `root` first (where JAX is found on PYTHONPATH, it still is)."""
+    return os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
 
 
 def report(name: str, found: dict[str, list[float]]) -> None:
