@@ -123,7 +123,9 @@ def against(other: str, rounds: int, layers: list[int], pairs: int) -> None:
         order = list(ways.items())
         for name, root in order if i % 2 == 0 else order[::-1]:
             command = [sys.executable, __file__, "--json", "--rounds", str(rounds), "--layers"]
-            env = {**os.environ, "PYTHONPATH": root}
+            # the checkout first, what else PYTHONPATH held after it (JAX, on some machines)
+            path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+            env = {**os.environ, "PYTHONPATH": path}
             out = subprocess.run(
                 [*command, *map(str, layers)], env=env, capture_output=True, text=True, check=True
             )
