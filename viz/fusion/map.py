@@ -282,18 +282,25 @@ class _Index:
         self.exact: dict[tuple[Parts, Loc], list[int]] = {}
         self.at: dict[tuple[Loc, str], list[int]] = {}  # by location and opcode
         self.found: dict[tuple[Parts, Loc | None, str], tuple[int, ...]] = {}  # candidates
-        for i, node in enumerate(self.nodes):
+        self._add(self.nodes)
+
+    def _add(self, nodes: list[Node]) -> None:
+        """Each instruction into the look-ups (held in locals: thousands of nodes)."""
+        at, by_name, by_parts = self.at, self.by_name, self.by_parts
+        by_loc, exact, unplaced = self.by_loc, self.exact, self.unplaced
+        for i, node in enumerate(nodes):
             loc = node.source.key if node.source is not None else None
             if loc is not None:
-                self.at.setdefault((loc, node.op), []).append(i)
+                at.setdefault((loc, node.op), []).append(i)
             for parts in _op_names(node.attrs.get("op_name", "")):
-                self.by_name.setdefault(parts[-1], []).append((i, parts))
-                self.by_parts.setdefault(parts, []).append(i)
+                last = parts[-1]
+                by_name.setdefault(last, []).append((i, parts))
+                by_parts.setdefault(parts, []).append(i)
                 if loc is not None:
-                    self.by_loc.setdefault((parts[-1], loc), []).append((i, parts))
-                    self.exact.setdefault((parts, loc), []).append(i)
+                    by_loc.setdefault((last, loc), []).append((i, parts))
+                    exact.setdefault((parts, loc), []).append(i)
                 else:
-                    self.unplaced.setdefault(parts[-1], []).append((i, parts))
+                    unplaced.setdefault(last, []).append((i, parts))
 
     def applied(self, region_op: str, loc: Loc | None) -> tuple[int, ...]:
         """Instructions at `loc` of the kind `region_op` becomes (sort, reduce...)."""
@@ -303,11 +310,12 @@ class _Index:
 
     def candidates(self, parts: Parts, loc: Loc | None, op: str) -> tuple[int, ...]:
         """Instructions an op with this name, location and kind may have become
-        (remembered: look-alike ops ask the same question)."""
-        key = (parts, loc, op)
+        (remembered by the opcode it prefers: look-alike ops, and a jaxpr equation and
+        the StableHLO op it lowered to, ask the same question)."""
+        key = (parts, loc, _hlo_op(op))
         found = self.found.get(key)
         if found is None:
-            found = self.found[key] = self._candidates(parts, loc, _hlo_op(op))
+            found = self.found[key] = self._candidates(parts, loc, key[2])
         return found
 
     def _candidates(self, parts: Parts, loc: Loc | None, want: str) -> tuple[int, ...]:
@@ -457,13 +465,14 @@ def _constant_only(graph: Graph, inputs: dict[str, list[str]]) -> dict[str, bool
     # constant nodes known from the start: an operand that comes after its user is
     # constant if it is a constant node
     constant = {node.id: True for node in graph.nodes if node.kind == "constant"}
+    known = constant.get  # None (false) for an operand not seen yet
     for node in graph.nodes:  # program order: operands first
         if node.kind in ("input", "output"):
             constant[node.id] = False
         elif node.kind == "constant" or node.op == "stablehlo.constant":
             constant[node.id] = True
         else:
-            constant[node.id] = all(constant.get(src, False) for src in inputs.get(node.id, ()))
+            constant[node.id] = all(map(known, inputs.get(node.id, ())))
     return constant
 
 
