@@ -16,7 +16,11 @@ interleaved (which side goes first alternates):
 Phases are stamped on the monotonic clock, which the worker and this process share:
 the worker runs this file (`--child`) with its steps timed, this process times its
 own. Printed per model: every phase (min, median, max over the rounds), the ratios,
-and the reply's size on the wire. It runs on the code before #52 too (a hook whose
+and the reply's size on the wire. Within the worker's pipeline: each stage as the
+report times it (the compile is XLA's, with the dump it writes for the reader), the
+wait for the reader thread once XLA returned (its last graphs, where the compile left
+it no idle CPU), and the steps from its result to the report; the bare side's stages
+beside them. It runs on the code before #52 too (a hook whose
 function is not there times nothing): `git archive REV | tar -x -C /tmp/x`, copy this
 file to /tmp/x/bench/ and run it there. Take the bench lock:
 
