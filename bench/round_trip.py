@@ -16,7 +16,11 @@ interleaved (which side goes first alternates):
 Phases are stamped on the monotonic clock, which the worker and this process share:
 the worker runs this file (`--child`) with its steps timed, this process times its
 own. Printed per model: every phase (min, median, max over the rounds), the ratios,
-and the reply's size on the wire. It runs on the code before #52 too (a hook whose
+and the reply's size on the wire. Within the worker's pipeline: each stage as the
+report times it (the compile is XLA's, with the dump it writes for the reader), the
+wait for the reader thread once XLA returned (its last graphs, where the compile left
+it no idle CPU), and the steps from its result to the report; the bare side's stages
+beside them. It runs on the code before #52 too (a hook whose
 function is not there times nothing): `git archive REV | tar -x -C /tmp/x`, copy this
 file to /tmp/x/bench/ and run it there. Take the bench lock:
 
@@ -91,6 +95,7 @@ def hook(owner: Any, attr: str, label: Callable[..., str | None], note) -> None:
 def child() -> None:
     """`python -m viz.worker`, its steps stamped into $JITSCOPE_ROUND_TRIP_STAMPS."""
     import viz.pipeline
+    import viz.stages
     from viz.worker import child as serving
     from viz.worker import handlers, replies
 
@@ -114,6 +119,8 @@ def child() -> None:
     hook(viz.pipeline, "analyze_target", named("worker pipeline"), note)
     hook(replies.Analyzed, "to_dict", named("worker to_dict"), note)  # the reply before #52
     hook(replies.Analyzed, "wire", named("worker to_dict"), note)  # its head since
+    hook(viz.stages.Lowered, "compile", named("worker compile"), note)
+    hook(viz.pipeline._Analysis, "_keep", named("worker reader joined"), note)
     serving.serve()
 
 
@@ -126,6 +133,7 @@ class Trip:
     head_bytes: int = 0  # the reply's first frame: the whole report before #52
     parts_bytes: int = 0  # the frames that follow it
     compile_total_s: float = 0.0  # trace + lower + compile, as the report times them
+    stages_s: tuple[float, float, float] = (0.0, 0.0, 0.0)  # each, as the report times it
 
     def first(self, label: str) -> Stamp | None:
         return next((s for s in self.stamps if s[0] == label), None)
@@ -210,13 +218,18 @@ def phases(trip: Trip) -> dict[str, float]:
         "worker: load the module": trip.span("worker load"),
         "worker: pipeline (stages streamed)": trip.span("worker pipeline"),
         "  of which trace + lower + compile": trip.compile_total_s,
+        "    trace": trip.stages_s[0],
+        "    lower": trip.stages_s[1],
+        "    compile (XLA, with its dump)": trip.stages_s[2],
+        "  the reader's wait once XLA returned": _reader_wait(trip),
+        "  from the reader's result to the report": _to_report(trip),
         "worker: the reply's to_dict": trip.span("worker to_dict"),
         "worker: its JSON (frame)": result_json[2] - result_json[1],
         "transfer (worker writes → page has the frame)": frame_read[1] - result_json[2],
         "page: frame JSON decode": frame_read[2] - frame_read[1],
         "page: reply decode (Report)": reply[2] - reply[1],
     }
-    counted = sum(v for k, v in found.items() if not k.startswith("  of which"))
+    counted = sum(v for k, v in found.items() if not k.startswith("  "))
     found["worker and client steps not above"] = ask[2] - encode[1] - counted
     found["= Analyze through the worker (Worker.ask)"] = ask[2] - ask[1]
     found["  of which the page drew the stages as they came"] = trip.span("page glimpse")
@@ -233,10 +246,22 @@ def phases(trip: Trip) -> dict[str, float]:
     return found
 
 
+def _reader_wait(trip: Trip) -> float:
+    """From XLA's compile's return to the reader thread's result (0: not stamped)."""
+    compiled, joined = trip.last("worker compile"), trip.last("worker reader joined")
+    return joined[1] - compiled[2] if compiled and joined else 0.0
+
+
+def _to_report(trip: Trip) -> float:
+    """From the reader thread's result to the pipeline's report (0: not stamped)."""
+    joined, pipeline = trip.last("worker reader joined"), trip.last("worker pipeline")
+    return pipeline[2] - joined[1] if joined and pipeline else 0.0
+
+
 # -- the bare side -----------------------------------------------------------------------
 def bare(code: str, x: str, module: Any = None) -> tuple[float, float, Any]:
     """(exec seconds, trace + lower + compile seconds, the module): `module` given, no
-    exec (the second Analyze's bare side)."""
+    exec (the second Analyze's bare side). Each stage's seconds go to `BARE_STAGES`."""
     import jax
 
     from viz.source import load_module
@@ -250,9 +275,17 @@ def bare(code: str, x: str, module: Any = None) -> tuple[float, float, Any]:
     loaded = time.perf_counter()
     args = abstract_args(parse_spec(f"params, {x}", vars(module)))
     begun = time.perf_counter()
-    jax.jit(module.forward).trace(*args).lower().compile()
+    traced = jax.jit(module.forward).trace(*args)
+    trace_end = time.perf_counter()
+    lowered = traced.lower()
+    lower_end = time.perf_counter()
+    lowered.compile()
     end = time.perf_counter()
+    BARE_STAGES.append((trace_end - begun, lower_end - trace_end, end - lower_end))
     return loaded - start, end - begun, module
+
+
+BARE_STAGES: list[tuple[float, float, float]] = []  # the last bare() call's at the end
 
 
 # -- the page's side -----------------------------------------------------------------------
@@ -291,6 +324,8 @@ def analyze(at: Any, trips: list[Trip], stamps: Path) -> Trip:
     report = at.session_state["results"][-1].report
     assert report.ok, report.error
     trips[-1].compile_total_s = report.compile_total_s
+    timings = report.timings
+    trips[-1].stages_s = (timings.trace_s or 0.0, timings.lower_s or 0.0, timings.compile_s or 0.0)
     trips[-1].stamps += read_stamps(stamps, since)
     trips[-1].stamps.sort(key=lambda s: s[1])
     return trips[-1]
@@ -309,6 +344,7 @@ def one_model(layers: int, rounds: int, at: Any, stamps: Path) -> bool:
     firsts: list[Trip] = []
     agains: list[Trip] = []
     bare_exec, bare_compile, bare_again = [], [], []
+    stages_again: list[tuple[float, float, float]] = []
     with page_hooks(firsts):  # a warm-up: this size's first compile in both processes
         bare(code, "f32[2,128,256]")
         at.text_area(key="code_w").set_value(code + "\n# warm-up\n")
@@ -331,8 +367,10 @@ def one_model(layers: int, rounds: int, at: Any, stamps: Path) -> bool:
         with page_hooks(agains):
             analyze(at, agains, stamps)
         bare_again.append(bare(fresh, AGAIN, module)[1])
+        stages_again.append(BARE_STAGES[-1])
         del module
-    return report(layers, rounds, firsts, agains, bare_exec, bare_compile, bare_again)
+    bare_sides = (bare_exec, bare_compile, bare_again, stages_again)
+    return report(layers, rounds, firsts, agains, *bare_sides)
 
 
 def report(
@@ -343,6 +381,7 @@ def report(
     bare_exec: list[float],
     bare_compile: list[float],
     bare_again: list[float],
+    stages_again: list[tuple[float, float, float]],
 ) -> bool:
     print(f"\n{layers}-layer transformer, {rounds} rounds: seconds, min median max")
     bare_total = [e + c for e, c in zip(bare_exec, bare_compile, strict=True)]
@@ -362,6 +401,8 @@ def report(
     paired = statistics.median(f / b for f, b in zip(first, bare_total, strict=True))
     paired_again = statistics.median(a / b for a, b in zip(again, bare_again, strict=True))
     print(f"  {'bare trace + lower + compile, other args':<48} {spread(bare_again)}")
+    for number, name in enumerate(("trace", "lower", "compile")):
+        print(f"    {name:<46} {spread([stages[number] for stages in stages_again])}")
     for title, trips in (("first", firsts), ("again", agains)):  # paired within each trip:
         beyond = [  # what the machine's load does to the bare side in this process is out
             phases(t)["= Analyze through the worker (Worker.ask)"] - t.compile_total_s

@@ -1052,6 +1052,46 @@ def test_in_the_callers_process_xlas_memory_analysis_runs_beside_the_fusion_map_
     assert not [t for t in threading.enumerate() if t.name.startswith("jitscope")]
 
 
+def test_in_the_worker_xlas_memory_analysis_starts_once_the_reader_is_done(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """In the worker XLA's memory analysis starts once the reader thread beside the
+    compile is done, not beside the reader's last graphs (its layout is Python: it held
+    the GIL they waited for, and the report's head waits for them), and before the
+    report is returned (its part follows the head)."""
+    import threading
+
+    import viz.overlap
+    import viz.readers
+    from viz.pipeline import analyze_target
+    from viz.settings import Settings
+    from viz.target import Target
+
+    readers_alive: list[bool] = []
+    read_memory, read_early = viz.readers.read_memory, viz.readers.read_early
+
+    def memory(*args: Any) -> Any:
+        readers_alive.append(any(t.name == "jitscope-reader" for t in threading.enumerate()))
+        return read_memory(*args)
+
+    def late(*args: Any) -> Any:  # the reader still busy once XLA returns
+        early = read_early(*args)
+        time.sleep(0.2)
+        return early
+
+    monkeypatch.setattr(viz.readers, "read_memory", memory)
+    monkeypatch.setattr(viz.readers, "read_early", late)
+    viz.overlap.own_process(True)
+    try:
+        target = Target.from_settings(Settings(function="_chain", args="f32[8,15]"), _chain)
+        report = analyze_target(target, "f32[8,15]", runs=0, defer_analyses=True)
+        started = list(readers_alive)
+    finally:
+        viz.overlap.own_process(False)
+    assert started == [False]
+    assert report.memory.peak_bytes and report.cost.flops
+
+
 @pytest.mark.parametrize("process", ["the worker's", "a caller's"])
 def test_nothing_of_jitscope_runs_beside_the_timed_runs(
     monkeypatch: pytest.MonkeyPatch, process: str

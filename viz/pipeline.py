@@ -353,17 +353,19 @@ class _Analysis:
                     window.open()
                     compiled = lowered.compile(dump.options)
                     compiled.dumped_hlo = dump.hlo_proto()  # read before the folder goes
-                    # XLA's memory analysis releases the GIL (its text and cost analyses
-                    # hardly do): in the worker it runs beside the rest of the reading,
-                    # the dump's check too; in a caller's process where first read
-                    memory = Background(
-                        lambda: readers.read_memory(compiled), "xla", deferred=self.lazy
-                    )
+                    memory = Background(lambda: readers.read_memory(compiled), "xla", deferred=True)
                 finally:  # a failed compile keeps what the readers found
                     window.close()
                     dump.done()
                     reader.resume()  # what is left to read, the analysis now waits for
                     self._keep(reader.result())
+                # XLA's memory analysis releases the GIL (its text and cost analyses
+                # hardly do): in the worker it runs beside the executable's reading and
+                # the report's head, once the reader is done (the profile's layout is
+                # Python: beside the reader's last graphs it held the GIL they waited
+                # for); in a caller's process where first read
+                if not self.lazy:
+                    memory.start()
             finally:
                 dump.close()
         return compiled, memory
