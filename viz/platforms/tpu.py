@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from viz.platforms import DeviceConfig
 
 LIBRARY = "libtpu"
-LOCK_MARK = "multi-process lockfile"  # libtpu's words when another process holds the chip
+# libtpu's words when another process holds the chip: the lockfile's, or (seen on a v5e
+# where the holder was still opening it) the device's own
+HELD_MARKS = ("multi-process lockfile", "TPU is already in use by process")
 DEVICE_FILES = ("/dev/accel*", "/dev/vfio/[0-9]*")  # a chip's file (v4 and v5e / v5p)
 LOCKFILE = "/tmp/libtpu_lockfile"  # the file libtpu locks while a process holds the chip
 HELD = "Another process holds the TPU chip"
@@ -96,6 +98,10 @@ def holders(proc: str = "/proc", me: int | None = None) -> list[Holder]:
     ]
 
 
+def _held(error: str) -> bool:
+    return any(mark in error for mark in HELD_MARKS)
+
+
 def held_message(found: list[Holder]) -> str:
     who = f" ({'; '.join(str(h) for h in found)})" if found else ""
     return f"{HELD}{who}: one process at a time can open a TPU chip"
@@ -127,13 +133,13 @@ class Tpu:
         try:
             return bool(jax.devices(self.jax_platform))
         except RuntimeError as exc:
-            return LOCK_MARK in str(exc)  # there, held by another process
+            return _held(str(exc))  # there, held by another process
 
     def worker_env(self, config: DeviceConfig, env: dict[str, str]) -> None:
         return None
 
     def unavailable(self, version: str, error: str) -> Unavailable:
-        if LOCK_MARK in error:
+        if _held(error):
             return Unavailable(
                 held_message(holders()),
                 "wait until it ends (jitscope analyze --wait waits for the chip), or pick cpu",
