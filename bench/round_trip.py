@@ -259,9 +259,12 @@ def _to_report(trip: Trip) -> float:
 
 
 # -- the bare side -----------------------------------------------------------------------
-def bare(code: str, x: str, module: Any = None) -> tuple[float, float, Any]:
-    """(exec seconds, trace + lower + compile seconds, the module): `module` given, no
-    exec (the second Analyze's bare side). Each stage's seconds go to `BARE_STAGES`."""
+Stages = tuple[float, float, float]  # trace, lower, compile (seconds)
+
+
+def bare(code: str, x: str, module: Any = None) -> tuple[float, Stages, Any]:
+    """(exec seconds, each stage's seconds, the module): `module` given, no exec (the
+    second Analyze's bare side)."""
     import jax
 
     from viz.source import load_module
@@ -281,11 +284,7 @@ def bare(code: str, x: str, module: Any = None) -> tuple[float, float, Any]:
     lower_end = time.perf_counter()
     lowered.compile()
     end = time.perf_counter()
-    BARE_STAGES.append((trace_end - begun, lower_end - trace_end, end - lower_end))
-    return loaded - start, end - begun, module
-
-
-BARE_STAGES: list[tuple[float, float, float]] = []  # the last bare() call's at the end
+    return loaded - start, (trace_end - begun, lower_end - trace_end, end - lower_end), module
 
 
 # -- the page's side -----------------------------------------------------------------------
@@ -343,8 +342,9 @@ def one_model(layers: int, rounds: int, at: Any, stamps: Path) -> bool:
     assert f"N_LAYERS = {layers}" in code
     firsts: list[Trip] = []
     agains: list[Trip] = []
-    bare_exec, bare_compile, bare_again = [], [], []
-    stages_again: list[tuple[float, float, float]] = []
+    bare_exec: list[float] = []
+    bare_compile: list[float] = []
+    stages_again: list[Stages] = []
     with page_hooks(firsts):  # a warm-up: this size's first compile in both processes
         bare(code, "f32[2,128,256]")
         at.text_area(key="code_w").set_value(code + "\n# warm-up\n")
@@ -354,22 +354,21 @@ def one_model(layers: int, rounds: int, at: Any, stamps: Path) -> bool:
     for number in range(rounds):
         fresh = code + f"\n# round {number}\n"  # new code: the worker loads it
         if number % 2:
-            loaded, compiled, module = bare(fresh, "f32[2,128,256]")
+            loaded, stages, module = bare(fresh, "f32[2,128,256]")
         at.text_area(key="code_w").set_value(fresh)
         at.text_input(key="in_spec_forward_x").set_value("f32[2,128,256]")
         with page_hooks(firsts):
             analyze(at, firsts, stamps)
         if not number % 2:
-            loaded, compiled, module = bare(fresh, "f32[2,128,256]")
+            loaded, stages, module = bare(fresh, "f32[2,128,256]")
         bare_exec.append(loaded)
-        bare_compile.append(compiled)
+        bare_compile.append(sum(stages))
         at.text_input(key="in_spec_forward_x").set_value(AGAIN)
         with page_hooks(agains):
             analyze(at, agains, stamps)
-        bare_again.append(bare(fresh, AGAIN, module)[1])
-        stages_again.append(BARE_STAGES[-1])
+        stages_again.append(bare(fresh, AGAIN, module)[1])
         del module
-    bare_sides = (bare_exec, bare_compile, bare_again, stages_again)
+    bare_sides = (bare_exec, bare_compile, stages_again)
     return report(layers, rounds, firsts, agains, *bare_sides)
 
 
@@ -380,11 +379,11 @@ def report(
     agains: list[Trip],
     bare_exec: list[float],
     bare_compile: list[float],
-    bare_again: list[float],
-    stages_again: list[tuple[float, float, float]],
+    stages_again: list[Stages],
 ) -> bool:
     print(f"\n{layers}-layer transformer, {rounds} rounds: seconds, min median max")
     bare_total = [e + c for e, c in zip(bare_exec, bare_compile, strict=True)]
+    bare_again = [sum(stages) for stages in stages_again]
     print(f"  {'bare: exec (module, params)':<48} {spread(bare_exec)}")
     print(f"  {'bare: trace + lower + compile':<48} {spread(bare_compile)}")
     print(f"  {'= bare exec + trace + lower + compile':<48} {spread(bare_total)}")
