@@ -31,7 +31,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from viz.cache.signature import NEW, Reason, Signature, diff
+from viz.cache.signature import NEW, Reason, Signature, diff, weak_type_text
 from viz.recorder.capture import listener, persistent
 from viz.recorder.capture.distributed import ProcessWatch
 from viz.recorder.capture.unwrap import defined_at, unwrap
@@ -383,7 +383,13 @@ def _inputs_of(
     """The compile's inputs by content; None where the call was not seen."""
     if call is None or described is None:
         return None
-    arrays = [leaf.text for leaf in described.leaves if leaf.static_value is None]
+    # an array by its type, its weak type left out: a Python float then an f32[] array
+    # is the same data passed as another kind, an avoidable recompile
+    arrays = [
+        replace(leaf, weak_type=False).text
+        for leaf in described.leaves
+        if leaf.static_value is None
+    ]
     # a framework's static leaves by what the cache compares of them (identity included)
     arrays += [
         f"{leaf.path}={leaf.value_key or leaf.value}"
@@ -395,7 +401,9 @@ def _inputs_of(
     return found(where.fun or call.fun, arrays, described.static_values, _transform(described))
 
 
-DATA_KINDS = frozenset({"shape", "dtype", "weak_type", "pytree", "sharding", "device"})
+# differences in what the computation reads; not weak_type: a Python scalar in place of
+# an array of the same dtype and shape is the same data in another kind (avoidable)
+DATA_KINDS = frozenset({"shape", "dtype", "pytree", "sharding", "device"})
 
 
 def _need(state: _FunctionState, found: Inputs | None, reasons: list[Reason]) -> tuple[str, str]:
@@ -456,6 +464,9 @@ def _avoidable_text(reasons: list[Reason], found: Inputs | None, same: Inputs | 
             return f"{r.arg}: a new function {name}, the same code and data"
     if any(r.kind == "new_function" for r in reasons):
         return "a new function object, the same code and data"
+    weak = next((r for r in reasons if r.kind == "weak_type"), None)
+    if weak is not None:
+        return weak_type_text(weak.arg, weak.before, weak.after)
     if any(r.arg == "(jit)" for r in reasons):
         return "a new jax.jit wrapper around the same function"
     return "no difference found in the inputs"
