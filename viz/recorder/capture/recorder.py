@@ -409,7 +409,7 @@ DATA_KINDS = frozenset({"shape", "dtype", "pytree", "sharding", "device"})
 def _need(state: _FunctionState, found: Inputs | None, reasons: list[Reason]) -> tuple[str, str]:
     """FIRST, NEEDED or AVOIDABLE, with why in words: inputs no earlier compile had are
     new data; the same inputs as an earlier compile compiled again for a reason of JAX's
-    cache (a new object, a new wrapper, a cleared cache)."""
+    cache (a new object, a new wrapper, a cleared cache, a weak type alone)."""
     earlier = list(state.inputs)
     if found is not None:
         state.inputs[:] = [*earlier[1 - MAX_IDENTITIES :], found]
@@ -419,9 +419,15 @@ def _need(state: _FunctionState, found: Inputs | None, reasons: list[Reason]) ->
     same = next((e for e in reversed(earlier) if found and e.key == found.key), None)
     if data or (found is not None and same is None):
         return NEEDED, _new_data_text(data, found, earlier)
-    if found is None and not any(r.arg == CACHE or r.after.startswith(NEW) for r in reasons):
+    if found is None and not any(_of_the_cache(r) for r in reasons):
         return NEEDED, "a new function object; what it holds could not be read"
     return AVOIDABLE, _avoidable_text(reasons, found, same)
+
+
+def _of_the_cache(reason: Reason) -> bool:
+    """A reason of how JAX keys its cache, not of the data: a cleared cache, a new object,
+    a weak type."""
+    return reason.arg == CACHE or reason.after.startswith(NEW) or reason.kind == "weak_type"
 
 
 def _is_new_data(reason: Reason) -> bool:
