@@ -204,13 +204,8 @@ def _new_object_text(
         "on every call" if len(ours) >= stats.compiles - 1 else f"on {plural(len(ours), 'call')}"
     )
     outer = outer_function(ours[-1].after)
-    fix = (
-        f"define it once, outside `{outer}`"
-        if outer
-        else "make it once and pass the same object on every call"
-    )
     reads = _function_locals(ours[-1].after, cwd)
-    if reads is not None:
+    if reads is not None:  # moved out alone, it would not see them
         static = any(arg in c.static for c in compiles)
         fix = (
             f"{reads.reads}: define it once, outside `{reads.outer}`, taking "
@@ -218,6 +213,10 @@ def _new_object_text(
             "compares by its values, not its identity"
             + (" (a dynamic argument, not static)" if static else "")
         )
+    elif outer:
+        fix = f"define it once, outside `{outer}`"
+    else:
+        fix = "make it once and pass the same object on every call"
     return f"`{arg}`: {ours[-1].after} {often} → {fix}"
 
 

@@ -30,13 +30,16 @@ class Locals:
     @property
     def listed(self) -> str:
         """'`w`, `scale`'."""
-        shown = ", ".join(f"`{n}`" for n in self.names[:MAX_NAMES])
-        return shown + (", …" if len(self.names) > MAX_NAMES else "")
+        return self._shown("`")
 
     @property
     def bare(self) -> str:
         """'w, scale': as Python names them."""
-        return ", ".join(self.names[:MAX_NAMES]) + (", …" if len(self.names) > MAX_NAMES else "")
+        return self._shown("")
+
+    def _shown(self, mark: str) -> str:
+        shown = ", ".join(f"{mark}{n}{mark}" for n in self.names[:MAX_NAMES])
+        return shown + (", …" if len(self.names) > MAX_NAMES else "")
 
     @property
     def as_arguments(self) -> str:
