@@ -100,7 +100,9 @@ def overview(rec: Recording) -> None:
     if s.compiles > s.functions:  # recompiles: how many had new inputs, how many did not
         st.caption(
             f"{need_text(s)}: a needed compile had new inputs (or was the function's "
-            "first), an avoidable one the same inputs as an earlier compile."
+            "first), an avoidable one the same inputs as an earlier compile (a Python "
+            "scalar where an array of its dtype and shape was, a weak type, counts as the "
+            "same)."
         )
     if program.process is not None:
         p = program.process

@@ -113,11 +113,17 @@ def test_each_compile_says_its_reason_once_beside_its_call_site_and_every_advice
     rec.save()
     at = recordings_page()
     (advice,) = [i.value for i in at.info if "x dim 0 took 3 values" in i.value]
-    assert advice.splitlines()[1].endswith("use jnp.asarray(s) or a Python float every time")
+    assert advice.splitlines()[1].endswith(
+        "→ pass one kind on every call: jnp.float32(s) (jnp.asarray(s) keeps a Python float "
+        "weak), or mark `s` static if it is a config value"
+    )
     (table,) = [d for d in at.dataframe if "need" in d.value.columns]
     frame = table.value
     assert list(frame.columns)[:5] == ["#", "at", "called from", "need", "why"]
-    assert list(frame["need"]) == ["first", "needed", "needed", "needed"]
+    assert list(frame["need"])[:3] == ["first", "needed", "needed"]
+    assert frame["need"][3] == (  # the weak type alone: avoidable, said in words
+        "avoidable: s was a Python float, then an f32[] array: only the weak type differs"
+    )
     assert frame["why"][3] == "s: Python float (weak f32[]) → f32[]"
     assert re.fullmatch(r"tests/test_app_recordings\.py:\d+", frame["called from"][0])
     widths = json.loads(table.proto.columns)  # 'called from' fits its cells, left of 'why'

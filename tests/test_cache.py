@@ -26,6 +26,7 @@ from viz.cache.signature import (
     explain_miss,
     reason_fix,
     reason_text,
+    weak_type_text,
 )
 from viz.cache.story import cache_story
 from viz.settings import Settings
@@ -196,6 +197,41 @@ def test_every_reason_kind_has_a_text_and_a_fix(kind):
     else:
         assert "`x`" in text and "f32[4]" in text and "f32[8]" in text
         assert reason_fix(reason.to_dict())
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "said", "cure"),
+    [
+        (
+            "Python float (weak f32[])",
+            "f32[]",
+            "`lr` was a Python float, then an f32[] array",
+            "jnp.float32(lr) (jnp.asarray(lr) keeps a Python float weak), or mark `lr` "
+            "static if it is a config value",
+        ),
+        (  # the reverse, under x64
+            "f64[]",
+            "Python float (weak f64[])",
+            "`lr` was an f64[] array, then a Python float",
+            "jnp.float64(lr) (jnp.asarray(lr) keeps a Python float weak), or mark `lr` "
+            "static if it is a config value",
+        ),
+        (  # no Python scalar: neither jnp.asarray's nor static's words apply
+            "weak bf16[3]",
+            "bf16[3]",
+            "`lr` was a weakly typed bf16[3] array, then a bf16[3] array",
+            "jnp.asarray(lr, jnp.bfloat16)",
+        ),
+    ],
+)
+def test_a_weak_type_change_is_said_by_its_kinds_with_the_cast_that_cures_it(
+    before, after, said, cure
+):
+    """One source for the cache lab and the recorder: jnp.asarray(lr) alone is no cure
+    (it keeps a Python float weak: an f32[] array and it still compile apart)."""
+    reason = Reason("lr", "weak_type", before, after)
+    assert weak_type_text("lr", before, after) == f"{said}: only the weak type differs"
+    assert reason_fix(reason) == f"pass one kind on every call: {cure}"
 
 
 # --------------------------------------------------------------------------- live: in-process

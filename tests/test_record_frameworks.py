@@ -216,8 +216,10 @@ def test_a_new_closure_per_call_is_named_with_its_line(equinox_run):
     ]
     advice = next(f["advice"] for f in data["functions"] if f["name"] == "diffeqsolve")
     new_closure, *others = advice.splitlines()  # then the shapes', the vmap's
-    assert new_closure == (
-        f"`terms.vector_field`: a new {closure} on every call → define it once, outside `solve`"
+    assert new_closure == (  # the lambda reads solve's `rate`: moved out alone, it cannot
+        f"`terms.vector_field`: a new {closure} on every call → it reads `rate` of `solve`: "
+        "define it once, outside `solve`, taking `rate` as an argument, and pass "
+        "jax.tree_util.Partial(f, rate), which jit compares by its values, not its identity"
     )
     assert others[0].startswith("y0 took 2 shapes ([3], [4,3])")
     assert all(f"↳ {line}" in stderr for line in advice.splitlines())

@@ -98,8 +98,28 @@ def test_a_new_function_as_a_static_argument_is_named_with_its_line():
     assert after == "a new " + before
     advice = rec.recording().function(rec.compiles[0].key).advice
     assert advice.startswith("`fn`: a new function `make_scale.<locals>.<lambda>`")
-    assert advice.endswith("on every call → define it once, outside `make_scale`")
+    # it reads make_scale's `factor`: moved out as it is, it would not see it
+    assert advice.endswith(
+        "on every call → it reads `factor` of `make_scale`: define it once, outside "
+        "`make_scale`, taking `factor` as an argument, and pass "
+        "jax.tree_util.Partial(f, factor), which jit compares by its values, not its "
+        "identity (a dynamic argument, not static)"
+    )
     assert not ADDRESS.search(str(rec.recording().to_dict()))
+
+
+def make_double() -> Callable:
+    return lambda x: x * 2.0  # a new function on every call, reading no locals
+
+
+def test_a_new_function_that_reads_no_locals_is_told_to_be_defined_outside():
+    x = jnp.ones(3)
+    with viz.recording() as rec:
+        for _ in range(2):
+            apply(x, make_double())
+    advice = rec.recording().function(rec.compiles[0].key).advice
+    assert advice.startswith("`fn`: a new function `make_double.<locals>.<lambda>`")
+    assert advice.endswith("on every call → define it once, outside `make_double`")
 
 
 def test_a_static_object_that_differs_is_named_by_the_fields_that_differ():

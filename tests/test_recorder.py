@@ -80,8 +80,15 @@ def test_each_kind_of_recompile_gets_its_advice_the_commonest_first():
     assert stats is not None and stats.reasons == {"new_function": 1, "shape": 2, "weak_type": 1}
     shape, weak = stats.advice.splitlines()
     assert shape.startswith("x dim 0 took 3 values (3, 4, 5) → pad")
-    assert weak.startswith("weak type of s changed: Python float (weak f32[]), then f32[]")
-    assert weak.endswith("use jnp.asarray(s) or a Python float every time")
+    assert weak == (
+        "`s` was a Python float, then an f32[] array: only the weak type differs → pass one "
+        "kind on every call: jnp.float32(s) (jnp.asarray(s) keeps a Python float weak), or "
+        "mark `s` static if it is a config value"
+    )
+    # the weak-type change alone (x f32[5] both times) is avoidable; the shapes needed
+    needs = [c.need for c in rec.compiles if c.function == "scale"]
+    assert needs == ["first", "needed", "needed", "avoidable"]
+    assert stats.avoidable == 1
 
 
 def test_static_values_dtypes_weak_types_and_pytrees_are_named():

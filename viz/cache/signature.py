@@ -294,14 +294,60 @@ def reason_text(reason: dict[str, str] | Reason) -> str:
     }.get(r["kind"], f"`{arg}`: {before} → {after}")
 
 
+def weak_type_text(arg: str, before: str, after: str) -> str:
+    """'`lr` was a Python float, then an f32[] array: only the weak type differs': a
+    weak-type change (`before`, `after`: `LeafSig.type_text` of each) as a JAX user
+    says it."""
+    return f"`{arg}` was {_kind_of(before)}, then {_kind_of(after)}: only the weak type differs"
+
+
+def weak_type_fix(arg: str, before: str, after: str) -> str:
+    """The cure of a weak-type change: one kind on every call, the array's dtype by name
+    (`jnp.asarray(lr)` alone keeps a Python float weak: it does not cure it), or a static
+    argument where it is a setting."""
+    scalar = before.startswith("Python ") or after.startswith("Python ")
+    found = _ARRAY_TYPE.search(before if after.startswith("Python ") else after)
+    dtype, shape = found.groups() if found else ("f32", "")
+    name = _jnp_dtype(dtype)
+    cast = f"jnp.{name}({arg})" if not shape else f"jnp.asarray({arg}, jnp.{name})"
+    fix = f"pass one kind on every call: {cast}"
+    if not scalar:
+        return fix
+    python = PYTHON_NAMES.get(dtype, "scalar")
+    fix += f" (jnp.asarray({arg}) keeps a Python {python} weak)"
+    return fix + (f", or mark `{arg}` static if it is a config value" if arg.isidentifier() else "")
+
+
+_ARRAY_TYPE = re.compile(r"\b([a-z]+\d*)\[([\d,]*)\]")  # 'f32[]', 'bf16[3,4]'
+_JNP_PREFIXES = {"bf": "bfloat", "f": "float", "i": "int", "u": "uint", "c": "complex"}
+
+
+def _jnp_dtype(dtype: str) -> str:
+    """'float32' for 'f32', 'bool_' for 'bool': the name `jnp.` spells it by."""
+    found = re.fullmatch(r"([a-z]+)(\d+)", dtype)
+    if found and found.group(1) in _JNP_PREFIXES:
+        return _JNP_PREFIXES[found.group(1)] + found.group(2)
+    return "bool_" if dtype == "bool" else dtype
+
+
+def _kind_of(type_text: str) -> str:
+    """'a Python float' for 'Python float (weak f32[])', 'a weakly typed f32[] array' for
+    'weak f32[]', 'an f32[] array' for 'f32[]'."""
+    if type_text.startswith("Python "):
+        return "a " + type_text.partition(" (")[0]
+    if type_text.startswith("weak "):
+        return f"a weakly typed {type_text.removeprefix('weak ')} array"
+    return f"{'an' if type_text[:1] in 'fiaeo' else 'a'} {type_text} array"
+
+
 def reason_fix(reason: dict[str, str] | Reason) -> str:
     r = reason if isinstance(reason, dict) else reason.to_dict()
+    if r["kind"] == "weak_type":
+        return weak_type_fix(r["arg"], r["before"], r["after"])
     return {
         "new_function": "",
         "shape": "pad inputs to a few bucket sizes so shapes repeat (see Precompile buckets)",
         "dtype": "cast once where data enters, e.g. x.astype(jnp.float32)",
-        "weak_type": "pass the same kind every time: always a Python scalar, or always "
-        "jnp.float32(value)",
         "static_value": "every new static value compiles again; make it a dynamic argument "
         "if it changes often",
         "pytree": "keep the pytree structure fixed (same dict keys, same list lengths)",

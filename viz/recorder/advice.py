@@ -11,7 +11,8 @@ import linecache
 import re
 from collections import Counter
 
-from viz.cache.signature import NEW, PYTHON_NAMES, Reason
+from viz.cache.signature import NEW, Reason, weak_type_fix, weak_type_text
+from viz.recorder.closures import FUNCTION_WORDS, Locals, located, read_locals
 from viz.recorder.model import (
     AVOIDABLE,
     CACHE,
@@ -30,7 +31,6 @@ FIXES = {
     "shape": "pad to a few bucket sizes (Batch buckets page)",
     "new_function": "make it once, outside the test or loop",
     "static_value": "every new value compiles again: make it a dynamic argument if it varies",
-    "weak_type": "pass the same kind every call: a Python scalar and an array compile apart",
     "dtype": "cast once where data enters, e.g. x.astype(jnp.float32)",
     "pytree": "keep the structure fixed: same keys, same lengths",
     "sharding": "place inputs the same way every call (jax.device_put)",
@@ -77,16 +77,22 @@ def _kind_advice(
         arg = _commonest_arg(kind, compiles)
         new_objects = [r for r in statics if r.arg == arg and r.after.startswith(NEW)]
         if new_objects:
-            return _new_object_text(arg, new_objects, stats)
+            return _new_object_text(arg, new_objects, stats, compiles, cwd)
     what = _describe(kind, stats, compiles, cwd)
     if kind == "config" and _transformed(compiles):
         return f"{what} → {TRANSFORM_FIX}"
-    if kind == "new_function" and any(c.wraps[:1] and c.wraps[0] in LOOP_LAYERS for c in compiles):
-        outer = next((_enclosing(c) for c in compiles if _enclosing(c)), "")
-        where = f"outside `{outer}`" if outer else "once"
-        return f"{what} → define it {where} and pass the same function each time"
+    reads = read_locals(stats.defined_at, stats.name) if kind == "new_function" else None
+    loop = next((c.wraps[0] for c in compiles if c.wraps[:1] and c.wraps[0] in LOOP_LAYERS), "")
+    if kind == "new_function" and loop:
+        return f"{what} → {_loop_fix(reads, loop, compiles)}"
+    if reads is not None:  # a jit made anew, of a function that reads the caller's locals
+        return (
+            f"{what} → {reads.reads}: jit it once, outside `{reads.outer}`, with "
+            f"{reads.as_arguments} (functools.partial(f, {reads.bare}) binds {reads.them})"
+        )
     if kind == "weak_type":
-        return f"{what} → {_weak_type_fix(compiles)}"
+        first = _first_reason(kind, compiles)
+        return f"{what} → {weak_type_fix(first.arg, first.before, first.after)}"
     if kind == "shape" and _rank_changed(compiles):
         return f"{what} → {RANK_FIX}"  # a scalar, then a vector: no bucket pads that
     return f"{what} → {FIXES[kind]}" if kind in FIXES else what
@@ -102,7 +108,6 @@ def _transformed(compiles: list[Compile]) -> list[str]:
 
 
 def _describe(kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str) -> str:
-    reasons = [r for c in compiles for r in c.reasons if r.kind == kind]
     arg = _commonest_arg(kind, compiles)
     if kind == "shape":
         return _shape_text(arg, compiles)
@@ -114,8 +119,8 @@ def _describe(kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str
         )
         return f"static {arg} took {len(values)} values ({_list(values)})"
     if kind == "weak_type":
-        first = next(r for r in reasons if r.arg == arg)
-        return f"weak type of {arg} changed: {first.before}, then {first.after}"
+        first = _first_reason(kind, compiles)
+        return weak_type_text(first.arg, first.before, first.after)
     if kind == "dtype":
         values = _distinct(leaf.dtype for c in compiles for leaf in c.signature if leaf.arg == arg)
         return f"dtype of {arg} took {len(values)} values ({_list(values)})"
@@ -127,22 +132,11 @@ def _describe(kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str
     return f"{kind.replace('_', ' ')} of {arg} changed"
 
 
-def _weak_type_fix(compiles: list[Compile]) -> str:
-    """FIXES' words with the argument's own cure: 'use jnp.asarray(lr) or a Python
-    float every time'."""
-    arg = _commonest_arg("weak_type", compiles)
-    scalar = next(
-        (
-            PYTHON_NAMES.get(leaf.dtype or "", "scalar")
-            for c in compiles
-            for leaf in c.signature
-            if leaf.arg == arg and leaf.python_scalar
-        ),
-        "scalar",
-    )
-    python = f"a Python {scalar}"
-    cure = f"use jnp.asarray({arg}) or {python} every time" if arg != "?" else ""
-    return FIXES["weak_type"] + (f" — {cure}" if cure else "")
+def _first_reason(kind: str, compiles: list[Compile]) -> Reason:
+    """The first reason of this kind that names the commonest argument (none kept: '?')."""
+    arg = _commonest_arg(kind, compiles)
+    found = (r for c in compiles for r in c.reasons if r.kind == kind and r.arg == arg)
+    return next(found, Reason(arg, kind, "?", "?"))
 
 
 def _library_text(stats: FunctionStats, compiles: list[Compile]) -> str:
@@ -181,19 +175,57 @@ def _called_expression(location: str) -> str:
     return match.group(1) if match else ""
 
 
-def _new_object_text(arg: str, ours: list[Reason], stats: FunctionStats) -> str:
+def _loop_fix(reads: Locals | None, loop: str, compiles: list[Compile]) -> str:
+    """A function under a lax loop, made anew on each call of the function around it:
+    defined once there, or, where it reads that function's locals, jitted with it (or
+    given them through the loop's carry)."""
+    if reads is None:
+        outer = next((_enclosing(c) for c in compiles if _enclosing(c)), "")
+        where = f"outside `{outer}`" if outer else "once"
+        return f"define it {where} and pass the same function each time"
+    through = "as operands" if loop == "lax.cond" else "in the loop's carry"
+    return (
+        f"{reads.reads}: jit `{reads.outer}` itself, or define the function once, outside "
+        f"`{reads.outer}`, and pass {reads.listed} {through}"
+    )
+
+
+def _new_object_text(
+    arg: str,
+    ours: list[Reason],
+    stats: FunctionStats,
+    compiles: list[Compile],
+    cwd: str | tuple[str, ...],
+) -> str:
     """'`terms.vector_field`: a new function `solve.<locals>.<lambda>` (model.py:4) on every
-    call → define it once, outside `solve`': a static value made anew for each call."""
+    call → define it once, outside `solve`': a static value made anew for each call; where
+    that function reads its maker's locals, how to give them to it."""
     often = (
         "on every call" if len(ours) >= stats.compiles - 1 else f"on {plural(len(ours), 'call')}"
     )
     outer = outer_function(ours[-1].after)
-    fix = (
-        f"define it once, outside `{outer}`"
-        if outer
-        else "make it once and pass the same object on every call"
-    )
+    reads = _function_locals(ours[-1].after, cwd)
+    if reads is not None:  # moved out alone, it would not see them
+        static = any(arg in c.static for c in compiles)
+        fix = (
+            f"{reads.reads}: define it once, outside `{reads.outer}`, taking "
+            f"{reads.as_arguments}, and pass jax.tree_util.Partial(f, {reads.bare}), which jit "
+            "compares by its values, not its identity"
+            + (" (a dynamic argument, not static)" if static else "")
+        )
+    elif outer:
+        fix = f"define it once, outside `{outer}`"
+    else:
+        fix = "make it once and pass the same object on every call"
     return f"`{arg}`: {ours[-1].after} {often} → {fix}"
+
+
+def _function_locals(words: str, cwd: str | tuple[str, ...]) -> Locals | None:
+    """What the function a value's words name ('a new function `solve.<locals>.<lambda>`
+    (model.py:4)') reads of its maker's locals; None: none, or not found."""
+    found = FUNCTION_WORDS.search(words)
+    place = located(found.group(2), cwd) if found else ""
+    return read_locals(place, found.group(1)) if found and place else None
 
 
 def _cache_text(reasons: list[Reason], stats: FunctionStats) -> str:

@@ -31,7 +31,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from viz.cache.signature import NEW, Reason, Signature, diff
+from viz.cache.signature import NEW, Reason, Signature, diff, weak_type_text
 from viz.recorder.capture import listener, persistent
 from viz.recorder.capture.distributed import ProcessWatch
 from viz.recorder.capture.unwrap import defined_at, unwrap
@@ -383,7 +383,13 @@ def _inputs_of(
     """The compile's inputs by content; None where the call was not seen."""
     if call is None or described is None:
         return None
-    arrays = [leaf.text for leaf in described.leaves if leaf.static_value is None]
+    # an array by its type, its weak type left out: a Python float then an f32[] array
+    # is the same data passed as another kind, an avoidable recompile
+    arrays = [
+        replace(leaf, weak_type=False).text
+        for leaf in described.leaves
+        if leaf.static_value is None
+    ]
     # a framework's static leaves by what the cache compares of them (identity included)
     arrays += [
         f"{leaf.path}={leaf.value_key or leaf.value}"
@@ -395,13 +401,15 @@ def _inputs_of(
     return found(where.fun or call.fun, arrays, described.static_values, _transform(described))
 
 
-DATA_KINDS = frozenset({"shape", "dtype", "weak_type", "pytree", "sharding", "device"})
+# differences in what the computation reads; not weak_type: a Python scalar in place of
+# an array of the same dtype and shape is the same data in another kind (avoidable)
+DATA_KINDS = frozenset({"shape", "dtype", "pytree", "sharding", "device"})
 
 
 def _need(state: _FunctionState, found: Inputs | None, reasons: list[Reason]) -> tuple[str, str]:
     """FIRST, NEEDED or AVOIDABLE, with why in words: inputs no earlier compile had are
     new data; the same inputs as an earlier compile compiled again for a reason of JAX's
-    cache (a new object, a new wrapper, a cleared cache)."""
+    cache (a new object, a new wrapper, a cleared cache, a weak type alone)."""
     earlier = list(state.inputs)
     if found is not None:
         state.inputs[:] = [*earlier[1 - MAX_IDENTITIES :], found]
@@ -411,9 +419,15 @@ def _need(state: _FunctionState, found: Inputs | None, reasons: list[Reason]) ->
     same = next((e for e in reversed(earlier) if found and e.key == found.key), None)
     if data or (found is not None and same is None):
         return NEEDED, _new_data_text(data, found, earlier)
-    if found is None and not any(r.arg == CACHE or r.after.startswith(NEW) for r in reasons):
+    if found is None and not any(_of_the_cache(r) for r in reasons):
         return NEEDED, "a new function object; what it holds could not be read"
     return AVOIDABLE, _avoidable_text(reasons, found, same)
+
+
+def _of_the_cache(reason: Reason) -> bool:
+    """A reason of how JAX keys its cache, not of the data: a cleared cache, a new object,
+    a weak type."""
+    return reason.arg == CACHE or reason.after.startswith(NEW) or reason.kind == "weak_type"
 
 
 def _is_new_data(reason: Reason) -> bool:
@@ -456,6 +470,9 @@ def _avoidable_text(reasons: list[Reason], found: Inputs | None, same: Inputs | 
             return f"{r.arg}: a new function {name}, the same code and data"
     if any(r.kind == "new_function" for r in reasons):
         return "a new function object, the same code and data"
+    weak = next((r for r in reasons if r.kind == "weak_type"), None)
+    if weak is not None:
+        return weak_type_text(weak.arg, weak.before, weak.after)
     if any(r.arg == "(jit)" for r in reasons):
         return "a new jax.jit wrapper around the same function"
     return "no difference found in the inputs"

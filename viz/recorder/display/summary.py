@@ -76,7 +76,8 @@ def eager_words(s: Summary, wall: float, listed: str) -> tuple[str, str]:
 
 def need_text(s: Summary) -> str:
     """'3 compiles: 2 needed, 1 avoidable (1.2 s)': needed ones had new inputs (or were
-    the first), avoidable ones the inputs of an earlier compile."""
+    the first), avoidable ones the inputs of an earlier compile (a Python scalar where an
+    array of its dtype and shape was counts as the same: only the weak type differs)."""
     text = f"{plural(s.compiles, 'compile')}: {s.needed} needed, {s.avoidable} avoidable"
     return text + (f" ({seconds(s.avoidable_s)})" if s.avoidable else "")
 
