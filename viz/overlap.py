@@ -67,7 +67,9 @@ def gc_paused(settle: bool = True, callers_too: bool = False) -> Iterator[None]:
 
     `callers_too`: in a caller's own process as well (`viz.analyze()`'s compile window
     and its reading, where a caller's objects made each full collection longer: a third
-    of a 12-layer analysis; its trace and lowering run as `jax.jit`'s would). The
+    of a 12-layer analysis; its trace and lowering run as `jax.jit`'s would), and in
+    the app's, where a page decodes a graph, folds its view or keeps a report (the
+    process holds every session's reports: each full collection walked them all). The
     collector is as it was once the block is left, however it is left (an exception, a
     KeyboardInterrupt, a timeout's signal): enabled or not, its thresholds untouched,
     nothing left frozen."""

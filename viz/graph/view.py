@@ -49,6 +49,7 @@ from viz.graph.index import (
 )
 from viz.graph.repeats import fold_chains, fold_groups
 from viz.ir.model import Graph, Group, Node, Path, SourceLoc
+from viz.overlap import gc_paused
 
 DEFAULT_NODES = 80  # the default view's budget: readable, and quick for dot to lay out
 MAX_NODES = 300  # the most items a default view shows, whatever budget is asked for
@@ -124,7 +125,8 @@ def default_view(graph: Graph, max_nodes: int = DEFAULT_NODES) -> View:
     views = default_views(graph)
     found = views.get(max_nodes)
     if found is None:
-        found = _default_view(graph, max_nodes)
+        with gc_paused(callers_too=True):  # copies of the graph's nodes: see `viz.overlap`
+            found = _default_view(graph, max_nodes)
         if found.graph is not graph:  # a view of the graph itself would keep it alive
             views[max_nodes] = found
     return replace(found)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from viz.history.schema import MIGRATIONS, SCHEMA_VERSION, code_hash
 from viz.locations import home
+from viz.overlap import gc_paused
 from viz.settings import Settings
 
 if TYPE_CHECKING:
@@ -131,9 +132,10 @@ def _identical(db: sqlite3.Connection, row: tuple[Any, ...]) -> int | None:
 def _payload(report: Report) -> bytes:
     """The report as kept: its JSON, plus the compiled graph model for the diff view
     (its JSON as the worker sent it: the app need not have decoded it)."""
-    text = json.dumps(report.to_dict(), default=str)
-    if "compiled" in report.graph_models:
-        graph = report.graph_models.json("compiled")
+    with gc_paused(callers_too=True):  # the report's dicts: see `viz.overlap`
+        text = json.dumps(report.to_dict(), default=str)
+        graph = report.graph_models.json("compiled") if "compiled" in report.graph_models else ""
+    if graph:
         text = f'{{"graph_models":{{"compiled":{graph}}},{text[1:]}'
     return zlib.compress(text.encode(), COMPRESSION)
 
