@@ -74,19 +74,24 @@ costs = {r.bucket: r for r in measured.rows} if measured and measured.ok else {}
 
 
 SHOWN_BUCKETS = 10  # a plan's buckets a row lists; the rest it counts (the snippet has all)
-# the columns' headers, short to fit beside each other at 1280 pixels, and what each means
-COLUMNS = {
-    "plan": st.column_config.TextColumn(width="small"),
-    "buckets": st.column_config.TextColumn(width="large", help="the batch sizes it compiles"),
-    "compiles": st.column_config.NumberColumn(help="compilations: one per bucket"),
-    "padding": st.column_config.TextColumn(help="padding waste: % of the compute on padded rows"),
-    "compile time": st.column_config.TextColumn(
-        help="measured: every bucket of the plan compiled ahead of time"
-    ),
-    "latency": st.column_config.TextColumn(
-        help="expected per request: each request padded to its bucket, at its measured run time"
-    ),
-}
+CHAR_PX, CELL_PAD_PX = 8, 18  # a table cell's character (wide), its padding: pixels
+
+
+def columns(plans: list[planner.BucketPlan]) -> dict:
+    """Short headers that fit beside each other at 1280 pixels, what each means in its
+    tooltip; the plan's name as wide as the longest, ten buckets beside it."""
+    name_px = CHAR_PX * max(len(p.name) for p in plans) + CELL_PAD_PX
+    text = st.column_config.TextColumn
+    return {
+        "plan": text(width=name_px),
+        "buckets": text(width=300, help="the batch sizes it compiles"),
+        "compiles": st.column_config.NumberColumn(help="compilations: one per bucket"),
+        "padding": text(help="padding waste: % of the compute on padded rows"),
+        "compile time": text(help="measured: every bucket of the plan compiled ahead of time"),
+        "latency": text(
+            help="expected per request: each request padded to its bucket, at its measured run time"
+        ),
+    }
 
 
 def plan_row(plan: planner.BucketPlan) -> dict:
@@ -102,7 +107,7 @@ def plan_row(plan: planner.BucketPlan) -> dict:
     return row
 
 
-ui.table((plan_row(p) for p in plans), column_config=COLUMNS)
+ui.table((plan_row(p) for p in plans), column_config=columns(plans))
 if costs:
     st.caption(
         f"Measured {len(costs)} bucket sizes: ahead-of-time compile "

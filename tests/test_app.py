@@ -457,6 +457,8 @@ def test_the_bucket_plans_columns_fit_beside_each_other() -> None:
     assert exact["buckets"].endswith(f"and {exact['compiles'] - 10} more")
     assert max(frame["buckets"].str.len()) <= 60
     assert all(len(str(c)) <= 12 for c in frame.columns)  # headers that fit their columns
+    config = json.loads(at.dataframe[0].proto.columns)  # column_config, as Streamlit sends it
+    assert config["plan"]["width"] >= 8 * max(frame["plan"].str.len())  # a plan's whole name
 
 
 def test_code_and_results_survive_a_round_trip_through_another_page() -> None:
