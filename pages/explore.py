@@ -193,7 +193,6 @@ LAST_IR = "last_ir"  # session state: the IR tab the user last opened
 GRAPH_HEIGHT = 240  # the first screen holds the counts, this graph and the charts (and the
 # result tabs, two rows of them beside the code)
 GRAPH_WIDTH = 540  # about, beside the code at 1280 and 1440 pixels
-GRAPH_TALL = 240  # the frame of a tall drawing: the first screen still holds the charts
 
 
 def overview_graph(r: Report, res: Result | None) -> None:
@@ -209,32 +208,32 @@ def overview_graph(r: Report, res: Result | None) -> None:
     summary, (title, note) = r.graphs[ir], GRAPH_TITLES[ir]
     marked = follow.node_ids(res, ir) if res is not None else frozenset()
     line = st.session_state.get(follow.LINE)
-    dot, shown, height = summary.dot, summary.visible_nodes, GRAPH_HEIGHT
+    dot, shown = summary.dot, summary.visible_nodes
     model = r.graph_models.get(ir)
     if model:
-        dot, shown, height = glance(model, summary.dot, marked) or (dot, shown, height)
+        dot, shown = glance(model, summary.dot, marked) or (dot, shown)
     st.markdown(
         f"**{title}** · {shown} of {summary.total_nodes} nodes"
         + (f" · line {line} marked" if marked else ""),
         help=f"{note}; the {ui.IR_TITLES[ir]} tab expands, searches and exports it",
     )
-    ui.show_graph(dot, shown, height=height)
+    ui.show_graph(dot, shown, height=GRAPH_HEIGHT)
 
 
-def glance(model: Graph, drawn: str, marked: frozenset[str]) -> tuple[str, int, int] | None:
-    """The graph as it reads beside the code (`viz.graph.glance`): its DOT, the items
-    it shows and the frame's height, taller where a tall drawing needs it. Without a
-    renderer, the default view with the followed line's nodes marked (None: unmarked,
-    the worker's DOT as it is), for Streamlit's own chart."""
+def glance(model: Graph, drawn: str, marked: frozenset[str]) -> tuple[str, int] | None:
+    """The graph as it reads in the frame beside the code (`viz.graph.glance`): its DOT
+    and the items it shows. Without a renderer, the default view with the followed
+    line's nodes marked (None: unmarked, the worker's DOT as it is), for Streamlit's own
+    chart."""
     try:
-        seen = viz.graph.glance(model, (GRAPH_WIDTH, GRAPH_TALL), drawn, marked)
+        seen = viz.graph.glance(model, (GRAPH_WIDTH, GRAPH_HEIGHT), drawn, marked)
     except RuntimeError:
         if not marked:
             return None
         view = viz.graph.default_view(model)
         view.highlight = marked  # folded groups say how many they hold
-        return viz.graph.to_dot(view), len(viz.graph.visible(view)[0]), GRAPH_HEIGHT
-    return seen.dot, seen.shown, seen.height(GRAPH_WIDTH, GRAPH_HEIGHT, GRAPH_TALL)
+        return viz.graph.to_dot(view), len(viz.graph.visible(view)[0])
+    return seen.dot, seen.shown
 
 
 def ir_tab(res: Result, ir: IR, index: int) -> None:

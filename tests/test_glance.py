@@ -56,4 +56,4 @@ def test_a_small_program_is_drawn_whole_at_its_own_size() -> None:
     graph = layered(1)
     seen = viz.graph.glance(graph, (2000, 2000))
     assert seen.shown == len(viz.graph.visible(viz.graph.default_view(graph))[0])
-    assert seen.height(540, 240, 240) == 240
+    assert seen.scale >= 1

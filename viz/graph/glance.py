@@ -10,7 +10,7 @@ at a third of their size in a 540×240 frame; its six top-level boxes, named, re
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from viz.graph.dot import DotStyle, framed_budget, to_dot, to_svg
 from viz.graph.render import svg_size
@@ -27,19 +27,12 @@ _ITEMS = re.compile(r" \(\d+ items?(, lines? [^)]*)?\)$")
 
 @dataclass(frozen=True)
 class Glance:
-    """What the frame draws: the DOT, how many items it shows, the scale its drawing
-    fits the frame at (1: its own size) and the drawing's size (CSS pixels)."""
+    """What the frame draws: the DOT, how many items it shows, and the scale its
+    drawing fits the frame at (1: its own size)."""
 
     dot: str
     shown: int
     scale: float
-    size: tuple[float, float]
-
-    def height(self, width: float, low: int, high: int) -> int:
-        """The frame's height, from `low` to `high`, that shows the drawing at the scale
-        `width` allows (at most its own size), under the frame's buttons."""
-        scale = min(width / self.size[0], 1.0)
-        return round(min(high, max(low, self.size[1] * scale + TOOLS)))
 
 
 def glance(
@@ -62,7 +55,7 @@ def glance(
             size = svg_size(to_svg(dot)) or room
             scale = min(room[0] / size[0], room[1] / size[1])
             if best is None or scale > best.scale:
-                best = Glance(dot, items, scale, size)
+                best = Glance(dot, items, scale)
         if best.scale >= GLANCE_SCALE:
             break
     assert best is not None  # a view, at least the one given
@@ -77,7 +70,7 @@ def coarser(view: View) -> list[View]:
         folded = views[-1]
         for path in [p for p in folded.expanded if len(p) == deepest]:
             folded = collapse(folded, path)
-        views.append(replace(folded))
+        views.append(folded)
     return views
 
 
