@@ -8,6 +8,7 @@ from viz.cache import planner
 from viz.cache.snippet import precompile_snippet
 from viz.settings import Settings
 from viz.spec import SpecError, array_item_parts, parse_sizes
+from viz.units import listed
 from viz.worker.protocol import BucketCosts, BucketCostsReply
 
 ui.leave_legacy_pages()  # a deep link may start here, without app.py
@@ -72,22 +73,41 @@ measured: BucketCostsReply | None = st.session_state.get("bucket_costs")
 costs = {r.bucket: r for r in measured.rows} if measured and measured.ok else {}
 
 
+SHOWN_BUCKETS = 10  # a plan's buckets a row lists; the rest it counts (the snippet has all)
+CHAR_PX, CELL_PAD_PX = 8, 18  # a table cell's character (wide), its padding: pixels
+
+
+def columns(plans: list[planner.BucketPlan]) -> dict:
+    """Short headers that fit beside each other at 1280 pixels, what each means in its
+    tooltip; the plan's name as wide as the longest, ten buckets beside it."""
+    name_px = CHAR_PX * max(len(p.name) for p in plans) + CELL_PAD_PX
+    text = st.column_config.TextColumn
+    return {
+        "plan": text(width=name_px),
+        "buckets": text(width=300, help="the batch sizes it compiles"),
+        "compiles": st.column_config.NumberColumn(help="compilations: one per bucket"),
+        "padding": text(help="padding waste: % of the compute on padded rows"),
+        "compile time": text(help="measured: every bucket of the plan compiled ahead of time"),
+        "latency": text(
+            help="expected per request: each request padded to its bucket, at its measured run time"
+        ),
+    }
+
+
 def plan_row(plan: planner.BucketPlan) -> dict:
     row = {
         "plan": plan.name,
-        "buckets": ", ".join(map(str, plan.buckets)),
-        "compilations": plan.compiles,
-        "padding waste": f"{plan.waste_pct:.1f} %",
+        "buckets": listed(map(str, plan.buckets), SHOWN_BUCKETS),
+        "compiles": plan.compiles,
+        "padding": f"{plan.waste_pct:.1f} %",
     }
     if costs and all(b in costs for b in plan.buckets):
-        row["measured compile"] = ui.seconds(sum(costs[b].compile_s for b in plan.buckets))
-        row["expected latency"] = ui.seconds(
-            planner.expected_latency(plan, lambda b: costs[b].run_s)
-        )
+        row["compile time"] = ui.seconds(sum(costs[b].compile_s for b in plan.buckets))
+        row["latency"] = ui.seconds(planner.expected_latency(plan, lambda b: costs[b].run_s))
     return row
 
 
-ui.table(plan_row(p) for p in plans)
+ui.table((plan_row(p) for p in plans), column_config=columns(plans))
 if costs:
     st.caption(
         f"Measured {len(costs)} bucket sizes: ahead-of-time compile "

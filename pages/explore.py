@@ -26,9 +26,9 @@ from ui.results import FULL_RESULTS, Result
 from viz import charts, demo, share, vega
 from viz.device_time import device_time_words
 from viz.history import History, HistoryError
-from viz.ir.model import IR
+from viz.ir.model import IR, Graph
 from viz.progress import STAGES
-from viz.report import Count, Report, Subject
+from viz.report import CompiledSection, Count, Report, Subject
 from viz.units import listed
 from viz.worker.protocol import Analyze
 
@@ -119,7 +119,9 @@ def overview(r: Report, key: str = "ov", res: Result | None = None) -> None:
     m[0].metric("jaxpr equations", ui.count(j and j.eqn_count), help=r.definition(Count.JAXPR_EQNS))
     m[1].metric("StableHLO ops", ui.count(h and h.op_count), help=r.definition(Count.STABLEHLO_OPS))
     m[2].metric(
-        "compiled kernels", ui.count(c and c.kernel_count), help=r.definition(Count.KERNELS)
+        "compiled kernels",
+        ui.count(c and c.kernel_count),
+        help=f"{r.definition(Count.KERNELS)}. {fused_words(c)}",
     )
     overview_graph(r, res)
     left, right = st.columns(2)
@@ -137,13 +139,12 @@ def overview(r: Report, key: str = "ov", res: Result | None = None) -> None:
         ui.seconds(r.timings.run_median_s),
         help="steady-state time per call of the compiled program",
     )
-    m[2].metric("fusions", ui.count(c and c.fusion_count), help=r.definition(Count.FUSIONS))
+    flops = r.cost.flops if r.cost else None
+    m[2].metric("FLOPs", ui.si(flops), help="XLA's cost analysis of the program (the Cost tab)")
     if r.timings.run_median_s is not None and (said := device_time_words(r.timings, r.device)):
         st.caption(said)
-    flops = r.cost.flops if r.cost else None
     m = st.columns(3)
-    m[0].metric("FLOPs", ui.si(flops), help="XLA's cost analysis of the program")
-    m[1].metric(
+    m[0].metric(
         "memory", ui.nbytes(r.memory_total_bytes), help="arguments + outputs + XLA temporaries"
     )
     variants.compile_settings_caption(r)
@@ -152,6 +153,17 @@ def overview(r: Report, key: str = "ov", res: Result | None = None) -> None:
     sharding.overview_link(r, _open_tab)
     if res is not None:
         variants.quick_variants(res)
+
+
+def fused_words(c: CompiledSection | None) -> str:
+    """How many of the kernels are XLA's fusions, said with the kernels count (two
+    counts side by side, kernels and fusions, read as synonyms)."""
+    if c is None or c.kernel_count is None or c.fusion_count is None:
+        return ""
+    if not c.fusion_count:
+        return "None of them is a fusion."
+    n = "All" if c.fusion_count == c.kernel_count else ui.count(c.fusion_count)
+    return f"{n} of them are fusions: each one kernel for the ops XLA fused into it."
 
 
 def fusion_link(r: Report) -> None:
@@ -198,18 +210,30 @@ def overview_graph(r: Report, res: Result | None) -> None:
     line = st.session_state.get(follow.LINE)
     dot, shown = summary.dot, summary.visible_nodes
     model = r.graph_models.get(ir)
-    frame = (GRAPH_WIDTH, GRAPH_HEIGHT)
-    budget = viz.graph.framed_budget(model, frame, summary.dot) if model else None
-    if model and (marked or budget != viz.graph.DEFAULT_NODES):  # folded to read here
-        view = viz.graph.default_view(model, budget)
-        view.highlight = marked  # folded groups say how many they hold
-        dot, shown = viz.graph.to_dot(view), len(viz.graph.visible(view)[0])
+    if model:
+        dot, shown = glance(model, summary.dot, marked) or (dot, shown)
     st.markdown(
         f"**{title}** · {shown} of {summary.total_nodes} nodes"
         + (f" · line {line} marked" if marked else ""),
         help=f"{note}; the {ui.IR_TITLES[ir]} tab expands, searches and exports it",
     )
     ui.show_graph(dot, shown, height=GRAPH_HEIGHT)
+
+
+def glance(model: Graph, drawn: str, marked: frozenset[str]) -> tuple[str, int] | None:
+    """The graph as it reads in the frame beside the code (`viz.graph.glance`): its DOT
+    and the items it shows. Without a renderer, the default view with the followed
+    line's nodes marked (None: unmarked, the worker's DOT as it is), for Streamlit's own
+    chart."""
+    try:
+        seen = viz.graph.glance(model, (GRAPH_WIDTH, GRAPH_HEIGHT), drawn, marked)
+    except RuntimeError:
+        if not marked:
+            return None
+        view = viz.graph.default_view(model)
+        view.highlight = marked  # folded groups say how many they hold
+        return viz.graph.to_dot(view), len(viz.graph.visible(view)[0])
+    return seen.dot, seen.shown
 
 
 def ir_tab(res: Result, ir: IR, index: int) -> None:

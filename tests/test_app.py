@@ -8,11 +8,14 @@ import re
 from pathlib import Path
 
 import pytest
+from streamlit import dataframe_util
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
+from ui.results import COST_MEANINGS
 from ui.sidebar import counts_text
+from viz import units
 from viz.samples import list_samples
 from viz.timing import MIN_EAGER_SAMPLES
 from viz.worker.client import WorkerStatus
@@ -91,6 +94,23 @@ def test_explore_opens_on_the_default_sample_already_analyzed() -> None:
     assert len(at.get("vega_lite_chart")) == 2 and not at.get("plotly_chart")
     # the run's device time beside its wall time: on the CPU, one clock
     assert "device time: the same clock as the wall time" in texts(at)
+
+
+def test_the_overview_says_each_count_once_under_one_name() -> None:
+    """No two counts side by side that a user cannot tell apart: the chart's bars are the
+    counts above it, named alike; the kernels say how many are fusions, no second count."""
+    at = open_app()
+    metrics = {m.label: m for m in at.metric}
+    assert "fusions" not in metrics
+    kernels = metrics["compiled kernels"]
+    assert "are fusions" in kernels.help  # the kernels say how many of them are fusions
+    chart = at.get("vega_lite_chart")[0].proto  # How the op count falls
+    chain = dataframe_util.convert_arrow_bytes_to_pandas_df(chart.data.data)
+    assert list(chain["stage"]) == ["jaxpr equations", "StableHLO ops", "compiled kernels"]
+    for stage, count in zip(chain["stage"], chain["count"], strict=True):
+        assert metrics[stage].value == f"{count:,}"
+    said = re.search(r"the (\d+) kernels XLA runs", texts(at))
+    assert said is None or said[1] == kernels.value
 
 
 @pytest.mark.parametrize(
@@ -208,6 +228,19 @@ def test_the_cost_tab_shows_the_programs_flops() -> None:
         flops / _quantity(shown["bytes accessed"], SIZE), rel=0.05
     )
     assert shown["transcendentals"] == "0"  # XLA leaves a zero count out: 0, not unknown
+
+
+def test_the_cost_tab_says_what_each_count_means_and_the_rates_they_give() -> None:
+    at = open_tab("Cost")
+    shown = {m.label: m.value for m in at.metric}
+    captions = [c.value for c in at.caption]
+    for label in ("FLOPs", "bytes accessed", "transcendentals", "FLOPs per byte"):
+        assert label in shown and COST_MEANINGS[label] in captions  # each with its meaning
+    report = at.session_state["results"][-1].report
+    took = report.timings.run_median_s  # the CPU: no device clock apart from the wall
+    assert shown["FLOP/s"] == units.si(report.cost.flops / took)
+    assert shown["bytes/s"] == units.nbytes(report.cost.bytes_accessed / took)
+    assert any(units.seconds(took) in m.value for m in at.markdown)
 
 
 def test_the_memory_tab_shows_the_peak_its_buffers_and_xlas_totals() -> None:
@@ -409,9 +442,23 @@ def test_buckets_page_plans_measures_and_writes_the_snippet() -> None:
     button(at, "Measure compile and run time per bucket").click().run()
     assert not at.exception, at.exception
     measured = at.dataframe[0].value
-    assert measured["measured compile"].notna().all()
-    assert measured["expected latency"].notna().all()
+    assert measured["compile time"].notna().all()
+    assert measured["latency"].notna().all()
     assert "lower(" in at.code[-1].value and "def serve" in at.code[-1].value
+
+
+def test_the_bucket_plans_columns_fit_beside_each_other() -> None:
+    """The default draw has ~95 distinct sizes: the exact-shapes plan lists a few of its
+    buckets and counts the rest, where its cell once ran past the table's edge."""
+    at = _lesson("pages/buckets.py", "batched_model")
+    frame = at.dataframe[0].value
+    exact = frame.set_index("plan").loc["exact shapes"]
+    assert exact["compiles"] > 20
+    assert exact["buckets"].endswith(f"and {exact['compiles'] - 10} more")
+    assert max(frame["buckets"].str.len()) <= 60
+    assert all(len(str(c)) <= 12 for c in frame.columns)  # headers that fit their columns
+    config = json.loads(at.dataframe[0].proto.columns)  # column_config, as Streamlit sends it
+    assert config["plan"]["width"] >= 8 * max(frame["plan"].str.len())  # a plan's whole name
 
 
 def test_code_and_results_survive_a_round_trip_through_another_page() -> None:

@@ -177,19 +177,57 @@ def timing_tab(r: Report) -> None:
     right.plotly_chart(charts.run_distribution(r), width="stretch", key="ti_runs")
 
 
+# XLA's cost analysis, each count in a JAX user's words: (label, what it counts)
+COST_MEANINGS = {
+    "FLOPs": "floating-point operations in one call of the optimized program; a "
+    "matmul's multiply-add counts 2",
+    "bytes accessed": "what the ops read and write, summed op by op (a fused "
+    "intermediate is never written out, so not counted); not the memory held",
+    "transcendentals": "exp, log, tanh, sin… evaluated, one per element; counted apart "
+    "from the FLOPs",
+    "FLOPs per byte": "arithmetic intensity, FLOPs ÷ bytes accessed: low means the "
+    "program waits on memory, high on arithmetic",
+}
+
+
 def cost_tab(r: Report) -> None:
+    """XLA's static counts for one call, each with what it counts, then the rates they
+    give at the measured time per call: every number from XLA's cost analysis and the
+    run's own timing."""
     cost = r.cost
     flops, moved = (cost.flops, cost.bytes_accessed) if cost else (None, None)
-    m = st.columns(4)
-    m[0].metric("FLOPs", si(flops))
-    m[1].metric("bytes accessed", nbytes(moved))
-    m[2].metric(
-        "FLOPs per byte",
-        count(float(f"{flops / moved:.3g}")) if flops and moved else MISSING,
-        help="arithmetic intensity: FLOPs per byte moved; low means memory-bound",
+    st.markdown(
+        f"**XLA's cost analysis** of `{r.function}` · per call · what "
+        "`jax.jit(f).lower(…).compile().cost_analysis()` returns, counted on the "
+        "optimized program before it runs"
     )
-    m[3].metric("transcendentals", si(cost.transcendentals if cost else None))
+    values = {
+        "FLOPs": si(flops),
+        "bytes accessed": nbytes(moved),
+        "transcendentals": si(cost.transcendentals if cost else None),
+        "FLOPs per byte": count(float(f"{flops / moved:.3g}")) if flops and moved else MISSING,
+    }
+    for column, (label, value) in zip(st.columns(4), values.items(), strict=True):
+        column.metric(label, value)
+        column.caption(COST_MEANINGS[label])
+    rates(r, flops, moved)
     st.caption("Where the bytes go, the peak and what would lower it: the Memory tab.")
+
+
+def rates(r: Report, flops: float | None, moved: float | None) -> None:
+    """The counts over the measured time per call: the device's own time where the
+    profile read it, else the wall median (on a CPU, one clock)."""
+    t = r.timings
+    took, clock = (t.device_s, "device time") if t.device_s else (t.run_median_s, "wall median")
+    if not took:
+        st.caption("FLOP/s and bytes/s need a timed run: set Timed runs above 0 and analyze.")
+        return
+    st.markdown(f"**At the measured speed** · {seconds(took)} per call ({clock})")
+    m = st.columns(4)
+    m[0].metric("FLOP/s", si(flops / took) if flops else MISSING)
+    m[0].caption("FLOPs ÷ the time per call")
+    m[1].metric("bytes/s", nbytes(moved / took) if moved else MISSING)
+    m[1].caption("bytes accessed ÷ the time per call")
 
 
 def export_tab(r: Report, index: int) -> None:

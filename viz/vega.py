@@ -50,7 +50,7 @@ def count_chain(report: Report) -> dict[str, Any]:
             "x": {
                 "field": "count",
                 "type": "quantitative",
-                "title": "ops",
+                "title": "count",  # each bar names what it counts: not all are ops
                 "axis": {"tickMinStep": 1, "format": "d", "labelFlush": True},
                 "scale": _room_for_labels(max((r["count"] for r in rows), default=0)),
             },

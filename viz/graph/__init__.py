@@ -8,7 +8,8 @@
 - `search`: find nodes by op, shape or source line;
 - `dot`: the DOT and SVG of a view (`DotStyle` adds attributes), the report's
   graph summary, its DOT given a title (`titled`), and the default view that reads
-  in a small frame (`framed_view`).
+  in a small frame (`framed_view`);
+- `glance`: the Overview's graph, folded and named to read in its small frame.
 
 This package imports neither jax nor streamlit.
 """
@@ -22,6 +23,7 @@ from viz.graph.dot import (
     to_dot,
     to_svg,
 )
+from viz.graph.glance import GLANCE_SCALE, Glance, glance
 from viz.graph.search import find
 from viz.graph.view import (
     DEFAULT_NODES,
@@ -45,8 +47,10 @@ from viz.graph.view import (
 
 __all__ = [
     "DEFAULT_NODES",
+    "GLANCE_SCALE",
     "MAX_NODES",
     "DotStyle",
+    "Glance",
     "View",
     "VisibleNode",
     "collapse",
@@ -57,6 +61,7 @@ __all__ = [
     "find",
     "framed_budget",
     "framed_view",
+    "glance",
     "match_counts",
     "match_summary",
     "name_scope_of",

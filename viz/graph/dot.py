@@ -8,8 +8,8 @@ layout."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 from viz.graph.fold import SYNTHETIC, synthetic_kind
 from viz.graph.render import svg_size
@@ -41,11 +41,12 @@ def _no_attrs(_: object) -> dict[str, str]:
 @dataclass(frozen=True)
 class DotStyle:
     """Extra DOT attributes: `node` for each drawn item (leaf or collapsed group),
-    `cluster` for each open group's cluster, by its path. An attribute the writer
-    sets too takes the hook's value."""
+    `cluster` for each open group's cluster, by its path, `layout` for the graph (its
+    `rankdir`). An attribute the writer sets too takes the hook's value."""
 
     node: Callable[[VisibleNode], dict[str, str]] = _no_attrs
     cluster: Callable[[Path], dict[str, str]] = _no_attrs
+    layout: Mapping[str, str] = field(default_factory=dict)
 
 
 PLAIN = DotStyle()
@@ -73,6 +74,8 @@ def _dot(
         f'  node [fontname="{FONT}", fontsize=10, height=0.3];',
         f'  edge [fontname="{FONT}", fontsize=8, color="#8a8a8a", arrowsize=0.6];',
     ]
+    if style.layout:  # a later graph statement overrides the writer's attributes
+        lines.append(f"  graph [{', '.join(f'{k}={_q(v)}' for k, v in style.layout.items())}];")
     # An item linked to items in more than HUB_DEGREE layers, open or listed (the
     # inputs box, a scalar constant, a shared mask function used by every layer)
     # does not get its edges drawn: routing hundreds of long edges into all the
