@@ -4,12 +4,14 @@ node or edge lost to the naming; a small program is drawn whole."""
 
 from __future__ import annotations
 
+import importlib
 from itertools import pairwise
 
 import pytest
 from test_graph import layered
 
 import viz.graph
+from viz.graph.dot import to_svg
 from viz.graph.glance import TOOLS, coarser, short_label
 from viz.graph.render import dot_program, svg_size
 
@@ -57,3 +59,15 @@ def test_a_small_program_is_drawn_whole_at_its_own_size() -> None:
     seen = viz.graph.glance(graph, (2000, 2000))
     assert seen.shown == len(viz.graph.visible(viz.graph.default_view(graph))[0])
     assert seen.scale >= 1
+
+
+def test_a_glance_is_worked_out_once_per_graph_frame_and_marks(monkeypatch) -> None:
+    """The page asks on every rerun: the second ask renders nothing."""
+    module = importlib.import_module("viz.graph.glance")
+    graph = layered(24)
+    seen = viz.graph.glance(graph, FRAME)
+    rendered: list[str] = []
+    monkeypatch.setattr(module, "to_svg", lambda dot: rendered.append(dot) or to_svg(dot))
+    assert viz.graph.glance(graph, FRAME) is seen and rendered == []
+    marked = frozenset({next(n.id for n in graph.nodes if n.kind == "op")})
+    assert viz.graph.glance(graph, FRAME, highlight=marked) is not seen and rendered

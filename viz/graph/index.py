@@ -102,6 +102,11 @@ def default_views(graph: Graph) -> dict[int, Any]:
     return _slots(graph).setdefault("views", {})
 
 
+def glances(graph: Graph) -> dict[Any, Any]:
+    """The glances of `graph` worked out so far (`viz.graph.glance`), by frame and marks."""
+    return _slots(graph).setdefault("glances", {})
+
+
 def _slots(graph: Graph) -> dict[str, Any]:
     key = (len(graph.nodes), len(graph.edges), len(graph.groups))
     with _CACHE_LOCK:
