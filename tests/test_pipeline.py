@@ -7,6 +7,7 @@ unless the test is about running.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from typing import Any
@@ -222,6 +223,23 @@ def test_report_records_function_args_static_and_device():
     )
     assert report.jax_version == jax.__version__
     assert report.source_file == __file__
+
+
+WEIGHTS = {"w": jnp.ones((4, 2))}
+
+
+@functools.partial(jax.jit, static_argnames="n")
+def jitted_dense(params, x, n):
+    return (x @ params["w"]) * n
+
+
+def test_a_decorated_function_reads_its_names_and_source_from_the_function_it_wraps():
+    """`@jax.jit` (an `eqx.filter_jit`, a `functools.partial`) hides the function's
+    module: the spec's names and the source file are the wrapped function's."""
+    report = run(jitted_dense, "WEIGHTS, f32[3,4], 2", ("n",))
+    assert report.ok, report.error
+    assert report.source_file == __file__
+    assert run(functools.partial(jitted_dense, n=2), "WEIGHTS, f32[3,4]").ok
 
 
 def test_graph_models_stay_out_of_the_default_dict():

@@ -21,6 +21,7 @@ x64: JAX truncates 64-bit dtypes to 32 bits unless x64 is on. `Target.x64` None
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -105,6 +106,20 @@ class Args:
         return input_bytes(self.items)
 
 
+def _defined(fn: Callable) -> Callable:
+    """The function `fn` wraps, where it is a wrapper (`jax.jit`, `eqx.filter_jit`, a
+    `functools.wraps` decorator, `functools.partial`): the one whose module and file
+    are the user's; `fn` itself otherwise."""
+    for _ in range(100):  # a chain of wrappers, never a cycle
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif callable(getattr(fn, "__wrapped__", None)):
+            fn = fn.__wrapped__
+        else:
+            break
+    return fn
+
+
 @dataclass
 class Target:
     """A loaded function and how to compile it: the `Settings` it was made from, kept
@@ -145,10 +160,11 @@ class Target:
                 settings.code, settings.function, settings.folder, settings.file
             )
             namespace, user_file = vars(module), module.__file__
+        defined = _defined(fn)
         if namespace is None:
-            namespace = getattr(fn, "__globals__", {})
+            namespace = getattr(defined, "__globals__", {})
         if user_file is None:
-            user_file = getattr(getattr(fn, "__code__", None), "co_filename", None)
+            user_file = getattr(getattr(defined, "__code__", None), "co_filename", None)
         return cls(
             fn, settings, namespace, user_file, expressions, memory_limit_bytes, memory_limit_of
         )
