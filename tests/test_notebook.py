@@ -176,3 +176,17 @@ def test_without_ipython_the_package_and_a_reports_html_still_work():
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_cost_line_says_xla_counts_a_loops_body_once():
+    """A 20-step lax.scan RNN: XLA's 12.4 kFLOP are one step's (a fori_loop of 1, 10
+    or 100 trips has the same count); the line said so nowhere."""
+    import jax
+
+    def rnn(w, xs):
+        return jax.lax.scan(lambda h, x: (jnp.tanh(x @ w + h), None), jnp.zeros(8), xs)[0]
+
+    looped = report_html(analyze(rnn, "f32[8,8], f32[20,8]", runs=0))
+    assert "XLA counts a loop's body once, whatever its trip count (1 while loop)" in looped
+    straight = report_html(analyze(lambda x: x * 2, "f32[8]", runs=0))
+    assert "loop's body once" not in straight

@@ -141,6 +141,8 @@ def _cost_line(report: Report) -> str:
         items.append(f"{si(report.cost.flops)}FLOP")
     if report.cost and report.cost.bytes_accessed is not None:
         items.append(f"{nbytes(report.cost.bytes_accessed)} accessed")
+    if report.cost and report.cost_note:
+        items.append(report.cost_note)
     if report.memory_total_bytes is not None:
         m = report.memory
         assert m is not None

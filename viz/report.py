@@ -25,6 +25,7 @@ from viz.settings import Settings
 from viz.sharding.model import ShardingSection
 from viz.specialization.model import ShapeOp, SpecializedArg
 from viz.timing import RunStats
+from viz.units import plural
 
 
 class Count(StrEnum):
@@ -327,6 +328,16 @@ class Report(Arriving, Plain):
         if m is None:
             return None
         return sum(v or 0 for v in (m.argument_bytes, m.output_bytes, m.temp_bytes))
+
+    @property
+    def cost_note(self) -> str:
+        """What XLA's cost analysis (`cost`) leaves out: a while loop's body (a scan, a
+        fori_loop) counts once, whatever its trip count; '' for a program without one."""
+        loops = (self.compiled.ops or {}).get("while", 0) if self.compiled else 0
+        if not loops:
+            return ""
+        loops_text = plural(loops, "while loop")
+        return f"XLA counts a loop's body once, whatever its trip count ({loops_text})"
 
     @property
     def mapped_kernels(self) -> int:
