@@ -590,10 +590,10 @@ def test_a_peak_over_the_workers_limit_is_refused_before_running_naming_its_buff
 def test_a_compile_only_analysis_says_whether_a_run_would_fit():
     report = analyze(sort_then_scan, "f32[2048,8192]", runs=0, memory_limit_bytes=128 * MiB)
     said = fit_text(report.memory)
-    assert report.ok and report.memory.limit_of == "the worker's limit"
+    assert report.ok and report.memory.limit_of == "analyze's memory_limit_bytes"
     sort = f"test_memory.py:{line_of('the large sorted')}"
     assert said.startswith(f"Running needs 260.3 MiB at its peak: the sort at {sort}")
-    assert said.endswith("the worker's limit is 128.0 MiB: it does not fit.")
+    assert said.endswith("analyze's memory_limit_bytes is 128.0 MiB: it does not fit.")
 
 
 # ------------------------------------------------------------- where a report goes
