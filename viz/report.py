@@ -27,6 +27,10 @@ from viz.specialization.model import ShapeOp, SpecializedArg
 from viz.timing import RunStats
 from viz.units import plural
 
+# what XLA's cost analysis does with a while loop (a scan, a fori_loop): its body's
+# FLOPs and bytes once, whatever its trip count
+LOOP_COST = "XLA counts a loop's body once, whatever its trip count"
+
 
 class Count(StrEnum):
     """A count the report defines (`count_definitions`), by its path in the JSON."""
@@ -336,8 +340,7 @@ class Report(Arriving, Plain):
         loops = (self.compiled.ops or {}).get("while", 0) if self.compiled else 0
         if not loops:
             return ""
-        loops_text = plural(loops, "while loop")
-        return f"XLA counts a loop's body once, whatever its trip count ({loops_text})"
+        return f"{LOOP_COST} ({plural(loops, 'while loop')})"
 
     @property
     def mapped_kernels(self) -> int:
