@@ -115,6 +115,14 @@ def scan_and_cond(ws, x, flag):
     return jax.lax.cond(flag, lambda o: o.T, lambda o: o * 2.0, out), sums
 
 
+def rnn(w, xs):
+    def cell(h, x):
+        h = jnp.tanh(x @ w + h)
+        return h, h
+
+    return jax.lax.scan(cell, jnp.zeros((4, 32)), xs)  # the stacked states
+
+
 @pytest.fixture(scope="module")
 def sorted_report() -> Report:
     return analyze(sort_then_scan, "f32[2048,8192]", runs=0)
@@ -390,6 +398,16 @@ def test_every_buffer_at_the_peak_has_a_file_and_line_or_a_reason():
     assert peak_line(report.memory).startswith(
         f"peak {nbytes(report.memory.peak_bytes)} at {report.memory.peak_at.instruction} ({summed})"
     )
+
+
+def test_a_loops_state_is_named_by_the_loops_output_and_its_line():
+    """A scan's stacked states live, at the peak, in its loop body's parameter: that
+    row read `arg_tuple.1`, no line, "XLA kept no line for this kernel" (no kernel)."""
+    report = analyze(rnn, "f32[32,32], f32[20,4,32]", runs=0)
+    largest = report.memory.at_peak[0]
+    assert (largest.shape, largest.op) == ([20, 4, 32], "get-tuple-element")
+    assert largest.instruction in {n.id for n in report.graph_models["compiled"].nodes}
+    assert where_text(largest.where) == f"test_memory.py:{line_of('the stacked states')}"
 
 
 def test_a_layout_copy_names_the_buffer_it_copies_and_its_line():
