@@ -120,6 +120,25 @@ def _defined(fn: Callable) -> Callable:
     return fn
 
 
+def _with_state(fn: Callable) -> Callable:
+    """`fn`, or for a function under flax's `nnx.jit`, one that also returns the Modules
+    it was given: nnx.jit hands their new state back (an optimizer's step, batch
+    statistics, an RNG's count) by updating them, which a jax.jit of it would drop, and
+    XLA the computations that make it (an nnx train step's whole update) with it.
+    Returned as nnx.jit returns them, this is the program nnx.jit compiles."""
+    kind = type(fn)
+    if kind.__name__ != "JitWrapped" or not kind.__module__.startswith("flax.nnx"):
+        return fn
+    from flax import nnx
+
+    @functools.wraps(fn)  # its signature: JAX names the arguments by it
+    def with_state(*args: Any) -> Any:
+        out = fn(*args)
+        return out, [a for a in args if nnx.graph.is_graph_node(a)]
+
+    return with_state
+
+
 @dataclass
 class Target:
     """A loaded function and how to compile it: the `Settings` it was made from, kept
@@ -250,7 +269,9 @@ class Target:
     def jitted(self) -> Any:
         """The one `jax.jit` of the function (the cache lab calls it again and again)."""
         return jax.jit(
-            self.fn, static_argnums=self.static_argnums, donate_argnums=self.donate_argnums
+            _with_state(self.fn),
+            static_argnums=self.static_argnums,
+            donate_argnums=self.donate_argnums,
         )
 
     @cached_property
