@@ -37,7 +37,7 @@ from viz.memory.profile import (
     with_origins,
     with_reasons,
 )
-from viz.target import Args, Target, resolve_device
+from viz.target import Args, Target, eager_copies, resolve_device, unjitted
 from viz.timing import MIN_EAGER_SAMPLES, RunStats, time_calls
 from viz.units import nbytes
 
@@ -366,9 +366,9 @@ class Compiled:
         its first call (which compiles each op) and a warm-up are not samples, and at
         least MIN_EAGER_SAMPLES are taken even past `budget_s`."""
         with self.target.scope(self.args):
-            values = self.args.concrete()
+            values, fn = eager_copies(self.args.concrete()), unjitted(self.target.fn)
             return time_calls(
-                lambda: self.target.fn(*values),
+                lambda: fn(*values),
                 block,
                 max_samples=max(runs, MIN_EAGER_SAMPLES),
                 budget_s=budget_s,

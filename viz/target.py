@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -126,8 +127,7 @@ def _with_state(fn: Callable) -> Callable:
     statistics, an RNG's count) by updating them, which a jax.jit of it would drop, and
     XLA the computations that make it (an nnx train step's whole update) with it.
     Returned as nnx.jit returns them, this is the program nnx.jit compiles."""
-    kind = type(fn)
-    if kind.__name__ != "JitWrapped" or not kind.__module__.startswith("flax.nnx"):
+    if not _nnx_jit(fn):
         return fn
     from flax import nnx
 
@@ -137,6 +137,39 @@ def _with_state(fn: Callable) -> Callable:
         return out, [a for a in args if nnx.graph.is_graph_node(a)]
 
     return with_state
+
+
+def _nnx_jit(fn: Any) -> bool:
+    kind = type(fn)
+    return kind.__name__ == "JitWrapped" and kind.__module__.startswith("flax.nnx")
+
+
+def _equinox_jit(fn: Any) -> bool:
+    kind = type(fn)
+    return kind.__name__ == "_JitWrapper" and kind.__module__.startswith("equinox")
+
+
+def unjitted(fn: Callable) -> Callable:
+    """`fn` without the jit decorators around it (`@jax.jit`, `eqx.filter_jit`,
+    `nnx.jit`): the Python an eager call runs op by op. Other wrappers stay (a
+    `functools.partial`'s arguments, a decorator's own work)."""
+    for _ in range(100):  # a chain of wrappers, never a cycle
+        jitted = isinstance(fn, jax.stages.Wrapped) or _equinox_jit(fn) or _nnx_jit(fn)
+        inner = getattr(fn, "__wrapped__", None) if jitted else None
+        if not callable(inner):
+            break
+        fn = inner
+    return fn
+
+
+def eager_copies(values: Sequence[Any]) -> list[Any]:
+    """`values` with each nnx Module (a graph node) cloned: an eager call updates the
+    Modules it is given (an optimizer's step), which must stay the caller's as they
+    were."""
+    nnx = sys.modules.get("flax.nnx")
+    if nnx is None:
+        return list(values)
+    return [nnx.clone(v) if nnx.graph.is_graph_node(v) else v for v in values]
 
 
 @dataclass
