@@ -86,6 +86,19 @@ def test_the_line_magic_names_a_missing_function():
         jitscope_line('f "f32[4]" --bogus', {"f": lambda x: x})
 
 
+def test_the_line_magic_reads_the_specs_names_in_the_notebook(monkeypatch):
+    """`w` defined in a cell, `dense` imported from a module: the spec's names are the
+    notebook's (the magic read them in dense's module: "name 'w' is not defined")."""
+    import viz.notebook
+
+    shown: list[str] = []
+    monkeypatch.setattr(viz.notebook, "_display_html", lambda markup, text: shown.append(text))
+    module = load_module("import jax.numpy as jnp\n\n\ndef dense(w, x):\n    return x @ w\n")
+    cells = {"dense": module.dense, "w": jnp.ones((16, 4))}
+    jitscope_line('dense "w, f32[8,16]" --runs 0 --no-history', cells)
+    assert shown and ": ok;" in shown[0], shown
+
+
 # --------------------------------------------------------------------- a real kernel
 
 

@@ -318,9 +318,12 @@ def jitscope_line(line: str, namespace: dict[str, Any]) -> None:
     fn = namespace.get(options.function)
     if not callable(fn):
         raise NameError(f"%jitscope: no function named {options.function!r} in this notebook")
+    from viz.target import names_of
+
     show(
         fn,
         options.args,
+        namespace={**names_of(fn), **namespace},  # the names the notebook's cells define
         static=options.static,
         donate=options.donate,
         device=options.device,

@@ -139,6 +139,11 @@ def _with_state(fn: Callable) -> Callable:
     return with_state
 
 
+def names_of(fn: Callable) -> dict[str, Any]:
+    """The names of the module `fn` (or the function it wraps) was defined in."""
+    return getattr(_defined(fn), "__globals__", {})
+
+
 def _nnx_jit(fn: Any) -> bool:
     kind = type(fn)
     return kind.__name__ == "JitWrapped" and kind.__module__.startswith("flax.nnx")
@@ -212,11 +217,10 @@ class Target:
                 settings.code, settings.function, settings.folder, settings.file
             )
             namespace, user_file = vars(module), module.__file__
-        defined = _defined(fn)
         if namespace is None:
-            namespace = getattr(defined, "__globals__", {})
+            namespace = names_of(fn)
         if user_file is None:
-            user_file = getattr(getattr(defined, "__code__", None), "co_filename", None)
+            user_file = getattr(getattr(_defined(fn), "__code__", None), "co_filename", None)
         return cls(
             fn, settings, namespace, user_file, expressions, memory_limit_bytes, memory_limit_of
         )
