@@ -109,7 +109,7 @@ def test_a_function_in_a_dynamic_argument_is_a_static_arg_error_naming_its_leaf(
     )
     error = fails(code, "params, f32[3]", "static_arg")
     assert "`params['act']` is a custom_jvp, not an array" in error["message"]
-    assert "static" in error["hint"] and "eqx.partition" in error["hint"]
+    assert "static" in error["hint"] and "eqx.filter_jit" in error["hint"]
 
 
 def test_a_non_array_leaf_is_named_whatever_the_wrapper_repr_spans():

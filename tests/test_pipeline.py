@@ -287,6 +287,26 @@ def test_an_nnx_jit_step_is_analysed_with_the_state_it_hands_back():
     assert any(row.arg.startswith("model.") for row in report.specialization)
 
 
+def test_an_equinox_filter_jit_function_keeps_its_non_array_leaves_static():
+    """eqx.filter_jit traces the arrays and keeps the rest static (an MLP's activation,
+    a Python float), outputs too: its functions were refused, 'model.activation is a
+    custom_jvp, not an array'."""
+    eqx = pytest.importorskip("equinox")
+    model = eqx.nn.MLP(4, 2, 8, 2, key=jax.random.PRNGKey(0))
+
+    @eqx.filter_jit
+    def step(model, x, scale):
+        return model, (jax.vmap(model)(x) * scale).sum()  # the model: its functions too
+
+    expected = step.lower(model, jnp.ones((8, 4)), 2.0).lowered.compile().cost_analysis()
+    report = run(step, "model, f32[8,4], 2.0", runs=2, namespace={"model": model})
+    assert report.ok, report.error
+    assert report.cost.flops == expected["flops"]
+    assert report.timings.run_median_s is not None
+    static = {row.arg: row.value for row in report.specialization if row.state == "static"}
+    assert static["scale"] == "2.0" and "model.activation" in static
+
+
 def test_graph_models_stay_out_of_the_default_dict():
     report = run(elementwise, "f32[4]")
     assert "graph_models" not in report.to_dict()

@@ -206,10 +206,10 @@ def _not_an_array(message: str) -> tuple[str, str] | None:
     return (
         f"{'`' + leaf + '`' if path else 'An argument leaf'} is a {kind}, not an array: "
         "jit traces every leaf of a dynamic argument as an array",
-        f"jitscope jits with jax.jit, which takes arrays only: mark {what} static if it "
-        "holds no arrays, else analyze a function of its arrays (eqx.partition(model, "
-        "eqx.is_array) splits them off, eqx.combine joins them inside); `jitscope record` "
-        "follows eqx.filter_jit as your program runs it",
+        f"jax.jit takes arrays only: mark {what} static if it holds no arrays, else jit "
+        "the function as equinox does, with @eqx.filter_jit (jitscope then keeps what is "
+        "not an array static, as filter_jit does), or analyze a function of its arrays "
+        "(eqx.partition splits them off, eqx.combine joins them inside)",
     )
 
 

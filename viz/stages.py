@@ -100,7 +100,7 @@ def trace(target: Target, args: Args) -> Traced:
     with target.scope(args):
         abstract = args.abstract()
         with timed("trace", target.user_file) as seconds:
-            traced = target.jitted.trace(*abstract)
+            traced = target.jitted.trace(*target.traceable(abstract))
     return Traced(target, args, traced, seconds[0], abstract)
 
 

@@ -30,6 +30,7 @@ from functools import cached_property
 from typing import Any
 
 import jax
+import numpy as np
 
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError
 from viz.platforms import DeviceConfig, DeviceError
@@ -165,6 +166,59 @@ def unjitted(fn: Callable) -> Callable:
             break
         fn = inner
     return fn
+
+
+@jax.tree_util.register_static
+class _Kept:
+    """A leaf `eqx.filter_jit` keeps static (anything but an array: an MLP's
+    activation, a Python float), as a pytree node without leaves, equal to another of
+    the same value (the executable's call compares them with the traced ones)."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Kept):
+            return NotImplemented
+        if self.value is other.value:
+            return True
+        try:
+            return type(self.value) is type(other.value) and bool(self.value == other.value)
+        except Exception:  # a value that cannot say: by identity
+            return False
+
+    def __hash__(self) -> int:
+        try:
+            return hash((type(self.value), self.value))
+        except TypeError:  # unhashable: by identity, as jit hashes a function
+            return id(self.value)
+
+
+def _traced_by_jit(leaf: Any) -> bool:
+    return isinstance(leaf, jax.Array | np.ndarray | np.generic | jax.ShapeDtypeStruct)
+
+
+def _keep(values: Sequence[Any]) -> list[Any]:
+    """Each argument with its leaves that are not arrays kept static (`_Kept`)."""
+    return [jax.tree.map(lambda x: x if _traced_by_jit(x) else _Kept(x), v) for v in values]
+
+
+def _filtered(fn: Callable) -> Callable:
+    """The function `eqx.filter_jit` compiles: `fn`'s own Python on its arguments with
+    the kept leaves given back, its outputs the arrays alone (filter_jit hands the rest
+    back beside the program)."""
+    inner = unjitted(fn)
+
+    @functools.wraps(inner)  # its signature: JAX names the arguments by it
+    def filtered(*args: Any) -> Any:
+        given = jax.tree.map(
+            lambda x: x.value if isinstance(x, _Kept) else x,
+            args,
+            is_leaf=lambda x: isinstance(x, _Kept),
+        )
+        return jax.tree.map(lambda x: x if _traced_by_jit(x) else None, inner(*given))
+
+    return filtered
 
 
 def eager_copies(values: Sequence[Any]) -> list[Any]:
@@ -305,8 +359,9 @@ class Target:
     @cached_property
     def jitted(self) -> Any:
         """The one `jax.jit` of the function (the cache lab calls it again and again)."""
+        fn = _filtered(self.fn) if _equinox_jit(self.fn) else _with_state(self.fn)
         return jax.jit(
-            _with_state(self.fn),
+            fn,
             static_argnums=self.static_argnums,
             donate_argnums=self.donate_argnums,
         )
@@ -352,9 +407,20 @@ class Target:
         except SpecError as exc:
             raise spec_error(str(exc)) from None
 
+    def kept_static(self, leaf: Any) -> bool:
+        """Whether the function's jit keeps this argument leaf static: `eqx.filter_jit`
+        keeps every leaf that is not an array."""
+        return _equinox_jit(self.fn) and not _traced_by_jit(leaf)
+
+    def traceable(self, values: Sequence[Any]) -> list[Any]:
+        """The arguments as `jitted` takes them: for an `eqx.filter_jit` function, with
+        the leaves that are not arrays kept static, as filter_jit keeps them."""
+        return _keep(values) if _equinox_jit(self.fn) else list(values)
+
     def dynamic(self, values: Sequence[Any]) -> list[Any]:
         """The arguments a compiled executable takes: the static ones are baked in."""
-        return [v for i, v in enumerate(values) if i not in self.static_argnums]
+        traceable = self.traceable(values)
+        return [v for i, v in enumerate(traceable) if i not in self.static_argnums]
 
     @contextlib.contextmanager
     def scope(self, args: Args) -> Iterator[None]:
