@@ -187,6 +187,9 @@ class _Kept:
         except Exception:  # a value that cannot say: by identity
             return False
 
+    def __repr__(self) -> str:  # as a pytree's text shows it (the cache lab's reasons)
+        return f"static {self.value!r}"
+
     def __hash__(self) -> int:
         try:
             return hash((type(self.value), self.value))
