@@ -305,6 +305,10 @@ def test_an_equinox_filter_jit_function_keeps_its_non_array_leaves_static():
     assert report.timings.run_median_s is not None
     static = {row.arg: row.value for row in report.specialization if row.state == "static"}
     assert static["scale"] == "2.0" and "model.activation" in static
+    donated = run(
+        step, "model, f32[8,4], 2.0", runs=2, donate=["model"], namespace={"model": model}
+    )
+    assert donated.ok, donated.error  # fresh copies of its arrays for each timed call
 
 
 def test_graph_models_stay_out_of_the_default_dict():

@@ -81,7 +81,13 @@ def jax_warnings() -> Iterator[list[str]]:
 
 
 def _copy_donated(values: list[Any], donated: tuple[int, ...]) -> list[Any]:
-    return [jax.tree.map(jax.numpy.copy, v) if i in donated else v for i, v in enumerate(values)]
+    """Fresh copies of the donated arguments' arrays (an equinox model's functions are
+    no arrays: kept as they are)."""
+    return [jax.tree.map(_copy_array, v) if i in donated else v for i, v in enumerate(values)]
+
+
+def _copy_array(leaf: Any) -> Any:
+    return jax.numpy.copy(leaf) if isinstance(leaf, jax.Array) else leaf
 
 
 @dataclass(frozen=True)
