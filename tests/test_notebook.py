@@ -99,6 +99,20 @@ def test_the_line_magic_reads_the_specs_names_in_the_notebook(monkeypatch):
     assert shown and ": ok;" in shown[0], shown
 
 
+W_CELL = jnp.ones((16, 4))  # a name a notebook's cell defines
+
+
+def test_show_reads_the_specs_names_where_it_is_called(monkeypatch):
+    """viz.show(dense, "W_CELL, …") in a notebook, dense imported: W_CELL is the
+    notebook's (it was looked up in dense's module alone)."""
+    import viz.notebook
+
+    monkeypatch.setattr(viz.notebook, "_display_html", lambda markup, text: None)
+    module = load_module("import jax.numpy as jnp\n\n\ndef dense(w, x):\n    return x @ w\n")
+    report = viz.notebook.show(module.dense, "W_CELL, f32[8,16]", runs=0, history=False)
+    assert report.ok, report.error
+
+
 # --------------------------------------------------------------------- a real kernel
 
 

@@ -236,10 +236,14 @@ def recording_cell_html(recording: Any) -> str:
 def show(fn: Callable, args: str = "", *positional: Any, history: bool = True, **kwargs: Any):
     """Analyze `fn` on the args spec and display its Overview in the notebook now;
     returns the Report. Takes `viz.analyze`'s arguments; `history` defaults to True
-    here, so the run waits in the app's History."""
+    here, so the run waits in the app's History. The spec's names are the calling
+    cell's, then those of `fn`'s module."""
     from viz.history import record_api_run
     from viz.pipeline import analyze
+    from viz.target import names_of
 
+    if kwargs.get("namespace") is None:  # the spec's names: the calling cell's, then fn's module's
+        kwargs["namespace"] = {**names_of(fn), **sys._getframe(1).f_globals}
     report = analyze(fn, args, *positional, **kwargs)
     history_id, report = record_api_run(report) if history else (None, report)
     _SHOWN[id(report)] = (_execution_count(), history_id)
