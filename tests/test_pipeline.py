@@ -239,7 +239,8 @@ def test_a_decorated_function_reads_its_names_and_source_from_the_function_it_wr
     report = run(jitted_dense, "WEIGHTS, f32[3,4], 2", ("n",))
     assert report.ok, report.error
     assert report.source_file == __file__
-    assert run(functools.partial(jitted_dense, n=2), "WEIGHTS, f32[3,4]").ok
+    partial = run(functools.partial(jitted_dense, n=2), "WEIGHTS, f32[3,4]")
+    assert partial.ok and partial.function == "jitted_dense"  # not "fn"
 
 
 TRACED: list[bool] = []  # whether each run of `noted`'s Python saw tracers

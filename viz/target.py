@@ -320,7 +320,9 @@ class Target:
 
     @property
     def name(self) -> str:
-        return getattr(self.fn, "__name__", "fn")
+        """As the settings name it (the CLI's `file.py::triple`), else as the function
+        (or the one a `functools.partial` wraps) names itself."""
+        return self.settings.function or getattr(_defined(self.fn), "__name__", "fn")
 
     @cached_property
     def params(self) -> list[str]:
