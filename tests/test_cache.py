@@ -608,3 +608,19 @@ def test_a_long_pytree_change_is_shown_where_the_trees_differ() -> None:
     assert reason.kind == "pytree" and reason.arg == "params"
     assert "layer19" in reason.before and "'scale'" in reason.after
     assert len(reason.before) <= 80 and reason.before.startswith("…")
+
+
+def test_an_equinox_filter_jit_function_is_called_as_filter_jit_calls_it():
+    """Its model's activation is kept static: the calls failed, 'custom_jvp is not a
+    valid JAX type'."""
+    eqx = pytest.importorskip("equinox")
+    import jax
+
+    from viz.cache.session import CacheSession
+
+    model = eqx.nn.MLP(4, 2, 8, 2, key=jax.random.PRNGKey(0))
+    session = CacheSession(
+        eqx.filter_jit(lambda model, x: jax.vmap(model)(x)), namespace={"model": model}
+    )
+    first, again = (session.call("model, f32[8,4]") for _ in range(2))
+    assert (first.hit, again.hit) == (False, True)

@@ -332,3 +332,20 @@ def test_a_failed_side_says_it_failed_instead_of_zeros_or_a_report_not_kept(shap
 def test_differences_are_written_with_one_minus_sign(chains):
     d = diff_reports(*chains)
     assert {r["op"]: r["Δ"] for r in op_rows(d.stablehlo_ops)} == {"stablehlo.negate": "−1"}
+
+
+def scan_rnn(w, xs):
+    import jax
+
+    return jax.lax.scan(lambda h, x: (jnp.tanh(x @ w + h), None), jnp.zeros(8), xs)[0]
+
+
+def test_a_loops_cost_is_said_to_count_its_body_once():
+    """A scan of 20 steps, then 40: XLA's FLOPs stay 'Δ 0' (one step's), which the
+    summary must not leave unsaid."""
+    a, b = (analyze(scan_rnn, f"f32[8,8], f32[{n},8]", runs=0) for n in (20, 40))
+    diff = diff_reports(a, b)
+    assert diff.cost["flops"].delta == 0
+    assert "cost: XLA counts a loop's body once, whatever its trip count" in summarize(diff)
+    straight = diff_reports(*(analyze(jnp.tanh, f"f32[{n}]", runs=0) for n in (8, 16)))
+    assert "loop's body once" not in summarize(straight)

@@ -101,6 +101,31 @@ def test_unhashable_static_value_is_a_static_arg_error(fails):
     assert "tuple" in error["hint"]
 
 
+def test_a_function_in_a_dynamic_argument_is_a_static_arg_error_naming_its_leaf(fails):
+    code = (
+        "import jax\nimport jax.numpy as jnp\n\n"
+        "params = {'w': jnp.ones(3), 'act': jax.nn.relu}\n\n\n"
+        "def f(params, x):\n    return params['act'](x * params['w'])\n"
+    )
+    error = fails(code, "params, f32[3]", "static_arg")
+    assert "`params['act']` is a custom_jvp, not an array" in error["message"]
+    assert "static" in error["hint"] and "eqx.filter_jit" in error["hint"]
+
+
+def test_a_non_array_leaf_is_named_whatever_the_wrapper_repr_spans():
+    """eqx.filter_jit's repr spans lines: the headline is not cut after its first."""
+    message = (
+        "Error interpreting argument to _JitWrapper(\n  fn='loss', donate_first=False\n) as "
+        "an abstract array. The problematic value is of type <class 'jax._src.custom_"
+        "derivatives.custom_jvp'> and was passed to the function at path model.activation.\n"
+        "This typically means that a jit-wrapped function was called with a non-array argument"
+    )
+    info = classify(TypeError(message), "trace")
+    assert info.kind == ErrorKind.STATIC_ARG
+    assert info.message.startswith("`model.activation` is a custom_jvp, not an array")
+    assert "`model`" in info.hint
+
+
 # --------------------------------------------------------------------------- tracing
 
 

@@ -115,6 +115,14 @@ def scan_and_cond(ws, x, flag):
     return jax.lax.cond(flag, lambda o: o.T, lambda o: o * 2.0, out), sums
 
 
+def rnn(w, xs):
+    def cell(h, x):
+        h = jnp.tanh(x @ w + h)
+        return h, h
+
+    return jax.lax.scan(cell, jnp.zeros((4, 32)), xs)  # the stacked states
+
+
 @pytest.fixture(scope="module")
 def sorted_report() -> Report:
     return analyze(sort_then_scan, "f32[2048,8192]", runs=0)
@@ -392,6 +400,16 @@ def test_every_buffer_at_the_peak_has_a_file_and_line_or_a_reason():
     )
 
 
+def test_a_loops_state_is_named_by_the_loops_output_and_its_line():
+    """A scan's stacked states live, at the peak, in its loop body's parameter: that
+    row read `arg_tuple.1`, no line, "XLA kept no line for this kernel" (no kernel)."""
+    report = analyze(rnn, "f32[32,32], f32[20,4,32]", runs=0)
+    largest = report.memory.at_peak[0]
+    assert (largest.shape, largest.op) == ([20, 4, 32], "get-tuple-element")
+    assert largest.instruction in {n.id for n in report.graph_models["compiled"].nodes}
+    assert where_text(largest.where) == f"test_memory.py:{line_of('the stacked states')}"
+
+
 def test_a_layout_copy_names_the_buffer_it_copies_and_its_line():
     from viz.ir.hlo import read_hlo_text
     from viz.memory.lines import Kernels, line_or_reason
@@ -590,10 +608,10 @@ def test_a_peak_over_the_workers_limit_is_refused_before_running_naming_its_buff
 def test_a_compile_only_analysis_says_whether_a_run_would_fit():
     report = analyze(sort_then_scan, "f32[2048,8192]", runs=0, memory_limit_bytes=128 * MiB)
     said = fit_text(report.memory)
-    assert report.ok and report.memory.limit_of == "the worker's limit"
+    assert report.ok and report.memory.limit_of == "analyze's memory_limit_bytes"
     sort = f"test_memory.py:{line_of('the large sorted')}"
     assert said.startswith(f"Running needs 260.3 MiB at its peak: the sort at {sort}")
-    assert said.endswith("the worker's limit is 128.0 MiB: it does not fit.")
+    assert said.endswith("analyze's memory_limit_bytes is 128.0 MiB: it does not fit.")
 
 
 # ------------------------------------------------------------- where a report goes

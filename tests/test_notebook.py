@@ -86,6 +86,33 @@ def test_the_line_magic_names_a_missing_function():
         jitscope_line('f "f32[4]" --bogus', {"f": lambda x: x})
 
 
+def test_the_line_magic_reads_the_specs_names_in_the_notebook(monkeypatch):
+    """`w` defined in a cell, `dense` imported from a module: the spec's names are the
+    notebook's (the magic read them in dense's module: "name 'w' is not defined")."""
+    import viz.notebook
+
+    shown: list[str] = []
+    monkeypatch.setattr(viz.notebook, "_display_html", lambda markup, text: shown.append(text))
+    module = load_module("import jax.numpy as jnp\n\n\ndef dense(w, x):\n    return x @ w\n")
+    cells = {"dense": module.dense, "w": jnp.ones((16, 4))}
+    jitscope_line('dense "w, f32[8,16]" --runs 0 --no-history', cells)
+    assert shown and ": ok;" in shown[0], shown
+
+
+W_CELL = jnp.ones((16, 4))  # a name a notebook's cell defines
+
+
+def test_show_reads_the_specs_names_where_it_is_called(monkeypatch):
+    """viz.show(dense, "W_CELL, …") in a notebook, dense imported: W_CELL is the
+    notebook's (it was looked up in dense's module alone)."""
+    import viz.notebook
+
+    monkeypatch.setattr(viz.notebook, "_display_html", lambda markup, text: None)
+    module = load_module("import jax.numpy as jnp\n\n\ndef dense(w, x):\n    return x @ w\n")
+    report = viz.notebook.show(module.dense, "W_CELL, f32[8,16]", runs=0, history=False)
+    assert report.ok, report.error
+
+
 # --------------------------------------------------------------------- a real kernel
 
 
@@ -176,3 +203,17 @@ def test_without_ipython_the_package_and_a_reports_html_still_work():
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_cost_line_says_xla_counts_a_loops_body_once():
+    """A 20-step lax.scan RNN: XLA's 12.4 kFLOP are one step's (a fori_loop of 1, 10
+    or 100 trips has the same count); the line said so nowhere."""
+    import jax
+
+    def rnn(w, xs):
+        return jax.lax.scan(lambda h, x: (jnp.tanh(x @ w + h), None), jnp.zeros(8), xs)[0]
+
+    looped = report_html(analyze(rnn, "f32[8,8], f32[20,8]", runs=0))
+    assert "XLA counts a loop's body once, whatever its trip count (1 while loop)" in looped
+    straight = report_html(analyze(lambda x: x * 2, "f32[8]", runs=0))
+    assert "loop's body once" not in straight

@@ -131,6 +131,29 @@ def test_a_jit_made_in_a_loop_is_a_new_function_object_at_its_line():
     assert stats.advice.endswith("make it once, outside the test or loop")
 
 
+def loss(w, x):
+    return jnp.tanh(x @ w).sum()
+
+
+def test_a_jit_of_a_transformed_function_beside_its_own_jit_is_a_first_compile_of_its_own():
+    """jax.jit(loss) and jax.jit(jax.grad(loss)), each made once, are two computations:
+    neither is a function made anew on each call, nor avoidable."""
+    loss_jit, grad_jit = jax.jit(loss), jax.jit(jax.grad(loss))
+    w = jnp.ones((4, 3))
+    with viz.recording() as rec:
+        for batch in (2, 3):
+            loss_jit(w, jnp.ones((batch, 4)))
+            grad_jit(w, jnp.ones((batch, 4)))
+    compiles = [c for c in rec.compiles if c.function == "loss"]
+    assert [c.wraps for c in compiles] == [[], ["grad"], [], ["grad"]]
+    assert [c.need for c in compiles] == ["first", "first", "needed", "needed"]
+    assert [[r.kind for r in c.reasons] for c in compiles[2:]] == [["shape"], ["shape"]]
+    stats = rec.recording().function(compiles[0].key)
+    assert stats is not None and stats.avoidable == 0
+    assert stats.advice.startswith("x dim 0 took 2 values (2, 3) → pad")
+    assert "made on each call" not in stats.advice
+
+
 def test_the_x64_setting_is_a_config_reason():
     try:
         with viz.recording() as rec:

@@ -426,13 +426,25 @@ def _fusion_lines(report: Report) -> list[str]:
     prof = report.profile
     if prof and prof.kernels:
         titles = {e.kernel: e.title for e in report.fusion_map if e.title}
-        top = ", ".join(
-            f"{_kernel_title(k.name, titles)} {seconds(k.mean_s)} ({k.share:.0%})"
-            for k in prof.kernels[:3]
-        )
-        lines.append(f"kernel time per step {seconds(prof.busy_step_s)}: {top}")
+        lines.append(kernel_time_line(prof, titles))
         lines.extend(_roofline_lines(prof, titles))
     return lines
+
+
+def kernel_time_line(prof: Profile, titles: dict[str, str]) -> str:
+    """`kernel time per step 64 µs of a 233 µs profiled step (169 µs outside kernels):
+    dot 26 µs (11%), …`: the kernels' own time, beside the step their shares are of
+    (on CPU, with small kernels, most of a step can be the executor's and the
+    profiler's, between kernels)."""
+    top = ", ".join(
+        f"{_kernel_title(k.name, titles)} {seconds(k.mean_s)} ({k.share:.0%})"
+        for k in prof.kernels[:3]
+    )
+    busy = sum(k.mean_s for k in prof.kernels)
+    outside = f" ({seconds(prof.unattributed_s)} outside kernels)" if prof.unattributed_s else ""
+    overlap = " (kernels overlap)" if prof.concurrent else ""
+    step = f"of a {seconds(prof.busy_step_s)} profiled step{outside}{overlap}"
+    return f"kernel time per step {seconds(busy)} {step}: {top}"
 
 
 def _donation_lines(report: Report) -> list[str]:

@@ -183,6 +183,36 @@ def _tracer_error(exc: BaseException, message: str) -> tuple[str, str, str]:
     )
 
 
+# jit's refusal of an argument leaf that is no array (a function, a custom_jvp, a string
+# in a model's pytree): "Error interpreting argument to <fn> as an abstract array. The
+# problematic value is of type <class '...'> and was passed to the function at path p."
+_NOT_AN_ARRAY_TYPE = re.compile(
+    r"as an abstract array\. The problematic value is of type <class '([\w.]+)'>"
+)
+_NOT_AN_ARRAY_PATH = re.compile(r"passed to the function at path (\S+?)\.?$", re.M)
+
+
+def _not_an_array(message: str) -> tuple[str, str] | None:
+    """What jit says is not an array in a dynamic argument, and the headline and fix
+    that name it; None when the message is not that refusal."""
+    found = _NOT_AN_ARRAY_TYPE.search(message)
+    if not found:
+        return None
+    kind = found.group(1).rsplit(".", 1)[-1]
+    path = _NOT_AN_ARRAY_PATH.search(message)
+    leaf = path.group(1) if path else "an argument leaf"
+    param = re.match(r"[A-Za-z_]\w*", leaf) if path else None
+    what = f"`{param.group(0)}`" if param else "the argument"
+    return (
+        f"{'`' + leaf + '`' if path else 'An argument leaf'} is a {kind}, not an array: "
+        "jit traces every leaf of a dynamic argument as an array",
+        f"jax.jit takes arrays only: mark {what} static if it holds no arrays, else jit "
+        "the function as equinox does, with @eqx.filter_jit (jitscope then keeps what is "
+        "not an array static, as filter_jit does), or analyze a function of its arrays "
+        "(eqx.partition splits them off, eqx.combine joins them inside)",
+    )
+
+
 # XLA's refusal to compile a program that does not fit (the TPU runtime: "RESOURCE_EXHAUSTED:
 # Ran out of memory in memory space hbm …", "… exceeds available HBM (15.75G)")
 _OUT_OF_MEMORY = re.compile(r"RESOURCE_EXHAUSTED.*(out of memory|exceeds available)", re.I | re.S)
@@ -257,6 +287,9 @@ def classify(exc: BaseException, stage: str, user_file: str | None = None) -> Er
             stage,
             detail,
         )
+    not_an_array = _not_an_array(message) if stage == "trace" else None
+    if not_an_array:
+        return ErrorInfo("static_arg", *not_an_array, line, None, stage, detail)
     if (
         stage in ("trace", "lower")
         and isinstance(exc, TypeError | ValueError)

@@ -141,6 +141,8 @@ def _cost_line(report: Report) -> str:
         items.append(f"{si(report.cost.flops)}FLOP")
     if report.cost and report.cost.bytes_accessed is not None:
         items.append(f"{nbytes(report.cost.bytes_accessed)} accessed")
+    if report.cost and report.cost_note:
+        items.append(report.cost_note)
     if report.memory_total_bytes is not None:
         m = report.memory
         assert m is not None
@@ -234,10 +236,14 @@ def recording_cell_html(recording: Any) -> str:
 def show(fn: Callable, args: str = "", *positional: Any, history: bool = True, **kwargs: Any):
     """Analyze `fn` on the args spec and display its Overview in the notebook now;
     returns the Report. Takes `viz.analyze`'s arguments; `history` defaults to True
-    here, so the run waits in the app's History."""
+    here, so the run waits in the app's History. The spec's names are the calling
+    cell's, then those of `fn`'s module."""
     from viz.history import record_api_run
     from viz.pipeline import analyze
+    from viz.target import names_of
 
+    if kwargs.get("namespace") is None:  # the spec's names: the calling cell's, then fn's module's
+        kwargs["namespace"] = {**names_of(fn), **sys._getframe(1).f_globals}
     report = analyze(fn, args, *positional, **kwargs)
     history_id, report = record_api_run(report) if history else (None, report)
     _SHOWN[id(report)] = (_execution_count(), history_id)
@@ -316,9 +322,12 @@ def jitscope_line(line: str, namespace: dict[str, Any]) -> None:
     fn = namespace.get(options.function)
     if not callable(fn):
         raise NameError(f"%jitscope: no function named {options.function!r} in this notebook")
+    from viz.target import names_of
+
     show(
         fn,
         options.args,
+        namespace={**names_of(fn), **namespace},  # the names the notebook's cells define
         static=options.static,
         donate=options.donate,
         device=options.device,

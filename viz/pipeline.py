@@ -73,6 +73,10 @@ DUMP_FROM_BYTES = 16 << 10
 CALLERS_DUMP_FROM_BYTES = 160 << 10
 
 
+# what a run must fit in `viz.analyze` (the caller's process, no worker), in words
+API_LIMIT = "analyze's memory_limit_bytes"
+
+
 def analyze(
     fn: Callable,
     args: str = "",
@@ -114,9 +118,15 @@ def analyze(
         x64=x64,
         compiler_options=dict(compiler_options or {}),
         mesh=mesh,
-        memory_limit_bytes=memory_limit_bytes,
     )
-    target = Target.from_settings(settings, fn, namespace=namespace, user_file=user_file)
+    target = Target.from_settings(
+        settings,
+        fn,
+        namespace=namespace,
+        user_file=user_file,
+        memory_limit_bytes=memory_limit_bytes,
+        memory_limit_of=API_LIMIT,  # no worker here: the caller's own process
+    )
     report = analyze_target(
         target,
         args,

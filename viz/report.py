@@ -25,6 +25,11 @@ from viz.settings import Settings
 from viz.sharding.model import ShardingSection
 from viz.specialization.model import ShapeOp, SpecializedArg
 from viz.timing import RunStats
+from viz.units import plural
+
+# what XLA's cost analysis does with a while loop (a scan, a fori_loop): its body's
+# FLOPs and bytes once, whatever its trip count
+LOOP_COST = "XLA counts a loop's body once, whatever its trip count"
 
 
 class Count(StrEnum):
@@ -327,6 +332,15 @@ class Report(Arriving, Plain):
         if m is None:
             return None
         return sum(v or 0 for v in (m.argument_bytes, m.output_bytes, m.temp_bytes))
+
+    @property
+    def cost_note(self) -> str:
+        """What XLA's cost analysis (`cost`) leaves out: a while loop's body (a scan, a
+        fori_loop) counts once, whatever its trip count; '' for a program without one."""
+        loops = (self.compiled.ops or {}).get("while", 0) if self.compiled else 0
+        if not loops:
+            return ""
+        return f"{LOOP_COST} ({plural(loops, 'while loop')})"
 
     @property
     def mapped_kernels(self) -> int:

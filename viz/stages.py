@@ -37,7 +37,7 @@ from viz.memory.profile import (
     with_origins,
     with_reasons,
 )
-from viz.target import Args, Target, resolve_device
+from viz.target import Args, Target, eager_copies, resolve_device, unjitted
 from viz.timing import MIN_EAGER_SAMPLES, RunStats, time_calls
 from viz.units import nbytes
 
@@ -81,7 +81,13 @@ def jax_warnings() -> Iterator[list[str]]:
 
 
 def _copy_donated(values: list[Any], donated: tuple[int, ...]) -> list[Any]:
-    return [jax.tree.map(jax.numpy.copy, v) if i in donated else v for i, v in enumerate(values)]
+    """Fresh copies of the donated arguments' arrays (an equinox model's functions are
+    no arrays: kept as they are)."""
+    return [jax.tree.map(_copy_array, v) if i in donated else v for i, v in enumerate(values)]
+
+
+def _copy_array(leaf: Any) -> Any:
+    return jax.numpy.copy(leaf) if isinstance(leaf, jax.Array) else leaf
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,7 @@ def trace(target: Target, args: Args) -> Traced:
     with target.scope(args):
         abstract = args.abstract()
         with timed("trace", target.user_file) as seconds:
-            traced = target.jitted.trace(*abstract)
+            traced = target.jitted.trace(*target.traceable(abstract))
     return Traced(target, args, traced, seconds[0], abstract)
 
 
@@ -366,9 +372,9 @@ class Compiled:
         its first call (which compiles each op) and a warm-up are not samples, and at
         least MIN_EAGER_SAMPLES are taken even past `budget_s`."""
         with self.target.scope(self.args):
-            values = self.args.concrete()
+            values, fn = eager_copies(self.args.concrete()), unjitted(self.target.fn)
             return time_calls(
-                lambda: self.target.fn(*values),
+                lambda: fn(*values),
                 block,
                 max_samples=max(runs, MIN_EAGER_SAMPLES),
                 budget_s=budget_s,

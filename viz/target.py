@@ -21,13 +21,16 @@ x64: JAX truncates 64-bit dtypes to 32 bits unless x64 is on. `Target.x64` None
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import jax
+import numpy as np
 
 from viz.errors import ErrorInfo, ErrorKind, UserCodeError
 from viz.platforms import DeviceConfig, DeviceError
@@ -105,6 +108,132 @@ class Args:
         return input_bytes(self.items)
 
 
+def _defined(fn: Callable) -> Callable:
+    """The function `fn` wraps, where it is a wrapper (`jax.jit`, `eqx.filter_jit`, a
+    `functools.wraps` decorator, `functools.partial`): the one whose module and file
+    are the user's; `fn` itself otherwise."""
+    for _ in range(100):  # a chain of wrappers, never a cycle
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif callable(getattr(fn, "__wrapped__", None)):
+            fn = fn.__wrapped__
+        else:
+            break
+    return fn
+
+
+def _with_state(fn: Callable) -> Callable:
+    """`fn`, or for a function under flax's `nnx.jit`, one that also returns the Modules
+    it was given: nnx.jit hands their new state back (an optimizer's step, batch
+    statistics, an RNG's count) by updating them, which a jax.jit of it would drop, and
+    XLA the computations that make it (an nnx train step's whole update) with it.
+    Returned as nnx.jit returns them, this is the program nnx.jit compiles."""
+    if not _nnx_jit(fn):
+        return fn
+    from flax import nnx
+
+    @functools.wraps(fn)  # its signature: JAX names the arguments by it
+    def with_state(*args: Any) -> Any:
+        out = fn(*args)
+        return out, [a for a in args if nnx.graph.is_graph_node(a)]
+
+    return with_state
+
+
+def names_of(fn: Callable) -> dict[str, Any]:
+    """The names of the module `fn` (or the function it wraps) was defined in."""
+    return getattr(_defined(fn), "__globals__", {})
+
+
+def _nnx_jit(fn: Any) -> bool:
+    kind = type(fn)
+    return kind.__name__ == "JitWrapped" and kind.__module__.startswith("flax.nnx")
+
+
+def _equinox_jit(fn: Any) -> bool:
+    kind = type(fn)
+    return kind.__name__ == "_JitWrapper" and kind.__module__.startswith("equinox")
+
+
+def unjitted(fn: Callable) -> Callable:
+    """`fn` without the jit decorators around it (`@jax.jit`, `eqx.filter_jit`,
+    `nnx.jit`): the Python an eager call runs op by op. Other wrappers stay (a
+    `functools.partial`'s arguments, a decorator's own work)."""
+    for _ in range(100):  # a chain of wrappers, never a cycle
+        jitted = isinstance(fn, jax.stages.Wrapped) or _equinox_jit(fn) or _nnx_jit(fn)
+        inner = getattr(fn, "__wrapped__", None) if jitted else None
+        if not callable(inner):
+            break
+        fn = inner
+    return fn
+
+
+@jax.tree_util.register_static
+class _Kept:
+    """A leaf `eqx.filter_jit` keeps static (anything but an array: an MLP's
+    activation, a Python float), as a pytree node without leaves, equal to another of
+    the same value (the executable's call compares them with the traced ones)."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Kept):
+            return NotImplemented
+        if self.value is other.value:
+            return True
+        try:
+            return type(self.value) is type(other.value) and bool(self.value == other.value)
+        except Exception:  # a value that cannot say: by identity
+            return False
+
+    def __repr__(self) -> str:  # as a pytree's text shows it (the cache lab's reasons)
+        return f"static {self.value!r}"
+
+    def __hash__(self) -> int:
+        try:
+            return hash((type(self.value), self.value))
+        except TypeError:  # unhashable: by identity, as jit hashes a function
+            return id(self.value)
+
+
+def _traced_by_jit(leaf: Any) -> bool:
+    return isinstance(leaf, jax.Array | np.ndarray | np.generic | jax.ShapeDtypeStruct)
+
+
+def _keep(values: Sequence[Any]) -> list[Any]:
+    """Each argument with its leaves that are not arrays kept static (`_Kept`)."""
+    return [jax.tree.map(lambda x: x if _traced_by_jit(x) else _Kept(x), v) for v in values]
+
+
+def _filtered(fn: Callable) -> Callable:
+    """The function `eqx.filter_jit` compiles: `fn`'s own Python on its arguments with
+    the kept leaves given back, its outputs the arrays alone (filter_jit hands the rest
+    back beside the program)."""
+    inner = unjitted(fn)
+
+    @functools.wraps(inner)  # its signature: JAX names the arguments by it
+    def filtered(*args: Any) -> Any:
+        given = jax.tree.map(
+            lambda x: x.value if isinstance(x, _Kept) else x,
+            args,
+            is_leaf=lambda x: isinstance(x, _Kept),
+        )
+        return jax.tree.map(lambda x: x if _traced_by_jit(x) else None, inner(*given))
+
+    return filtered
+
+
+def eager_copies(values: Sequence[Any]) -> list[Any]:
+    """`values` with each nnx Module (a graph node) cloned: an eager call updates the
+    Modules it is given (an optimizer's step), which must stay the caller's as they
+    were."""
+    nnx = sys.modules.get("flax.nnx")
+    if nnx is None:
+        return list(values)
+    return [nnx.clone(v) if nnx.graph.is_graph_node(v) else v for v in values]
+
+
 @dataclass
 class Target:
     """A loaded function and how to compile it: the `Settings` it was made from, kept
@@ -146,9 +275,9 @@ class Target:
             )
             namespace, user_file = vars(module), module.__file__
         if namespace is None:
-            namespace = getattr(fn, "__globals__", {})
+            namespace = names_of(fn)
         if user_file is None:
-            user_file = getattr(getattr(fn, "__code__", None), "co_filename", None)
+            user_file = getattr(getattr(_defined(fn), "__code__", None), "co_filename", None)
         return cls(
             fn, settings, namespace, user_file, expressions, memory_limit_bytes, memory_limit_of
         )
@@ -191,7 +320,9 @@ class Target:
 
     @property
     def name(self) -> str:
-        return getattr(self.fn, "__name__", "fn")
+        """As the settings name it (the CLI's `file.py::triple`), else as the function
+        (or the one a `functools.partial` wraps) names itself."""
+        return self.settings.function or getattr(_defined(self.fn), "__name__", "fn")
 
     @cached_property
     def params(self) -> list[str]:
@@ -233,8 +364,11 @@ class Target:
     @cached_property
     def jitted(self) -> Any:
         """The one `jax.jit` of the function (the cache lab calls it again and again)."""
+        fn = _filtered(self.fn) if _equinox_jit(self.fn) else _with_state(self.fn)
         return jax.jit(
-            self.fn, static_argnums=self.static_argnums, donate_argnums=self.donate_argnums
+            fn,
+            static_argnums=self.static_argnums,
+            donate_argnums=self.donate_argnums,
         )
 
     @cached_property
@@ -278,9 +412,20 @@ class Target:
         except SpecError as exc:
             raise spec_error(str(exc)) from None
 
+    def kept_static(self, leaf: Any) -> bool:
+        """Whether the function's jit keeps this argument leaf static: `eqx.filter_jit`
+        keeps every leaf that is not an array."""
+        return _equinox_jit(self.fn) and not _traced_by_jit(leaf)
+
+    def traceable(self, values: Sequence[Any]) -> list[Any]:
+        """The arguments as `jitted` takes them: for an `eqx.filter_jit` function, with
+        the leaves that are not arrays kept static, as filter_jit keeps them."""
+        return _keep(values) if _equinox_jit(self.fn) else list(values)
+
     def dynamic(self, values: Sequence[Any]) -> list[Any]:
         """The arguments a compiled executable takes: the static ones are baked in."""
-        return [v for i, v in enumerate(values) if i not in self.static_argnums]
+        traceable = self.traceable(values)
+        return [v for i, v in enumerate(traceable) if i not in self.static_argnums]
 
     @contextlib.contextmanager
     def scope(self, args: Args) -> Iterator[None]:

@@ -183,7 +183,7 @@ class CacheSession:
         emptied = self.emptied_by()
         args = self.target.args(spec, x64=x64)
         with self.target.scope(args):
-            values = self.values(args, placements, mesh)
+            values = self.target.traceable(self.values(args, placements, mesh))
             names = self.target.param_names(len(values))
             signature = call_signature(names, values, self.static_nums, args.x64)
             size_before = self.jitted._cache_size()

@@ -16,6 +16,7 @@ from viz.diff.deltas import Delta, Number
 from viz.diff.model import Diff, DiffSide, KernelBrief, KernelChange, KernelDiff
 from viz.diff.sharding import ShardingDiff
 from viz.platforms import platform_of
+from viz.report import LOOP_COST
 
 LABELS = {
     "jaxpr.eqn_count": "jaxpr equations",
@@ -95,6 +96,9 @@ def summarize(diff: Diff) -> str:
                 continue
             a_, b_ = human(group, name, d.a), human(group, name, d.b)
             out.append(f"  {name:<24} {a_:>12} → {b_:>12}  Δ {human(group, name, d.delta, True)}")
+    loops = diff.ops.get("while")
+    if loops is not None and (loops.a or loops.b):
+        out.append(f"cost: {LOOP_COST} (while loops: A {loops.a or 0}, B {loops.b or 0})")
     if diff.peak is not None and diff.peak.said:
         out.append(f"memory: {diff.peak.said}")
     k = diff.kernels

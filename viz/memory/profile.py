@@ -40,6 +40,7 @@ from viz.memory.xla import (
     Buffer,
     Instruction,
     Module,
+    ShapeIndex,
     read_assignment,
     read_module,
 )
@@ -336,16 +337,42 @@ def _at_peak(
     if len(live) - keep < 2:
         keep = len(live)
     rows = [
-        _peak_row(size, buffer, inst, kinds[buffer.id], ranges[buffer.id])
+        _peak_row(
+            size, buffer, *_named(inst, buffer.index, module), kinds[buffer.id], ranges[buffer.id]
+        )
         for size, buffer, inst in live[:keep]
     ]
     return rows + ([_other(live[keep:], kinds, ranges)] if keep < len(live) else [])
 
 
+def _named(inst: Instruction, index: ShapeIndex, module: Module) -> tuple[Instruction, ShapeIndex]:
+    """The instruction (and shape index) a buffer is named by: its own, but for a while
+    loop's state (a scan's stacked outputs), which lives in the loop body's parameter,
+    an instruction of no kernel and no line: the loop's output at that index
+    (`get-tuple-element` of the while, at the loop's line), else the loop."""
+    if inst.opcode != "parameter" or inst.computation == module.entry:
+        return inst, index
+    found = module.instructions.values()
+    loop = next((i for i in found if i.opcode == "while" and inst.computation in i.called), None)
+    if loop is None:
+        return inst, index
+    output = next(
+        (
+            i
+            for i in found
+            if i.opcode == "get-tuple-element"
+            and i.operands == [loop.id]
+            and tuple(index[:1]) == (i.tuple_index,)
+        ),
+        None,
+    )
+    return (output, index[1:]) if output is not None else (loop, index)
+
+
 def _peak_row(
-    size: int, buffer: Buffer, inst: Instruction, kind: str, live: list[int]
+    size: int, buffer: Buffer, inst: Instruction, index: ShapeIndex, kind: str, live: list[int]
 ) -> PeakBuffer:
-    shape = inst.shape.at(buffer.index)
+    shape = inst.shape.at(index)
     return PeakBuffer(
         instruction=inst.name,
         op=inst.opcode,
@@ -354,7 +381,7 @@ def _peak_row(
         bytes=size,
         kind=kind,
         live=list(live),
-        index=list(buffer.index),
+        index=list(index),
         logical_bytes=shape.logical_bytes,
         padded_bytes=shape.padded_bytes,
         layout=layout_text(shape.layout),

@@ -39,11 +39,15 @@ FIXES = {
 }
 
 
-def recompile_kinds(stats: FunctionStats) -> Counter[str]:
-    """Reason kinds over the recompiles (the first compile's new_function left out)."""
+def recompile_kinds(stats: FunctionStats, compiles: list[Compile]) -> Counter[str]:
+    """Reason kinds over the recompiles (the first compiles' new_function left out: one
+    per computation of the function, `jit(f)` and `jit(grad(f))`)."""
     kinds = Counter(stats.reasons)
-    if kinds["new_function"]:
-        kinds["new_function"] -= 1
+    firsts = sum(
+        any(r.kind == "new_function" and r.before == FIRST_COMPILE for r in c.reasons)
+        for c in compiles
+    )
+    kinds["new_function"] = max(kinds["new_function"] - max(firsts, 1), 0)
     return +kinds
 
 
@@ -55,7 +59,7 @@ def advise(stats: FunctionStats, compiles: list[Compile], cwd: str | tuple[str, 
     compiles first ('x dim 0 took 3 values (8, 9, 10) → pad to buckets (…)'), joined by
     newlines; '' for one compile. A jit that a library builds is spoken of as the
     library's: the user is told what they can change, or that it is not in their code."""
-    kinds = recompile_kinds(stats)
+    kinds = recompile_kinds(stats, compiles)
     if stats.compiles <= 1 or not kinds:
         return ""
     lines = [_kind_advice(kind, stats, compiles, cwd) for kind, _ in kinds.most_common()]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -121,7 +121,7 @@ def _rows(target: Target, args: Args, traced: Traced | None) -> list[Specialized
                 )
             )
             continue
-        rows.extend(_leaf_rows(name, i, item, abstract[i]))
+        rows.extend(_leaf_rows(name, i, item, abstract[i], target.kept_static))
     dynamic = [r for r in rows if r.state == "dynamic"]
     if avals is not None and len(avals) == len(dynamic):  # the trace's avals are the truth
         for row, aval in zip(dynamic, avals, strict=True):
@@ -129,7 +129,11 @@ def _rows(target: Target, args: Args, traced: Traced | None) -> list[Specialized
     return rows
 
 
-def _leaf_rows(name: str, position: int, item: Any, value: Any) -> list[SpecializedArg]:
+def _leaf_rows(
+    name: str, position: int, item: Any, value: Any, kept: Callable[[Any], bool]
+) -> list[SpecializedArg]:
+    """A row per leaf: dynamic, or static where the jit keeps it so (`kept`:
+    eqx.filter_jit's leaves that are not arrays)."""
     leaves = jax.tree_util.tree_flatten_with_path(value)[0]
     form = spec_form(item)
     rows = []
@@ -137,6 +141,10 @@ def _leaf_rows(name: str, position: int, item: Any, value: Any) -> list[Speciali
         row = SpecializedArg(
             name + jax.tree_util.keystr(path), "dynamic", param=name, position=position
         )
+        if kept(leaf):
+            row.state, row.value = "static", _short_repr(leaf)
+            rows.append(row)
+            continue
         try:
             _set_aval(row, jax.typeof(leaf))  # a spec's array or a value
         except TypeError:  # a str or an object: jit refuses it when it traces

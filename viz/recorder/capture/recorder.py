@@ -225,7 +225,9 @@ class Recorder:
         call_site = f"{frames[-1][0]}:{frames[-1][1]}" if frames else "?"
         described = _describe().describe(call, finished, self.program.folders)
         with self._lock:
-            key = function_key(where.name, where.defined_at)
+            # jit(f) and jit(grad(f)) are two computations of f, each with its own first
+            # compile: compared with the other's, one reads as f made anew on each call
+            key = function_key(jitted(where.layers, where.name), where.defined_at)
             state = self._state.setdefault(key, _FunctionState())
             reasons = self._reasons(state, call, described, where, made.at or None)
             hidden = eager and not self.keep_eager
