@@ -90,6 +90,8 @@ def test_the_head_holds_what_the_first_screen_draws_and_the_rest_follows(whole) 
     assert names[0] == "fusion_map"  # the Overview counts its kernels
     assert {"jaxpr.text", "stablehlo.text", "compiled.text", "mlir", "kernels"} <= set(names)
     assert next(n for n in names if n.startswith("graph_models.")) == "graph_models.compiled"
+    # the graph the Overview folds comes before the texts, which only the IR tabs show
+    assert names.index("graph_models.compiled") < names.index("jaxpr.text")
     assert head["jaxpr"]["eqn_count"] and head["graphs"] and "text" not in head["jaxpr"]
     # the parts grow with the program, the head with what is drawn first: on this small
     # model the drawn graphs make the head half the parts' size; on a 96-layer model it

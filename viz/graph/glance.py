@@ -9,7 +9,6 @@ at a third of their size in a 540×240 frame; its six top-level boxes, named, re
 
 from __future__ import annotations
 
-import functools
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -66,8 +65,7 @@ def _glance(
         view.highlight = highlight
         items = len(visible(view)[0])
         dots = [to_dot(view, style=named(view, rankdir)) for rankdir in RANKDIRS]
-        # Graphviz lays out each direction in a process of its own: both at once
-        for dot, svg in zip(dots, _renderers().map(to_svg, dots), strict=True):
+        for dot, svg in zip(dots, _rendered(dots), strict=True):
             size = svg_size(svg) or room
             scale = min(room[0] / size[0], room[1] / size[1])
             if best is None or scale > best.scale:
@@ -78,10 +76,12 @@ def _glance(
     return best
 
 
-@functools.cache
-def _renderers() -> ThreadPoolExecutor:
-    """The threads that wait for Graphviz, one per direction, shared by every session."""
-    return ThreadPoolExecutor(len(RANKDIRS), thread_name_prefix="jitscope-glance")
+def _rendered(dots: list[str]) -> list[str]:
+    """Each DOT's SVG, Graphviz laying them out at once (a process each); the threads
+    that wait for it end here: nothing of jitscope's runs on in a caller's process."""
+    with ThreadPoolExecutor(len(dots) - 1, thread_name_prefix="jitscope-glance") as pool:
+        later = [pool.submit(to_svg, dot) for dot in dots[1:]]
+        return [to_svg(dots[0]), *(svg.result() for svg in later)]
 
 
 def coarser(view: View) -> list[View]:

@@ -5,9 +5,9 @@ A reply whose JSON would be large sends its head first, naming the parts to come
 (`viz.worker.frames`). The client hands the head to its caller at once and reads the
 parts behind it, into `Parts`; whoever reads a part first waits until it is in. An
 analysis's parts are XLA's cost and memory analyses, which the worker makes once the
-head is on its way (0.03 s at 24 layers, 0.2 s at 96), then its texts, fusion map and
-graph models: 22 MB of JSON for a 96-layer model, which the page's first screen does
-not draw and which are decoded only where they are read. No jax.
+head is on its way (0.03 s at 24 layers, 0.2 s at 96), then its fusion map, the
+compiled program's graph (which the Overview folds to read), texts and other graph
+models: 22 MB of JSON for a 96-layer model, each decoded only where it is read. No jax.
 """
 
 from __future__ import annotations

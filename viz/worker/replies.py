@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,12 +22,14 @@ from viz.worker.requests import Analyze, Request
 
 PARTS = "parts"  # the head's key naming the parts that follow it (`Reply.wire`)
 Part = tuple[str, str]  # (name, text)
-# What an analysis's report holds that its first screen does not draw (a 96-layer
-# model's: 22 MB of 23), in the order it follows the rest: the fusion map first (the
-# Overview counts its kernels), the graph models last, the compiled program's first of
-# them (the history keeps it). A section's text travels as it is, the rest as JSON.
+# What an analysis's report holds beyond its first screen's counts (a 96-layer model's:
+# 22 MB of 23), in the order it follows the head: the fusion map first (the Overview
+# counts its kernels), then the compiled program's graph (the Overview folds it to read
+# beside the code; the history keeps it), the texts, the other graphs last. A section's
+# text travels as it is, the rest as JSON.
 LATER = ("fusion_map", "kernels", "jaxpr.text", "stablehlo.text", "compiled.text", "mlir")
 GRAPHS = ("compiled", "stablehlo", "jaxpr")
+BEFORE_GRAPH = ("fusion_map", "kernels")  # sent before the first graph, the texts after it
 # What the worker's pipeline leaves to be made after the head is sent (XLA's analyses
 # of the executable: `viz.pipeline`): the Overview's last row reads them
 DEFERRED = ("cost", "memory")
@@ -111,11 +113,16 @@ class Analyzed(Reply):
                 later.append((name, holder.pop(key)))
         models = report.graph_models
         graphs = sorted(models, key=lambda ir: GRAPHS.index(ir) if ir in GRAPHS else len(GRAPHS))
-        names = deferred + [name for name, _ in later] + [f"graph_models.{ir}" for ir in graphs]
-        head[PARTS] = names
+        graph_parts = [(f"graph_models.{ir}", Later(_graph_json(models, ir))) for ir in graphs]
+        # the Overview's graph (the compiled program's) once what its counts read is sent,
+        # before the texts: the first screen folds it (a 96-layer model's texts are 10 MB)
+        at = next((i for i, (name, _) in enumerate(later) if name not in BEFORE_GRAPH), len(later))
+        later[at:at] = graph_parts[:1]
+        later += graph_parts[1:]
+        head[PARTS] = deferred + [name for name, _ in later]
         if self.stdout:
             head["stdout"] = self.stdout
-        return head, _parts(report, deferred, later, graphs)
+        return head, _parts(report, deferred, later)
 
     def arriving(self, parts: Parts) -> Analyzed:
         """This reply with the parts its head named still to come: each field waits for
@@ -181,22 +188,19 @@ def _texts_to_make(report: Report) -> dict[str, Later]:
     return texts
 
 
-def _parts(
-    report: Report, deferred: list[str], later: list[tuple[str, Any]], graphs: list[str]
-) -> Iterator[Part]:
+def _parts(report: Report, deferred: list[str], later: list[tuple[str, Any]]) -> Iterator[Part]:
     """The parts that follow a report's head, each made when its turn comes: the
-    deferred sections (made now, from the executable), texts as they are (a text not
-    made yet, now), the rest as JSON."""
+    deferred sections (made now, from the executable), texts as they are (a text or a
+    graph's JSON not made yet, now), the rest as JSON."""
     for name in deferred:
         yield name, json.dumps(encode(getattr(report, name)), separators=(",", ":"))
     for name, value in later:
         made = value.value() if isinstance(value, Later) else value
         yield name, made if isinstance(made, str) else json.dumps(made, separators=(",", ":"))
-    for ir in graphs:
-        yield (
-            f"graph_models.{ir}",
-            json.dumps(report.graph_models[ir].to_dict(), separators=(",", ":")),
-        )
+
+
+def _graph_json(models: Graphs, ir: str) -> Callable[[], str]:
+    return lambda: json.dumps(models[ir].to_dict(), separators=(",", ":"))
 
 
 def _json(hint: Any, text: str) -> Any:
