@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from ui.results import COST_MEANINGS
 from ui.sidebar import counts_text
 from viz import units
-from viz.samples import list_samples
+from viz.samples import get_sample, list_samples
 from viz.timing import MIN_EAGER_SAMPLES
 from viz.worker.client import WorkerStatus
 
@@ -241,6 +241,28 @@ def test_the_cost_tab_says_what_each_count_means_and_the_rates_they_give() -> No
     assert shown["FLOP/s"] == units.si(report.cost.flops / took)
     assert shown["bytes/s"] == units.nbytes(report.cost.bytes_accessed / took)
     assert any(units.seconds(took) in m.value for m in at.markdown)
+
+
+def test_the_cost_tab_says_a_loops_body_is_counted_once() -> None:
+    """XLA's cost analysis counts a while loop's body once, whatever its trip count: a
+    32-step scan's FLOPs are one step's, which the tab says (the default sample has no
+    loop, and no such line)."""
+    from viz.program import Program
+    from viz.settings import Settings
+
+    assert not any("loop" in c.value for c in open_tab("Cost").caption)
+    sample = get_sample("unrolled_loop")
+    settings = Settings(code=sample.code, function="scanned", args=sample.args, static=["n"])
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["program"] = Program(settings)  # before the first run: the editor's
+    at.session_state["results"] = []  # no first-visit analysis
+    at.session_state["query_applied"] = True
+    at.session_state["result_tab"] = "Cost"
+    at.run()
+    button(at, "Analyze").click().run()
+    assert not at.exception, at.exception
+    said = [c.value for c in at.caption if "loop" in c.value]
+    assert said and "XLA counts a loop's body once" in said[0] and "1 while loop" in said[0]
 
 
 def test_the_memory_tab_shows_the_peak_its_buffers_and_xlas_totals() -> None:

@@ -45,6 +45,13 @@ def texts(path: Path) -> list[tuple[int, str]]:
     ]
 
 
+def test_a_word_takes_the_article_it_is_read_aloud_with() -> None:
+    from viz.units import a_or_an
+
+    said = [a_or_an(w) for w in ("equinox", "custom_jvp", "f32[]", "bf16[2]", "MLP", "PRNGKey")]
+    assert said == ["an equinox", "a custom_jvp", "an f32[]", "a bf16[2]", "an MLP", "a PRNGKey"]
+
+
 def test_the_app_writes_no_parenthesised_plural() -> None:
     """'290 kernel(s)': the app's text goes through `plural` instead."""
     found = [

@@ -210,6 +210,8 @@ def cost_tab(r: Report) -> None:
     for column, (label, value) in zip(st.columns(4), values.items(), strict=True):
         column.metric(label, value)
         column.caption(COST_MEANINGS[label])
+    if r.cost_note:  # a scan's 20 steps counted as one: the numbers are one pass's
+        st.caption(f":material/loop: {r.cost_note}: these counts hold one pass of each loop.")
     rates(r, flops, moved)
     st.caption("Where the bytes go, the peak and what would lower it: the Memory tab.")
 

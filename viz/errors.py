@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from viz.plain import Plain
+from viz.units import a_or_an
 
 
 class ErrorKind(StrEnum):
@@ -204,7 +205,7 @@ def _not_an_array(message: str) -> tuple[str, str] | None:
     param = re.match(r"[A-Za-z_]\w*", leaf) if path else None
     what = f"`{param.group(0)}`" if param else "the argument"
     return (
-        f"{'`' + leaf + '`' if path else 'An argument leaf'} is a {kind}, not an array: "
+        f"{'`' + leaf + '`' if path else 'An argument leaf'} is {a_or_an(kind)}, not an array: "
         "jit traces every leaf of a dynamic argument as an array",
         f"jax.jit takes arrays only: mark {what} static if it holds no arrays, else jit "
         "the function as equinox does, with @eqx.filter_jit (jitscope then keeps what is "

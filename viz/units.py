@@ -72,6 +72,15 @@ def plural(n: float, word: str, words: str | None = None) -> str:
     return f"{count(n)} {word if n == 1 else words or word + 's'}"
 
 
+def a_or_an(word: str) -> str:
+    """'an equinox', 'a custom_jvp', 'an f32[]', 'an MLP': the article as the word is read
+    aloud (a dtype's letter by its name: 'eff 32')."""
+    first = word[:1].lower()
+    spelled = word[1:2].isdigit() or word[:2].isupper()  # f32, x64, MLP: letter by letter
+    vowel = first in "aeio" or (spelled and first in "aefhilmnorsx")
+    return f"{'an' if vowel else 'a'} {word}"
+
+
 def listed(items: Iterable[str], limit: int, sep: str = ", ") -> str:
     """The first `limit` of `items` joined by `sep`, and how many more were left out:
     "a, b, c and 4 more" (every list that cuts says so)."""

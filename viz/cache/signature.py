@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from viz.plain import Plain
+from viz.units import a_or_an
 
 REASON_KINDS = (
     "new_function",
@@ -337,7 +338,7 @@ def _kind_of(type_text: str) -> str:
         return "a " + type_text.partition(" (")[0]
     if type_text.startswith("weak "):
         return f"a weakly typed {type_text.removeprefix('weak ')} array"
-    return f"{'an' if type_text[:1] in 'fiaeo' else 'a'} {type_text} array"
+    return f"{a_or_an(type_text)} array"
 
 
 def reason_fix(reason: dict[str, str] | Reason) -> str:

@@ -55,8 +55,19 @@ def peak_line(memory: Memory) -> str | None:
     rows = [r for r in memory.at_peak if r.instruction != OTHER][:ON_LINE]
     buffers = [f"{r.type} {nbytes(r.bytes)}{_named(r)}" for r in rows]
     more = ", …" if len(memory.at_peak) > len(rows) else ""
-    xla = f" · XLA's peak_memory_in_bytes {nbytes(memory.xla_peak_bytes)}"
-    return f"{head}: {', '.join(buffers)}{more}{xla if memory.xla_peak_bytes else ''}"
+    return f"{head}: {', '.join(buffers)}{more}{_xla_peak_words(memory)}"
+
+
+def _xla_peak_words(memory: Memory) -> str:
+    """' · XLA's peak_memory_in_bytes 1.3 MiB (the arguments and outputs, not the
+    temporaries)': what XLA's figure counts where it is not the peak beside it, lest
+    two peaks read as a contradiction ('' without XLA's figure)."""
+    xla = memory.xla_peak_bytes
+    if not xla:
+        return ""
+    differs = xla != memory.peak_bytes and not memory.xla_peak_parts
+    what = f" ({xla_counts(memory, sized=False)})" if differs else ""
+    return f" · XLA's peak_memory_in_bytes {nbytes(xla)}{what}"
 
 
 def _named(row: PeakBuffer) -> str:
@@ -326,17 +337,23 @@ def two_peaks_text(memory: Memory, device: str) -> str:
             f"Two peaks, two counts: **peak** is what is live in {main}, where memory runs "
             f"out, at its fullest step; {parts}. They differ by {nbytes(abs(peak - xla))}."
         )
-    edges = (memory.argument_bytes or 0) + (memory.output_bytes or 0)
-    counts = (
-        f"the arguments and outputs ({nbytes(edges)}), not the temporaries"
-        if abs(xla - edges) <= 1024  # the constants' few bytes aside
-        else "its own total"
-    )
     return (
         f"Two peaks, two counts: **peak** is what is live at the fullest step of the "
-        f"schedule; XLA's **peak_memory_in_bytes** counts {counts}. They differ by "
-        f"{nbytes(abs(peak - xla))}."
+        f"schedule; XLA's **peak_memory_in_bytes** counts {xla_counts(memory)}. They "
+        f"differ by {nbytes(abs(peak - xla))}."
     )
+
+
+def xla_counts(memory: Memory, sized: bool = True) -> str:
+    """What XLA's peak_memory_in_bytes counts where the platform makes it of no parts:
+    'the arguments and outputs (1.3 MiB), not the temporaries' (a CPU's; `sized`: with
+    their bytes), else 'its own total'."""
+    xla = memory.xla_peak_bytes or 0
+    edges = (memory.argument_bytes or 0) + (memory.output_bytes or 0)
+    if abs(xla - edges) <= 1024:  # the constants' few bytes aside
+        size = f" ({nbytes(edges)})" if sized else ""
+        return f"the arguments and outputs{size}, not the temporaries"
+    return "its own total"
 
 
 def device_memory_text(memory: Memory) -> str | None:

@@ -15,6 +15,7 @@ import numpy as np
 from viz.spec.arguments import format_spec
 from viz.spec.text import dtype_name
 from viz.spec.values import ArraySpec, KeySpec, ValueSpec
+from viz.units import a_or_an
 
 
 class _Inexpressible(Exception):
@@ -58,7 +59,7 @@ def _static_item(name: str, value: Any) -> Any:
         same = False
     if not same:
         raise _Inexpressible(
-            f"static `{name}` is a {type(value).__qualname__}: the spec language writes "
+            f"static `{name}` is {a_or_an(type(value).__qualname__)}: the spec language writes "
             "static values as Python literals"
         )
     return ValueSpec(text, value)
@@ -77,7 +78,7 @@ def _dynamic_item(path: str, value: Any) -> Any:
     if isinstance(value, jax.Array | np.ndarray | np.generic):
         return _array_item(path, value)
     raise _Inexpressible(
-        f"`{path}` is a {type(value).__module__}.{type(value).__qualname__} "
+        f"`{path}` is {a_or_an(type(value).__module__)}.{type(value).__qualname__} "
         "(a custom pytree node): the spec language writes dicts, lists and tuples"
     )
 
