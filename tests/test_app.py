@@ -263,6 +263,8 @@ def test_the_cost_tab_says_a_loops_body_is_counted_once() -> None:
     assert not at.exception, at.exception
     said = [c.value for c in at.caption if "loop" in c.value]
     assert said and "XLA counts a loop's body once" in said[0] and "1 while loop" in said[0]
+    # one step's FLOPs over 32 steps' time would read 32 times too slow: no rate is made
+    assert not {"FLOP/s", "bytes/s"} & {m.label for m in at.metric}
 
 
 def test_the_memory_tab_shows_the_peak_its_buffers_and_xlas_totals() -> None:

@@ -211,8 +211,12 @@ def cost_tab(r: Report) -> None:
         column.metric(label, value)
         column.caption(COST_MEANINGS[label])
     if r.cost_note:  # a scan's 20 steps counted as one: the numbers are one pass's
-        st.caption(f":material/loop: {r.cost_note}: these counts hold one pass of each loop.")
-    rates(r, flops, moved)
+        st.caption(
+            f":material/loop: {r.cost_note}: these counts hold one pass of each loop, so "
+            "no FLOP/s or bytes/s are made of them (the time per call holds every pass)."
+        )
+    else:
+        rates(r, flops, moved)
     st.caption("Where the bytes go, the peak and what would lower it: the Memory tab.")
 
 
