@@ -11,6 +11,7 @@ import pytest
 from serving import browser_marks, overview_charts
 from test_browser import SHOTS, browser, graph_nodes, server  # noqa: F401
 from test_browser_first_screen import in_view
+from test_browser_layout import window  # noqa: F401  (a tab of a size and theme)
 
 from viz.graph import render
 
@@ -41,18 +42,6 @@ LABELS_JS = """
 """
 
 
-@pytest.fixture
-def window(browser, server, request):  # noqa: F811
-    width, height, theme = request.param
-    context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=theme)
-    tab = context.new_page()
-    tab.set_default_timeout(180_000)
-    tab.base_url, tab.theme = server, theme
-    tab.name = f"readable_{width}x{height}_{theme}"
-    yield tab
-    context.close()
-
-
 def graph_frame(tab):
     """The first graph frame on the page, once the run is over (the Overview draws the
     report's own view first, then the graph models' view once they follow it)."""
@@ -67,13 +56,13 @@ def graph_frame(tab):
 @pytest.mark.parametrize(
     "window", [(1440, 900, "light"), (1280, 800, "dark")], indirect=True, ids=str
 )
-def test_the_24_layer_models_graph_reads_on_the_first_screen(window) -> None:
+def test_the_24_layer_models_graph_reads_on_the_first_screen(window) -> None:  # noqa: F811
     tab = window
     tab.goto(f"{tab.base_url}/?sample=transformer_24")
     overview_charts(tab).nth(1).wait_for()
     labels = graph_frame(tab).evaluate(LABELS_JS)
     SHOTS.mkdir(exist_ok=True)
-    tab.screenshot(path=str(SHOTS / f"{tab.name}_overview.png"))
+    tab.screenshot(path=str(SHOTS / f"readable_{tab.size}_{tab.theme}_overview.png"))
     small = [(n["label"], round(n["height"], 1)) for n in labels if n["height"] < READABLE_PX]
     assert len(labels) >= 4 and not small, small
     assert tab.evaluate("window.scrollY") == 0
@@ -84,14 +73,14 @@ def test_the_24_layer_models_graph_reads_on_the_first_screen(window) -> None:
 @pytest.mark.parametrize(
     "window", [(1440, 900, "light"), (1440, 900, "dark")], indirect=True, ids=str
 )
-def test_the_fusion_maps_group_labels_read_in_both_themes(window) -> None:
+def test_the_fusion_maps_group_labels_read_in_both_themes(window) -> None:  # noqa: F811
     tab = window
     tab.goto(f"{tab.base_url}/?sample=transformer_24")
     tab.get_by_role("tab", name="Fusion", exact=True).first.click()
     tab.get_by_role("tab", name="Fusion", selected=True).first.wait_for()
     frame = graph_frame(tab)
     tab.locator("[data-testid=stIFrame]").first.scroll_into_view_if_needed()
-    tab.screenshot(path=str(SHOTS / f"{tab.name}_fusion_map.png"))
+    tab.screenshot(path=str(SHOTS / f"readable_{tab.size}_{tab.theme}_fusion_map.png"))
     groups = [n for n in frame.evaluate(LABELS_JS) if n["stripes"] > 1]
     assert groups, "a group of several kernels, drawn in stripes"
     squeezed = [n["squeezed"] for n in groups if n["squeezed"]]

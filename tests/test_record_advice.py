@@ -12,13 +12,9 @@ clone as a user runs it, with JAX's own `jax_explain_cache_misses` on beside it:
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 from conftest import REPO
+from test_record_library import recorded_outside
 
 pytestmark = pytest.mark.slow
 
@@ -33,18 +29,7 @@ def line_of(text: str) -> int:
 def recorded(tmp_path_factory):
     """(the Recording JSON, stderr: JAX's explanations and the summary, the HTML page)."""
     run = tmp_path_factory.mktemp("run")
-    out, page = run / "rec.json", run / "rec.html"
-    record = ["record", "--no-history", "--json", str(out), "--html", str(page)]
-    done = subprocess.run(
-        [sys.executable, "-m", "viz", *record, "--", str(PROGRAM)],
-        cwd=run,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(REPO), "JAX_EXPLAIN_CACHE_MISSES": "1"},
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(out.read_text()), done.stderr, page.read_text()
+    return recorded_outside(PROGRAM, run, str(REPO), JAX_EXPLAIN_CACHE_MISSES="1")
 
 
 def function(data: dict, line: int) -> dict:

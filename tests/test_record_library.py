@@ -36,23 +36,28 @@ def line_of(path: Path, text: str, nth: int = 0) -> int:
     return lines[nth]
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    """(the Recording JSON, the summary on stderr, the HTML page), recorded from a
-    folder outside the program's, as a user runs it."""
-    run = tmp_path_factory.mktemp("run")
+def recorded_outside(program: Path, run: Path, pythonpath: str, **env: str) -> tuple:
+    """(the Recording JSON, stderr with the summary, the HTML page) of `program` recorded
+    with the CLI from `run`, a folder outside the program's, as a user runs it."""
     out, page = run / "rec.json", run / "rec.html"
     record = ["record", "--no-history", "--json", str(out), "--html", str(page)]
     done = subprocess.run(
-        [sys.executable, "-m", "viz", *record, "--", str(PROGRAM)],
+        [sys.executable, "-m", "viz", *record, "--", str(program)],
         cwd=run,
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{LIBRARY.parent.parent}"},
+        env={**os.environ, "PYTHONPATH": pythonpath, **env},
     )
     assert done.returncode == 0, done.stderr
     return json.loads(out.read_text()), done.stderr, page.read_text()
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """The library program recorded, its fake library on the path as an installed one."""
+    run = tmp_path_factory.mktemp("run")
+    return recorded_outside(PROGRAM, run, f"{REPO}{os.pathsep}{LIBRARY.parent.parent}")
 
 
 def compiles_of(data: dict, name: str, line: int | None = None) -> list[dict]:
