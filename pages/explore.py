@@ -140,7 +140,13 @@ def overview(r: Report, key: str = "ov", res: Result | None = None) -> None:
         help="steady-state time per call of the compiled program",
     )
     flops = r.cost.flops if r.cost else None
-    m[2].metric("FLOPs", ui.si(flops), help="XLA's cost analysis of the program (the Cost tab)")
+    looped = r.cost_note  # XLA counts a loop's body once: one pass's FLOPs, said so
+    m[2].metric(
+        "FLOPs, one loop pass" if looped else "FLOPs",
+        ui.si(flops),
+        help="XLA's cost analysis of the program (the Cost tab)"
+        + (f". {looped}" if looped else ""),
+    )
     if r.timings.run_median_s is not None and (said := device_time_words(r.timings, r.device)):
         st.caption(said)
     m = st.columns(3)

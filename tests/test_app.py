@@ -265,6 +265,9 @@ def test_the_cost_tab_says_a_loops_body_is_counted_once() -> None:
     assert said and "XLA counts a loop's body once" in said[0] and "1 while loop" in said[0]
     # one step's FLOPs over 32 steps' time would read 32 times too slow: no rate is made
     assert not {"FLOP/s", "bytes/s"} & {m.label for m in at.metric}
+    at.session_state["result_tab"] = "Overview"
+    at.run()
+    assert "FLOPs, one loop pass" in {m.label for m in at.metric}  # the Overview says it too
 
 
 def test_the_memory_tab_shows_the_peak_its_buffers_and_xlas_totals() -> None:
