@@ -113,6 +113,20 @@ def test_show_reads_the_specs_names_where_it_is_called(monkeypatch):
     assert report.ok, report.error
 
 
+def test_analyze_reads_the_specs_names_where_it_is_called_then_in_the_functions_module():
+    """viz.analyze(dense, "W_CELL, …") with dense imported reads W_CELL where it is called
+    (a notebook cell, a script), and a name only dense's module has there."""
+    import viz
+
+    code = (
+        "import jax.numpy as jnp\nB = jnp.zeros(4)\n\n\ndef dense(w, x, b):\n    return x @ w + b\n"
+    )
+    module = load_module(code)
+    report = viz.analyze(module.dense, "W_CELL, f32[8,16], B", runs=0)
+    assert report.ok, report.error
+    assert report.args == "W_CELL, f32[8,16], B"  # W_CELL read here, B in dense's module
+
+
 # --------------------------------------------------------------------- a real kernel
 
 

@@ -26,6 +26,7 @@ pipeline does exactly what it did.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -56,7 +57,7 @@ from viz.report import Cost, Report, Subject
 from viz.sections import Analyses, Found, IRRead, Sections, assemble, sides_of
 from viz.settings import Settings
 from viz.stages import Compiled, Lowered, Traced, block, trace
-from viz.target import DEFAULT_MEMORY_LIMIT, Args, Target
+from viz.target import DEFAULT_MEMORY_LIMIT, Args, Target, names_of
 from viz.timing import RunStats
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "analyze", "analyze_target"]
@@ -108,7 +109,11 @@ def analyze(
     `compile_profile`: also trace, lower and compile once more to see where the compile
     time goes (`report.compile_profile`; `viz.compile_profile.run`). It clears JAX's
     in-memory caches (`jax.clear_caches()`): the process's jitted functions retrace
-    on their next call."""
+    on their next call.
+    `namespace`: the names the spec reads; by default the caller's (a notebook cell's,
+    a script's), then those of `fn`'s module, as `viz.show` reads them."""
+    if namespace is None:  # a function imported into a notebook: `params` is the cell's
+        namespace = {**names_of(fn), **sys._getframe(1).f_globals}
     settings = Settings(
         function=getattr(fn, "__name__", None),
         args=args,
