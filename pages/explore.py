@@ -204,8 +204,8 @@ GRAPH_WIDTH = 540  # about, beside the code at 1280 and 1440 pixels
 def overview_graph(r: Report, res: Result | None) -> None:
     """One program graph in its default (collapsed) view: the IR whose tab the user
     last opened, else the compiled program (while XLA compiles, the jaxpr), the
-    followed line's nodes marked. Drawn from the graph model folded to read in the
-    frame (`viz.graph.framed_view`), else (while the models come from the worker) the
+    followed line's nodes marked. Drawn from the graph model folded and named to read
+    in the frame (`viz.graph.glance`), else (while the models come from the worker) the
     report's own default view (`report.graphs`, which a glimpse carries too)."""
     wanted = st.session_state.get(LAST_IR, IR.COMPILED)
     ir = next((i for i in (wanted, IR.COMPILED, IR.STABLEHLO, IR.JAXPR) if i in r.graphs), None)

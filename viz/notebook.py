@@ -240,10 +240,10 @@ def show(fn: Callable, args: str = "", *positional: Any, history: bool = True, *
     cell's, then those of `fn`'s module."""
     from viz.history import record_api_run
     from viz.pipeline import analyze
-    from viz.target import names_of
+    from viz.target import spec_names
 
-    if kwargs.get("namespace") is None:  # the spec's names: the calling cell's, then fn's module's
-        kwargs["namespace"] = {**names_of(fn), **sys._getframe(1).f_globals}
+    if kwargs.get("namespace") is None:  # the calling cell's (analyze would read show's)
+        kwargs["namespace"] = spec_names(fn, sys._getframe(1).f_globals)
     report = analyze(fn, args, *positional, **kwargs)
     history_id, report = record_api_run(report) if history else (None, report)
     _SHOWN[id(report)] = (_execution_count(), history_id)
@@ -322,12 +322,12 @@ def jitscope_line(line: str, namespace: dict[str, Any]) -> None:
     fn = namespace.get(options.function)
     if not callable(fn):
         raise NameError(f"%jitscope: no function named {options.function!r} in this notebook")
-    from viz.target import names_of
+    from viz.target import spec_names
 
     show(
         fn,
         options.args,
-        namespace={**names_of(fn), **namespace},  # the names the notebook's cells define
+        namespace=spec_names(fn, namespace),  # the names the notebook's cells define
         static=options.static,
         donate=options.donate,
         device=options.device,

@@ -57,7 +57,7 @@ from viz.report import Cost, Report, Subject
 from viz.sections import Analyses, Found, IRRead, Sections, assemble, sides_of
 from viz.settings import Settings
 from viz.stages import Compiled, Lowered, Traced, block, trace
-from viz.target import DEFAULT_MEMORY_LIMIT, Args, Target, names_of
+from viz.target import DEFAULT_MEMORY_LIMIT, Args, Target, spec_names
 from viz.timing import RunStats
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "analyze", "analyze_target"]
@@ -113,7 +113,7 @@ def analyze(
     `namespace`: the names the spec reads; by default the caller's (a notebook cell's,
     a script's), then those of `fn`'s module, as `viz.show` reads them."""
     if namespace is None:  # a function imported into a notebook: `params` is the cell's
-        namespace = {**names_of(fn), **sys._getframe(1).f_globals}
+        namespace = spec_names(fn, sys._getframe(1).f_globals)
     settings = Settings(
         function=getattr(fn, "__name__", None),
         args=args,

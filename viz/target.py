@@ -145,6 +145,12 @@ def names_of(fn: Callable) -> dict[str, Any]:
     return getattr(_defined(fn), "__globals__", {})
 
 
+def spec_names(fn: Callable, caller: dict[str, Any]) -> dict[str, Any]:
+    """The names a spec reads where the user calls from (a notebook cell's, a script's),
+    then those of `fn`'s module (an imported function's constants)."""
+    return {**names_of(fn), **caller}
+
+
 def _nnx_jit(fn: Any) -> bool:
     kind = type(fn)
     return kind.__name__ == "JitWrapped" and kind.__module__.startswith("flax.nnx")

@@ -119,7 +119,7 @@ FRAME = (540, 480)  # the Fusion tab's graph frames, CSS pixels (beside the code
 
 def selection_view(graph: Graph, ids: Iterable[str], focus: bool = False) -> viz.graph.View:
     """The default view that reads in the tab's frame (`viz.graph.framed_view`: a
-    24-layer model folded as the Overview's graph is) with `ids` highlighted and their
+    24-layer model's layers folded) with `ids` highlighted and their
     groups opened, when that stays drawable (at most viz.graph.MAX_NODES items); else
     only highlighted.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -113,7 +113,9 @@ class Analyzed(Reply):
                 later.append((name, holder.pop(key)))
         models = report.graph_models
         graphs = sorted(models, key=lambda ir: GRAPHS.index(ir) if ir in GRAPHS else len(GRAPHS))
-        graph_parts = [(f"graph_models.{ir}", Later(_graph_json(models, ir))) for ir in graphs]
+        graph_parts = [
+            (f"graph_models.{ir}", Later(functools.partial(models.json, ir))) for ir in graphs
+        ]
         # the Overview's graph (the compiled program's) once what its counts read is sent,
         # before the texts: the first screen folds it (a 96-layer model's texts are 10 MB)
         at = next((i for i, (name, _) in enumerate(later) if name not in BEFORE_GRAPH), len(later))
@@ -197,10 +199,6 @@ def _parts(report: Report, deferred: list[str], later: list[tuple[str, Any]]) ->
     for name, value in later:
         made = value.value() if isinstance(value, Later) else value
         yield name, made if isinstance(made, str) else json.dumps(made, separators=(",", ":"))
-
-
-def _graph_json(models: Graphs, ir: str) -> Callable[[], str]:
-    return lambda: json.dumps(models[ir].to_dict(), separators=(",", ":"))
 
 
 def _json(hint: Any, text: str) -> Any:
