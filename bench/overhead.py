@@ -130,7 +130,6 @@ TIMED = {  # step name → (module or class, attribute) the pipeline calls it th
     "read StableHLO": (StableHLOReading, "graph"),
     "compiled HLO text": (viz.stages.Compiled, "text"),
     "read compiled HLO": (viz.readers, "read_hlo_text"),
-    "dump = executable's text?": (viz.readers, "same_program"),
     "cost analysis": (viz.stages.Compiled, "cost"),
     "memory analysis": (viz.stages.Compiled, "memory"),
     "kernels": (viz.readers, "kernels"),

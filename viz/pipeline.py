@@ -233,7 +233,7 @@ class _Analysis:
             found.device_memory = compiled.device_memory()
         if profile:  # with runs=0 there is nothing to profile: profile_section says so
             call = compiled.runner(PROFILE_RUNS + 1) if runs > 0 else (lambda: None)
-            program = module_name(found.executable.text) if found.executable else None
+            program = module_name(found.executable.made_text()) if found.executable else None
             found.profile = profile_section(
                 found.graph("compiled"), call, block, runs, self.target.device, program
             )

@@ -70,7 +70,6 @@ class IRRead:
 class CompiledRead:
     """The compiled HLO as read from one text: the IR, and its kernels and counts."""
 
-    text: str
     read: IRRead
     kernels: list[Kernel] = field(default_factory=list)
     fusion_count: int = 0
@@ -80,15 +79,19 @@ class CompiledRead:
 
 @dataclass(frozen=True)
 class Executable:
-    """What the compile made, read once it returned: the executable's text, the
-    compiled HLO read shown (from XLA's dump where it says what that text says), and
-    what JAX said about the compile."""
+    """What the compile made, read once it returned: the executable's text (a `Later`
+    where the graph shown came from XLA's dump: made where first read), the compiled HLO
+    read shown, and what JAX said about the compile."""
 
-    text: str
+    text: str | Later
     shown: CompiledRead
     warnings: list[str] = field(default_factory=list)  # JAX's and XLA's, as they came
     events: dict[str, float] = field(default_factory=dict)  # JAX's compile events
     from_disk: bool = False  # JAX's persistent cache supplied the executable
+
+    def made_text(self) -> str:
+        """The executable's text, made now where it was left to be made."""
+        return _made_now(self.text)
 
 
 @dataclass(frozen=True)
