@@ -66,11 +66,20 @@ def advise(stats: FunctionStats, compiles: list[Compile], cwd: str | tuple[str, 
     return "\n".join(dict.fromkeys(line for line in lines if line))
 
 
+def _of_a_new_object(kind: str, compiles: list[Compile]) -> bool:
+    """Whether recompiles of this kind can be a new object's (a jit wrapper, a function
+    a library makes on each call): a static value's only where one is new, not where a
+    value differs ('args 1.0 → 2.0': the user's data)."""
+    if kind != "static_value":
+        return kind in LIBRARY_KINDS
+    return any(r.kind == kind and r.after.startswith(NEW) for c in compiles for r in c.reasons)
+
+
 def _kind_advice(
     kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str | tuple[str, ...]
 ) -> str:
     """The words and the fix for the recompiles of one kind."""
-    library = _library_text(stats, compiles) if kind in LIBRARY_KINDS else ""
+    library = _library_text(stats, compiles) if _of_a_new_object(kind, compiles) else ""
     if library:
         return library
     cache = [r for c in compiles for r in c.reasons if r.arg == CACHE]
@@ -97,12 +106,42 @@ def _kind_advice(
     if kind == "weak_type":
         first = _first_reason(kind, compiles)
         return f"{what} → {weak_type_fix(first.arg, first.before, first.after)}"
+    if kind == "static_value" and _numbers_filter_jit_holds(compiles):
+        return f"{what} → {FILTER_JIT_NUMBER_FIX}"
     if kind == "shape" and _rank_changed(compiles):
         return f"{what} → {RANK_FIX}"  # a scalar, then a vector: no bucket pads that
     return f"{what} → {FIXES[kind]}" if kind in FIXES else what
 
 
 RANK_FIX = "pass it with the same number of dimensions every call"
+FILTER_JIT_NUMBER_FIX = (
+    "equinox's filter_jit holds a Python number static, as it does all that is not an "
+    "array: pass it as an array, jnp.asarray(value), and one compile serves every value"
+)
+
+
+def _numbers_filter_jit_holds(compiles: list[Compile]) -> bool:
+    """Whether the static values that changed most often are Python numbers that
+    equinox's filter_jit held static by its rule (none that the user marked static)."""
+    arg = _commonest_arg("static_value", compiles)
+    values = [
+        leaf.static_value
+        for c in compiles
+        if c.wraps[:1] == ["filter_jit"] and arg not in c.static
+        for leaf in c.signature
+        if leaf.arg == arg
+    ]
+    return bool(values) and all(_is_number(v) for v in values)
+
+
+def _is_number(text: str | None) -> bool:
+    try:
+        float(text or "")
+    except ValueError:
+        return False
+    return True
+
+
 TRANSFORM_FIX = "jit the transformed function once, e.g. jax.jit(jax.grad(f))"
 
 

@@ -359,8 +359,8 @@ def _note_made(jitted: Any, frame: FrameType | None) -> None:
     jax.jit's own frames and a library's jit helpers (numpyro's `maybe_jit`), so that a
     jit a library builds is placed in the library, with the user's line that led there.
     A jit that a framework makes for the user (equinox's `filter_jit`) is placed where
-    the framework was called, in a library too (diffrax's `@eqx.filter_jit`). Never
-    raises."""
+    the framework was called, in a library too (diffrax's `@eqx.filter_jit`), with no
+    user's line where it was made as its library was imported. Never raises."""
     while frame is not None and _is_jit_itself(frame.f_code):
         frame = frame.f_back
     wrapped = False
@@ -371,9 +371,12 @@ def _note_made(jitted: Any, frame: FrameType | None) -> None:
     if frame is None:
         return
     by_user = is_user_file(frame.f_code.co_filename)
-    user = frame
+    user, imported = frame, False
     while user is not None and not is_user_file(user.f_code.co_filename):
+        imported = imported or user.f_code.co_filename.startswith(_IMPORT_MACHINERY)
         user = user.f_back
+    if imported:  # made once as the library was imported (diffrax's @eqx.filter_jit)
+        user = None  # the user's `import` line did not lead to any one call of it
     try:
         setattr(
             jitted,
@@ -387,6 +390,9 @@ def _note_made(jitted: Any, frame: FrameType | None) -> None:
         _jits[id(jitted._jit_info)] = jitted
     except (AttributeError, TypeError):
         pass
+
+
+_IMPORT_MACHINERY = "<frozen importlib"
 
 
 def _place(frame: FrameType) -> str:
