@@ -79,6 +79,16 @@ def user_frame(traceback: Any) -> Any | None:
     return source_info_util.user_frame(traceback)
 
 
+def user_frames(traceback: Any) -> Iterator[Any]:
+    """The frames of an equation's traceback outside JAX (`user_frame`'s kind), the
+    innermost first; none where this JAX lacks them."""
+    try:
+        from jax._src import source_info_util
+    except ImportError:
+        return iter(())
+    return source_info_util.user_frames(traceback)
+
+
 def hide_frames(*prefixes: str) -> None:
     """Keep the frames of files whose names start with `prefixes` out of JAX's user
     frames (the frames it writes for each op)."""

@@ -51,8 +51,9 @@ from viz.ir.model import (
     name_parts,
     register_scopes,
     source_loc,
+    user_first,
 )
-from viz.jax_private import drop_var_type, jaxpr_text, user_frame
+from viz.jax_private import drop_var_type, jaxpr_text, user_frames
 
 # Container primitives and the kind of group they become; any other primitive
 # whose params hold a jaxpr becomes a 'call' group.
@@ -400,10 +401,12 @@ def _func_name(subs: list[tuple[str, Any]]) -> str:
 
 
 def _source(eqn: Any) -> SourceLoc | None:
-    frame = user_frame(eqn.source_info.traceback)
-    if frame is None:
-        return None
-    return source_loc(frame.file_name, frame.start_line, frame.function_name, frame.start_column)
+    """The innermost frame of the user's code (not a library's) that made `eqn`, else
+    the innermost frame outside JAX."""
+    return user_first(
+        source_loc(frame.file_name, frame.start_line, frame.function_name, frame.start_column)
+        for frame in user_frames(eqn.source_info.traceback)
+    )
 
 
 def _lookup(env: Env, var: Any) -> Producers:

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from viz.cache.signature import Reason  # the cache lab's, so both speak one vocabulary
+from viz.where import installed_parts
 
 DEFAULT_DETAILS = 100  # compiles kept with details, per function
 FIRST_COMPILE = "not compiled before"  # `before` of the first compile's new_function reason
@@ -376,17 +377,6 @@ def _largest_peak(functions: list[FunctionStats]) -> dict[str, Any] | None:
         return None
     top = max(peaked, key=lambda f: f.peak_bytes or 0)
     return {"function": top.name, "defined_at": top.defined_at, "bytes": top.peak_bytes}
-
-
-_INSTALLED = ("site-packages", "dist-packages")  # folders pip installs packages into
-
-
-def installed_parts(path: str) -> list[str]:
-    """The parts of `path` below the folder pip installed it into, its package's first
-    (`['optax', '_src', 'numerics.py']`); [] outside installed packages."""
-    parts = path.split(os.sep)
-    installed = [i for i, part in enumerate(parts) if part in _INSTALLED]
-    return parts[installed[-1] + 1 :] if installed else []
 
 
 def short_path(location: str, cwd: str | tuple[str, ...]) -> str:
