@@ -16,6 +16,7 @@ import pytest
 
 import viz
 from viz.recorder import Recordings
+from viz.recorder.model import Recording
 from viz.recorder.storage.journal import read_journal
 from viz.spec import abstract_args, parse_spec
 
@@ -211,6 +212,45 @@ def test_an_argument_the_spec_cannot_write_is_named_with_the_reason():
     (c,) = [c for c in rec.compiles if c.function == "g"]
     assert c.spec is None
     assert "`state` is a" in c.spec_reason and "State" in c.spec_reason
+
+
+EAGER_LIBRARY = """
+import jax.numpy as jnp
+
+
+def prepare(n):
+    return jnp.arange(float(n)) * 5 - 1
+"""
+
+
+def test_op_by_op_compiles_a_librarys_code_ran_are_told_apart_from_the_users(tmp_path):
+    """numpyro's MCMC set-up, keras's layers' set-up and blackjax's warm-up run their
+    ops outside jit (124 of numpyro's eight schools' 126): 'jit the code that calls
+    them' does not reach them, and the advice says whose code ran them."""
+    import importlib.util
+
+    from viz.recorder.display.summary import eager_words
+
+    folder = tmp_path / "lib" / "python3.11" / "site-packages" / "eaglib"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text(EAGER_LIBRARY)
+    spec = importlib.util.spec_from_file_location("eaglib", folder / "__init__.py")
+    eaglib = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(eaglib)
+    for kept in (False, True):
+        with viz.recording(eager=kept) as rec:
+            eaglib.prepare(11 + kept)  # shapes no other test compiled
+        summary = rec.recording().summary
+        assert summary.eager_libraries == {"eaglib": summary.eager_compiles} != {}, kept
+        _, advice = eager_words(summary, summary.eager_compile_s, "")
+        assert advice.endswith("all ran in eaglib's own code, called from yours: not in your code")
+        read_back = Recording.from_dict(json.loads(json.dumps(rec.recording().to_dict())))
+        assert read_back.summary.eager_libraries == summary.eager_libraries
+    with viz.recording() as mine:
+        jnp.arange(13.0) * 5 - 1
+    summary = mine.recording().summary
+    assert summary.eager_compiles and summary.eager_libraries == {}
+    assert eager_words(summary, summary.eager_compile_s, "")[1].endswith("the data preparation)")
 
 
 def test_op_by_op_compiles_are_counted_apart_and_kept_only_when_asked():

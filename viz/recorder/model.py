@@ -130,6 +130,7 @@ class Compile:
     peak_bytes: int | None = None  # the memory profile's peak, where the executable was seen
     need: str = FIRST  # 'first', 'needed' (new inputs) or 'avoidable' (inputs seen before)
     need_why: str = ""  # in words: what was new, or why the same inputs compiled again
+    library: str = ""  # an op-by-op compile's: the installed package whose code ran the op
 
     @property
     def total_s(self) -> float:
@@ -293,6 +294,7 @@ class Summary:
     needed: int = 0  # compiles of new inputs (first compiles included)
     avoidable: int = 0  # compiles of inputs an earlier compile had
     avoidable_s: float = 0.0
+    eager_libraries: dict[str, int] = field(default_factory=dict)  # see Recording's
 
 
 @dataclass
@@ -306,6 +308,7 @@ class Recording:
     details_dropped: int = 0
     recorder_errors: int = 0
     errors: dict[str, int] = field(default_factory=dict)  # the recorder's error → compiles
+    eager_libraries: dict[str, int] = field(default_factory=dict)  # package → its ops' compiles
 
     @property
     def summary(self) -> Summary:
@@ -331,6 +334,7 @@ class Recording:
             needed=sum(f.compiles - f.avoidable for f in jitted),
             avoidable=sum(f.avoidable for f in jitted),
             avoidable_s=sum(f.avoidable_s for f in jitted),
+            eager_libraries=dict(self.eager_libraries),
         )
 
     def function(self, key: str) -> FunctionStats | None:
@@ -367,6 +371,7 @@ class Recording:
             details_dropped=summary.get("details_dropped", 0),
             recorder_errors=summary.get("recorder_errors", 0),
             errors={e["message"]: e["count"] for e in summary.get("errors") or []},
+            eager_libraries=dict(summary.get("eager_libraries") or {}),
         )
 
 

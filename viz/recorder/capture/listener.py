@@ -67,6 +67,13 @@ _LIBRARY_DIRS = tuple(
     }
     | {_JAX_DIR + os.sep, _VIZ_DIR}
 )
+_STDLIB_DIRS = tuple(
+    {
+        os.path.realpath(p) + os.sep
+        for key in ("stdlib", "platstdlib")
+        if (p := sysconfig.get_paths().get(key))
+    }
+)
 MAX_STACK = 24  # user frames kept per compile
 
 
@@ -120,6 +127,7 @@ class Finished:
     saved_s: float | None = None  # JAX's figure for the compile time a disk hit saved
     jit_made: JitMade | None = None  # where jax.jit was called, and from which user line
     executable: Any = None  # XLA's executable, where the compiling frame holds it
+    library: str = ""  # the installed package whose code ran the op ('numpyro'), or ''
 
 
 @dataclass(frozen=True)
@@ -248,6 +256,7 @@ def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
         saved_s=pending.saved_s,
         jit_made=jit_made(call.jit_info) if call else None,
         executable=_executable_from(jax_frames.get("_cached_compilation")),
+        library=calling_package(frame),
     )
     _state.local.pending = _Pending()
     for sink in list(_state.sinks):
@@ -482,6 +491,23 @@ def is_user_file(filename: str) -> bool:
         )
         _user_files[filename] = known
     return known
+
+
+def calling_package(frame: FrameType | None) -> str:
+    """The installed package whose code called JAX here ('numpyro': its MCMC set-up
+    runs ops outside jit), from the innermost frame outside JAX, jitscope and the
+    standard library; '' where that frame is the user's."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        real = os.path.realpath(filename)
+        if not real.startswith((*_JAX_PACKAGES, _VIZ_DIR)):
+            inside = installed_parts(real)
+            if inside:
+                return inside[0].removesuffix(".py")
+            if not (filename.startswith("<") or real.startswith(_STDLIB_DIRS)):
+                return ""
+        frame = frame.f_back
+    return ""
 
 
 def user_frames(frame: FrameType | None) -> list[tuple[str, int, str]]:
