@@ -129,7 +129,7 @@ def _numbers_filter_jit_holds(compiles: list[Compile]) -> bool:
         for c in compiles
         if c.wraps[:1] == ["filter_jit"] and arg not in c.static
         for leaf in c.signature
-        if leaf.arg == arg
+        if leaf.arg == arg and leaf.static_value is not None  # not once passed as an array
     ]
     return bool(values) and all(_is_number(v) for v in values)
 
