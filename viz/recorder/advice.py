@@ -7,6 +7,7 @@ is no fault of anyone's.
 
 from __future__ import annotations
 
+import builtins
 import linecache
 import re
 from collections import Counter
@@ -108,6 +109,8 @@ def _kind_advice(
         return f"{what} → {weak_type_fix(first.arg, first.before, first.after)}"
     if kind == "static_value" and _numbers_filter_jit_holds(compiles):
         return f"{what} → {FILTER_JIT_NUMBER_FIX}"
+    if kind == "shape" and _library_batches(compiles):
+        return f"{what} → {_library_batch_fix(compiles)}"
     if kind == "shape" and _rank_changed(compiles):
         return f"{what} → {RANK_FIX}"  # a scalar, then a vector: no bucket pads that
     return f"{what} → {FIXES[kind]}" if kind in FIXES else what
@@ -204,6 +207,36 @@ def _library_text(stats: FunctionStats, compiles: list[Compile]) -> str:
     )
 
 
+def _library_made(compiles: list[Compile]) -> Compile | None:
+    """The last compile of a jit that a library made from the user's call, or None."""
+    made = [c for c in compiles if c.called_from and _package(c.created_at or "")]
+    return made[-1] if made else None
+
+
+def _library_batches(compiles: list[Compile]) -> bool:
+    """Whether a library's jit saw the first dimension of its argument shrink (32, then
+    4: keras's `model.predict` of 100 samples in batches of 32, its last batch short)."""
+    if _library_made(compiles) is None:
+        return False
+    shapes = _shapes(_commonest_arg("shape", compiles), compiles)
+    if len({len(s) for s in shapes}) != 1 or not shapes or not shapes[0]:
+        return False
+    varying = [d for d in range(len(shapes[0])) if len({s[d] for s in shapes}) > 1]
+    return varying == [0] and min(s[0] for s in shapes[1:]) < shapes[0][0]
+
+
+def _library_batch_fix(compiles: list[Compile]) -> str:
+    made = _library_made(compiles)
+    call = _called_expression(made.called_from or "") if made else ""
+    library = _package(made.created_at or "") if made else ""
+    given = f"your `{call}`" if call else "your call"
+    return (
+        f"{library} cut the data {given} gave it into batches, the last one shorter: a batch "
+        "size that divides the data's length, or the data padded to a multiple of it, "
+        "keeps one shape"
+    )
+
+
 def _package(location: str) -> str:
     """'numpyro' for '/…/site-packages/numpyro/util.py:416', '' outside installed packages."""
     inside = installed_parts(location.rpartition(":")[0])
@@ -211,11 +244,12 @@ def _package(location: str) -> str:
 
 
 def _called_expression(location: str) -> str:
-    """'mcmc.run' for the user's line 'mcmc.run(key, X, y)' at `location`, or ''."""
+    """'mcmc.run' for the user's line 'mcmc.run(key, X, y)' at `location`, or '': the
+    first call that is not of a builtin ('print(model.predict(x))': `model.predict`)."""
     path, _, line = location.rpartition(":")
     text = linecache.getline(path, int(line)) if line.isdigit() else ""
-    match = re.search(r"([A-Za-z_][\w.]*)\s*\(", text)
-    return match.group(1) if match else ""
+    called = re.findall(r"([A-Za-z_][\w.]*)\s*\(", text)
+    return next((name for name in called if not hasattr(builtins, name)), "")
 
 
 def _loop_fix(reads: Locals | None, loop: str, compiles: list[Compile]) -> str:
