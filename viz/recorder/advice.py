@@ -261,6 +261,12 @@ def _loop_fix(reads: Locals | None, loop: str, compiles: list[Compile]) -> str:
         where = f"outside `{outer}`" if outer else "once"
         return f"define it {where} and pass the same function each time"
     through = "as operands" if loop == "lax.cond" else "in the loop's carry"
+    if reads.all_called:  # functions: no carry holds them
+        return (
+            f"{reads.reads}, {'a function' if len(reads.names) == 1 else 'functions'} it "
+            f"calls, which cannot go {through}: jit `{reads.outer}` itself, with "
+            f"{reads.listed} static (static_argnames)"
+        )
     return (
         f"{reads.reads}: jit `{reads.outer}` itself, or define the function once, outside "
         f"`{reads.outer}`, and pass {reads.listed} {through}"
