@@ -471,3 +471,26 @@ def test_kernel_time_is_the_kernels_own_beside_the_profiled_step():
     assert line.startswith("kernel time per step 64 µs of a 233 µs profiled step")
     assert "(169 µs outside kernels)" in line
     assert line.endswith(": dot 40 µs (0%), ynn_fusion 24 µs (0%)")
+
+
+CHECKED = """
+import equinox as eqx
+
+
+def negative(x):
+    return eqx.error_if(x, x >= 0, "x must be negative")
+"""
+
+
+def test_a_check_that_fails_as_it_runs_is_said_once_by_its_message(tmp_path):
+    """optimistix's Newton on the spec's random inputs: JAX's log of the callback's
+    exception (its traceback and equinox's advice about filter_jit) came before the
+    report on the terminal; the error line cut equinox's message after 'an'."""
+    pytest.importorskip("equinox")
+    source = tmp_path / "checked.py"
+    source.write_text(CHECKED)
+    done = cli("analyze", f"{source}::negative", "--args", "jnp.ones(3)", "--no-history")
+    assert done.returncode == 0, done.stderr
+    said = done.stdout + done.stderr
+    assert "pure_callback failed" not in said and "Traceback" not in said
+    assert "EquinoxRuntimeError: x must be negative" in said

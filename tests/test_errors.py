@@ -357,7 +357,7 @@ def test_a_check_that_fails_as_the_program_runs_is_named_by_its_message_with_its
     import jax.numpy as jnp
 
     def check(x):
-        return eqx.error_if(x, x > 0, "x must be negative")
+        return eqx.error_if(x, x > 0, "x must\nbe negative")  # equinox's run over lines
 
     with pytest.raises(jax.errors.JaxRuntimeError) as raised:
         jax.jit(check)(jnp.float32(1.0)).block_until_ready()

@@ -8,6 +8,7 @@ can see (`timeout`, `memory`, `worker_crash`).
 
 from __future__ import annotations
 
+import itertools
 import re
 import traceback
 from collections.abc import Mapping
@@ -146,13 +147,18 @@ def _first_line(message: str) -> str:
 
 
 def _raised_in(message: str) -> str | None:
-    """The first line of the exception a traceback printed in `message` ends with: the
-    first line after the traceback's indented frames; None without a traceback."""
+    """The exception a traceback printed in `message` ends with, its first paragraph in
+    one line (equinox's run over lines): what follows the traceback's indented frames;
+    None without a traceback."""
     _, found, after = message.partition(TRACEBACK)
     if not found:
         return None
     lines = after.splitlines()[1:]
-    return next((ln.strip() for ln in lines if ln.strip() and not ln[0].isspace()), None)
+    start = next((i for i, ln in enumerate(lines) if ln.strip() and not ln[0].isspace()), None)
+    if start is None:
+        return None
+    paragraph = itertools.takewhile(str.strip, lines[start:])
+    return " ".join(ln.strip() for ln in paragraph)
 
 
 def _line_in_text(message: str, user_file: str | None) -> int | None:
