@@ -85,7 +85,8 @@ def _eager_advice(s: Summary) -> str:
         return EAGER_FIX
     ranked = sorted(s.eager_libraries, key=lambda name: -s.eager_libraries[name])
     names = [f"{name}'s" for name in ranked[:3]] + (["other libraries'"] if ranked[3:] else [])
-    where = f"{' and '.join(names)} own code"
+    where = f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
+    where += " own code"
     if ran >= s.eager_compiles:
         return (
             f"each op and shape run outside jit compiles once: all ran in {where}, "
