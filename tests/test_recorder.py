@@ -468,3 +468,24 @@ def test_work_ahead_of_a_compile_runs_once_as_the_first_program_is_lowered():
     finally:
         listener.unsubscribe(sink)
     assert heard.count("ahead") == 1 and heard[0] == "ahead"  # before the compile's record
+
+
+def test_a_node_of_another_type_is_told_as_its_own_program_not_a_structure_to_fix():
+    """lineax's documented operators: a DiagonalLinearOperator after a
+    MatrixLinearOperator read 'pytree of operator changed → keep the structure fixed:
+    same keys, same lengths', advice for a dict's keys."""
+    lx = pytest.importorskip("lineax")
+
+    @jax.jit
+    def solve(operator, b):
+        return lx.linear_solve(operator, b).value
+
+    with viz.recording() as rec:
+        solve(lx.MatrixLinearOperator(jnp.eye(3) * 2), jnp.ones(3))
+        solve(lx.DiagonalLinearOperator(jnp.full(3, 2.0)), jnp.ones(3))
+    (stats,) = [f for f in rec.recording().functions if f.name == "solve"]
+    assert stats.advice.startswith(
+        "the structure of operator changed (MatrixLinearOperator(*) → "
+        "DiagonalLinearOperator(*)) → each type of node is a program of its own"
+    )
+    assert "same keys" not in stats.advice

@@ -109,6 +109,8 @@ def _kind_advice(
         return f"{what} → {weak_type_fix(first.arg, first.before, first.after)}"
     if kind == "static_value" and _numbers_filter_jit_holds(compiles):
         return f"{what} → {FILTER_JIT_NUMBER_FIX}"
+    if kind == "pytree" and _node_type_changed(_first_reason(kind, compiles)):
+        return f"{what} → {NODE_TYPE_FIX}"
     if kind == "shape" and _library_batches(compiles):
         return f"{what} → {_library_batch_fix(compiles)}"
     if kind == "shape" and _rank_changed(compiles):
@@ -117,6 +119,19 @@ def _kind_advice(
 
 
 RANK_FIX = "pass it with the same number of dimensions every call"
+NODE_TYPE_FIX = (
+    "each type of node is a program of its own, compiled once: expected where the types "
+    "differ by design (a lineax operator of another kind), else pass one type"
+)
+
+
+def _node_type_changed(reason: Reason) -> bool:
+    """Whether a pytree's node changed type ('MatrixLinearOperator(*)' →
+    'DiagonalLinearOperator(*)'), not its keys or lengths."""
+    kinds = [re.match(r"[A-Za-z_][\w.]*(?=\()", text) for text in (reason.before, reason.after)]
+    return all(kinds) and kinds[0].group(0) != kinds[1].group(0)
+
+
 FILTER_JIT_NUMBER_FIX = (
     "equinox's filter_jit holds a Python number static, as it does all that is not an "
     "array: pass it as an array, jnp.asarray(value), and one compile serves every value"
@@ -170,6 +185,9 @@ def _describe(kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str
     if kind == "dtype":
         values = _distinct(leaf.dtype for c in compiles for leaf in c.signature if leaf.arg == arg)
         return f"dtype of {arg} took {len(values)} values ({_list(values)})"
+    if kind == "pytree":
+        first = _first_reason(kind, compiles)
+        return f"the structure of {arg} changed ({first.before} → {first.after})"
     if kind == "config" and _transformed(compiles):
         under = ", ".join(t for t in _transformed(compiles))
         return f"compiled again under each transformation ({under}), apart from direct calls"
