@@ -161,6 +161,16 @@ def predict(data, batch_size=4):
     if not _jitted:  # made once, on the first call, as keras's make_predict_function
         _jitted.append(jax.jit(_step))
     return [_jitted[0](data[i : i + batch_size]) for i in range(0, len(data), batch_size)]
+
+
+def _sum(data):
+    return data.sum()
+
+
+def total(data):  # all the data at once, as numpyro's mcmc.run
+    if len(_jitted) < 2:
+        _jitted.append(jax.jit(_sum))
+    return _jitted[1](data)
 """
 
 
@@ -174,7 +184,9 @@ def test_a_librarys_last_short_batch_is_told_by_the_call_that_gave_it_the_data(t
     program = tmp_path / "proj" / "predict.py"
     program.parent.mkdir()
     program.write_text(
-        "import jax.numpy as jnp\nimport batchlib\n\nprint(batchlib.predict(jnp.ones((10, 3))))\n"
+        "import jax.numpy as jnp\nimport batchlib\n\n"
+        "print(batchlib.predict(jnp.ones((10, 3))))\n"
+        "print(batchlib.total(jnp.ones(5)), batchlib.total(jnp.ones(8)))\n"
     )
     run = tmp_path / "run"
     run.mkdir()
@@ -184,4 +196,10 @@ def test_a_librarys_last_short_batch_is_told_by_the_call_that_gave_it_the_data(t
         "data dim 0 took 2 values (4, 2) → batchlib cut the data your `batchlib.predict` "
         "gave it into batches, the last one shorter: a batch size that divides the data's "
         "length, or the data padded to a multiple of it, keeps one shape"
+    )
+    (whole,) = [f for f in data["functions"] if f["name"] == "_sum"]
+    assert whole["advice"] == (
+        "data dim 0 took 2 values (5, 8) → batchlib's jit takes its shapes from the data "
+        "your `batchlib.total` gave it: each new size compiles once (a few sizes, the data "
+        "padded to them, compile a few times)"
     )

@@ -111,8 +111,8 @@ def _kind_advice(
         return f"{what} → {FILTER_JIT_NUMBER_FIX}"
     if kind == "pytree" and _node_type_changed(_first_reason(kind, compiles)):
         return f"{what} → {NODE_TYPE_FIX}"
-    if kind == "shape" and _library_batches(compiles):
-        return f"{what} → {_library_batch_fix(compiles)}"
+    if kind == "shape" and _library_made(compiles) is not None:
+        return f"{what} → {_library_shape_fix(compiles)}"
     if kind == "shape" and _rank_changed(compiles):
         return f"{what} → {RANK_FIX}"  # a scalar, then a vector: no bucket pads that
     return f"{what} → {FIXES[kind]}" if kind in FIXES else what
@@ -243,15 +243,22 @@ def _library_batches(compiles: list[Compile]) -> bool:
     return varying == [0] and min(s[0] for s in shapes[1:]) < shapes[0][0]
 
 
-def _library_batch_fix(compiles: list[Compile]) -> str:
+def _library_shape_fix(compiles: list[Compile]) -> str:
+    """A library's jit whose shapes come from the data the user's call gave it: its
+    last batch shorter (keras), or data of another size (numpyro's `mcmc.run`)."""
     made = _library_made(compiles)
     call = _called_expression(made.called_from or "") if made else ""
     library = _package(made.created_at or "") if made else ""
     given = f"your `{call}`" if call else "your call"
+    if _library_batches(compiles):
+        return (
+            f"{library} cut the data {given} gave it into batches, the last one shorter: a "
+            "batch size that divides the data's length, or the data padded to a multiple of "
+            "it, keeps one shape"
+        )
     return (
-        f"{library} cut the data {given} gave it into batches, the last one shorter: a batch "
-        "size that divides the data's length, or the data padded to a multiple of it, "
-        "keeps one shape"
+        f"{library}'s jit takes its shapes from the data {given} gave it: each new size "
+        "compiles once (a few sizes, the data padded to them, compile a few times)"
     )
 
 
