@@ -367,3 +367,19 @@ def test_a_check_that_fails_as_the_program_runs_is_named_by_its_message_with_its
     assert "Traceback" not in error.message
     assert "eqx.error_if" in error.hint and "args spec" in error.hint
     assert "out-of-memory" not in error.hint
+
+
+def test_a_chained_exception_in_a_callback_is_named_by_the_last_one_raised():
+    import jax
+
+    said = (
+        "INTERNAL: CpuCallback error calling callback: Traceback (most recent call last):\n"
+        '  File "a.py", line 1, in f\n'
+        "KeyError: 'x'\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "a.py", line 3, in f\n'
+        "ValueError: boom\n"
+    )
+    error = classify(jax.errors.JaxRuntimeError(said), "run")
+    assert error.message.endswith("callback: ValueError: boom"), error.message

@@ -150,7 +150,7 @@ def _raised_in(message: str) -> str | None:
     """The exception a traceback printed in `message` ends with, its first paragraph in
     one line (equinox's run over lines): what follows the traceback's indented frames;
     None without a traceback."""
-    _, found, after = message.partition(TRACEBACK)
+    _, found, after = message.rpartition(TRACEBACK)  # a chained one's: the last raised
     if not found:
         return None
     lines = after.splitlines()[1:]

@@ -382,7 +382,7 @@ def _note_made(jitted: Any, frame: FrameType | None) -> None:
     by_user = is_user_file(frame.f_code.co_filename)
     user, imported = frame, False
     while user is not None and not is_user_file(user.f_code.co_filename):
-        imported = imported or user.f_code.co_filename.startswith(_IMPORT_MACHINERY)
+        imported = imported or _is_import_machinery(user.f_code.co_filename)
         user = user.f_back
     if imported:  # made once as the library was imported (diffrax's @eqx.filter_jit)
         user = None  # the user's `import` line did not lead to any one call of it
@@ -401,7 +401,12 @@ def _note_made(jitted: Any, frame: FrameType | None) -> None:
         pass
 
 
-_IMPORT_MACHINERY = "<frozen importlib"
+def _is_import_machinery(filename: str) -> bool:
+    """importlib's frames, which run a module's body as it is imported (frozen in
+    CPython, plain files where it is not)."""
+    return filename.startswith("<frozen importlib") or filename.endswith(
+        (f"importlib{os.sep}_bootstrap.py", f"importlib{os.sep}_bootstrap_external.py")
+    )
 
 
 def _place(frame: FrameType) -> str:
