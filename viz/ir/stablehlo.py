@@ -545,7 +545,7 @@ def _call_stack(loc: Any, function: str) -> list[SourceLoc]:
     stack = []
     while loc is not None:
         kind = location_kind(loc)
-        frame, loc = (loc.callee, loc.caller) if kind == CALLSITE else (loc, None)
+        frame, loc = (loc.callee, getattr(loc, "caller", None)) if kind == CALLSITE else (loc, None)
         if location_kind(frame) == NAME:
             function, frame = frame.name_str, frame.child_loc
         if location_kind(frame) == FILE:
