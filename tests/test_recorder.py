@@ -489,3 +489,7 @@ def test_a_node_of_another_type_is_told_as_its_own_program_not_a_structure_to_fi
         "DiagonalLinearOperator(*)) → each type of node is a program of its own"
     )
     assert "same keys" not in stats.advice
+    from viz.cache.signature import NODE_TYPE_FIX, reason_fix
+
+    _, second = [c for c in rec.compiles if c.function == "solve"]
+    assert reason_fix(second.reasons[0]) == NODE_TYPE_FIX  # the cache lab's words alike

@@ -12,7 +12,14 @@ import linecache
 import re
 from collections import Counter
 
-from viz.cache.signature import NEW, Reason, weak_type_fix, weak_type_text
+from viz.cache.signature import (
+    NEW,
+    NODE_TYPE_FIX,
+    Reason,
+    node_type_changed,
+    weak_type_fix,
+    weak_type_text,
+)
 from viz.recorder.closures import FUNCTION_WORDS, Locals, located, read_locals
 from viz.recorder.model import (
     AVOIDABLE,
@@ -109,7 +116,8 @@ def _kind_advice(
         return f"{what} → {weak_type_fix(first.arg, first.before, first.after)}"
     if kind == "static_value" and _numbers_filter_jit_holds(compiles):
         return f"{what} → {FILTER_JIT_NUMBER_FIX}"
-    if kind == "pytree" and _node_type_changed(_first_reason(kind, compiles)):
+    first = _first_reason(kind, compiles)
+    if kind == "pytree" and node_type_changed(first.before, first.after):
         return f"{what} → {NODE_TYPE_FIX}"
     if kind == "shape" and _library_made(compiles) is not None:
         return f"{what} → {_library_shape_fix(compiles)}"
@@ -119,19 +127,6 @@ def _kind_advice(
 
 
 RANK_FIX = "pass it with the same number of dimensions every call"
-NODE_TYPE_FIX = (
-    "each type of node is a program of its own, compiled once: expected where the types "
-    "differ by design (a lineax operator of another kind), else pass one type"
-)
-
-
-def _node_type_changed(reason: Reason) -> bool:
-    """Whether a pytree's node changed type ('MatrixLinearOperator(*)' →
-    'DiagonalLinearOperator(*)'), not its keys or lengths."""
-    kinds = [re.match(r"[A-Za-z_][\w.]*(?=\()", text) for text in (reason.before, reason.after)]
-    return all(kinds) and kinds[0].group(0) != kinds[1].group(0)
-
-
 FILTER_JIT_NUMBER_FIX = (
     "equinox's filter_jit holds a Python number static, as it does all that is not an "
     "array: pass it as an array, jnp.asarray(value), and one compile serves every value"
