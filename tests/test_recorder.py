@@ -218,8 +218,12 @@ EAGER_LIBRARY = """
 import jax.numpy as jnp
 
 
-def prepare(n):
-    return jnp.arange(float(n)) * 5 - 1
+def prepare(n, scale):
+    return scale(jnp.arange(float(n)))  # `scale`: another library's
+"""
+INNER_LIBRARY = """
+def scale(x):
+    return x * 5 - 1
 """
 
 
@@ -231,15 +235,19 @@ def test_op_by_op_compiles_a_librarys_code_ran_are_told_apart_from_the_users(tmp
 
     from viz.recorder.display.summary import eager_words
 
-    folder = tmp_path / "lib" / "python3.11" / "site-packages" / "eaglib"
-    folder.mkdir(parents=True)
-    (folder / "__init__.py").write_text(EAGER_LIBRARY)
-    spec = importlib.util.spec_from_file_location("eaglib", folder / "__init__.py")
-    eaglib = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(eaglib)
+    def installed(name: str, code: str):
+        folder = tmp_path / "lib" / "python3.11" / "site-packages" / name
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text(code)
+        spec = importlib.util.spec_from_file_location(name, folder / "__init__.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    eaglib, innerlib = installed("eaglib", EAGER_LIBRARY), installed("innerlib", INNER_LIBRARY)
     for kept in (False, True):
-        with viz.recording(eager=kept) as rec:
-            eaglib.prepare(11 + kept)  # shapes no other test compiled
+        with viz.recording(eager=kept) as rec:  # shapes no other test compiled
+            eaglib.prepare(11 + kept, innerlib.scale)  # the library the user called
         summary = rec.recording().summary
         assert summary.eager_libraries == {"eaglib": summary.eager_compiles} != {}, kept
         _, advice = eager_words(summary, summary.eager_compile_s, "")

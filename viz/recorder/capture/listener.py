@@ -499,20 +499,22 @@ def is_user_file(filename: str) -> bool:
 
 
 def calling_package(frame: FrameType | None) -> str:
-    """The installed package whose code called JAX here ('numpyro': its MCMC set-up
-    runs ops outside jit), from the innermost frame outside JAX, jitscope and the
-    standard library; '' where that frame is the user's."""
+    """The installed package whose code called JAX here, as the user called it: where
+    the innermost frame outside JAX, jitscope and the standard library is a library's,
+    the outermost library below the user's frame ('numpyro' for numpyro's
+    print_summary calling numpy calling JAX); '' where that frame is the user's."""
+    package = ""
     while frame is not None:
         filename = frame.f_code.co_filename
         real = os.path.realpath(filename)
         if not real.startswith((*_JAX_PACKAGES, _VIZ_DIR)):
             inside = installed_parts(real)
             if inside:
-                return inside[0].removesuffix(".py")
-            if not (filename.startswith("<") or real.startswith(_STDLIB_DIRS)):
-                return ""
+                package = inside[0].removesuffix(".py")
+            elif not (filename.startswith("<") or real.startswith(_STDLIB_DIRS)):
+                return package  # the user's frame
         frame = frame.f_back
-    return ""
+    return package
 
 
 def user_frames(frame: FrameType | None) -> list[tuple[str, int, str]]:
