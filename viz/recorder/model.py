@@ -130,7 +130,7 @@ class Compile:
     peak_bytes: int | None = None  # the memory profile's peak, where the executable was seen
     need: str = FIRST  # 'first', 'needed' (new inputs) or 'avoidable' (inputs seen before)
     need_why: str = ""  # in words: what was new, or why the same inputs compiled again
-    library: str = ""  # an op-by-op compile's: the installed package whose code ran the op
+    library: str = ""  # an op-by-op compile's: the installed package the user called that ran it
 
     @property
     def total_s(self) -> float:

@@ -127,7 +127,7 @@ class Finished:
     saved_s: float | None = None  # JAX's figure for the compile time a disk hit saved
     jit_made: JitMade | None = None  # where jax.jit was called, and from which user line
     executable: Any = None  # XLA's executable, where the compiling frame holds it
-    library: str = ""  # the installed package whose code ran the op ('numpyro'), or ''
+    library: str = ""  # the installed package the user called that ran the op, or ''
 
 
 @dataclass(frozen=True)
