@@ -346,3 +346,40 @@ def test_a_compile_xla_refuses_for_lack_of_memory_is_out_of_memory_with_its_fixe
     assert other.kind == ErrorKind.COMPILE_ERROR
     ran = classify(jax.errors.JaxRuntimeError(said), "run")  # a run's: not the compile's
     assert ran.kind == ErrorKind.RUNTIME_ERROR
+
+
+def test_a_check_that_fails_as_the_program_runs_is_named_by_its_message_with_its_fix():
+    """equinox's error_if (diffrax's 'maximum number of solver steps', optimistix's and
+    lineax's checks) raises through a callback, and its advice follows the exception:
+    the headline was the callback's 'Traceback (most recent call last):'."""
+    eqx = pytest.importorskip("equinox")
+    import jax
+    import jax.numpy as jnp
+
+    def check(x):
+        return eqx.error_if(x, x > 0, "x must\nbe negative")  # equinox's run over lines
+
+    with pytest.raises(jax.errors.JaxRuntimeError) as raised:
+        jax.jit(check)(jnp.float32(1.0)).block_until_ready()
+    error = classify(raised.value, "run")
+    assert error.kind == ErrorKind.RUNTIME_ERROR
+    assert error.message.endswith("EquinoxRuntimeError: x must be negative"), error.message
+    assert "Traceback" not in error.message
+    assert "eqx.error_if" in error.hint and "args spec" in error.hint
+    assert "out-of-memory" not in error.hint
+
+
+def test_a_chained_exception_in_a_callback_is_named_by_the_last_one_raised():
+    import jax
+
+    said = (
+        "INTERNAL: CpuCallback error calling callback: Traceback (most recent call last):\n"
+        '  File "a.py", line 1, in f\n'
+        "KeyError: 'x'\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "a.py", line 3, in f\n'
+        "ValueError: boom\n"
+    )
+    error = classify(jax.errors.JaxRuntimeError(said), "run")
+    assert error.message.endswith("callback: ValueError: boom"), error.message

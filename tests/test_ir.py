@@ -282,6 +282,46 @@ def test_source_points_at_this_file(sin_graphs):
         assert sin.source.file == HERE and sin.source.line == SIN_LINE, graph.ir
 
 
+LAYER = """
+import jax.numpy as jnp
+
+
+def dense(w, x):
+    return jnp.tanh(x @ w)
+
+
+class Layer:
+    def __call__(self, w, x):
+        return dense(w, x)
+"""
+
+
+def test_an_op_a_library_makes_is_placed_at_the_users_line_that_called_it(tmp_path):
+    """keras's layers ran their ops from `keras/src/backend/jax/numpy.py:182`, which JAX
+    keeps as the op's frame (keras hides none of its own): the user's `model(x)` is the
+    line they can act on, in every IR and the specialization's lines."""
+    from viz.specialization.read import _line
+
+    folder = tmp_path / "lib" / "python3.11" / "site-packages" / "layerlib"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text(LAYER)
+    spec = importlib.util.spec_from_file_location("layerlib", folder / "__init__.py")
+    layerlib = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(layerlib)
+
+    def model(w, x):
+        return layerlib.Layer()(w, x)
+
+    line = inspect.getsourcelines(model)[1] + 1
+    traced = jax.jit(model).trace(jnp.ones((4, 4)), jnp.ones((2, 4)))
+    ops = {"jaxpr": "tanh", "stablehlo": "stablehlo.tanh", "compiled": "tanh"}
+    for graph in graphs(model, jnp.ones((4, 4)), jnp.ones((2, 4))):
+        (tanh,) = nodes_by_op(graph, ops[graph.ir])
+        assert (tanh.source.file, tanh.source.line) == (HERE, line), graph.ir
+    (eqn,) = [e for e in traced.jaxpr.eqns if e.primitive.name == "tanh"]
+    assert _line(eqn, HERE) == line  # the library's frames passed over
+
+
 def test_scopes_come_from_named_scopes():
     def scoped(x):
         with jax.named_scope("layer0"), jax.named_scope("attention"):

@@ -108,3 +108,33 @@ def test_a_lax_loops_lambda_reading_its_makers_locals_is_told_to_jit_the_maker(r
         "outside `accumulate`, and pass `rate` in the loop's carry"
     )
     assert "jit accumulate itself" in page
+
+
+CHAIN = """
+import jax
+
+
+def inference_loop(key, kernel, state, n):
+    def one_step(state, key):
+        state, _ = kernel(key, state)
+        return state, state
+
+    return jax.lax.scan(one_step, state, jax.random.split(key, n))
+"""
+
+
+def test_a_lax_loops_function_calling_its_makers_function_is_not_told_to_carry_it(tmp_path):
+    """blackjax's documented inference loop: `one_step` calls the `kernel` it reads,
+    a function, which no loop's carry can hold ('pass `kernel` in the loop's carry')."""
+    from viz.recorder.advice import _loop_fix
+    from viz.recorder.closures import read_locals
+
+    path = tmp_path / "chain.py"
+    path.write_text(CHAIN)
+    line = next(i for i, text in enumerate(CHAIN.splitlines(), 1) if "def one_step" in text)
+    reads = read_locals(f"{path}:{line}", "one_step")
+    assert (reads.names, reads.called) == (["kernel"], ("kernel",))
+    assert _loop_fix(reads, "lax.scan", []) == (
+        "it reads `kernel` of `inference_loop`, a function it calls, which cannot go in the "
+        "loop's carry: jit `inference_loop` itself, with `kernel` static (static_argnames)"
+    )

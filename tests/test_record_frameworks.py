@@ -67,6 +67,24 @@ for act in (jnp.tanh, jnp.sin):
 jax.vmap(lambda y0: solve(y0, 1.0))(jnp.ones((4, 3)))
 """
 
+# diffrax's documented use: a vector field defined once, its `args` a Python float
+DIFFRAX_ARGS = """
+import diffrax
+
+
+def vector_field(t, y, args):
+    return -args * y
+
+
+def solve(y0, rate):
+    term = diffrax.ODETerm(vector_field)
+    return diffrax.diffeqsolve(term, diffrax.Tsit5(), 0.0, 1.0, 0.1, y0, args=rate)
+
+
+for rate in (1.0, 2.0, jax.numpy.asarray(3.0)):  # two Python floats, then an array
+    solve(jax.numpy.ones(3), rate)
+"""
+
 HAIKU = """
 import haiku as hk
 import jax.numpy as jnp
@@ -244,6 +262,29 @@ def test_filter_grad_is_a_layer_and_a_static_field_is_named_by_its_path(equinox_
     assert (reason["arg"], reason["kind"]) == ("model.act", "static_value")
     assert reason["before"].startswith("function `tanh` (")
     assert reason["after"].startswith("function `sin` (")
+
+
+@needs("equinox", "diffrax")
+def test_a_python_number_that_filter_jit_holds_static_is_told_to_be_an_array(tmp_path):
+    """diffeqsolve's filter_jit is made as diffrax is imported: no call of the user's led
+    there (its 'from' read the `import diffrax` line), and a new `args` value is the
+    user's data, not a jit wrapper diffrax builds ('diffrax builds a new jit wrapper for
+    each call: … it is not in your code' read there)."""
+    data, jax_count, stderr = record(tmp_path, DIFFRAX_ARGS)
+    check_parity_and_no_guess(data, jax_count)
+    first, second, third = of(data, "diffeqsolve")
+    assert [c["called_from"] for c in (first, second, third)] == [None] * 3
+    assert "diffrax/_integrate.py:" in second["created_at"]
+    assert second["reasons"] == [
+        {"arg": "args", "kind": "static_value", "before": "1.0", "after": "2.0"}
+    ]
+    advice = next(f["advice"] for f in data["functions"] if f["name"] == "diffeqsolve")
+    assert advice == (
+        "static args took 2 values (1.0, 2.0) → equinox's filter_jit holds a Python number "
+        "static, as it does all that is not an array: pass it as an array, "
+        "jnp.asarray(value), and one compile serves every value"
+    )
+    assert "(from proj/model.py:" not in stderr
 
 
 @pytest.fixture(scope="module")

@@ -145,3 +145,61 @@ def test_places_read_as_the_user_knows_the_files(recorded):
     assert "fakelib/__init__.py:" in stderr and "library_jits.py:" in stderr
     cells = page[page.index("<table") :]
     assert "`" not in cells  # no markdown in the HTML's tables
+
+
+BATCHING_LIBRARY = """
+import jax
+
+_jitted = []
+
+
+def _step(data):
+    return data * 2
+
+
+def predict(data, batch_size=4):
+    if not _jitted:  # made once, on the first call, as keras's make_predict_function
+        _jitted.append(jax.jit(_step))
+    return [_jitted[0](data[i : i + batch_size]) for i in range(0, len(data), batch_size)]
+
+
+def _sum(data):
+    return data.sum()
+
+
+def total(data):  # all the data at once, as numpyro's mcmc.run
+    if len(_jitted) < 2:
+        _jitted.append(jax.jit(_sum))
+    return _jitted[1](data)
+"""
+
+
+def test_a_librarys_last_short_batch_is_told_by_the_call_that_gave_it_the_data(tmp_path):
+    """keras's predict_step compiled again for the last batch of `model.predict` (100
+    samples in batches of 32): 'pad to a few bucket sizes (Batch buckets page)' spoke
+    of a function the user does not call; the library's batches come from the call."""
+    library = tmp_path / "lib" / "site-packages" / "batchlib"
+    library.mkdir(parents=True)
+    (library / "__init__.py").write_text(BATCHING_LIBRARY)
+    program = tmp_path / "proj" / "predict.py"
+    program.parent.mkdir()
+    program.write_text(
+        "import jax.numpy as jnp\nimport batchlib\n\n"
+        "print(batchlib.predict(jnp.ones((10, 3))))\n"
+        "print(batchlib.total(jnp.ones(5)), batchlib.total(jnp.ones(8)))\n"
+    )
+    run = tmp_path / "run"
+    run.mkdir()
+    data, _, _ = recorded_outside(program, run, f"{REPO}{os.pathsep}{library.parent}")
+    (step,) = [f for f in data["functions"] if f["name"] == "_step"]
+    assert step["advice"] == (
+        "data dim 0 took 2 values (4, 2) → batchlib cut the data your `batchlib.predict` "
+        "gave it into batches, the last one shorter: a batch size that divides the data's "
+        "length, or the data padded to a multiple of it, keeps one shape"
+    )
+    (whole,) = [f for f in data["functions"] if f["name"] == "_sum"]
+    assert whole["advice"] == (
+        "data dim 0 took 2 values (5, 8) → batchlib's jit takes its shapes from the data "
+        "your `batchlib.total` gave it: each new size compiles once (a few sizes, the data "
+        "padded to them, compile a few times)"
+    )

@@ -193,3 +193,16 @@ def test_every_line_of_a_functions_advice_is_printed_under_it():
     text = summary_text(recording([step]))
     assert "  ↳ x dim 0 took 5 values (32, 48) → pad\n" in text
     assert text.endswith("  ↳ weak type of lr changed → pass one kind")
+
+
+def test_the_libraries_that_ran_op_by_op_compiles_are_listed_as_a_sentence_lists_them():
+    """diffrax's neural ODE: 'equinox's and optax's and diffrax's own code'."""
+    from viz.recorder.display.summary import eager_words
+    from viz.recorder.model import Summary
+
+    libraries = {"equinox": 9, "optax": 6, "diffrax": 4}
+    s = Summary(0, 0.0, 0, eager_compiles=35, eager_compile_s=2.0, eager_libraries=libraries)
+    _, advice = eager_words(s, 4.0, "")
+    assert advice.endswith(
+        "; 19 of the 35 ran in equinox's, optax's and diffrax's own code, not in yours"
+    )

@@ -16,6 +16,7 @@ import pytest
 
 import viz
 from viz.recorder import Recordings
+from viz.recorder.model import Recording
 from viz.recorder.storage.journal import read_journal
 from viz.spec import abstract_args, parse_spec
 
@@ -211,6 +212,53 @@ def test_an_argument_the_spec_cannot_write_is_named_with_the_reason():
     (c,) = [c for c in rec.compiles if c.function == "g"]
     assert c.spec is None
     assert "`state` is a" in c.spec_reason and "State" in c.spec_reason
+
+
+EAGER_LIBRARY = """
+import jax.numpy as jnp
+
+
+def prepare(n, scale):
+    return scale(jnp.arange(float(n)))  # `scale`: another library's
+"""
+INNER_LIBRARY = """
+def scale(x):
+    return x * 5 - 1
+"""
+
+
+def test_op_by_op_compiles_a_librarys_code_ran_are_told_apart_from_the_users(tmp_path):
+    """numpyro's MCMC set-up, keras's layers' set-up and blackjax's warm-up run their
+    ops outside jit (124 of numpyro's eight schools' 126): 'jit the code that calls
+    them' does not reach them, and the advice says whose code ran them."""
+    import importlib.util
+
+    from viz.recorder.display.summary import eager_words
+
+    def installed(name: str, code: str):
+        folder = tmp_path / "lib" / "python3.11" / "site-packages" / name
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text(code)
+        spec = importlib.util.spec_from_file_location(name, folder / "__init__.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    eaglib, innerlib = installed("eaglib", EAGER_LIBRARY), installed("innerlib", INNER_LIBRARY)
+    for kept in (False, True):
+        with viz.recording(eager=kept) as rec:  # shapes no other test compiled
+            eaglib.prepare(11 + kept, innerlib.scale)  # the library the user called
+        summary = rec.recording().summary
+        assert summary.eager_libraries == {"eaglib": summary.eager_compiles} != {}, kept
+        _, advice = eager_words(summary, summary.eager_compile_s, "")
+        assert advice.endswith("all ran in eaglib's own code, called from yours: not in your code")
+        read_back = Recording.from_dict(json.loads(json.dumps(rec.recording().to_dict())))
+        assert read_back.summary.eager_libraries == summary.eager_libraries
+    with viz.recording() as mine:
+        jnp.arange(13.0) * 5 - 1
+    summary = mine.recording().summary
+    assert summary.eager_compiles and summary.eager_libraries == {}
+    assert eager_words(summary, summary.eager_compile_s, "")[1].endswith("the data preparation)")
 
 
 def test_op_by_op_compiles_are_counted_apart_and_kept_only_when_asked():
@@ -428,3 +476,28 @@ def test_work_ahead_of_a_compile_runs_once_as_the_first_program_is_lowered():
     finally:
         listener.unsubscribe(sink)
     assert heard.count("ahead") == 1 and heard[0] == "ahead"  # before the compile's record
+
+
+def test_a_node_of_another_type_is_told_as_its_own_program_not_a_structure_to_fix():
+    """lineax's documented operators: a DiagonalLinearOperator after a
+    MatrixLinearOperator read 'pytree of operator changed → keep the structure fixed:
+    same keys, same lengths', advice for a dict's keys."""
+    lx = pytest.importorskip("lineax")
+
+    @jax.jit
+    def solve(operator, b):
+        return lx.linear_solve(operator, b).value
+
+    with viz.recording() as rec:
+        solve(lx.MatrixLinearOperator(jnp.eye(3) * 2), jnp.ones(3))
+        solve(lx.DiagonalLinearOperator(jnp.full(3, 2.0)), jnp.ones(3))
+    (stats,) = [f for f in rec.recording().functions if f.name == "solve"]
+    assert stats.advice.startswith(
+        "the structure of operator changed (MatrixLinearOperator(*) → "
+        "DiagonalLinearOperator(*)) → each type of node is a program of its own"
+    )
+    assert "same keys" not in stats.advice
+    from viz.cache.signature import NODE_TYPE_FIX, reason_fix
+
+    _, second = [c for c in rec.compiles if c.function == "solve"]
+    assert reason_fix(second.reasons[0]) == NODE_TYPE_FIX  # the cache lab's words alike

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from viz.locations import APP_SCRIPT, invoked_name
 from viz.recorder.cli import COMMAND_NAMES, command
-from viz.units import count, nbytes, seconds
+from viz.units import count, nbytes, plural, seconds
 
 if TYPE_CHECKING:
     from viz.cache.events import CacheEvent
@@ -394,7 +394,7 @@ def summarize_report(report: Report) -> str:
     lines.append(
         f"trace {seconds(t.trace_s)} · lower {seconds(t.lower_s)} · "
         f"compile {seconds(t.compile_s)} · run median "
-        f"{seconds(t.run_median_s)} (eager {seconds(t.eager_median_s)})"
+        f"{seconds(t.run_median_s)} (eager {seconds(t.eager_median_s)}{_eager_compiles(report)})"
     )
     if t.run_median_s is not None:
         lines.extend(filter(None, [device_time_words(t, report.device)]))
@@ -445,6 +445,20 @@ def kernel_time_line(prof: Profile, titles: dict[str, str]) -> str:
     overlap = " (kernels overlap)" if prof.concurrent else ""
     step = f"of a {seconds(prof.busy_step_s)} profiled step{outside}{overlap}"
     return f"kernel time per step {seconds(busy)} {step}: {top}"
+
+
+def _eager_compiles(report: Report) -> str:
+    """', compiling again on each call' where a jit inside the function compiled on
+    every call timed op by op (diffrax's diffeqsolve given a new lambda each call: its
+    eager time is mostly XLA's compile), ', 2 compiles in its 9 timed calls' where on
+    some; '' where none did."""
+    eager = report.run.eager if report.run else None
+    if eager is None or not eager.compiles:
+        return ""
+    timed = eager.samples * eager.number + 1  # the warm-up call, then the samples'
+    if eager.compiles >= timed:
+        return ", compiling again on each call: a jit inside it sees something new each time"
+    return f", {plural(eager.compiles, 'compile')} in its {timed} timed calls"
 
 
 def _donation_lines(report: Report) -> list[str]:

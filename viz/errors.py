@@ -8,6 +8,7 @@ can see (`timeout`, `memory`, `worker_crash`).
 
 from __future__ import annotations
 
+import itertools
 import re
 import traceback
 from collections.abc import Mapping
@@ -124,18 +125,40 @@ def _argument(message: str) -> str | None:
     return found.group(1) if found else None
 
 
+TRACEBACK = "Traceback (most recent call last):"
+
+
 def _first_line(message: str) -> str:
     """The message's headline. A first line that ends in a colon announces what follows
-    (JAX's "The error was:", a callback's "Traceback (most recent call last):"); when the
-    last line is an exception ("ValueError: ..."), it completes the headline."""
+    (JAX's "The error was:", a callback's "Traceback (most recent call last):"); the
+    exception that a printed traceback ends with ("ValueError: ...", followed or not by
+    more text: equinox's advice after its error_if's message), else the last line when it
+    is an exception, completes the headline."""
     lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
     if not lines:
         return message
     first = lines[0]
-    if first.endswith(":") and len(lines) > 1 and re.match(r"[\w.]+: ", lines[-1]):
-        first = first.removesuffix("Traceback (most recent call last):").rstrip()
-        return f"{first} {lines[-1]}"
+    raised = _raised_in(message)
+    if raised is None and len(lines) > 1 and re.match(r"[\w.]+: ", lines[-1]):
+        raised = lines[-1]
+    if first.endswith(":") and raised:
+        return f"{first.removesuffix(TRACEBACK).rstrip()} {raised}"
     return first
+
+
+def _raised_in(message: str) -> str | None:
+    """The exception a traceback printed in `message` ends with, its first paragraph in
+    one line (equinox's run over lines): what follows the traceback's indented frames;
+    None without a traceback."""
+    _, found, after = message.rpartition(TRACEBACK)  # a chained one's: the last raised
+    if not found:
+        return None
+    lines = after.splitlines()[1:]
+    start = next((i for i, ln in enumerate(lines) if ln.strip() and not ln[0].isspace()), None)
+    if start is None:
+        return None
+    paragraph = itertools.takewhile(str.strip, lines[start:])
+    return " ".join(ln.strip() for ln in paragraph)
 
 
 def _line_in_text(message: str, user_file: str | None) -> int | None:
@@ -257,6 +280,16 @@ def _bytes(number: str, unit: str) -> int:
     return round(float(number) * _UNITS[unit])
 
 
+RUNTIME_FIX = "check for out-of-memory or invalid inputs; the full message is below"
+# an exception of Python code that the compiled program called: a runtime check (equinox's
+# error_if, which diffrax, optimistix and lineax raise through, checkify) or a callback
+CALLBACK_FIX = (
+    "Python code that the program calls as it runs raised this (a check such as "
+    "eqx.error_if or checkify, or a jax.pure_callback), on the inputs made from the args "
+    "spec (normal random floats, small ints): write inputs it accepts as expressions in "
+    "the spec, e.g. jnp.ones(3), or fix what the check found; the full message is below"
+)
+
 # What user code may raise that is no Exception: uncaught, either would end the worker
 # and read as a crash. Every place that runs user code catches them with Exception.
 USER_EXITS = (SystemExit, KeyboardInterrupt)
@@ -340,7 +373,7 @@ def classify(exc: BaseException, stage: str, user_file: str | None = None) -> Er
         return ErrorInfo(
             "runtime_error",
             f"The compiled program failed while running: {_first_line(message)}",
-            "check for out-of-memory or invalid inputs; the full message is below",
+            CALLBACK_FIX if TRACEBACK in message else RUNTIME_FIX,
             line or _line_in_text(message, user_file),
             None,
             stage,

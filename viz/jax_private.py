@@ -12,6 +12,11 @@ What it reaches for, and why:
 - `jax._src.source_info_util.user_frame`: the innermost frame of the user's code in an
   equation's traceback (the line an op came from). No public API; without it, ops
   carry no line.
+- `jax._src.source_info_util.user_frames`: every frame outside JAX of an equation's
+  traceback, so that an op a library makes is placed at the user's line that called the
+  library. Without it, ops carry no line.
+- the `jax._src.callback` logger: a host callback's exception, which the worker reports
+  as the run's error, is not logged to the terminal as well. Without it, it is.
 - `jax._src.source_info_util.register_exclusion`: jitscope's own files are not the
   user's code, so they stay out of the user frames JAX writes for each op (StableHLO's
   locations, the compiled HLO's stack frames), as JAX's own files do. Without it, each
@@ -77,6 +82,25 @@ def user_frame(traceback: Any) -> Any | None:
     except ImportError:
         return None
     return source_info_util.user_frame(traceback)
+
+
+def user_frames(traceback: Any) -> Iterator[Any]:
+    """The frames of an equation's traceback outside JAX (`user_frame`'s kind), the
+    innermost first; none where this JAX lacks them."""
+    try:
+        from jax._src import source_info_util
+    except ImportError:
+        return iter(())
+    return source_info_util.user_frames(traceback)
+
+
+def quiet_callback_errors() -> None:
+    """Keep JAX from logging an exception raised in a host callback (`jax.pure_callback
+    failed` and its traceback, on stderr): for a caller that reports it as the run's
+    error, with the whole text."""
+    import logging
+
+    logging.getLogger("jax._src.callback").setLevel(logging.CRITICAL)
 
 
 def hide_frames(*prefixes: str) -> None:

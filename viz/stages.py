@@ -21,7 +21,7 @@ import contextlib
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jax
@@ -370,13 +370,27 @@ class Compiled:
     def time_eager(self, runs: int, budget_s: float = 1.0) -> RunStats:
         """Time the function without jit, op by op (raises what the function raises):
         its first call (which compiles each op) and a warm-up are not samples, and at
-        least MIN_EAGER_SAMPLES are taken even past `budget_s`."""
+        least MIN_EAGER_SAMPLES are taken even past `budget_s`. The compiles of the
+        calls after the first are counted: a jit inside the function (diffrax's
+        diffeqsolve given a new lambda) compiling again on each call."""
         with self.target.scope(self.args):
             values, fn = eager_copies(self.args.concrete()), unjitted(self.target.fn)
-            return time_calls(
-                lambda: fn(*values),
-                block,
-                max_samples=max(runs, MIN_EAGER_SAMPLES),
-                budget_s=budget_s,
-                min_samples=MIN_EAGER_SAMPLES,
-            )
+            first: list[int] = []
+
+            def call() -> Any:
+                if first:
+                    return fn(*values)
+                with events.collect() as seen:
+                    out = fn(*values)
+                first.append(seen.backend_compiles())
+                return out
+
+            with events.collect() as seen:
+                stats = time_calls(
+                    call,
+                    block,
+                    max_samples=max(runs, MIN_EAGER_SAMPLES),
+                    budget_s=budget_s,
+                    min_samples=MIN_EAGER_SAMPLES,
+                )
+            return replace(stats, compiles=seen.backend_compiles() - sum(first))

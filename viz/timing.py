@@ -31,6 +31,7 @@ class RunStats(Plain):
     samples: int  # how many timed samples
     number: int  # calls per sample
     per_call_s: list[float] = field(default_factory=list)  # one value per sample
+    compiles: int = 0  # XLA compiles in the calls after the first (a jit inside, again)
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -16,10 +16,13 @@ Never imports jax or IPython (IPython is asked only when the process already has
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 import sys
 
 YOUR_CODE = "<your code>"  # the file name of code from the app's editor
+_INSTALLED = ("site-packages", "dist-packages")  # folders pip installs packages into
 _CELL = re.compile(r"In ?\[(\d+)\]")
 
 
@@ -73,3 +76,17 @@ def place(where: str, source_file: str | None) -> str:
     if source_file and shown == shown_file(source_file):
         return f"line {line}"
     return f"{shown.rsplit('/', 1)[-1]}:{line}" if "/" in shown else where
+
+
+def installed_parts(path: str) -> list[str]:
+    """The parts of `path` below the folder pip installed it into, its package's first
+    (`['optax', '_src', 'numerics.py']`); [] outside installed packages."""
+    parts = path.split(os.sep)
+    installed = [i for i, part in enumerate(parts) if part in _INSTALLED]
+    return parts[installed[-1] + 1 :] if installed else []
+
+
+@functools.lru_cache(maxsize=1024)
+def is_installed(file: str) -> bool:
+    """Whether `file` is an installed package's (a library's, not the user's code)."""
+    return bool(installed_parts(file))

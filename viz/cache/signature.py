@@ -341,10 +341,25 @@ def _kind_of(type_text: str) -> str:
     return f"{a_or_an(type_text)} array"
 
 
+NODE_TYPE_FIX = (
+    "each type of node is a program of its own, compiled once: expected where the types "
+    "differ by design (a lineax operator of another kind), else pass one type"
+)
+
+
+def node_type_changed(before: str, after: str) -> bool:
+    """Whether a pytree's node changed type ('MatrixLinearOperator(*)' →
+    'DiagonalLinearOperator(*)', a structure's words), not its keys or lengths."""
+    kinds = [re.match(r"[A-Za-z_][\w.]*(?=\()", text) for text in (before, after)]
+    return bool(kinds[0] and kinds[1]) and kinds[0].group(0) != kinds[1].group(0)
+
+
 def reason_fix(reason: dict[str, str] | Reason) -> str:
     r = reason if isinstance(reason, dict) else reason.to_dict()
     if r["kind"] == "weak_type":
         return weak_type_fix(r["arg"], r["before"], r["after"])
+    if r["kind"] == "pytree" and node_type_changed(r["before"], r["after"]):
+        return NODE_TYPE_FIX
     return {
         "new_function": "",
         "shape": "pad inputs to a few bucket sizes so shapes repeat (see Precompile buckets)",

@@ -14,7 +14,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from viz.ir.model import SourceLoc, name_parts, source_loc
+from viz.ir.model import SourceLoc, name_parts, source_loc, user_first
 from viz.platforms.trace import CUSTOM_CALL_TARGET
 
 _PRED = re.compile(r"\bpred\[")
@@ -153,12 +153,27 @@ def _resolve_frames(tables: dict[str, dict[int, str]]) -> dict[int, SourceLoc]:
             funcs.get(int(fields.get("function_name_id", 0)), ""),
             int(fields.get("column", 0)),
         )
-    frames = {}
+    own, parents = {}, {}
     for i, raw in tables.get("StackFrames", {}).items():
-        loc = locations.get(int(_fields(raw).get("file_location_id", 0)))
+        fields = _fields(raw)
+        loc = locations.get(int(fields.get("file_location_id", 0)))
         if loc is not None:
-            frames[i] = loc
-    return frames
+            own[i] = loc
+        parents[i] = int(fields.get("parent_frame_id", 0))
+    if any(parent == i for i, parent in parents.items()):  # XLA writes the parent's id + 1
+        parents = {i: parent - 1 for i, parent in parents.items()}
+    return {i: found for i in own if (found := user_first(_stack(i, own, parents)))}
+
+
+def _stack(frame: int, own: dict[int, SourceLoc], parents: dict[int, int]) -> list[SourceLoc]:
+    """A stack frame's locations, innermost first, up its parents (0: none)."""
+    stack, seen = [], set()
+    while frame and frame not in seen:
+        seen.add(frame)
+        if frame in own:
+            stack.append(own[frame])
+        frame = parents.get(frame, 0)
+    return stack
 
 
 def _header(text: str) -> str:

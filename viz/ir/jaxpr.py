@@ -51,8 +51,10 @@ from viz.ir.model import (
     name_parts,
     register_scopes,
     source_loc,
+    user_first,
 )
-from viz.jax_private import drop_var_type, jaxpr_text, user_frame
+from viz.jax_private import drop_var_type, jaxpr_text, user_frame, user_frames
+from viz.where import is_installed
 
 # Container primitives and the kind of group they become; any other primitive
 # whose params hold a jaxpr becomes a 'call' group.
@@ -400,10 +402,18 @@ def _func_name(subs: list[tuple[str, Any]]) -> str:
 
 
 def _source(eqn: Any) -> SourceLoc | None:
-    frame = user_frame(eqn.source_info.traceback)
-    if frame is None:
-        return None
-    return source_loc(frame.file_name, frame.start_line, frame.function_name, frame.start_column)
+    """The innermost frame of the user's code (not a library's) that made `eqn`, else
+    the innermost frame outside JAX: JAX's own pick (cached) where it is the user's."""
+    traceback = eqn.source_info.traceback
+    innermost = user_frame(traceback)
+    if innermost is None or not is_installed(innermost.file_name):
+        frames = [innermost] if innermost is not None else []
+    else:
+        frames = user_frames(traceback)
+    return user_first(
+        source_loc(frame.file_name, frame.start_line, frame.function_name, frame.start_column)
+        for frame in frames
+    )
 
 
 def _lookup(env: Env, var: Any) -> Producers:

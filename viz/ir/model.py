@@ -21,13 +21,13 @@ import json
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from viz.overlap import gc_paused
-from viz.where import user_where
+from viz.where import is_installed, user_where
 
 Path = tuple[str, ...]
 
@@ -65,6 +65,18 @@ class SourceLoc:
     def __str__(self) -> str:
         where = user_where(self.file, self.line)
         return f"{where} ({self.function})" if self.function else where
+
+
+def user_first(frames: Iterable[SourceLoc]) -> SourceLoc | None:
+    """Of an op's frames, innermost first, the innermost in the user's code, not in an
+    installed library's (keras's `backend/jax/numpy.py:182` under the user's
+    `model(x)`); the innermost where none is the user's."""
+    innermost = None
+    for frame in frames:
+        if not is_installed(frame.file):
+            return frame
+        innermost = innermost or frame
+    return innermost
 
 
 @functools.lru_cache(maxsize=4096)

@@ -61,6 +61,7 @@ from viz.ir.model import (
     name_parts,
     register_scopes,
     source_loc,
+    user_first,
 )
 from viz.platforms import mosaic
 
@@ -527,12 +528,30 @@ def _walk_location(loc: Any, named: bool) -> tuple[str, SourceLoc | None]:
                 name = loc.name_str
             todo.append(loc.child_loc)
         elif kind == CALLSITE:
+            stack = _call_stack(loc, function)
+            if stack:
+                return name, user_first(stack)
             todo.append(loc.callee)
         elif kind == FILE:
             return name, source_loc(loc.filename, loc.start_line, function, loc.start_col)
         elif kind == FUSED:
             todo.extend(reversed(loc.locations))
     return name, None
+
+
+def _call_stack(loc: Any, function: str) -> list[SourceLoc]:
+    """A call site's frames, innermost first: `callsite("f"("model.py":12:4) at
+    callsite(...))`, each frame a file location under its function's name."""
+    stack = []
+    while loc is not None:
+        kind = location_kind(loc)
+        frame, loc = (loc.callee, getattr(loc, "caller", None)) if kind == CALLSITE else (loc, None)
+        if location_kind(frame) == NAME:
+            function, frame = frame.name_str, frame.child_loc
+        if location_kind(frame) == FILE:
+            stack.append(source_loc(frame.filename, frame.start_line, function, frame.start_col))
+        function = ""
+    return stack
 
 
 def module_bytecode(module: Any) -> bytes:

@@ -7,11 +7,19 @@ is no fault of anyone's.
 
 from __future__ import annotations
 
+import builtins
 import linecache
 import re
 from collections import Counter
 
-from viz.cache.signature import NEW, Reason, weak_type_fix, weak_type_text
+from viz.cache.signature import (
+    NEW,
+    NODE_TYPE_FIX,
+    Reason,
+    node_type_changed,
+    weak_type_fix,
+    weak_type_text,
+)
 from viz.recorder.closures import FUNCTION_WORDS, Locals, located, read_locals
 from viz.recorder.model import (
     AVOIDABLE,
@@ -66,11 +74,20 @@ def advise(stats: FunctionStats, compiles: list[Compile], cwd: str | tuple[str, 
     return "\n".join(dict.fromkeys(line for line in lines if line))
 
 
+def _of_a_new_object(kind: str, compiles: list[Compile]) -> bool:
+    """Whether recompiles of this kind can be a new object's (a jit wrapper, a function
+    a library makes on each call): a static value's only where one is new, not where a
+    value differs ('args 1.0 → 2.0': the user's data)."""
+    if kind != "static_value":
+        return kind in LIBRARY_KINDS
+    return any(r.kind == kind and r.after.startswith(NEW) for c in compiles for r in c.reasons)
+
+
 def _kind_advice(
     kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str | tuple[str, ...]
 ) -> str:
     """The words and the fix for the recompiles of one kind."""
-    library = _library_text(stats, compiles) if kind in LIBRARY_KINDS else ""
+    library = _library_text(stats, compiles) if _of_a_new_object(kind, compiles) else ""
     if library:
         return library
     cache = [r for c in compiles for r in c.reasons if r.arg == CACHE]
@@ -97,12 +114,47 @@ def _kind_advice(
     if kind == "weak_type":
         first = _first_reason(kind, compiles)
         return f"{what} → {weak_type_fix(first.arg, first.before, first.after)}"
+    if kind == "static_value" and _numbers_filter_jit_holds(compiles):
+        return f"{what} → {FILTER_JIT_NUMBER_FIX}"
+    first = _first_reason(kind, compiles)
+    if kind == "pytree" and node_type_changed(first.before, first.after):
+        return f"{what} → {NODE_TYPE_FIX}"
+    if kind == "shape" and _library_made(compiles) is not None:
+        return f"{what} → {_library_shape_fix(compiles)}"
     if kind == "shape" and _rank_changed(compiles):
         return f"{what} → {RANK_FIX}"  # a scalar, then a vector: no bucket pads that
     return f"{what} → {FIXES[kind]}" if kind in FIXES else what
 
 
 RANK_FIX = "pass it with the same number of dimensions every call"
+FILTER_JIT_NUMBER_FIX = (
+    "equinox's filter_jit holds a Python number static, as it does all that is not an "
+    "array: pass it as an array, jnp.asarray(value), and one compile serves every value"
+)
+
+
+def _numbers_filter_jit_holds(compiles: list[Compile]) -> bool:
+    """Whether the static values that changed most often are Python numbers that
+    equinox's filter_jit held static by its rule (none that the user marked static)."""
+    arg = _commonest_arg("static_value", compiles)
+    values = [
+        leaf.static_value
+        for c in compiles
+        if c.wraps[:1] == ["filter_jit"] and arg not in c.static
+        for leaf in c.signature
+        if leaf.arg == arg and leaf.static_value is not None  # not once passed as an array
+    ]
+    return bool(values) and all(_is_number(v) for v in values)
+
+
+def _is_number(text: str | None) -> bool:
+    try:
+        float(text or "")
+    except ValueError:
+        return False
+    return True
+
+
 TRANSFORM_FIX = "jit the transformed function once, e.g. jax.jit(jax.grad(f))"
 
 
@@ -128,6 +180,9 @@ def _describe(kind: str, stats: FunctionStats, compiles: list[Compile], cwd: str
     if kind == "dtype":
         values = _distinct(leaf.dtype for c in compiles for leaf in c.signature if leaf.arg == arg)
         return f"dtype of {arg} took {len(values)} values ({_list(values)})"
+    if kind == "pytree":
+        first = _first_reason(kind, compiles)
+        return f"the structure of {arg} changed ({first.before} → {first.after})"
     if kind == "config" and _transformed(compiles):
         under = ", ".join(t for t in _transformed(compiles))
         return f"compiled again under each transformation ({under}), apart from direct calls"
@@ -165,6 +220,43 @@ def _library_text(stats: FunctionStats, compiles: list[Compile]) -> str:
     )
 
 
+def _library_made(compiles: list[Compile]) -> Compile | None:
+    """The last compile of a jit that a library made from the user's call, or None."""
+    made = [c for c in compiles if c.called_from and _package(c.created_at or "")]
+    return made[-1] if made else None
+
+
+def _library_batches(compiles: list[Compile]) -> bool:
+    """Whether a library's jit saw the first dimension of its argument shrink (32, then
+    4: keras's `model.predict` of 100 samples in batches of 32, its last batch short)."""
+    if _library_made(compiles) is None:
+        return False
+    shapes = _shapes(_commonest_arg("shape", compiles), compiles)
+    if len({len(s) for s in shapes}) != 1 or not shapes or not shapes[0]:
+        return False
+    varying = [d for d in range(len(shapes[0])) if len({s[d] for s in shapes}) > 1]
+    return varying == [0] and min(s[0] for s in shapes[1:]) < shapes[0][0]
+
+
+def _library_shape_fix(compiles: list[Compile]) -> str:
+    """A library's jit whose shapes come from the data the user's call gave it: its
+    last batch shorter (keras), or data of another size (numpyro's `mcmc.run`)."""
+    made = _library_made(compiles)
+    call = _called_expression(made.called_from or "") if made else ""
+    library = _package(made.created_at or "") if made else ""
+    given = f"your `{call}`" if call else "your call"
+    if _library_batches(compiles):
+        return (
+            f"{library} cut the data {given} gave it into batches, the last one shorter: a "
+            "batch size that divides the data's length, or the data padded to a multiple of "
+            "it, keeps one shape"
+        )
+    return (
+        f"{library}'s jit takes its shapes from the data {given} gave it: each new size "
+        "compiles once (a few sizes, the data padded to them, compile a few times)"
+    )
+
+
 def _package(location: str) -> str:
     """'numpyro' for '/…/site-packages/numpyro/util.py:416', '' outside installed packages."""
     inside = installed_parts(location.rpartition(":")[0])
@@ -172,11 +264,12 @@ def _package(location: str) -> str:
 
 
 def _called_expression(location: str) -> str:
-    """'mcmc.run' for the user's line 'mcmc.run(key, X, y)' at `location`, or ''."""
+    """'mcmc.run' for the user's line 'mcmc.run(key, X, y)' at `location`, or '': the
+    first call that is not of a builtin ('print(model.predict(x))': `model.predict`)."""
     path, _, line = location.rpartition(":")
     text = linecache.getline(path, int(line)) if line.isdigit() else ""
-    match = re.search(r"([A-Za-z_][\w.]*)\s*\(", text)
-    return match.group(1) if match else ""
+    called = re.findall(r"([A-Za-z_][\w.]*)\s*\(", text)
+    return next((name for name in called if not hasattr(builtins, name)), "")
 
 
 def _loop_fix(reads: Locals | None, loop: str, compiles: list[Compile]) -> str:
@@ -188,6 +281,12 @@ def _loop_fix(reads: Locals | None, loop: str, compiles: list[Compile]) -> str:
         where = f"outside `{outer}`" if outer else "once"
         return f"define it {where} and pass the same function each time"
     through = "as operands" if loop == "lax.cond" else "in the loop's carry"
+    if reads.all_called:  # functions: no carry holds them
+        return (
+            f"{reads.reads}, {'a function' if len(reads.names) == 1 else 'functions'} it "
+            f"calls, which cannot go {through}: jit `{reads.outer}` itself, with "
+            f"{reads.listed} static (static_argnames)"
+        )
     return (
         f"{reads.reads}: jit `{reads.outer}` itself, or define the function once, outside "
         f"`{reads.outer}`, and pass {reads.listed} {through}"

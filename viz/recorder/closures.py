@@ -26,6 +26,12 @@ class Locals:
 
     names: list[str]  # ['w', 'scale']
     outer: str  # the enclosing function: 'train'
+    called: tuple[str, ...] = ()  # those the function calls: functions ('kernel(key, s)')
+
+    @property
+    def all_called(self) -> bool:
+        """Whether every local it reads is a function it calls (none can be an array)."""
+        return set(self.names) <= set(self.called)
 
     @property
     def listed(self) -> str:
@@ -70,7 +76,18 @@ def read_locals(location: str, name: str) -> Locals | None:
     ]
     names = list(dict.fromkeys(v for c in codes for v in c.co_freevars if v != "__class__"))
     outer = _outer(codes[0].co_qualname) if codes else ""
-    return Locals(names, outer) if names and outer else None
+    if not (names and outer):
+        return None
+    source = "".join(_lines(path, code) for code in codes)
+    called = tuple(n for n in names if re.search(rf"(?<![\w.]){re.escape(n)}\s*\(", source))
+    return Locals(names, outer, called)
+
+
+def _lines(path: str, code: CodeType) -> str:
+    """The source lines of `code`, as linecache holds its file."""
+    lines = [line for _, _, line in code.co_lines() if line is not None]
+    last = max(lines, default=code.co_firstlineno)
+    return "".join(linecache.getline(path, n) for n in range(code.co_firstlineno, last + 1))
 
 
 def located(place: str, folders: str | tuple[str, ...]) -> str:

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from viz.cache.signature import Reason  # the cache lab's, so both speak one vocabulary
+from viz.where import installed_parts
 
 DEFAULT_DETAILS = 100  # compiles kept with details, per function
 FIRST_COMPILE = "not compiled before"  # `before` of the first compile's new_function reason
@@ -129,6 +130,7 @@ class Compile:
     peak_bytes: int | None = None  # the memory profile's peak, where the executable was seen
     need: str = FIRST  # 'first', 'needed' (new inputs) or 'avoidable' (inputs seen before)
     need_why: str = ""  # in words: what was new, or why the same inputs compiled again
+    library: str = ""  # an op-by-op compile's: the installed package the user called that ran it
 
     @property
     def total_s(self) -> float:
@@ -292,6 +294,7 @@ class Summary:
     needed: int = 0  # compiles of new inputs (first compiles included)
     avoidable: int = 0  # compiles of inputs an earlier compile had
     avoidable_s: float = 0.0
+    eager_libraries: dict[str, int] = field(default_factory=dict)  # see Recording's
 
 
 @dataclass
@@ -305,6 +308,7 @@ class Recording:
     details_dropped: int = 0
     recorder_errors: int = 0
     errors: dict[str, int] = field(default_factory=dict)  # the recorder's error → compiles
+    eager_libraries: dict[str, int] = field(default_factory=dict)  # package → its ops' compiles
 
     @property
     def summary(self) -> Summary:
@@ -330,6 +334,7 @@ class Recording:
             needed=sum(f.compiles - f.avoidable for f in jitted),
             avoidable=sum(f.avoidable for f in jitted),
             avoidable_s=sum(f.avoidable_s for f in jitted),
+            eager_libraries=dict(self.eager_libraries),
         )
 
     def function(self, key: str) -> FunctionStats | None:
@@ -366,6 +371,7 @@ class Recording:
             details_dropped=summary.get("details_dropped", 0),
             recorder_errors=summary.get("recorder_errors", 0),
             errors={e["message"]: e["count"] for e in summary.get("errors") or []},
+            eager_libraries=dict(summary.get("eager_libraries") or {}),
         )
 
 
@@ -376,17 +382,6 @@ def _largest_peak(functions: list[FunctionStats]) -> dict[str, Any] | None:
         return None
     top = max(peaked, key=lambda f: f.peak_bytes or 0)
     return {"function": top.name, "defined_at": top.defined_at, "bytes": top.peak_bytes}
-
-
-_INSTALLED = ("site-packages", "dist-packages")  # folders pip installs packages into
-
-
-def installed_parts(path: str) -> list[str]:
-    """The parts of `path` below the folder pip installed it into, its package's first
-    (`['optax', '_src', 'numerics.py']`); [] outside installed packages."""
-    parts = path.split(os.sep)
-    installed = [i for i, part in enumerate(parts) if part in _INSTALLED]
-    return parts[installed[-1] + 1 :] if installed else []
 
 
 def short_path(location: str, cwd: str | tuple[str, ...]) -> str:

@@ -32,6 +32,7 @@ class Tally:
         self.details_dropped = 0
         self.recorder_errors = 0  # compiles the recorder failed to describe (counted only)
         self.errors: dict[str, int] = {}  # what failed → how many compiles
+        self.eager_libraries: dict[str, int] = {}  # package → op-by-op compiles its code ran
 
     def add(self, line: dict[str, Any]) -> None:
         kind = line.get("type")
@@ -51,6 +52,7 @@ class Tally:
 
     def add_compile(self, compile: Compile) -> None:
         self.compiles.append(compile)
+        self._library(compile.eager, compile.library)
         self._stats(compile.function, compile.defined_at, compile.eager).add(
             compile.total_s,
             [r.kind for r in compile.reasons],
@@ -72,10 +74,15 @@ class Tally:
             line.get("peak_bytes"),
             str(line.get("need", "")),
         )
+        self._library(bool(line.get("eager")), str(line.get("library", "")))
         if line.get("error"):
             self._error(str(line["error"]))
         elif not line.get("hidden"):
             self.details_dropped += 1
+
+    def _library(self, eager: bool, library: str) -> None:
+        if eager and library:
+            self.eager_libraries[library] = self.eager_libraries.get(library, 0) + 1
 
     def _error(self, message: str) -> None:
         self.recorder_errors += 1
@@ -107,4 +114,5 @@ class Tally:
             details_dropped=self.details_dropped,
             recorder_errors=self.recorder_errors,
             errors=dict(self.errors),
+            eager_libraries=dict(self.eager_libraries),
         )

@@ -25,7 +25,7 @@ from jax.extend import core
 
 from viz.cache.keys import spec_text
 from viz.errors import ErrorInfo, ErrorKind
-from viz.jax_private import user_frame
+from viz.jax_private import user_frames
 from viz.spec import (
     DTYPES,
     ArraySpec,
@@ -382,7 +382,8 @@ def _ints(value: Any) -> list[int]:
 
 
 def _line(eqn: Any, user_file: str | None) -> int | None:
-    frame = user_frame(eqn.source_info.traceback)
-    if frame is None or (user_file and frame.file_name != user_file):
-        return None
-    return frame.start_line
+    """The line of `user_file` (else of the innermost frame outside JAX) that made `eqn`,
+    under a library's frames too (keras's layers under the user's `model(x)`)."""
+    frames = user_frames(eqn.source_info.traceback)
+    frame = next((f for f in frames if not user_file or f.file_name == user_file), None)
+    return frame.start_line if frame is not None else None

@@ -142,6 +142,9 @@ def serve() -> None:
     floor = _open_device()
     # what started the worker (`python -m viz.worker`) is no frame of the user's either
     jax_private.hide_frames("<frozen runpy>", runpy.__file__)
+    # a callback's exception is the run's error, its text whole (JAX's log of it came
+    # first on the terminal: eqx.error_if's traceback and advice, then jitscope's)
+    jax_private.quiet_callback_errors()
 
     try:
         while True:

@@ -67,6 +67,13 @@ _LIBRARY_DIRS = tuple(
     }
     | {_JAX_DIR + os.sep, _VIZ_DIR}
 )
+_STDLIB_DIRS = tuple(
+    {
+        os.path.realpath(p) + os.sep
+        for key in ("stdlib", "platstdlib")
+        if (p := sysconfig.get_paths().get(key))
+    }
+)
 MAX_STACK = 24  # user frames kept per compile
 
 
@@ -120,6 +127,7 @@ class Finished:
     saved_s: float | None = None  # JAX's figure for the compile time a disk hit saved
     jit_made: JitMade | None = None  # where jax.jit was called, and from which user line
     executable: Any = None  # XLA's executable, where the compiling frame holds it
+    library: str = ""  # the installed package the user called that ran the op, or ''
 
 
 @dataclass(frozen=True)
@@ -248,6 +256,7 @@ def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
         saved_s=pending.saved_s,
         jit_made=jit_made(call.jit_info) if call else None,
         executable=_executable_from(jax_frames.get("_cached_compilation")),
+        library=calling_package(frame),
     )
     _state.local.pending = _Pending()
     for sink in list(_state.sinks):
@@ -359,8 +368,8 @@ def _note_made(jitted: Any, frame: FrameType | None) -> None:
     jax.jit's own frames and a library's jit helpers (numpyro's `maybe_jit`), so that a
     jit a library builds is placed in the library, with the user's line that led there.
     A jit that a framework makes for the user (equinox's `filter_jit`) is placed where
-    the framework was called, in a library too (diffrax's `@eqx.filter_jit`). Never
-    raises."""
+    the framework was called, in a library too (diffrax's `@eqx.filter_jit`), with no
+    user's line where it was made as its library was imported. Never raises."""
     while frame is not None and _is_jit_itself(frame.f_code):
         frame = frame.f_back
     wrapped = False
@@ -371,9 +380,12 @@ def _note_made(jitted: Any, frame: FrameType | None) -> None:
     if frame is None:
         return
     by_user = is_user_file(frame.f_code.co_filename)
-    user = frame
+    user, imported = frame, False
     while user is not None and not is_user_file(user.f_code.co_filename):
+        imported = imported or _is_import_machinery(user.f_code.co_filename)
         user = user.f_back
+    if imported:  # made once as the library was imported (diffrax's @eqx.filter_jit)
+        user = None  # the user's `import` line did not lead to any one call of it
     try:
         setattr(
             jitted,
@@ -387,6 +399,14 @@ def _note_made(jitted: Any, frame: FrameType | None) -> None:
         _jits[id(jitted._jit_info)] = jitted
     except (AttributeError, TypeError):
         pass
+
+
+def _is_import_machinery(filename: str) -> bool:
+    """importlib's frames, which run a module's body as it is imported (frozen in
+    CPython, plain files where it is not)."""
+    return filename.startswith("<frozen importlib") or filename.endswith(
+        (f"importlib{os.sep}_bootstrap.py", f"importlib{os.sep}_bootstrap_external.py")
+    )
 
 
 def _place(frame: FrameType) -> str:
@@ -476,6 +496,25 @@ def is_user_file(filename: str) -> bool:
         )
         _user_files[filename] = known
     return known
+
+
+def calling_package(frame: FrameType | None) -> str:
+    """The installed package whose code called JAX here, as the user called it: where
+    the innermost frame outside JAX, jitscope and the standard library is a library's,
+    the outermost library below the user's frame ('numpyro' for numpyro's
+    print_summary calling numpy calling JAX); '' where that frame is the user's."""
+    package = ""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        real = os.path.realpath(filename)
+        if not real.startswith((*_JAX_PACKAGES, _VIZ_DIR)):
+            inside = installed_parts(real)
+            if inside:
+                package = inside[0].removesuffix(".py")
+            elif not (filename.startswith("<") or real.startswith(_STDLIB_DIRS)):
+                return package  # the user's frame
+        frame = frame.f_back
+    return package
 
 
 def user_frames(frame: FrameType | None) -> list[tuple[str, int, str]]:

@@ -244,6 +244,7 @@ class Recorder:
                 "disk_hit": disk.state == "hit",
                 "peak_bytes": None if eager else _peak(finished.executable),
                 "need": need,
+                "library": finished.library if eager else "",
             }
             if hidden:
                 self.tally.add_count({**common, "hidden": True})
@@ -283,6 +284,7 @@ class Recorder:
                 peak_bytes=common["peak_bytes"],
                 need=need,
                 need_why=need_why,
+                library=common["library"],
             )
             self.tally.add_compile(compile)
             self._write({"type": "compile", **compile.to_dict()})
