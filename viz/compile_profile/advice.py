@@ -45,7 +45,7 @@ def _repeated(p: CompileProfileSection) -> Driver | None:
     return Driver(
         "repeated",
         f"`{top.group}` ×{top.count}: {top.share:.0%} of the program "
-        f"({top.eqns:,} of its equations)",
+        f"({top.eqns:,} of its graph's {round(top.eqns / top.share):,} ops)",
         f"XLA optimizes and generates code for each of the {top.count} copies, so the "
         "compile grows with their number. Stack the copies' parameters and run one of "
         "them under `jax.lax.scan`: XLA then compiles it once, whatever the count.",

@@ -23,7 +23,7 @@ What the numbers mean:
   of each span that none of its children cover.
 - `xla_covered`: the share of `compile_s` that the top-level spans cover.
 - `repeated`: the groups the graph views fold (`layer0–layer95`, ×96: the same ops
-  under consecutive look-alike scopes), `share` of the jaxpr's equations.
+  under consecutive look-alike scopes), `share` of the ops of the jaxpr's graph.
 """
 
 from __future__ import annotations
@@ -70,12 +70,13 @@ class XlaSpan(Plain):
 @dataclass
 class RepeatedGroup(Plain):
     """Look-alike scopes folded into one group (`layer0–layer95`, `count` 96) and its
-    `share` of the jaxpr's equations (`eqns` of them)."""
+    `share` of the ops of the jaxpr's graph (`eqns` of them: a call's or a custom
+    derivative's equation is a group of the graph, not one of its ops)."""
 
     group: str  # layer0–layer95, or a chain's label
     count: int  # look-alike members (at least 3)
-    share: float  # of the jaxpr's equations
-    eqns: int = 0  # equations under the group
+    share: float  # of the ops of the jaxpr's graph
+    eqns: int = 0  # the graph's ops under the group
 
 
 @dataclass
