@@ -50,6 +50,23 @@ def test_a_lambda_made_in_a_loop_cannot_open_and_says_why():
     assert not [b for b in at.button if b.label == "Open in Explore"]
 
 
+def test_the_overviews_numbers_wrap_in_one_row_and_are_never_cut():
+    """Six columns cut a value as wide as '739.9 ms' at 1280 px ('739.9 …'): the
+    numbers sit in one row that wraps, each as wide as its value, as the Diff's counts."""
+    with viz.recording(name="loop") as rec:
+        jax.jit(lambda v: v * 3)(jnp.ones(4))
+    rec.save()
+    at = recordings_page()
+    rows = [b for b in at.main.children.values() if b.type == "flex_container"]
+    row = next(b for b in rows if any(c.type == "metric" for c in b.children.values()))
+    assert row.proto.flex_container.direction == row.proto.flex_container.HORIZONTAL
+    assert row.proto.flex_container.wrap
+    labels = [c.label for c in row.children.values() if c.type == "metric"]
+    assert labels == ["compiles", "compile time", "wall time", "compiling", "functions",
+                      "largest peak"]  # fmt: skip
+    assert not [c for c in at.columns if c.metric]
+
+
 def record_steps(name: str, sizes: tuple[int, ...]) -> None:
     step = jax.jit(lambda v: v * 2)
     with viz.recording(name=name) as rec:
