@@ -111,6 +111,11 @@ def test_the_overview_says_each_count_once_under_one_name() -> None:
         assert metrics[stage].value == f"{count:,}"
     said = re.search(r"the (\d+) kernels XLA runs", texts(at))
     assert said is None or said[1] == kernels.value
+    # the memory is the Memory tab's peak, under its name: not a third figure beside
+    # the tab's peak and XLA's
+    memory = at.session_state["results"][-1].report.memory
+    assert metrics["memory peak"].value == units.nbytes(memory.peak_bytes)
+    assert "memory" not in metrics
 
 
 @pytest.mark.parametrize(
