@@ -72,6 +72,9 @@ _ALIASES = {
     "complex64": "c64",
     "complex": "c64",
     "complex128": "c128",
+    "fp16": "f16",  # ML's spellings
+    "fp32": "f32",
+    "fp64": "f64",
 }
 _MAX_SHOWN = 60
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
@@ -298,6 +301,12 @@ def unknown_dtype_message(name: str) -> str:
     if guess:
         return f"unknown dtype '{name}' (did you mean {guess}?)"
     return f"unknown dtype '{name}' (known: {', '.join(DTYPES)})"
+
+
+def unknown_name_message(name: str) -> str:
+    """Why `name[3]` is no item when `name` is neither a dtype nor defined: it is read
+    as a dtype first ('q32[4]' said only that name 'q32' is not defined)."""
+    return f"'{name}' is neither a dtype ({', '.join(DTYPES)}) nor a name your code defines"
 
 
 def describe_error(err: BaseException) -> str:
