@@ -40,11 +40,10 @@ sizes = st.pills(  # every N in view, the chosen ones lit (a multiselect cut the
 params = ui.params_of(prog.settings.code, step)
 one_argument = len(params) == 1
 if not one_argument:
-    st.error(
-        f"`{step}({', '.join(params)})` takes {plural(len(params), 'argument')}: the loop "
-        "body must be `step(x) → x`, one argument and a result of its shape and dtype "
-        "(the loop feeds each result back in as the next `x`).",
-        icon=":material/error:",
+    st.warning(  # guidance, as the other lessons' (nothing ran, nothing failed)
+        f"This lesson needs a loop body `step(x) → x`, one argument and a result of its "
+        f"shape and dtype (the loop feeds each result back in as the next `x`): "
+        f"`{step}({', '.join(params)})` takes {plural(len(params), 'argument')}."
     )
 if not step_default:
     st.caption("Tip: the *Unrolled loop vs scan* sample has a ready `step`.")

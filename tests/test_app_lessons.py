@@ -86,11 +86,13 @@ def test_the_scaling_lesson_says_its_body_must_be_step_x_and_loads_one() -> None
     from ui import program_from_sample
 
     at = open_lesson("pages/scaling.py", program_from_sample("dot_plus_one"))  # f(x, y)
-    assert "`f(x, y)` takes 2 arguments: the loop body must be `step(x) → x`" in at.error[0].value
+    said = at.warning[0].value  # guidance, as Where to jit's: nothing failed
+    assert said.startswith("This lesson needs a loop body `step(x) → x`") and not at.error
+    assert said.endswith("`f(x, y)` takes 2 arguments.")
     assert "Sweep N" not in [b.label for b in at.button]  # nothing to run on f
     press(at, "Load the unrolled loop sample")
     assert at.session_state["program"].settings.sample == "unrolled_loop"
-    assert at.selectbox[0].value == "step" and not at.error
+    assert at.selectbox[0].value == "step" and not at.warning
     assert "Sweep N" in [b.label for b in at.button]
 
 
