@@ -183,7 +183,7 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
                 sizes = parse_sizes(values)
             except SpecError as exc:
                 st.error(str(exc))
-                st.stop()
+                ui.end_page()
             calls = [resize(spec, names, param, int(axis), size) for size in sizes]
             bar = st.progress(0.0, "sweeping…")
             remember(
@@ -207,7 +207,7 @@ with st.expander("Precompile buckets: `lower().compile()` ahead of time, pad to 
                 sizes = parse_sizes(bucket_sizes, "bucket")
             except SpecError as exc:
                 st.error(str(exc))
-                st.stop()
+                ui.end_page()
             precompile = CachePrecompile(
                 replace(lab, args=spec), ui.owner(), param=bucket_param, sizes=sizes
             )
@@ -225,7 +225,7 @@ if result is None:
         "Make a call to fill the cache table, or press **Show the cache at work** for "
         "a first compile, a hit and a recompile in one click."
     )
-    st.stop()
+    ui.end_page()
 if result.error:
     ui.error_card(result.error, prog.settings.code)
 events = result.events

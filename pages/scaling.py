@@ -22,7 +22,7 @@ prog = ui.program()
 functions = ui.functions_of(prog.settings.code)
 step_default = prog.hint("LOOP_STEP")
 if not functions:
-    st.stop()
+    ui.end_page()
 c = st.columns(2)
 step = c[0].selectbox(
     "loop body step(x) → x",
@@ -49,7 +49,7 @@ if not step_default:
     st.caption("Tip: the *Unrolled loop vs scan* sample has a ready `step`.")
     ui.load_sample_button("Load the unrolled loop sample", "unrolled_loop")
 if not one_argument:
-    st.stop()
+    ui.end_page()
 
 if ui.lesson_controls("Sweep N"):
     lesson = Settings(

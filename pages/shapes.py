@@ -27,7 +27,7 @@ st.markdown(
 )
 if not arrays:
     st.warning("The current function has no array argument with a dimension to sweep.")
-    st.stop()
+    ui.end_page()
 c = st.columns(3)
 param = c[0].selectbox("argument", list(arrays))
 axis = c[1].number_input("axis", 0, len(arrays[param][1]) - 1, 0)
@@ -36,7 +36,7 @@ try:
     sizes = parse_sizes(sizes_text)
 except SpecError as exc:
     st.error(str(exc))
-    st.stop()
+    ui.end_page()
 
 if ui.lesson_controls("Sweep shapes"):
     s = prog.settings

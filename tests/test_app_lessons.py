@@ -70,6 +70,17 @@ def test_a_lesson_that_fails_shows_the_error_card_on_the_users_code(page, run) -
     assert at.session_state["program"].settings.code == BROKEN  # the code is kept
 
 
+@pytest.mark.parametrize("page", ["pages/placement.py", "pages/scaling.py", "pages/cache.py"])
+def test_a_page_that_ends_early_keeps_the_sidebars_worker_status(page) -> None:
+    """The lessons' guidance for f(x, y), the Cache lab's first visit: each page stops
+    there, and app.py's worker status (drawn after the page) went missing with it."""
+    from ui import program_from_sample
+
+    at = open_lesson(page, program_from_sample("dot_plus_one"))
+    assert "Restart worker" in [b.label for b in at.sidebar.button]
+    assert any("pool budget" in c.value for c in at.sidebar.caption)
+
+
 def test_the_shape_sweep_reads_its_break_even_calls() -> None:
     from ui import program_from_sample
 

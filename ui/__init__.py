@@ -41,7 +41,13 @@ from ui.program import (
     sample_names,
     samples_by_title,
 )
-from ui.sidebar import device_picker, restarted_elsewhere, safety_notes, worker_status
+from ui.sidebar import (
+    device_picker,
+    end_page,
+    restarted_elsewhere,
+    safety_notes,
+    worker_status,
+)
 from ui.style import page_style
 from ui.tables import table
 from ui.workers import (
@@ -65,6 +71,7 @@ __all__ = [
     "count",
     "device",
     "device_picker",
+    "end_page",
     "error_card",
     "excerpt",
     "functions_of",
