@@ -27,12 +27,13 @@ st.caption(
 )
 
 prog = ui.program()
-with st.expander(
+titles = ui.samples_by_title()
+sample_title = next((t for t, n in titles.items() if n == prog.settings.sample), None)
+with st.expander(  # the sample by its title, as Explore's picker names it
     f"Function: `{prog.settings.function}` from "
-    f"{'sample ' + prog.settings.sample if prog.settings.sample else 'your code'} "
+    f"{f'the sample *{sample_title}*' if sample_title else 'your code'} "
     "(change it on the Explore page or pick a sample)"
 ):
-    titles = ui.samples_by_title()
     pick = st.selectbox("Use a sample", ["(keep current)", *titles], key="cache_sample")
     if pick != "(keep current)" and st.button("Load sample"):
         st.session_state.program = ui.program_from_sample(titles[pick])

@@ -352,6 +352,13 @@ def _title(name: str) -> str:
     return next(s.title for s in list_samples() if s.name == name)
 
 
+def test_cache_lab_names_the_sample_as_explores_picker_does() -> None:
+    at = open_app()
+    at.switch_page("pages/cache.py").run()
+    title = _title("dot_plus_one")  # 'Dot product plus one', not its file's name
+    assert at.expander[0].label.startswith(f"Function: `f` from the sample *{title}* (")
+
+
 def test_cache_lab_counts_hits_and_explains_a_shape_miss() -> None:
     at = open_app()
     at.switch_page("pages/cache.py").run()
