@@ -352,7 +352,7 @@ def show_results() -> None:
         "StableHLO": lambda: ir_tab(res, IR.STABLEHLO, index),
         "Compiled HLO": lambda: ir_tab(res, IR.COMPILED, index),
         "Fusion": lambda: fusion_tab(res, index),
-        "Timing": lambda: results.timing_tab(r),
+        "Timing": lambda: results.timing_tab(r, res.asked.runs),
         compile_time.TAB: lambda: compile_time.panel(res, index),
         "Cost": lambda: results.cost_tab(r),
         memory.TAB: lambda: memory.panel(res, index),

@@ -215,6 +215,35 @@ def test_the_timing_tab_shows_each_time_and_when_compiling_pays_off() -> None:
     assert len(at.get("plotly_chart")) == 2  # the stage waterfall, the run distribution
 
 
+SLOW = """import jax.numpy as jnp
+
+
+def slow(x):
+    return x @ x @ x @ x @ x
+"""
+
+
+def test_a_slow_call_timed_fewer_times_than_asked_says_how_many_and_why() -> None:
+    """The inputs said '20 runs', the Timing tab 'n = 9' (the 24-layer model): the
+    timing's budget cut them, and nothing said so."""
+    from viz.program import Program
+    from viz.settings import Settings
+
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    slow = Settings(code=SLOW, function="slow", args="f32[2048,2048]")
+    at.session_state["program"] = Program(slow)  # before the first run: the editor's
+    at.session_state["results"] = []  # no first-visit analysis
+    at.session_state["query_applied"] = True
+    at.session_state["result_tab"] = "Timing"
+    at.run()
+    button(at, "Analyze").click().run()
+    assert not at.exception, at.exception
+    n = next(m.delta for m in at.metric if m.label == "jit (median)")
+    done = at.session_state["results"][-1].report.run.jit.samples
+    assert 0 < done < 20 and n == f"n = {done} of 20", n
+    assert f"{done} of the 20 timed runs asked for: the timing stops once its time" in texts(at)
+
+
 def _quantity(text: str, units: dict[str, float]) -> float:
     number, unit = re.fullmatch(r"([\d.,]+)\s*(\S*)", text).groups()
     return float(number.replace(",", "")) * units[unit]
