@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -65,6 +66,25 @@ def test_the_overviews_numbers_wrap_in_one_row_and_are_never_cut():
     assert labels == ["compiles", "compile time", "wall time", "compiling", "functions",
                       "largest peak"]  # fmt: skip
     assert not [c for c in at.columns if c.metric]
+
+
+def test_a_function_whose_file_is_gone_says_so_once(tmp_path: Path):
+    """'cannot read /…/gone.py: [Errno 2] No such file or directory: '/…/gone.py'' named
+    the file twice in Python's words: the file is gone, said so."""
+    source = tmp_path / "gone.py"
+    source.write_text("def triple(x):\n    return x * 3\n")
+    module = importlib.util.module_from_spec(importlib.util.spec_from_file_location("gone", source))
+    module.__spec__.loader.exec_module(module)
+    with viz.recording(name="gone") as rec:
+        jax.jit(module.triple)(jnp.ones(4))
+    rec.save()
+    source.unlink()
+    at = recordings_page()
+    (said,) = [w.value for w in at.warning if str(source) in w.value]
+    assert said == (
+        f"Open in Explore reads the function's file, and {source} is gone: moved or deleted "
+        "since the recording (the recorded compiles still hold)"
+    )
 
 
 def record_steps(name: str, sizes: tuple[int, ...]) -> None:
