@@ -95,6 +95,14 @@ class SpecError(ValueError):
             return self.reason
         return f"item {self.index} '{_shorten(self.item or '')}': {self.reason}"
 
+    def named(self, params: list[str]) -> str:
+        """The message with the item's parameter, as the function names it (`params`,
+        in order): "x, item 1 'q32[4]': …", where "item 1" alone sent the reader
+        counting the spec's commas."""
+        if self.index is None or self.index > len(params):
+            return str(self)
+        return f"{params[self.index - 1]}, {self}"
+
     def __reduce__(self) -> tuple[type[SpecError], tuple[str, int | None, str | None]]:
         return (SpecError, (self.reason, self.index, self.item))
 
