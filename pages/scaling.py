@@ -4,6 +4,7 @@ import streamlit as st
 
 import ui
 from viz import charts, demo
+from viz.lessons.rows import UnrollVerdict
 from viz.lessons.verdicts import unroll_break_even
 from viz.settings import Settings
 from viz.units import plural
@@ -58,6 +59,17 @@ if ui.lesson_controls("Sweep N"):
     request = Scaling(lesson, sizes=sorted(sizes))
     st.session_state.scaling = ui.run_lesson(request, "compiling")
 
+
+def pays_off_text(v: UnrollVerdict) -> str:
+    """After how many calls unrolling paid off: 'at once' where it compiled no slower
+    than scan (it read '0 calls' beside a negative extra cost, noise in the compile)."""
+    if v.pays_off_after_calls is None:
+        return "never"
+    if v.extra_compile_s <= 0:
+        return "at once (it compiled no slower)"
+    return f"{v.pays_off_after_calls:,.0f} calls"
+
+
 result: ScalingReply | None = st.session_state.get("scaling")
 if result and not ui.show_lesson_error(result):
     rows, exps = result.rows, result.exponents
@@ -88,9 +100,7 @@ if result and not ui.show_lesson_error(result):
             "saved per call": ui.seconds(v.saved_per_call_s)
             if v.saved_per_call_s > 0
             else "none (scan is as fast)",
-            "pays off after": f"{v.pays_off_after_calls:,.0f} calls"
-            if v.pays_off_after_calls is not None
-            else "never",
+            "pays off after": pays_off_text(v),
         }
         for v in verdicts
     )

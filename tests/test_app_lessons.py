@@ -125,3 +125,29 @@ def test_the_scaling_lesson_shows_every_n() -> None:
         "512",
     ]
     assert sizes.value == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+
+
+def test_unrolling_that_compiled_no_slower_pays_off_at_once() -> None:
+    """A negative extra compile cost (noise: unrolled N=1 compiled 5.6 ms faster than
+    scan) read 'pays off after 0 calls'."""
+    from ui import program_from_sample
+    from viz.lessons.rows import ScalingRow
+    from viz.worker.replies import ScalingReply
+
+    def row(variant: str, n: int, total_s: float, run_s: float) -> ScalingRow:
+        return ScalingRow(0.0, 0.0, total_s, total_s, n, n, run_s, n=n, variant=variant)
+
+    at = open_lesson("pages/scaling.py", program_from_sample("unrolled_loop"))
+    at.session_state["scaling"] = ScalingReply(
+        rows=[
+            row("unrolled", 1, 0.040, 50e-6),
+            row("scan", 1, 0.045, 58e-6),
+            row("unrolled", 64, 0.090, 40e-6),
+            row("scan", 64, 0.050, 80e-6),
+        ],
+        exponents={"unrolled": None, "scan": None, "fori_loop": None},
+    )
+    at.run()
+    assert not at.exception, at.exception
+    said = list(at.dataframe[0].value["pays off after"])
+    assert said == ["at once (it compiled no slower)", "1,000 calls"], said
