@@ -23,6 +23,7 @@ st.caption(
 prog = ui.program()
 rows = ui.spec_rows(prog.settings.code, prog.settings.function, prog.settings.args)
 batch_default = prog.hint("BATCH_ARG")
+ui.explored_function()  # whose compiles the plans count, as the shape sweep says it
 arrays = [n for n, item in rows if (p := array_item_parts(item)) and p[1]]
 if not arrays:
     st.warning("The current function has no batched array argument.")

@@ -22,9 +22,7 @@ prog = ui.program()
 rows = ui.spec_rows(prog.settings.code, prog.settings.function, prog.settings.args)
 arrays = {name: array_item_parts(item) for name, item in rows}
 arrays = {n: p for n, p in arrays.items() if p and p[1] and n not in prog.settings.static}
-st.markdown(
-    f"Function **`{prog.settings.function}`** with args `{prog.settings.args}` (from Explore)"
-)
+ui.explored_function()
 if not arrays:
     st.warning("The current function has no array argument with a dimension to sweep.")
     ui.end_page()

@@ -151,3 +151,15 @@ def test_unrolling_that_compiled_no_slower_pays_off_at_once() -> None:
     assert not at.exception, at.exception
     said = list(at.dataframe[0].value["pays off after"])
     assert said == ["at once (it compiled no slower)", "1,000 calls"], said
+
+
+@pytest.mark.parametrize("page", ["pages/shapes.py", "pages/buckets.py"])
+def test_the_lessons_that_take_explores_function_say_which(page) -> None:
+    """The shape sweep said 'Function f with args … (from Explore)'; the buckets page
+    named its function only in a caption under its plans."""
+    from ui import program_from_sample
+
+    at = open_lesson(page, program_from_sample("batched_model"))
+    s = at.session_state["program"].settings
+    said = f"Function **`{s.function}`** with args `{s.args}` (from Explore)"
+    assert said in [m.value for m in at.markdown]

@@ -28,7 +28,12 @@ from ui.graphs import (
     shared_box,
     show_graph,
 )
-from ui.lessons import lesson_controls, load_sample_button, show_lesson_error
+from ui.lessons import (
+    explored_function,
+    lesson_controls,
+    load_sample_button,
+    show_lesson_error,
+)
 from ui.live import LiveAnalysis
 from ui.navigation import leave_legacy_pages, open_diff
 from ui.program import (
@@ -74,6 +79,7 @@ __all__ = [
     "end_page",
     "error_card",
     "excerpt",
+    "explored_function",
     "functions_of",
     "fusion_compare",
     "graph_panel",
