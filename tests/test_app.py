@@ -529,6 +529,16 @@ def test_the_bucket_plans_columns_fit_beside_each_other() -> None:
     assert config["plan"]["width"] >= 8 * max(frame["plan"].str.len())  # a plan's whole name
 
 
+def test_edited_code_is_no_samples_in_the_picker_or_the_cache_lab() -> None:
+    """The picker kept 'Dot product plus one' over the user's edited code."""
+    at = open_app()
+    assert at.selectbox(key="sample_pick").value == _title("dot_plus_one")
+    at.text_area(key="code_w").set_value(at.text_area(key="code_w").value + "\n# mine\n").run()
+    assert at.selectbox(key="sample_pick").value is None  # its placeholder: your own code
+    at.switch_page("pages/cache.py").run()
+    assert "from your code" in at.expander[0].label
+
+
 def test_code_and_results_survive_a_round_trip_through_another_page() -> None:
     at = open_app()
     edited = at.text_area(key="code_w").value + "\n# my edit\n"
