@@ -23,11 +23,12 @@ st.caption(
 prog = ui.program()
 rows = ui.spec_rows(prog.settings.code, prog.settings.function, prog.settings.args)
 batch_default = prog.hint("BATCH_ARG")
+ui.explored_function()  # whose compiles the plans count, as the shape sweep says it
 arrays = [n for n, item in rows if (p := array_item_parts(item)) and p[1]]
 if not arrays:
     st.warning("The current function has no batched array argument.")
     ui.load_sample_button("Load the batched model sample", "batched_model")
-    st.stop()
+    ui.end_page()
 
 left, right = st.columns([3, 2], gap="large")
 with left:
@@ -40,7 +41,7 @@ with left:
             sizes = parse_sizes(text, "batch size")
         except SpecError as exc:
             st.error(str(exc))
-            st.stop()
+            ui.end_page()
     else:
         d = st.columns(3)
         dist = d[0].selectbox("distribution", ["lognormal", "uniform", "zipf"])
@@ -60,12 +61,12 @@ with right:
 
 if not sizes:
     st.info("Enter at least one batch size.")
-    st.stop()
+    ui.end_page()
 try:
     user = parse_sizes(user_text, "bucket") or None
 except SpecError as exc:
     st.error(str(exc))
-    st.stop()
+    ui.end_page()
 plans = planner.compare_plans(sizes, user, int(k) if k else None)
 st.plotly_chart(charts.bucket_chart(plans), width="stretch")
 

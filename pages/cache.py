@@ -27,12 +27,13 @@ st.caption(
 )
 
 prog = ui.program()
-with st.expander(
+titles = ui.samples_by_title()
+sample_title = next((t for t, n in titles.items() if n == prog.settings.sample), None)
+with st.expander(  # the sample by its title, as Explore's picker names it
     f"Function: `{prog.settings.function}` from "
-    f"{'sample ' + prog.settings.sample if prog.settings.sample else 'your code'} "
+    f"{f'the sample *{sample_title}*' if sample_title else 'your code'} "
     "(change it on the Explore page or pick a sample)"
 ):
-    titles = ui.samples_by_title()
     pick = st.selectbox("Use a sample", ["(keep current)", *titles], key="cache_sample")
     if pick != "(keep current)" and st.button("Load sample"):
         st.session_state.program = ui.program_from_sample(titles[pick])
@@ -183,7 +184,7 @@ with st.expander("Sweep: many calls in one go (e.g. batch sizes 1…64)"):
                 sizes = parse_sizes(values)
             except SpecError as exc:
                 st.error(str(exc))
-                st.stop()
+                ui.end_page()
             calls = [resize(spec, names, param, int(axis), size) for size in sizes]
             bar = st.progress(0.0, "sweeping…")
             remember(
@@ -207,7 +208,7 @@ with st.expander("Precompile buckets: `lower().compile()` ahead of time, pad to 
                 sizes = parse_sizes(bucket_sizes, "bucket")
             except SpecError as exc:
                 st.error(str(exc))
-                st.stop()
+                ui.end_page()
             precompile = CachePrecompile(
                 replace(lab, args=spec), ui.owner(), param=bucket_param, sizes=sizes
             )
@@ -225,7 +226,7 @@ if result is None:
         "Make a call to fill the cache table, or press **Show the cache at work** for "
         "a first compile, a hit and a recompile in one click."
     )
-    st.stop()
+    ui.end_page()
 if result.error:
     ui.error_card(result.error, prog.settings.code)
 events = result.events

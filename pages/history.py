@@ -19,10 +19,10 @@ def load_runs(db: History) -> list[Run]:
 
 
 def table(runs: list[Run]) -> list[dict[str, object]]:
-    """One row per run: what ran and whether it failed, its options, key counts (jaxpr
-    equations, StableHLO ops, compiled kernels and fusions), times (trace → compile as
-    on the Overview, none for a run that never compiled; run median) and the memory
-    peak."""
+    """One row per run: what ran and whether it failed; its times (trace → compile as
+    on the Overview, none for a run that never compiled; run median) and memory peak,
+    what a regression shows in, in view beside it; key counts (jaxpr equations,
+    StableHLO ops, compiled kernels and fusions); its options, device and source."""
     records = []
     for r in runs:
         n = r.numbers
@@ -35,15 +35,15 @@ def table(runs: list[Run]) -> list[dict[str, object]]:
                 "function": r.settings.function,
                 "result": result,
                 "args": r.settings.args,
-                "options": r.options_text,
-                "device": r.settings.device,
+                "trace → compile": ui.seconds(n.compile_total_s if compiled else None),
+                "run time": ui.seconds(n.timings.run_median_s),
+                "peak": ui.nbytes(n.memory.peak_bytes if n.memory else None),
                 "jaxpr": n.jaxpr.eqn_count,
                 "StableHLO": n.stablehlo.op_count,
                 "kernels": n.compiled.kernel_count,
                 "fusions": n.compiled.fusion_count,
-                "trace → compile": ui.seconds(n.compile_total_s if compiled else None),
-                "run time": ui.seconds(n.timings.run_median_s),
-                "peak": ui.nbytes(n.memory.peak_bytes if n.memory else None),
+                "options": r.options_text,
+                "device": r.settings.device,
                 "source": f"{r.source} · " + ("full report" if r.full else "numbers only"),
             }
         )

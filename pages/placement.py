@@ -21,7 +21,7 @@ functions = ui.functions_of(prog.settings.code)
 if len(functions) < 2:
     st.warning("This lesson needs two functions, an outer one that calls an inner one.")
     ui.load_sample_button("Load the outer/inner sample", "outer_inner")
-    st.stop()
+    ui.end_page()
 inner_default = prog.hint("INNER")
 c = st.columns(3)
 outer = c[0].selectbox(

@@ -74,21 +74,24 @@ def sized(widths: dict[str, str | int]) -> dict[str, object]:
 
 def overview(rec: Recording) -> None:
     s, program = rec.summary, rec.program
-    cols = st.columns(6)
-    cols[0].metric("compiles", count(s.compiles))
-    cols[1].metric("compile time", seconds(s.compile_s))
-    cols[2].metric("wall time", seconds(program.wall_s) if program.wall_s else "–")
+    row = st.container(horizontal=True, wrap=True, gap="large")  # wide values wrap, not cut
     share = s.compile_s / program.wall_s if program.wall_s else None
-    cols[3].metric("compiling", f"{share:.0%}" if share is not None else "–")
-    cols[4].metric("functions", s.functions)
     top = s.largest_peak
-    cols[5].metric(
-        "largest peak",
-        nbytes(top["bytes"]) if top else "–",
-        help=f"{top['function']}: the most memory live at one step of its compiled program"
-        if top
-        else "no compiled executable was seen",
-    )
+    for label, value, said in (
+        ("compiles", count(s.compiles), None),
+        ("compile time", seconds(s.compile_s), None),
+        ("wall time", seconds(program.wall_s) if program.wall_s else "–", None),
+        ("compiling", f"{share:.0%}" if share is not None else "–", None),
+        ("functions", s.functions, None),
+        (
+            "largest peak",
+            nbytes(top["bytes"]) if top else "–",
+            f"{top['function']}: the most memory live at one step of its compiled program"
+            if top
+            else "no compiled executable was seen",
+        ),
+    ):
+        row.metric(label, value, help=said, width="content")
     ended = f"exit status {program.exit_code}" + (f" ({program.signal})" if program.signal else "")
     kept = any(f.eager for f in rec.functions)
     listed = "listed below" if kept else "record with --eager to list them"

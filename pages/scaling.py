@@ -4,6 +4,7 @@ import streamlit as st
 
 import ui
 from viz import charts, demo
+from viz.lessons.rows import UnrollVerdict
 from viz.lessons.verdicts import unroll_break_even
 from viz.settings import Settings
 from viz.units import plural
@@ -22,7 +23,7 @@ prog = ui.program()
 functions = ui.functions_of(prog.settings.code)
 step_default = prog.hint("LOOP_STEP")
 if not functions:
-    st.stop()
+    ui.end_page()
 c = st.columns(2)
 step = c[0].selectbox(
     "loop body step(x) → x",
@@ -40,17 +41,16 @@ sizes = st.pills(  # every N in view, the chosen ones lit (a multiselect cut the
 params = ui.params_of(prog.settings.code, step)
 one_argument = len(params) == 1
 if not one_argument:
-    st.error(
-        f"`{step}({', '.join(params)})` takes {plural(len(params), 'argument')}: the loop "
-        "body must be `step(x) → x`, one argument and a result of its shape and dtype "
-        "(the loop feeds each result back in as the next `x`).",
-        icon=":material/error:",
+    st.warning(  # guidance, as the other lessons' (nothing ran, nothing failed)
+        f"This lesson needs a loop body `step(x) → x`, one argument and a result of its "
+        f"shape and dtype (the loop feeds each result back in as the next `x`): "
+        f"`{step}({', '.join(params)})` takes {plural(len(params), 'argument')}."
     )
 if not step_default:
     st.caption("Tip: the *Unrolled loop vs scan* sample has a ready `step`.")
     ui.load_sample_button("Load the unrolled loop sample", "unrolled_loop")
 if not one_argument:
-    st.stop()
+    ui.end_page()
 
 if ui.lesson_controls("Sweep N"):
     lesson = Settings(
@@ -58,6 +58,17 @@ if ui.lesson_controls("Sweep N"):
     )
     request = Scaling(lesson, sizes=sorted(sizes))
     st.session_state.scaling = ui.run_lesson(request, "compiling")
+
+
+def pays_off_text(v: UnrollVerdict) -> str:
+    """After how many calls unrolling paid off: 'at once' where it compiled no slower
+    than scan (it read '0 calls' beside a negative extra cost, noise in the compile)."""
+    if v.pays_off_after_calls is None:
+        return "never"
+    if v.extra_compile_s <= 0:
+        return "at once (it compiled no slower)"
+    return f"{v.pays_off_after_calls:,.0f} calls"
+
 
 result: ScalingReply | None = st.session_state.get("scaling")
 if result and not ui.show_lesson_error(result):
@@ -89,9 +100,7 @@ if result and not ui.show_lesson_error(result):
             "saved per call": ui.seconds(v.saved_per_call_s)
             if v.saved_per_call_s > 0
             else "none (scan is as fast)",
-            "pays off after": f"{v.pays_off_after_calls:,.0f} calls"
-            if v.pays_off_after_calls is not None
-            else "never",
+            "pays off after": pays_off_text(v),
         }
         for v in verdicts
     )

@@ -22,12 +22,10 @@ prog = ui.program()
 rows = ui.spec_rows(prog.settings.code, prog.settings.function, prog.settings.args)
 arrays = {name: array_item_parts(item) for name, item in rows}
 arrays = {n: p for n, p in arrays.items() if p and p[1] and n not in prog.settings.static}
-st.markdown(
-    f"Function **`{prog.settings.function}`** with args `{prog.settings.args}` (from Explore)"
-)
+ui.explored_function()
 if not arrays:
     st.warning("The current function has no array argument with a dimension to sweep.")
-    st.stop()
+    ui.end_page()
 c = st.columns(3)
 param = c[0].selectbox("argument", list(arrays))
 axis = c[1].number_input("axis", 0, len(arrays[param][1]) - 1, 0)
@@ -36,7 +34,7 @@ try:
     sizes = parse_sizes(sizes_text)
 except SpecError as exc:
     st.error(str(exc))
-    st.stop()
+    ui.end_page()
 
 if ui.lesson_controls("Sweep shapes"):
     s = prog.settings

@@ -111,6 +111,11 @@ def test_the_overview_says_each_count_once_under_one_name() -> None:
         assert metrics[stage].value == f"{count:,}"
     said = re.search(r"the (\d+) kernels XLA runs", texts(at))
     assert said is None or said[1] == kernels.value
+    # the memory is the Memory tab's peak, under its name: not a third figure beside
+    # the tab's peak and XLA's
+    memory = at.session_state["results"][-1].report.memory
+    assert metrics["memory peak"].value == units.nbytes(memory.peak_bytes)
+    assert "memory" not in metrics
 
 
 @pytest.mark.parametrize(
@@ -208,6 +213,35 @@ def test_the_timing_tab_shows_each_time_and_when_compiling_pays_off() -> None:
     assert all(re.fullmatch(r"n = \d+", n) for n in counted.values()), counted
     assert int(counted["eager (median)"].removeprefix("n = ")) >= MIN_EAGER_SAMPLES
     assert len(at.get("plotly_chart")) == 2  # the stage waterfall, the run distribution
+
+
+SLOW = """import jax.numpy as jnp
+
+
+def slow(x):
+    return x @ x @ x @ x @ x
+"""
+
+
+def test_a_slow_call_timed_fewer_times_than_asked_says_how_many_and_why() -> None:
+    """The inputs said '20 runs', the Timing tab 'n = 9' (the 24-layer model): the
+    timing's budget cut them, and nothing said so."""
+    from viz.program import Program
+    from viz.settings import Settings
+
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    slow = Settings(code=SLOW, function="slow", args="f32[2048,2048]")
+    at.session_state["program"] = Program(slow)  # before the first run: the editor's
+    at.session_state["results"] = []  # no first-visit analysis
+    at.session_state["query_applied"] = True
+    at.session_state["result_tab"] = "Timing"
+    at.run()
+    button(at, "Analyze").click().run()
+    assert not at.exception, at.exception
+    n = next(m.delta for m in at.metric if m.label == "jit (median)")
+    done = at.session_state["results"][-1].report.run.jit.samples
+    assert 0 < done < 20 and n == f"n = {done} of 20", n
+    assert f"{done} of the 20 timed runs asked for: the timing stops once its time" in texts(at)
 
 
 def _quantity(text: str, units: dict[str, float]) -> float:
@@ -345,6 +379,13 @@ def test_static_toggle_and_spec_rows_drive_the_analysis() -> None:
 
 def _title(name: str) -> str:
     return next(s.title for s in list_samples() if s.name == name)
+
+
+def test_cache_lab_names_the_sample_as_explores_picker_does() -> None:
+    at = open_app()
+    at.switch_page("pages/cache.py").run()
+    title = _title("dot_plus_one")  # 'Dot product plus one', not its file's name
+    assert at.expander[0].label.startswith(f"Function: `f` from the sample *{title}* (")
 
 
 def test_cache_lab_counts_hits_and_explains_a_shape_miss() -> None:
@@ -486,6 +527,16 @@ def test_the_bucket_plans_columns_fit_beside_each_other() -> None:
     assert all(len(str(c)) <= 12 for c in frame.columns)  # headers that fit their columns
     config = json.loads(at.dataframe[0].proto.columns)  # column_config, as Streamlit sends it
     assert config["plan"]["width"] >= 8 * max(frame["plan"].str.len())  # a plan's whole name
+
+
+def test_edited_code_is_no_samples_in_the_picker_or_the_cache_lab() -> None:
+    """The picker kept 'Dot product plus one' over the user's edited code."""
+    at = open_app()
+    assert at.selectbox(key="sample_pick").value == _title("dot_plus_one")
+    at.text_area(key="code_w").set_value(at.text_area(key="code_w").value + "\n# mine\n").run()
+    assert at.selectbox(key="sample_pick").value is None  # its placeholder: your own code
+    at.switch_page("pages/cache.py").run()
+    assert "from your code" in at.expander[0].label
 
 
 def test_code_and_results_survive_a_round_trip_through_another_page() -> None:

@@ -237,7 +237,17 @@ def test_a_failed_run_says_so_next_to_its_function_and_has_no_compile_time(home)
     at.switch_page("pages/history.py").run()
     assert not at.exception, at.exception
     listed = at.dataframe[0].value
-    assert list(listed.columns[:4]) == ["run", "when", "function", "result"]
+    # what ran, then what a regression shows in: in view at 1280 px, not past 11 columns
+    assert list(listed.columns[:8]) == [
+        "run",
+        "when",
+        "function",
+        "result",
+        "args",
+        "trace → compile",
+        "run time",
+        "peak",
+    ]
     rows = listed.set_index("run")
     assert rows.loc[f"#{failed}", "result"] == "failed: control flow"
     assert rows.isna().loc[f"#{failed}", "trace → compile"]  # it never compiled

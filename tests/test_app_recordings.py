@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -48,6 +49,42 @@ def test_a_lambda_made_in_a_loop_cannot_open_and_says_why():
     assert any("a new jit(<lambda>) is made on each call" in i.value for i in at.info)
     assert any("not a top-level function" in w.value for w in at.warning)
     assert not [b for b in at.button if b.label == "Open in Explore"]
+
+
+def test_the_overviews_numbers_wrap_in_one_row_and_are_never_cut():
+    """Six columns cut a value as wide as '739.9 ms' at 1280 px ('739.9 …'): the
+    numbers sit in one row that wraps, each as wide as its value, as the Diff's counts."""
+    with viz.recording(name="loop") as rec:
+        jax.jit(lambda v: v * 3)(jnp.ones(4))
+    rec.save()
+    at = recordings_page()
+    rows = [b for b in at.main.children.values() if b.type == "flex_container"]
+    row = next(b for b in rows if any(c.type == "metric" for c in b.children.values()))
+    assert row.proto.flex_container.direction == row.proto.flex_container.HORIZONTAL
+    assert row.proto.flex_container.wrap
+    labels = [c.label for c in row.children.values() if c.type == "metric"]
+    assert labels == ["compiles", "compile time", "wall time", "compiling", "functions",
+                      "largest peak"]  # fmt: skip
+    assert not [c for c in at.columns if c.metric]
+
+
+def test_a_function_whose_file_is_gone_says_so_once(tmp_path: Path):
+    """'cannot read /…/gone.py: [Errno 2] No such file or directory: '/…/gone.py'' named
+    the file twice in Python's words: the file is gone, said so."""
+    source = tmp_path / "gone.py"
+    source.write_text("def triple(x):\n    return x * 3\n")
+    module = importlib.util.module_from_spec(importlib.util.spec_from_file_location("gone", source))
+    module.__spec__.loader.exec_module(module)
+    with viz.recording(name="gone") as rec:
+        jax.jit(module.triple)(jnp.ones(4))
+    rec.save()
+    source.unlink()
+    at = recordings_page()
+    (said,) = [w.value for w in at.warning if str(source) in w.value]
+    assert said == (
+        f"Open in Explore reads the function's file, and {source} is gone: moved or deleted "
+        "since the recording (the recorded compiles still hold)"
+    )
 
 
 def record_steps(name: str, sizes: tuple[int, ...]) -> None:

@@ -216,6 +216,13 @@ def test_log_ticks_fall_to_one_a_decade_over_a_wide_span() -> None:
     assert charts.log_ticks([0.3, 4.0]) == [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50]
     assert charts.log_ticks([0.01, 1e6]) == [10.0**e for e in range(-2, 7)]
     assert charts.log_ticks([0.0, -1.0]) == []  # nothing a log axis can draw
+
+
+def test_log_ticks_within_one_decade_are_finer() -> None:
+    """The 24-layer model's jit and eager calls, 130 to 300 ms: 1, 2 and 5 a decade left
+    one tick, '200 ms', on the run-time chart's axis."""
+    ticks = [t for t in charts.log_ticks([130.0, 300.0]) if 130 <= t <= 300]
+    assert ticks == [150, 200, 300]
     assert [charts.tick_text(t) for t in ("1.00 T", "100.0 ms", "500 µs", "0.5")] == [
         "1 T",
         "100 ms",

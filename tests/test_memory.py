@@ -605,6 +605,21 @@ def test_a_peak_over_the_workers_limit_is_refused_before_running_naming_its_buff
 
 
 @XLA_FIGURES
+def test_a_run_over_the_limit_says_nothing_ran_and_keeps_the_compile_only_results():
+    """The app draws the error card above the result's tabs, the CLI prints it after
+    them: the message names no place ('the compile-only results above' read wrong in
+    the app)."""
+    report = analyze(sort_then_scan, "f32[2048,8192]", runs=3, memory_limit_bytes=128 * MiB)
+    error = report.error
+    assert error is not None and error.kind == "memory" and error.stage == "run"
+    assert error.message.endswith(
+        "analyze's memory_limit_bytes is 128.0 MiB. Nothing ran: the compile-only results "
+        "are complete."
+    ), error.message
+    assert report.compiled is not None and report.timings.runs == 0
+
+
+@XLA_FIGURES
 def test_a_compile_only_analysis_says_whether_a_run_would_fit():
     report = analyze(sort_then_scan, "f32[2048,8192]", runs=0, memory_limit_bytes=128 * MiB)
     said = fit_text(report.memory)

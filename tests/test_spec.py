@@ -353,6 +353,18 @@ def test_error_unknown_dtype_suggests_the_short_name():
     assert str(error_of("F32[3]")) == "item 1 'F32[3]': unknown dtype 'F32' (did you mean f32?)"
 
 
+def test_error_a_typo_in_a_dtype_says_it_is_no_dtype_nor_a_name():
+    """'q32[4]' said only "name 'q32' is not defined": a name before a shape is read as
+    a dtype first; ML's fp32 spelling is recognised."""
+    dtypes = "f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, bool, c64, c128"
+    assert str(error_of("f32[2], q32[256,512]")) == (
+        f"item 2 'q32[256,512]': 'q32' is neither a dtype ({dtypes}) nor a name your code defines"
+    )
+    assert "'tf32' is neither a dtype" in str(error_of("tf32[]"))
+    assert str(error_of("fp32[3]")) == "item 1 'fp32[3]': unknown dtype 'fp32' (did you mean f32?)"
+    assert parse_spec("table[1]", {"table": [0, [4]]})[0].value == [4]  # the code's name
+
+
 def test_error_negative_dimension():
     assert str(error_of("f32[-1]")) == "item 1 'f32[-1]': dimension -1 is negative"
 

@@ -71,6 +71,11 @@ def test_infinite_loop_times_out_within_two_seconds_of_the_limit(fresh_worker):
     assert result["error"]["kind"] == "timeout"
     assert "3 s" in result["error"]["message"]
     assert 3 <= elapsed < 3 + 2
+    # where: the loop's line of the user's code, marked as other errors' lines are
+    error = result["error"]
+    assert error["line"] in (2, 3), error
+    assert f"Stopped after 3 s in f, at your code, line {error['line']}:" in error["message"]
+    assert error["hint"].startswith("look for a loop that never ends at your code, line ")
     assert_next_request_succeeds(fresh_worker)
 
 

@@ -28,7 +28,12 @@ from ui.graphs import (
     shared_box,
     show_graph,
 )
-from ui.lessons import lesson_controls, load_sample_button, show_lesson_error
+from ui.lessons import (
+    explored_function,
+    lesson_controls,
+    load_sample_button,
+    show_lesson_error,
+)
 from ui.live import LiveAnalysis
 from ui.navigation import leave_legacy_pages, open_diff
 from ui.program import (
@@ -41,7 +46,13 @@ from ui.program import (
     sample_names,
     samples_by_title,
 )
-from ui.sidebar import device_picker, restarted_elsewhere, safety_notes, worker_status
+from ui.sidebar import (
+    device_picker,
+    end_page,
+    restarted_elsewhere,
+    safety_notes,
+    worker_status,
+)
 from ui.style import page_style
 from ui.tables import table
 from ui.workers import (
@@ -65,8 +76,10 @@ __all__ = [
     "count",
     "device",
     "device_picker",
+    "end_page",
     "error_card",
     "excerpt",
+    "explored_function",
     "functions_of",
     "fusion_compare",
     "graph_panel",

@@ -110,6 +110,8 @@ def code_input(prog: Program) -> tuple[str, bool]:
 def sample_picker(prog: Program) -> None:
     titles = samples_by_title()
     current = next((t for t, n in titles.items() if n == prog.settings.sample), None)
+    if current is None:  # edited code is no sample's: the picker said the sample's title
+        st.session_state.pop("sample_pick", None)
     st.selectbox(
         "Sample",
         list(titles),

@@ -20,6 +20,13 @@ def lesson_controls(run_label: str) -> bool:
     return run
 
 
+def explored_function() -> None:
+    """The function a lesson measures, and its args: Explore's (the lessons that take it
+    whole say so alike)."""
+    s = program().settings
+    st.markdown(f"Function **`{s.function}`** with args `{s.args}` (from Explore)")
+
+
 def load_sample_button(label: str, sample: str) -> None:
     """A button that makes the built-in `sample` the current program (a lesson's own
     sample, when the code at hand does not suit it)."""

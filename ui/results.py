@@ -156,22 +156,31 @@ def record_new() -> None:
 
 
 # -- the tabs that lay out a result's numbers ------------------------------------
-def timing_tab(r: Report) -> None:
+def timing_tab(r: Report, asked: int) -> None:
+    """The times, each median with its samples; `asked`: the timed runs asked for (a
+    slow call gets fewer: the timing stops once its time budget is spent)."""
     t = r.timings
     m = st.columns(4)
     m[0].metric("first call", seconds(t.first_call_s))
     jit_n, eager_n = charts.samples(r)
-    for column, label, median, n in (
-        (m[1], "jit (median)", t.run_median_s, jit_n),
-        (m[2], "eager (median)", t.eager_median_s, eager_n),
+    cut = 0 < jit_n < asked
+    for column, label, median, n, said in (
+        (m[1], "jit (median)", t.run_median_s, jit_n, f" of {asked}" if cut else ""),
+        (m[2], "eager (median)", t.eager_median_s, eager_n, ""),
     ):
-        column.metric(label, seconds(median), f"n = {n}" if n else None, "off", delta_arrow="off")
+        samples = f"n = {n}{said}" if n else None
+        column.metric(label, seconds(median), samples, "off", delta_arrow="off")
     m[3].metric(
         "compile pays off after",
         charts.pays_off_after(r),
         help="trace+lower+compile time ÷ (eager − jit) time per call; it needs "
         f"{charts.MIN_EAGER_SAMPLES} eager samples or more",
     )
+    if cut:
+        st.caption(
+            f"{jit_n} of the {asked} timed runs asked for: the timing stops once its time "
+            "budget is spent, so a slow call gets fewer (the median is of those)."
+        )
     left, right = st.columns(2)
     left.plotly_chart(charts.stage_waterfall(r), width="stretch", key="ti_stages")
     right.plotly_chart(charts.run_distribution(r), width="stretch", key="ti_runs")

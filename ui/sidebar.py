@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import NoReturn
 
 import streamlit as st
 
@@ -48,6 +49,15 @@ def worker_status() -> None:
             worker().restart(reason="a session sharing it pressed Restart worker")
             seen()[f"{device()}#main"] = worker().generation
             st.rerun()
+
+
+def end_page() -> NoReturn:
+    """`st.stop()` for a page that ends early (an empty state, a spec to mend): the
+    worker's status first, which app.py draws after the page, where a stopped page
+    never gets (the Cache lab's first visit, the lessons' guidance: no status, no
+    Restart worker)."""
+    worker_status()
+    st.stop()
 
 
 def counts_text(status: WorkerStatus) -> str:

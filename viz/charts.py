@@ -59,17 +59,22 @@ def ms_label(value: float) -> str:
 
 AxisLabel = tuple[str, Callable[[float], str]]  # a log axis's title and its ticks' format
 LOG_DECADES_WITH_2_AND_5 = 3  # past this many decades, ticks at each decade alone
+# within one decade, finer steps: 1, 2 and 5 leave a single tick between 120 and 300 ms
+ONE_DECADE_STEPS = (1, 1.5, 2, 3, 4, 5, 6, 8)
 
 
 def log_ticks(values: list[float]) -> list[float]:
     """1, 2 and 5 of each decade the positive `values` span (each decade alone over a
-    wide span): a log axis's ticks (Plotly leaves out those outside the drawn range)."""
+    wide span, finer steps within one): a log axis's ticks (Plotly leaves out those
+    outside the drawn range)."""
     shown = [v for v in values if v is not None and v > 0]
     if not shown:
         return []
     low = math.floor(math.log10(min(shown)))
     high = math.ceil(math.log10(max(shown)))
-    steps = (1, 2, 5) if high - low <= LOG_DECADES_WITH_2_AND_5 else (1,)
+    steps: tuple[float, ...] = (1, 2, 5) if high - low <= LOG_DECADES_WITH_2_AND_5 else (1,)
+    if high - low <= 1:
+        steps = ONE_DECADE_STEPS
     return [float(f"{step}e{decade}") for decade in range(low, high + 1) for step in steps]
 
 

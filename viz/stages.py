@@ -316,7 +316,7 @@ class Compiled:
                 ErrorInfo(
                     ErrorKind.MEMORY,
                     f"Running needs {what}; {of} is {nbytes(limit)}. "
-                    "The compile-only results above are complete.",
+                    "Nothing ran: the compile-only results are complete.",
                     "analyze with runs=0 (compile only), shrink the shapes, or lower the "
                     "peak: the Memory tab shows what fills it",
                     stage="run",

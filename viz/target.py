@@ -416,7 +416,7 @@ class Target:
             mesh = self.mesh_spec
             return parse_spec(spec, self.namespace, expressions=self.expressions, mesh=mesh)
         except SpecError as exc:
-            raise spec_error(str(exc)) from None
+            raise spec_error(exc.named(list(self.params))) from None
 
     def kept_static(self, leaf: Any) -> bool:
         """Whether the function's jit keeps this argument leaf static: `eqx.filter_jit`

@@ -72,6 +72,9 @@ _ALIASES = {
     "complex64": "c64",
     "complex": "c64",
     "complex128": "c128",
+    "fp16": "f16",  # ML's spellings
+    "fp32": "f32",
+    "fp64": "f64",
 }
 _MAX_SHOWN = 60
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
@@ -91,6 +94,14 @@ class SpecError(ValueError):
         if self.index is None:
             return self.reason
         return f"item {self.index} '{_shorten(self.item or '')}': {self.reason}"
+
+    def named(self, params: list[str]) -> str:
+        """The message with the item's parameter, as the function names it (`params`,
+        in order): "x, item 1 'q32[4]': …", where "item 1" alone sent the reader
+        counting the spec's commas."""
+        if self.index is None or self.index > len(params):
+            return str(self)
+        return f"{params[self.index - 1]}, {self}"
 
     def __reduce__(self) -> tuple[type[SpecError], tuple[str, int | None, str | None]]:
         return (SpecError, (self.reason, self.index, self.item))
@@ -298,6 +309,12 @@ def unknown_dtype_message(name: str) -> str:
     if guess:
         return f"unknown dtype '{name}' (did you mean {guess}?)"
     return f"unknown dtype '{name}' (known: {', '.join(DTYPES)})"
+
+
+def unknown_name_message(name: str) -> str:
+    """Why `name[3]` is no item when `name` is neither a dtype nor defined: it is read
+    as a dtype first ('q32[4]' said only that name 'q32' is not defined)."""
+    return f"'{name}' is neither a dtype ({', '.join(DTYPES)}) nor a name your code defines"
 
 
 def describe_error(err: BaseException) -> str:

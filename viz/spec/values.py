@@ -62,6 +62,7 @@ from viz.spec.text import (
     rewrite_empty_subscripts,
     split_items,
     unknown_dtype_message,
+    unknown_name_message,
 )
 
 
@@ -263,7 +264,15 @@ def _array_builder(node: ast.Subscript, name: str, ctx: _Ctx) -> Callable[[], An
         return lambda: ArraySpec(name, _shape(node.slice, ctx))
     if name not in ctx.ns and looks_like_dtype(name):
         raise ItemError(unknown_dtype_message(name))
+    if name not in ctx.ns and _literal_shape(node.slice):
+        raise ItemError(unknown_name_message(name))
     return None
+
+
+def _literal_shape(node: ast.expr) -> bool:
+    """`[3]`, `[8, 128]` or `[]`: a shape of numbers, as after a dtype."""
+    dims = node.elts if isinstance(node, ast.Tuple) else [node]
+    return all(isinstance(d, ast.Constant) and _is_int(d.value) for d in dims)
 
 
 def _is_key_call(node: ast.expr, ctx: _Ctx) -> bool:

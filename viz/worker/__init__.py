@@ -12,7 +12,8 @@ what a child sends: a process that runs user code could craft a pickle that runs
 code in the server, while JSON only ever decodes to plain data.
 
 The parent enforces the limits; each failure ends only the request in flight:
-- time: a request that outlives its timeout kills the child (`timeout`);
+- time: a request that outlives its timeout kills the child (`timeout`), once it
+  said where in the user's code it was stuck (`stuck`: its stacks, on SIGUSR1);
 - memory: all workers of a pool share one budget (`JITSCOPE_MEMORY_LIMIT_GB`); a
   child whose request pushes the total over it is killed (`memory`);
 - crashes: a child that dies mid-request (segfault, `os._exit`, closing the
@@ -25,9 +26,9 @@ import jax.
 The package: `client` (a `Worker`: one child, its limits, its queue), `pool` (per-device
 pools, sessions pinned), `limits` (the shared memory budget), `protocol` (the typed
 requests and replies of `requests` and `replies`, paired and decoded), `frames` (JSON
-frames), `processes` (memory, killing a child's whole family), `child` (the loop in
-the child) and `handlers` (the requests it answers; they import jax). Importing the
-package does not import jax.
+frames), `processes` (memory, killing a child's whole family), `stuck` (where a request
+that ran out of time was), `child` (the loop in the child) and `handlers` (the requests
+it answers; they import jax). Importing the package does not import jax.
 """
 
 from viz.worker.client import DEFAULT_TIMEOUT_S, LESSON_TIMEOUT_S, Worker, WorkerStatus, worker_env

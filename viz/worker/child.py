@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from viz import jax_private, overlap
+from viz.worker import stuck
 from viz.worker.frames import (
     PROTOCOL_EXIT,
     Callback,
@@ -139,6 +140,7 @@ def serve() -> None:
     overlap.own_process()  # the collector and switch interval are ours to tune here
     from viz.worker import handlers  # noqa: F401  (import jax before the first request)
 
+    stuck.listen()  # its stacks, when a request runs out of time
     floor = _open_device()
     # what started the worker (`python -m viz.worker`) is no frame of the user's either
     jax_private.hide_frames("<frozen runpy>", runpy.__file__)

@@ -17,6 +17,7 @@ from typing import Any
 
 from viz import demo as demo_mode  # the property `demo` is this worker's
 from viz.platforms import DeviceConfig, held
+from viz.where import YOUR_CODE, user_where
 from viz.worker import protocol
 from viz.worker.frames import (
     ATTACHED,
@@ -32,6 +33,7 @@ from viz.worker.limits import MemoryBudget, default_memory_limit
 from viz.worker.parts import Parts
 from viz.worker.processes import descendants_of, kill_family, kill_group, process_rss_bytes
 from viz.worker.replies import PARTS
+from viz.worker.stuck import STACK_ENV, forget, new_stack_file, stuck_at
 
 DEFAULT_TIMEOUT_S = 60.0
 LESSON_TIMEOUT_S = 300.0
@@ -157,6 +159,8 @@ class Worker:
         self._family: dict[int, int] = {}  # the child's descendants at the last look
         self._looked = 0.0
         self._cancelled = False
+        self._stack_fd: int | None = None  # the file the child writes its stacks to, asked
+        self._user_file = YOUR_CODE  # the file of the request under way's code
 
     @property
     def demo(self) -> bool:
@@ -168,12 +172,17 @@ class Worker:
 
     # -- lifecycle -------------------------------------------------------
     def _start(self) -> None:
+        self._stack_fd = new_stack_file()
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "viz.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None,
-            env=worker_env(self.device, self.budget.total, self.demo),
+            env={
+                **worker_env(self.device, self.budget.total, self.demo),
+                STACK_ENV: str(self._stack_fd),
+            },
+            pass_fds=(self._stack_fd,),
             start_new_session=True,  # its own process group: killed as one
         )
         assert self._proc.stdout is not None
@@ -195,6 +204,8 @@ class Worker:
         proc.wait()
         kill_group(proc.pid)  # anything the child forked while dying
         self._family = {}
+        forget(self._stack_fd)
+        self._stack_fd = None
         for stream in (proc.stdin, proc.stdout):
             if stream:
                 with contextlib.suppress(OSError):
@@ -387,6 +398,8 @@ class Worker:
     ) -> dict[str, Any]:
         self._cancelled = False
         self.requests += 1
+        settings = getattr(request, "settings", None)
+        self._user_file = getattr(settings, "file", None) or YOUR_CODE
         frame = {"op": request.OP, "kwargs": request.to_dict()}  # the wire: JSON, no pickle
         for attempt in range(2):
             if not self.alive():
@@ -446,16 +459,35 @@ class Worker:
                     on_progress(payload)  # then check the limits like any other pass
             tick()
             if time.monotonic() > deadline:
-                self._kill("a request timed out")
-                return error_result(
-                    "timeout",
-                    f"Stopped after {timeout_s:.0f} s: the function (or its "
-                    "compilation) did not finish in time.",
-                    "look for an infinite loop, or shrink the problem; the worker was restarted",
-                )
+                return self._timed_out(timeout_s)
             if over := self._over_budget():
                 return over
             self._look_at_family()
+
+    def _timed_out(self, timeout_s: float) -> dict[str, Any]:
+        """The child killed, and where in the user's code it was stuck, if it was in it
+        (a loop that never ends): the line, marked in the editor as other errors are."""
+        assert self._proc is not None
+        stuck = None
+        if self._stack_fd is not None:
+            stuck = stuck_at(self._proc.pid, self._stack_fd, self._user_file)
+        self._kill("a request timed out")
+        if stuck is None:
+            return error_result(
+                "timeout",
+                f"Stopped after {timeout_s:.0f} s: the function (or its compilation) did "
+                "not finish in time.",
+                "look for an infinite loop, or shrink the problem; the worker was restarted",
+            )
+        where = user_where(self._user_file, stuck.line)
+        return error_result(
+            "timeout",
+            f"Stopped after {timeout_s:.0f} s in {stuck.function}, at {where}: the "
+            "function did not finish in time.",
+            f"look for a loop that never ends at {where}, or shrink the problem; the "
+            "worker was restarted",
+            line=stuck.line,
+        )
 
     def _look_at_family(self, every_s: float = 1.0) -> None:
         """Remember the child's descendants now and then, so that they can be killed

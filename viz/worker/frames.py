@@ -109,9 +109,11 @@ def read_message(stream: BinaryIO) -> Any:
     return decode(data)
 
 
-def error_result(kind: str, message: str, hint: str) -> dict[str, Any]:
-    """A failure the worker itself saw (the kind is checked like every other)."""
-    return {"ok": False, "error": ErrorInfo(kind, message, hint, stage="worker").to_dict()}
+def error_result(kind: str, message: str, hint: str, line: int | None = None) -> dict[str, Any]:
+    """A failure the worker itself saw (the kind is checked like every other); `line`:
+    the user's line it was at, where known."""
+    error = ErrorInfo(kind, message, hint, line, stage="worker")
+    return {"ok": False, "error": error.to_dict()}
 
 
 class FrameReader:

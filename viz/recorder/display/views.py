@@ -201,8 +201,14 @@ def explore_target(compile: Compile, program: ProcessRun) -> ExploreTarget:
     file = Path(path)
     try:
         code = file.read_text()
+    except FileNotFoundError:
+        return ExploreTarget(
+            problem=f"Open in Explore reads the function's file, and {path} is gone: moved "
+            "or deleted since the recording (the recorded compiles still hold)"
+        )
     except (OSError, UnicodeDecodeError) as exc:
-        return ExploreTarget(problem=f"cannot read {path}: {exc}")
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return ExploreTarget(problem=f"Open in Explore cannot read {path}: {why}")
     if compile.function not in {f.name for f in list_functions(code)}:
         return ExploreTarget(
             problem=f"`{compile.function}` is not a top-level function of {file.name} "
