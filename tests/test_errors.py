@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, analyzed_json, check_error_contract, line_of
 
 from viz import analyze
-from viz.errors import KINDS, ErrorInfo, ErrorKind, UserCodeError, classify
+from viz.errors import KINDS, ErrorInfo, ErrorKind, UserCodeError, classify, eager_failure
 
 
 @pytest.fixture(scope="module")
@@ -383,3 +383,28 @@ def test_a_chained_exception_in_a_callback_is_named_by_the_last_one_raised():
     )
     error = classify(jax.errors.JaxRuntimeError(said), "run")
     assert error.message.endswith("callback: ValueError: boom"), error.message
+
+
+def _allocate_op_by_op() -> None:
+    import jax
+
+    message = "RESOURCE_EXHAUSTED: Out of memory allocating 102400000000 bytes."
+    raise jax.errors.JaxRuntimeError(message)  # XLA's words, op by op
+
+
+def test_an_eager_run_out_of_memory_says_how_much_one_array_asked_for_and_where() -> None:
+    try:
+        _allocate_op_by_op()
+    except Exception as exc:  # the exception a run without jit raised
+        said = eager_failure(exc, __file__)
+    line = _allocate_op_by_op.__code__.co_firstlineno + 4  # its raise
+    assert said.startswith("eager run failed: out of memory (95.4 GiB for one array) at ")
+    assert f"test_errors.py:{line}" in said and "the timings compare jit alone" in said
+    assert "102400000000" not in said  # XLA's raw count of bytes, once in words
+
+
+def test_any_other_eager_failure_keeps_its_exception() -> None:
+    try:
+        raise TypeError("jit-only code")
+    except TypeError as exc:
+        assert eager_failure(exc, None) == "eager run failed: TypeError: jit-only code"

@@ -17,7 +17,8 @@ from enum import StrEnum
 from typing import Any
 
 from viz.plain import Plain
-from viz.units import a_or_an
+from viz.units import a_or_an, nbytes
+from viz.where import user_where
 
 
 class ErrorKind(StrEnum):
@@ -278,6 +279,27 @@ def required_in(message: str) -> tuple[int, str] | None:
 
 def _bytes(number: str, unit: str) -> int:
     return round(float(number) * _UNITS[unit])
+
+
+_ALLOCATING = re.compile(r"allocating (\d+) bytes")
+
+
+def eager_failure(exc: BaseException, user_file: str | None) -> str:
+    """The warning of a run without jit that failed: jit's timings stand (eager is what
+    they are compared with). Out of memory says how much one array asked for and where:
+    op by op each intermediate is made whole, which jit's compiled program need not do
+    (XLA's raw "Out of memory allocating 102400000000 bytes" said neither)."""
+    line = user_line(exc, user_file)
+    where = f" at {user_where(user_file, line)}" if user_file and line else ""
+    message = str(exc)
+    if not out_of_memory(message):
+        return f"eager run failed{where}: {type(exc).__name__}: {message}"
+    asked = _ALLOCATING.search(message)
+    size = f" ({nbytes(int(asked.group(1)))} for one array)" if asked else ""
+    return (
+        f"eager run failed: out of memory{size}{where}. Op by op, each intermediate is "
+        "made whole, which jit's compiled program need not do: the timings compare jit alone"
+    )
 
 
 RUNTIME_FIX = "check for out-of-memory or invalid inputs; the full message is below"

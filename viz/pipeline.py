@@ -35,7 +35,7 @@ from typing import Any
 import jax
 
 from viz import readers
-from viz.errors import USER_EXITS, ErrorKind, UserCodeError
+from viz.errors import USER_EXITS, ErrorKind, UserCodeError, eager_failure
 from viz.fusion.map import FusionMap
 from viz.fusion.report import PROFILE_RUNS, fusion_map_section, profile_section
 from viz.hlo_dump import OptimizedHloDump
@@ -448,5 +448,5 @@ def _time_runs(compiled: Compiled, runs: int, budget_s: float) -> tuple[RunStats
     try:
         eager = compiled.time_eager(max(3, runs // 2), budget_s / 2)
     except (Exception, *USER_EXITS) as exc:
-        return stats, Found.failed("eager run failed", exc)
+        return stats, Found(warning=eager_failure(exc, compiled.target.user_file))
     return stats, Found(eager)
