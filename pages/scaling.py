@@ -79,11 +79,11 @@ if result and not ui.show_lesson_error(result):
         col.metric(
             f"{variant}: one-time cost ∝ N^k",
             "–" if e is None else f"k = {e:.2f}",
-            help="least-squares slope of log(trace+lower+compile) vs log(N), N ≥ 4",
+            help="least-squares slope of log(trace + lower + compile) vs log(N), N ≥ 4",
         )
     left, right = st.columns(2)
     left.plotly_chart(
-        charts.scaling_chart(rows, "total_s", "trace + lower + compile", "ms"), width="stretch"
+        charts.scaling_chart(rows, "total_s", "trace → compile", "ms"), width="stretch"
     )
     right.plotly_chart(
         charts.scaling_chart(rows, "run_s", "run time per call", "ms"), width="stretch"

@@ -52,7 +52,7 @@ if result and not ui.show_lesson_error(result):
         {
             "size": r.size,
             "spec": r.spec,
-            "trace+lower+compile": ui.seconds(r.total_s),
+            "trace → compile": ui.seconds(r.total_s),
             "run (jit)": ui.seconds(r.run_s),
             "run (eager)": ui.seconds(r.eager_s),
             "break-even calls": f"{r.break_even_calls:,.0f}"

@@ -87,7 +87,9 @@ def test_the_shape_sweep_reads_its_break_even_calls() -> None:
     at = open_lesson("pages/shapes.py", program_from_sample("batched_model"))
     at.text_input[-1].set_value("1, 256").run()
     press(at, "Sweep shapes")
-    assert list(at.dataframe[0].value.columns)[-1] == "break-even calls"  # no 100× test
+    columns = list(at.dataframe[0].value.columns)
+    assert columns[-1] == "break-even calls"  # no 100× test
+    assert "trace → compile" in columns  # as History and the Overview name it
     reading = at.info[0].value
     assert "100×" not in reading and reading.endswith(EVERY_SHAPE), reading
     assert reading == f"On cpu: {break_even_reading(at.session_state['shapes'].rows)}"

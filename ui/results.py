@@ -173,7 +173,7 @@ def timing_tab(r: Report, asked: int) -> None:
     m[3].metric(
         "compile pays off after",
         charts.pays_off_after(r),
-        help="trace+lower+compile time ÷ (eager − jit) time per call; it needs "
+        help="trace + lower + compile time ÷ (eager − jit) time per call; it needs "
         f"{charts.MIN_EAGER_SAMPLES} eager samples or more",
     )
     if cut:

@@ -441,7 +441,7 @@ def shape_sweep_chart(rows: list[ShapeRow]) -> go.Figure:
     fig = go.Figure()
     sizes = [r.size for r in rows]
     lines = (
-        ("trace+lower+compile", "total_s", {"color": STAGE_COLOURS["compile"]}),
+        ("trace → compile", "total_s", {"color": STAGE_COLOURS["compile"]}),
         ("run (jit)", "run_s", {"color": STAGE_COLOURS["steady state"]}),
         ("run (eager)", "eager_s", {"color": "#BAB0AC", "dash": "dot"}),
     )
