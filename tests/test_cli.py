@@ -528,3 +528,13 @@ def test_an_eager_time_spent_compiling_a_jit_inside_on_each_call_says_so(tmp_pat
     assert _eager_compiles(reports["rejits"]).startswith(", compiling again on each call")
     assert reports["plain"].run.eager.compiles == 0
     assert _eager_compiles(reports["plain"]) == ""
+
+
+def test_the_summary_says_each_warning_as_the_app_does():
+    """'(eager –)' with nothing beside it: the warning that said why was in the JSON alone."""
+    from viz.cli import summarize_report
+
+    why = "eager run failed: out of memory (95.4 GiB for one array) at model.py:5"
+    report = Report.from_dict({"function": "f", "args": "f32[4]", "warnings": [why]})
+    lines = summarize_report(report).splitlines()
+    assert lines[-1] == f"warning: {why}"

@@ -398,6 +398,8 @@ def summarize_report(report: Report) -> str:
     )
     if t.run_median_s is not None:
         lines.extend(filter(None, [device_time_words(t, report.device)]))
+    # what the app shows above its tabs: why a part is missing ('eager –': eager failed)
+    lines.extend(f"warning: {warning}" for warning in report.warnings)
     error = report.error
     if error:
         where = f" (line {error.line})" if error.line else ""
