@@ -315,7 +315,11 @@ def test_an_op_a_library_makes_is_placed_at_the_users_line_that_called_it(tmp_pa
     line = inspect.getsourcelines(model)[1] + 1
     traced = jax.jit(model).trace(jnp.ones((4, 4)), jnp.ones((2, 4)))
     ops = {"jaxpr": "tanh", "stablehlo": "stablehlo.tanh", "compiled": "tanh"}
+    # an older XLA writes the op's one frame, JAX's pick (the library's), and no stack
+    stacks = "StackFrames" in traced.lower().compile().as_text()
     for graph in graphs(model, jnp.ones((4, 4)), jnp.ones((2, 4))):
+        if graph.ir == "compiled" and not stacks:
+            continue
         (tanh,) = nodes_by_op(graph, ops[graph.ir])
         assert (tanh.source.file, tanh.source.line) == (HERE, line), graph.ir
     (eqn,) = [e for e in traced.jaxpr.eqns if e.primitive.name == "tanh"]
