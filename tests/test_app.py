@@ -17,6 +17,7 @@ from ui.results import COST_MEANINGS
 from ui.sidebar import counts_text
 from viz import units
 from viz.samples import get_sample, list_samples
+from viz.settings import Settings
 from viz.timing import MIN_EAGER_SAMPLES
 from viz.worker.client import WorkerStatus
 
@@ -223,21 +224,26 @@ def slow(x):
 """
 
 
-def test_a_slow_call_timed_fewer_times_than_asked_says_how_many_and_why() -> None:
-    """The inputs said '20 runs', the Timing tab 'n = 9' (the 24-layer model): the
-    timing's budget cut them, and nothing said so."""
+def _analyzed_on(settings: Settings, tab: str) -> AppTest:
+    """Explore with `settings` in the editor, analyzed once (no first-visit analysis),
+    the result open on `tab`."""
     from viz.program import Program
-    from viz.settings import Settings
 
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    slow = Settings(code=SLOW, function="slow", args="f32[2048,2048]")
-    at.session_state["program"] = Program(slow)  # before the first run: the editor's
-    at.session_state["results"] = []  # no first-visit analysis
+    at.session_state["program"] = Program(settings)  # before the first run: the editor's
+    at.session_state["results"] = []
     at.session_state["query_applied"] = True
-    at.session_state["result_tab"] = "Timing"
+    at.session_state["result_tab"] = tab
     at.run()
     button(at, "Analyze").click().run()
     assert not at.exception, at.exception
+    return at
+
+
+def test_a_slow_call_timed_fewer_times_than_asked_says_how_many_and_why() -> None:
+    """The inputs said '20 runs', the Timing tab 'n = 9' (the 24-layer model): the
+    timing's budget cut them, and nothing said so."""
+    at = _analyzed_on(Settings(code=SLOW, function="slow", args="f32[2048,2048]"), "Timing")
     n = next(m.delta for m in at.metric if m.label == "jit (median)")
     done = at.session_state["results"][-1].report.run.jit.samples
     assert 0 < done < 20 and n == f"n = {done} of 20", n
@@ -281,20 +287,10 @@ def test_the_cost_tab_says_a_loops_body_is_counted_once() -> None:
     """XLA's cost analysis counts a while loop's body once, whatever its trip count: a
     32-step scan's FLOPs are one step's, which the tab says (the default sample has no
     loop, and no such line)."""
-    from viz.program import Program
-    from viz.settings import Settings
-
     assert not any("loop" in c.value for c in open_tab("Cost").caption)
     sample = get_sample("unrolled_loop")
     settings = Settings(code=sample.code, function="scanned", args=sample.args, static=["n"])
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.session_state["program"] = Program(settings)  # before the first run: the editor's
-    at.session_state["results"] = []  # no first-visit analysis
-    at.session_state["query_applied"] = True
-    at.session_state["result_tab"] = "Cost"
-    at.run()
-    button(at, "Analyze").click().run()
-    assert not at.exception, at.exception
+    at = _analyzed_on(settings, "Cost")
     said = [c.value for c in at.caption if "loop" in c.value]
     assert said and "XLA counts a loop's body once" in said[0] and "1 while loop" in said[0]
     # one step's FLOPs over 32 steps' time would read 32 times too slow: no rate is made
