@@ -166,6 +166,13 @@ def test_the_editor_highlights_numbers_lines_and_ctrl_enter_analyzes(page) -> No
     result.wait_for()  # a second result in the history
     assert "#2" in result.inner_text() or "#2" in result.locator("input").input_value()
     assert "def g(a, b):" in editor_text(page)
+    # the edited code is no sample's: the picker says so (it kept the sample's title)
+    picker = page.locator(".st-key-sample_pick input").first
+    assert picker.get_attribute("placeholder") == "your own code"
+    deadline = time.time() + 10
+    while picker.input_value() and time.time() < deadline:
+        page.wait_for_timeout(200)
+    assert picker.input_value() == ""
     shot(page, "explore_editor")
 
 

@@ -110,8 +110,10 @@ def code_input(prog: Program) -> tuple[str, bool]:
 def sample_picker(prog: Program) -> None:
     titles = samples_by_title()
     current = next((t for t, n in titles.items() if n == prog.settings.sample), None)
-    if current is None:  # edited code is no sample's: the picker said the sample's title
-        st.session_state.pop("sample_pick", None)
+    if current is None and st.session_state.get("sample_pick") is not None:
+        # edited code is no sample's: set (not dropped, which the browser's own copy of
+        # the widget outlives), so that the picker says so, not the sample's title
+        st.session_state["sample_pick"] = None
     st.selectbox(
         "Sample",
         list(titles),
