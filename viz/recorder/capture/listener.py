@@ -498,6 +498,12 @@ def is_user_file(filename: str) -> bool:
     return known
 
 
+@functools.lru_cache(maxsize=4096)
+def _real_path(filename: str) -> str:
+    """A code file's real path, once per file: the stack is walked at every compile."""
+    return os.path.realpath(filename)
+
+
 def calling_package(frame: FrameType | None) -> str:
     """The installed package whose code called JAX here, as the user called it: where
     the innermost frame outside JAX, jitscope and the standard library is a library's,
@@ -506,7 +512,7 @@ def calling_package(frame: FrameType | None) -> str:
     package = ""
     while frame is not None:
         filename = frame.f_code.co_filename
-        real = os.path.realpath(filename)
+        real = _real_path(filename)
         if not real.startswith((*_JAX_PACKAGES, _VIZ_DIR)):
             inside = installed_parts(real)
             if inside:
@@ -529,7 +535,7 @@ def user_frames(frame: FrameType | None) -> list[tuple[str, int, str]]:
 
 
 def is_jax_code(filename: str) -> bool:
-    return os.path.realpath(filename).startswith(_JAX_PACKAGES)
+    return _real_path(filename).startswith(_JAX_PACKAGES)
 
 
 # -- the user's function under a control-flow primitive run outside jit ----------------
