@@ -67,13 +67,6 @@ _LIBRARY_DIRS = tuple(
     }
     | {_JAX_DIR + os.sep, _VIZ_DIR}
 )
-_STDLIB_DIRS = tuple(
-    {
-        os.path.realpath(p) + os.sep
-        for key in ("stdlib", "platstdlib")
-        if (p := sysconfig.get_paths().get(key))
-    }
-)
 MAX_STACK = 24  # user frames kept per compile
 
 
@@ -512,13 +505,12 @@ def calling_package(frame: FrameType | None) -> str:
     package = ""
     while frame is not None:
         filename = frame.f_code.co_filename
+        if is_user_file(filename):
+            return package
         real = _real_path(filename)
-        if not real.startswith((*_JAX_PACKAGES, _VIZ_DIR)):
-            inside = installed_parts(real)
-            if inside:
-                package = inside[0].removesuffix(".py")
-            elif not (filename.startswith("<") or real.startswith(_STDLIB_DIRS)):
-                return package  # the user's frame
+        inside = installed_parts(real)
+        if inside and not real.startswith((*_JAX_PACKAGES, _VIZ_DIR)):
+            package = inside[0].removesuffix(".py")
         frame = frame.f_back
     return package
 
